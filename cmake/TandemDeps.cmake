@@ -1,0 +1,10 @@
+# System libraries (Debian packages installed by scripts/install-deps.sh), as imported targets.
+find_package(PkgConfig REQUIRED)
+find_package(OpenSSL REQUIRED)
+find_package(Threads REQUIRED)
+pkg_check_modules(JSONC REQUIRED IMPORTED_TARGET json-c)
+pkg_check_modules(YAML REQUIRED IMPORTED_TARGET yaml-0.1)
+pkg_check_modules(CURL REQUIRED IMPORTED_TARGET libcurl)
+pkg_check_modules(UV REQUIRED IMPORTED_TARGET libuv)
+pkg_check_modules(H2O REQUIRED IMPORTED_TARGET libh2o)
+pkg_check_modules(CMOCKA REQUIRED IMPORTED_TARGET cmocka)
