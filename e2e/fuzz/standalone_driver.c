@@ -202,6 +202,7 @@ int main(int argc, char **argv)
         /* Hand the target an exactly-sized copy so ASan sees reads past the end. */
         uint8_t *exact = malloc(size ? size : 1);
         if (!exact) {
+            free(buf);
             return 2;
         }
         memcpy(exact, buf, size);

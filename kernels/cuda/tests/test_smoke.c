@@ -13,8 +13,9 @@ int main(void)
     }
     enum { N = 1 << 20 };
     float *x = malloc(N * sizeof(float)), *y = malloc(N * sizeof(float));
+    int rc = 1;
     if (!x || !y) {
-        return 1;
+        goto out;
     }
     for (int i = 0; i < N; i++) {
         x[i] = (float)i;
@@ -23,16 +24,18 @@ int main(void)
     char err[256];
     if (cuda_saxpy(2.0f, x, y, N, err, sizeof(err)) != 0) {
         fprintf(stderr, "FAIL: %s\n", err);
-        return 1;
+        goto out;
     }
     for (int i = 0; i < N; i++) {
         if (fabsf(y[i] - (2.0f * (float)i + 1.0f)) > 1e-3f * (1.0f + (float)i)) {
             fprintf(stderr, "FAIL: y[%d] = %f, want %f\n", i, y[i], 2.0 * i + 1.0);
-            return 1;
+            goto out;
         }
     }
     printf("ok: saxpy over %d elements on the GPU\n", N);
+    rc = 0;
+out:
     free(x);
     free(y);
-    return 0;
+    return rc;
 }

@@ -1,0 +1,50 @@
+/*
+ * Bounded growable byte buffer (like curl's dynbuf, git's strbuf). Every buffer has a hard cap so
+ * that input from the network can never grow memory without bound.
+ *
+ * Ownership: the struct is the caller's (usually on the stack or embedded); data is owned by the
+ * buffer until buf_free or buf_detach. data is NULL until the first append and, when non-NULL, is
+ * always NUL-terminated (the NUL is not counted in len and not in max). A failed append leaves the
+ * buffer unchanged. Not thread-safe: one owner at a time.
+ */
+#ifndef TANDEM_LIB_BUF_H
+#define TANDEM_LIB_BUF_H
+
+#include <stddef.h>
+
+#include "lib/common.h"
+
+struct buf {
+    char *data; /* NULL or NUL-terminated contents */
+    size_t len; /* bytes used, excluding the NUL */
+    size_t cap; /* bytes allocated, including room for the NUL */
+    size_t max; /* hard cap on len */
+};
+
+/* Initialises an empty buffer that may hold up to max bytes. Allocates nothing. */
+void buf_init(struct buf *b, size_t max);
+
+/* Appends len bytes (which may contain NULs). -ENOSPC when len would pass max, -ENOMEM. */
+int buf_append(struct buf *b, const void *data, size_t len);
+
+/* Appends a C string. */
+int buf_appends(struct buf *b, const char *s);
+
+/* Appends printf-formatted text. -ENOSPC (nothing appended) when it would pass max. */
+int buf_appendf(struct buf *b, const char *fmt, ...) TANDEM_PRINTF(2, 3);
+
+/* len = 0; keeps the memory for reuse. */
+void buf_reset(struct buf *b);
+
+/* Frees the memory; the buffer is empty and reusable with the same max afterwards. */
+void buf_free(struct buf *b);
+
+/* Hands the contents to the caller (free() it); *len (may be NULL) receives the length. Returns a
+ * NUL-terminated string, "" allocated when the buffer was empty, or NULL on OOM. The buffer is
+ * left empty (same max). */
+char *buf_detach(struct buf *b, size_t *len);
+
+/* The contents as a C string; "" when empty. Valid until the next change to the buffer. */
+const char *buf_cstr(const struct buf *b);
+
+#endif /* TANDEM_LIB_BUF_H */

@@ -1,0 +1,76 @@
+/*
+ * Small macros shared by every Tandem C file: an always-on assert for programming errors
+ * (bad input never asserts; it gets an error value), array sizes, and compiler attributes.
+ */
+#ifndef TANDEM_LIB_COMMON_H
+#define TANDEM_LIB_COMMON_H
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* Always on (also in release builds): logs "file:line: assertion failed: cond" to stderr and
+ * aborts. For invariants of our own code only, never for checking input. */
+#define TANDEM_ASSERT(cond)                                                                        \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: assertion failed: %s\n", __FILE__, __LINE__, #cond);           \
+            fflush(stderr);                                                                        \
+            abort();                                                                               \
+        }                                                                                          \
+    } while (0)
+
+/* Number of elements of a true array (not a pointer). */
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* printf-style format checking: fmt_idx is the 1-based index of the format argument, args_idx
+ * the index of the first variadic argument. */
+#define TANDEM_PRINTF(fmt_idx, args_idx) __attribute__((format(printf, fmt_idx, args_idx)))
+
+#define TANDEM_UNUSED __attribute__((unused))
+
+/* Length (1-4) of the well-formed UTF-8 sequence at p (n bytes available), or 0 when the bytes
+ * there are not valid UTF-8 (overlong forms, surrogates and code points past U+10FFFF included).
+ * A NUL byte is a valid one-byte sequence. */
+static inline size_t tandem_utf8_seq_len(const unsigned char *p, size_t n)
+{
+    if (n == 0) {
+        return 0;
+    }
+    unsigned char c = p[0];
+    if (c < 0x80) {
+        return 1;
+    }
+    size_t len;
+    unsigned char lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
+    if (c >= 0xC2 && c <= 0xDF) {
+        len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        if (c == 0xE0) {
+            lo = 0xA0;
+        } else if (c == 0xED) {
+            hi = 0x9F;
+        }
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        if (c == 0xF0) {
+            lo = 0x90;
+        } else if (c == 0xF4) {
+            hi = 0x8F;
+        }
+    } else {
+        return 0;
+    }
+    if (n < len || p[1] < lo || p[1] > hi) {
+        return 0;
+    }
+    for (size_t i = 2; i < len; i++) {
+        if ((p[i] & 0xC0) != 0x80) {
+            return 0;
+        }
+    }
+    return len;
+}
+
+#endif /* TANDEM_LIB_COMMON_H */
