@@ -3,7 +3,7 @@
  * the real agent exists. A small HTTP server on lib/http_server with the endpoints a pod needs to
  * be probed, addressed, streamed from and scraped:
  *
- *   GET  /health                        200 {"status":"ok"}
+ *   GET  /health, /healthz, /readyz     200 {"status":"ok"}
  *   GET  /                              pod name/namespace/IP (POD_NAME, POD_NAMESPACE, POD_IP),
  *                                       hostname, uptime, requests served
  *   POST /echo                          the request body back, with its Content-Type
@@ -13,6 +13,13 @@
  * SIGTERM/SIGINT drain: the listener closes, in-flight requests and streams finish (up to
  * --drain-timeout-ms), then the process exits 0. A second signal closes everything at once.
  * Exit status: 0 after a shutdown, 1 when the server cannot start, 2 on bad usage.
+ *
+ * Standing in for another image (e2e/localkube/images.json runs it in place of tandem-agent and
+ * tandem-epp, with that image's container args appended): --ignore-unknown-flags drops the flags
+ * it does not know (with their value, when the next word does not start with "--") and the
+ * positional words, logging them at debug; --exit-on-command WORD exits 0 at once when the first
+ * positional word is WORD (a one-shot subcommand, e.g. the agent's "fetch" init container). The
+ * last --port / --host given wins, so a fixed prefix can be overridden by the container args.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -230,27 +237,96 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: tandem-echo [--host ADDR] [--port N] [--log-level debug|info|warn|error]\n"
                "                   [--log-format text|json] [--drain-timeout-ms N]\n"
+               "                   [--ignore-unknown-flags] [--exit-on-command WORD]\n"
                "  --host defaults to $POD_IP, else 127.0.0.1; --port to 8000;\n"
-               "  --drain-timeout-ms (how long SIGTERM waits for in-flight requests) to 30000.\n");
+               "  --drain-timeout-ms (how long SIGTERM waits for in-flight requests) to 30000.\n"
+               "  --ignore-unknown-flags: skip unknown flags (and their values) and positional\n"
+               "  words instead of failing; --exit-on-command WORD: exit 0 at once when the first\n"
+               "  positional word is WORD (both for standing in for another image).\n");
+}
+
+static const struct option echo_opts[] = {
+    {"host", required_argument, NULL, 'H'},
+    {"port", required_argument, NULL, 'p'},
+    {"log-level", required_argument, NULL, 'l'},
+    {"log-format", required_argument, NULL, 'f'},
+    {"drain-timeout-ms", required_argument, NULL, 'd'},
+    {"ignore-unknown-flags", no_argument, NULL, 'i'},
+    {"exit-on-command", required_argument, NULL, 'x'},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+/* The option of echo_opts named by "--name" or "--name=value" (exact names only), or NULL. */
+static const struct option *known_flag(const char *word)
+{
+    if (strncmp(word, "--", 2) != 0) {
+        return NULL;
+    }
+    const char *name = word + 2;
+    size_t len = strcspn(name, "=");
+    for (const struct option *o = echo_opts; o->name; o++) {
+        if (strlen(o->name) == len && strncmp(o->name, name, len) == 0) {
+            return o;
+        }
+    }
+    return NULL;
+}
+
+/*
+ * --ignore-unknown-flags: compacts argv in place to argv[0] plus the known flags and their
+ * values, so getopt sees only those. Unknown "--flags" are dropped with their value when the next
+ * word does not start with "--"; other words (positional, "-x") are dropped too. The dropped words
+ * go, space-separated, into dropped; the first positional word into *first_word (or NULL).
+ * Returns the new argc.
+ */
+static int drop_unknown_args(int argc, char **argv, struct buf *dropped, const char **first_word)
+{
+    int out = 1;
+    *first_word = NULL;
+    for (int i = 1; i < argc; i++) {
+        const struct option *o = known_flag(argv[i]);
+        if (o) {
+            argv[out++] = argv[i];
+            if (o->has_arg == required_argument && !strchr(argv[i], '=') && i + 1 < argc) {
+                argv[out++] = argv[++i];
+            }
+            continue;
+        }
+        buf_appendf(dropped, "%s%s", dropped->len ? " " : "", argv[i]);
+        if (strncmp(argv[i], "--", 2) == 0) {
+            if (argv[i][2] && !strchr(argv[i], '=') && i + 1 < argc &&
+                strncmp(argv[i + 1], "--", 2) != 0) {
+                buf_appendf(dropped, " %s", argv[++i]);
+            }
+        } else if (argv[i][0] != '-' && !*first_word) {
+            *first_word = argv[i];
+        }
+    }
+    argv[out] = NULL;
+    return out;
 }
 
 int main(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"host", required_argument, NULL, 'H'},
-        {"port", required_argument, NULL, 'p'},
-        {"log-level", required_argument, NULL, 'l'},
-        {"log-format", required_argument, NULL, 'f'},
-        {"drain-timeout-ms", required_argument, NULL, 'd'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     const char *host = env_or("POD_IP", "127.0.0.1");
+    const char *exit_on = NULL, *first_word = NULL;
     long port = 8000, drain_ms = 30000;
     enum log_level level = LOGL_INFO;
     enum log_format format = LOG_FORMAT_TEXT;
+    int ignore_unknown = 0;
+    struct buf dropped;
+    buf_init(&dropped, 64 * 1024);
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--ignore-unknown-flags") == 0) {
+            ignore_unknown = 1;
+        }
+    }
+    if (ignore_unknown) {
+        argc = drop_unknown_args(argc, argv, &dropped, &first_word);
+    }
     int c;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "", echo_opts, NULL)) != -1) {
         switch (c) {
         case 'H':
             host = optarg;
@@ -279,6 +355,11 @@ int main(int argc, char **argv)
                 return 2;
             }
             break;
+        case 'i':
+            break;
+        case 'x':
+            exit_on = optarg;
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -287,11 +368,22 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (optind != argc) {
+    if (!ignore_unknown && optind < argc) {
+        first_word = argv[optind];
+    }
+    if (optind != argc && !(exit_on && first_word && strcmp(first_word, exit_on) == 0)) {
         usage(stderr);
         return 2;
     }
     log_init("tandem-echo", level, format);
+    if (dropped.len) {
+        log_debug("ignored unknown arguments: %s", buf_cstr(&dropped));
+    }
+    buf_free(&dropped);
+    if (exit_on && first_word && strcmp(first_word, exit_on) == 0) {
+        log_info("command \"%s\": nothing to do for a stand-in; exiting 0", first_word);
+        return 0;
+    }
 
     struct echo e = {
         .loop = uv_default_loop(),
@@ -321,6 +413,8 @@ int main(int argc, char **argv)
         goto out_metrics;
     }
     if (http_server_route(e.srv, "GET", "/health", 0, h_health, &e) != 0 ||
+        http_server_route(e.srv, "GET", "/healthz", 0, h_health, &e) != 0 ||
+        http_server_route(e.srv, "GET", "/readyz", 0, h_health, &e) != 0 ||
         http_server_route(e.srv, "GET", "/", 0, h_root, &e) != 0 ||
         http_server_route(e.srv, "POST", "/echo", 0, h_echo, &e) != 0 ||
         http_server_route(e.srv, "GET", "/stream", 0, h_stream, &e) != 0) {

@@ -45,8 +45,6 @@
 
 /* Ready=False, Degraded=True: validation failed; the message lists "field: problem" pairs. */
 #define REASON_INVALID_SPEC "InvalidSpec"
-/* Ready=False, Degraded=True: deployment.type MultiNode, for now. */
-#define REASON_NOT_SUPPORTED "NotSupported"
 /* Ready=False: spec.poolRef names no InferencePool (or the pool's spec is invalid). */
 #define REASON_POOL_NOT_FOUND "PoolNotFound"
 #define REASON_POOL_INVALID   "PoolInvalid"

@@ -33,13 +33,13 @@ struct lk {
     char server[64];
 };
 
-static void lk_sleep_ms(long ms)
+TANDEM_UNUSED static void lk_sleep_ms(long ms)
 {
     struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
 }
 
-static long long lk_now_ms(void)
+TANDEM_UNUSED static long long lk_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -48,7 +48,7 @@ static long long lk_now_ms(void)
 
 /* e2e/localkube of this checkout, found from this file's path (absolute in CMake builds) or, for
  * relative builds, from the working directory (ctest runs tests in lib/kube/tests). */
-static int lk_source_dir(char *out, size_t outlen)
+TANDEM_UNUSED static int lk_source_dir(char *out, size_t outlen)
 {
     char path[PATH_MAX];
     const char *here = __FILE__;
@@ -66,7 +66,7 @@ static int lk_source_dir(char *out, size_t outlen)
 
 /* Starts the emulator; 0 or -1 (with a message). extra: optional further argv (NULL-terminated
  * list of up to 4). */
-static int lk_start_args(struct lk *lk, const char *const *extra)
+TANDEM_UNUSED static int lk_start_args(struct lk *lk, const char *const *extra)
 {
     char src[PATH_MAX];
     memset(lk, 0, sizeof(*lk));
@@ -135,7 +135,7 @@ static int lk_start_args(struct lk *lk, const char *const *extra)
     return -1;
 }
 
-static int lk_start(struct lk *lk)
+TANDEM_UNUSED static int lk_start(struct lk *lk)
 {
     static const char *const extra[] = {"--bookmark-interval", "1", NULL};
     return lk_start_args(lk, extra);
@@ -143,7 +143,7 @@ static int lk_start(struct lk *lk)
 
 /* SIGTERMs the emulator (SIGKILL after 5 s), reaps it and removes its directory (kept when
  * $LK_KEEP is set, for debugging). */
-static void lk_stop(struct lk *lk)
+TANDEM_UNUSED static void lk_stop(struct lk *lk)
 {
     if (lk->pid > 0) {
         kill(lk->pid, SIGTERM);
@@ -171,7 +171,8 @@ static void lk_stop(struct lk *lk)
 }
 
 /* A client for the emulator (NULL opts → defaults with few retries, short timeouts). */
-static struct kube_client *lk_client(const struct lk *lk, const struct kube_client_options *opts)
+TANDEM_UNUSED static struct kube_client *lk_client(const struct lk *lk,
+                                                   const struct kube_client_options *opts)
 {
     struct kube_config cfg = {0};
     cfg.server = (char *)lk->server;
@@ -193,7 +194,7 @@ static struct kube_client *lk_client(const struct lk *lk, const struct kube_clie
 }
 
 /* POST /localkube/faults with body (a JSON object); 0 on success. */
-static int lk_fault(struct kube_client *c, const char *body)
+TANDEM_UNUSED static int lk_fault(struct kube_client *c, const char *body)
 {
     struct kube_error err = {0};
     long status = 0;
@@ -205,7 +206,7 @@ static int lk_fault(struct kube_client *c, const char *body)
     return rc;
 }
 
-static int lk_clear_faults(struct kube_client *c)
+TANDEM_UNUSED static int lk_clear_faults(struct kube_client *c)
 {
     struct kube_error err = {0};
     return kube_request(c, "DELETE", "/localkube/faults", NULL, NULL, 0, NULL, NULL, &err);
