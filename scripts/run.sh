@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make run`: the main job on an embedded default. Today that is localkube (the single-machine
-# Kubernetes stand-in) with the demo workload: a Deployment of tandem-echo pods, each a local
-# process on its own loopback IP. Later issues grow this into the whole serving stack.
+# Kubernetes stand-in) running tandem-operator with an example disaggregated InferencePool, plus a
+# demo Deployment of tandem-echo pods, each a local process on its own loopback IP. Later issues
+# grow this into the whole serving stack.
 #
 #   scripts/run.sh [BUILD_DIR]     stays in the foreground; Ctrl-C (or SIGTERM) tears it all down
 #   RUN_DETACH=1 scripts/run.sh    leaves localkube running; stop it with
@@ -33,12 +34,26 @@ fi
 "${kc[@]}" rollout status deployment/echo --timeout=120s
 "${kc[@]}" get pods -o wide
 
+# The operator (two replicas, leader election) and a disaggregated pool: the operator turns the
+# InferencePool/InferenceModel into prefill/decode Deployments, the EPP and status. Until the
+# agent and EPP land, their images run tandem-echo stand-ins (e2e/localkube/images.json).
+"${kc[@]}" apply -k manifests/
+"${kc[@]}" -n tandem-system rollout status deployment/tandem-operator --timeout=120s
+"${kc[@]}" apply -f manifests/examples/disaggregated.yaml
+"${kc[@]}" wait --for=condition=Ready inferencemodel/llama-1b --timeout=180s
+"${kc[@]}" get inferencepools,inferencemodels
+"${kc[@]}" get deployments -l tandem.dev/pool=llama-pd
+
 ips=$("${kc[@]}" get pods -l app.kubernetes.io/name=echo -o jsonpath='{.items[*].status.podIP}')
 first=${ips%% *}
 cat <<MSG
 
-tandem: localkube is up with the demo workload (3 tandem-echo pods, each on its own loopback IP).
+tandem: localkube is up with tandem-operator (namespace tandem-system), the disaggregated pool
+llama-pd (2 prefill + 3 decode workers, stand-in agents), and the echo demo (3 tandem-echo pods,
+each on its own loopback IP).
   export KUBECONFIG=$state/kubeconfig
+  kubectl get ipool,imodel; kubectl describe imodel llama-1b
+  kubectl patch imodel llama-1b --type=merge -p '{"spec":{"deployment":{"decodeWorkers":{"replicas":4}}}}'
   kubectl get deploy,rs,pods,svc,endpoints -o wide
   curl http://$first:8000/            # which pod answered
   curl http://$first:8000/metrics     # Prometheus metrics
