@@ -17,7 +17,7 @@ Not emulated: authentication/authorization (everything is allowed), admission we
 conversion webhooks (all served versions of a CRD share the stored object, apiVersion rewritten),
 protobuf responses, service proxying (clusterIPs are allocated from 10.96.0.0/16 but nothing
 routes them; pods get loopback IPs from the kubelet and clients talk to those).  core/v1 and
-events.k8s.io/v1 Events are stored separately (kube shares one store).
+events.k8s.io/v1 Events share one store, as in kube (each API converts).
 """
 
 import argparse
@@ -49,6 +49,17 @@ from lk.store import (BOOKMARK, ERROR, INITIAL_EVENTS_END, DeleteOptions, Store,
 log = logging.getLogger("localkube.apiserver")
 
 MAX_BODY = 3 * 1024 * 1024
+# Go reverse proxies (kubectl proxy) race with a fast upstream: when the answer to a request whose
+# body tail the proxy's Transport wrote straight to the socket (more than its 4 KiB write buffer)
+# comes back before that Transport's writeLoop did its final "no more body" read, the proxy's
+# http.Server drains and closes the inbound body as it writes the response headers, the late read
+# fails with "invalid Read on closed Body", and the writeLoop closes the upstream connection in
+# the middle of the response ("ReverseProxy read error during body copy: use of closed network
+# connection"; the client sees a truncated body).  golang/go#40747.  localkube answers a 900 KiB
+# create in a few ms, far faster than kube-apiserver, so it holds the answer to a proxied request
+# (X-Forwarded-For) with a body over 4 KiB until this long after the body was read.
+PROXIED_BODY_HOLD = 0.05
+PROXY_WRITE_BUFFER = 4096
 VERSION_INFO = {
     "major": "1", "minor": "32", "gitVersion": "v1.32.0-localkube",
     "gitCommit": "0000000000000000000000000000000000000000", "gitTreeState": "clean",
@@ -66,6 +77,45 @@ NOT_FOUND_MSG = "the server could not find the requested resource"
 
 def _dumps(obj):
     return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def json_loads_strict(raw):
+    """json.loads that also reports duplicate object keys the way kube's strict decoder
+    (sigs.k8s.io/json) does: ['duplicate field "spec.color"', ...] (paths with list indexes,
+    'spec.containers[0].name').  The last value wins, as in Go."""
+    dups = {}
+
+    def hook(pairs):
+        d = dict(pairs)
+        if len(d) != len(pairs):
+            seen = set()
+            names = []
+            for k, _ in pairs:
+                if k in seen and k not in names:
+                    names.append(k)
+                seen.add(k)
+            dups[id(d)] = (d, names)  # keeps d alive, so its id stays unique
+        return d
+
+    obj = json.loads(raw, object_pairs_hook=hook)
+    if not dups:
+        return obj, []
+    out = []
+
+    def walk(v, path):
+        if isinstance(v, dict):
+            hit = dups.get(id(v))
+            if hit is not None and hit[0] is v:
+                for n in hit[1]:
+                    out.append("duplicate field %s" % json.dumps(path + "." + n if path else n))
+            for k, x in v.items():
+                walk(x, path + "." + k if path else k)
+        elif isinstance(v, list):
+            for i, x in enumerate(v):
+                walk(x, "%s[%d]" % (path, i))
+
+    walk(obj, "")
+    return obj, out
 
 
 def _qbool(v):
@@ -217,6 +267,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         data = ("\r\n".join(lines) + "\r\n\r\n").encode("utf-8")
         if self.command != "HEAD":
             data += body
+        if self._hold_until:
+            wait = self._hold_until - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
         self.wfile.write(data)
 
     def _send_json(self, code, obj, headers=None, content_type="application/json"):
@@ -232,17 +286,28 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             total = 0
             while True:
                 line = self.rfile.readline(65537)
-                size = int(line.split(b";")[0].strip() or b"0", 16)
+                try:
+                    size = int(line.split(b";")[0].strip() or b"0", 16)
+                except ValueError:
+                    self.close_connection = True
+                    raise ApiError.bad_request("invalid chunked request body")
                 if size == 0:
                     while self.rfile.readline(65537) not in (b"\r\n", b"\n", b""):
                         pass
                     break
                 total += size
                 if total > MAX_BODY:
-                    self.close_connection = True
-                    raise ApiError.too_large(MAX_BODY)
-                chunks.append(self.rfile.read(size))
+                    chunks = None  # keep reading (bounded) so the client can read the Status
+                    if total > 8 * MAX_BODY:
+                        self.close_connection = True
+                        raise ApiError.too_large(MAX_BODY)
+                data = self.rfile.read(size)
+                if chunks is not None:
+                    chunks.append(data)
                 self.rfile.readline(65537)
+            if chunks is None:
+                self.close_connection = True
+                raise ApiError.too_large(MAX_BODY)
             return b"".join(chunks)
         try:
             n = int(self.headers.get("Content-Length") or 0)
@@ -265,6 +330,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._sent = False
         self._code = 0
         self._warnings = []
+        self._strict_errs = []
+        self._hold_until = 0
         self._streaming = False
         t0 = time.time()
         ua = self.headers.get("User-Agent") or ""
@@ -274,6 +341,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             for k, v in urllib.parse.parse_qsl(url.query, keep_blank_values=True):
                 q[k] = v
             self._body = self._read_body()
+            if len(self._body) > PROXY_WRITE_BUFFER and self.headers.get("X-Forwarded-For"):
+                self._hold_until = time.monotonic() + PROXIED_BODY_HOLD
             self._route(method, url.path, q)
         except ApiError as e:
             if not self._sent and not self._streaming:
@@ -428,6 +497,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             raise ApiError(404, "NotFound", NOT_FOUND_MSG)
         if sub is not None and sub not in rt.subresources:
             raise ApiError(404, "NotFound", NOT_FOUND_MSG)
+        if rt.namespaced and ns is None and name is None and method not in ("GET", "HEAD"):
+            # the all-namespaces path of a namespaced kind serves only list and watch
+            raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on "
+                           "the requested resource")
         if name is not None and not name:
             raise ApiError(404, "NotFound", NOT_FOUND_MSG)
         # verb
@@ -485,9 +558,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         ctype = ctype.lower()
         if ctype in ("application/yaml", "application/x-yaml", "text/yaml") and allow_yaml:
             try:
-                return _yaml_or_json(raw)
+                obj, self._strict_errs = _yaml_or_json_strict(raw)
             except Exception as e:
                 raise ApiError.bad_request("couldn't get version/kind; yaml parse error: %s" % e)
+            return obj
         if ctype == "application/vnd.kubernetes.protobuf":
             try:
                 return decode_protobuf(raw)
@@ -505,7 +579,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if not raw.strip():
             raise ApiError.bad_request("the body of the request was empty")
         try:
-            return json.loads(raw)
+            obj, self._strict_errs = json_loads_strict(raw)
+            return obj
         except ValueError as e:
             raise ApiError.bad_request("couldn't get version/kind; json parse error: %s" % e)
 
@@ -526,6 +601,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                             field_validation=fv or "Warn",
                             force=None if force is None else _qbool(force),
                             user_agent=self.headers.get("User-Agent") or "")
+        opts.strict_errors = list(self._strict_errs)
         fm = opts.field_manager
         if fm is not None and (len(fm) > 128 or any(not ch.isprintable() for ch in fm)):
             raise ApiError.invalid("meta.k8s.io", kind, "", [
@@ -545,6 +621,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 fs = sel.parse_field_selector(r.q["fieldSelector"], r.rt.field_selectors)
                 if fs.empty:
                     fs = None
+                elif r.rt.field_label_map:  # selectors run on the stored form
+                    fs.requirements = [(r.rt.field_label_map.get(f, f), op, v)
+                                       for f, op, v in fs.requirements]
         except sel.SelectorError as e:
             raise ApiError.bad_request(str(e))
         return ls, fs
@@ -673,9 +752,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             raise ApiError.bad_request("the body of the request was empty")
         try:
             if ptype == "apply":
-                patch = _yaml_or_json(raw)
+                patch, self._strict_errs = _yaml_or_json_strict(raw)
             else:
-                patch = json.loads(raw)
+                patch, dups = json_loads_strict(raw)
+                if ptype != "json":  # a JSON patch's duplicates are in the op list, not fields
+                    self._strict_errs = dups
         except Exception as e:
             raise ApiError.bad_request("error decoding patch: %s" % e)
         opts = self._write_opts(r, "PatchOptions")
@@ -941,7 +1022,7 @@ class _Encoder:
         self.mode = mode
         self.av = av
         self.inc = include_object
-        self.form = (mode, rt.version, av, include_object)
+        self.form = (mode, rt.api_version, av, include_object)
         self.first_table = True
 
     def _obj_bytes(self, obj):
@@ -1197,13 +1278,31 @@ def _b_table():
     return table
 
 
-def _yaml_or_json(raw):
+def _yaml_duplicates(raw):
+    """Strict decoding errors of duplicate keys in a YAML body (sigs.k8s.io/yaml
+    YAMLToJSONStrict): ['yaml: unmarshal errors:\n  line 4: key "c" already set in map']."""
+    from lk import yamlmini
+    text = raw.decode("utf-8", "replace") if isinstance(raw, (bytes, bytearray)) else raw
+    try:
+        yamlmini.loads(text, duplicate_keys="error")
+    except Exception as e:
+        msg = str(e)
+        if "already defined" not in msg:
+            return []
+        line = msg.split("line ", 1)[-1].split(":", 1)[0] if "line " in msg else "?"
+        key = msg.split('mapping key "', 1)[-1].split('"', 1)[0]
+        return ['yaml: unmarshal errors:\n  line %s: key "%s" already set in map' % (line, key)]
+    return []
+
+
+def _yaml_or_json_strict(raw):
+    """(object, strict decoding errors) of a JSON or YAML body."""
     text = raw.decode("utf-8") if isinstance(raw, (bytes, bytearray)) else raw
     try:
-        return json.loads(text)
+        return json_loads_strict(text)
     except ValueError:
         from lk import yamlmini
-        return yamlmini.loads(text)
+        return yamlmini.loads(text), _yaml_duplicates(text)
 
 
 # --------------------------------------------------------------------------------------------

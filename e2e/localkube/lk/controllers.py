@@ -215,6 +215,41 @@ class Expectations:
             self._exp.pop(key, None)
 
 
+class AdoptionCheck:
+    """controller.RecheckDeletionTimestamp behind ControllerRefManager's canAdoptOnce: before
+    the first adoption of a sync, re-read the owner from the API server (never the informer
+    cache, which may still hold an owner that was just deleted with --cascade=orphan) and
+    refuse to adopt when it is gone, is being deleted, or has another uid."""
+
+    def __init__(self, client, res, owner):
+        self.client = client
+        self.res = res
+        self.owner = owner
+        self.ok = None
+
+    def __call__(self):
+        if self.ok is None:
+            m = self.owner["metadata"]
+            try:
+                fresh = self.client.get(self.res, m["name"], m.get("namespace"))
+            except ApiError as e:
+                if not e.not_found:
+                    raise
+                fresh = None
+            why = None
+            if fresh is None:
+                why = "is gone"
+            elif uid_of(fresh) != uid_of(self.owner):
+                why = "is gone: got uid %s, wanted %s" % (uid_of(fresh), uid_of(self.owner))
+            elif fresh["metadata"].get("deletionTimestamp"):
+                why = "has just been deleted at %s" % fresh["metadata"]["deletionTimestamp"]
+            if why:
+                log.info("%s %s/%s %s: not adopting", self.res.kind, m.get("namespace"),
+                         m["name"], why)
+            self.ok = why is None
+        return self.ok
+
+
 class EventRecorder:
     """Best-effort core/v1 Events (what `kubectl describe` shows), written from one thread."""
 
@@ -453,6 +488,7 @@ class ReplicaSetController(Controller):
         out = []
         uid = uid_of(rs)
         deleting = bool(rs["metadata"].get("deletionTimestamp"))
+        can_adopt = AdoptionCheck(self.client, kc.REPLICASETS, rs)
         for p in pods:
             ref = controller_ref(p)
             labels = p["metadata"].get("labels") or {}
@@ -465,6 +501,8 @@ class ReplicaSetController(Controller):
                     self._release(rs, p)
                 continue
             if deleting or not sel.matches(labels) or p["metadata"].get("deletionTimestamp"):
+                continue
+            if not can_adopt():
                 continue
             if self._adopt(rs, p):
                 out.append(p)
@@ -793,6 +831,7 @@ class DeploymentController(Controller):
         uid = uid_of(d)
         out = []
         deleting = bool(d["metadata"].get("deletionTimestamp"))
+        can_adopt = AdoptionCheck(self.client, kc.DEPLOYMENTS, d)
         for rs in self.rs.list(d["metadata"]["namespace"]):
             ref = controller_ref(rs)
             labels = rs["metadata"].get("labels") or {}
@@ -811,6 +850,8 @@ class DeploymentController(Controller):
                 continue
             if deleting or sel is None or sel.empty or not sel.matches(labels) or \
                     rs["metadata"].get("deletionTimestamp"):
+                continue
+            if not can_adopt():
                 continue
             refs = list(rs["metadata"].get("ownerReferences") or []) + [owner_ref(d)]
             try:
@@ -1744,6 +1785,7 @@ class NodeManager:
         self.max_pods = str(max_pods)
         self.started = now_rfc3339()
         self.leases = {}
+        self.node_uids = {}  # node name -> uid (for the Lease ownerReference)
         self.thread = None
 
     def node_status(self, name, old=None):
@@ -1805,6 +1847,7 @@ class NodeManager:
                            if (node["metadata"].get("labels") or {}).get(k) != v}
                 if missing:
                     node = self.client.patch(kc.NODES, name, {"metadata": {"labels": missing}})
+            self.node_uids[name] = node["metadata"]["uid"]
             self.post_status(name, node)
         try:
             self.client.create(kc.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
@@ -1828,9 +1871,19 @@ class NodeManager:
             else:
                 raise
 
+    def _node_owner(self, name):
+        """The ownerReference the kubelet's node lease controller puts on its Lease
+        (setNodeOwnerFunc), or None while the Node's uid is unknown."""
+        node = self.ctx.nodes.get(name) if self.ctx.nodes.synced else None
+        uid = (node or {}).get("metadata", {}).get("uid") or self.node_uids.get(name)
+        if not uid:
+            return None
+        return {"apiVersion": "v1", "kind": "Node", "name": name, "uid": uid}
+
     def renew_lease(self, name):
         now = now_micro()
         lease = self.leases.get(name)
+        owner = self._node_owner(name)
         for _ in range(3):
             if lease is None:
                 lease = self.client.get_or_none(kc.LEASES, name, NODE_LEASE_NS)
@@ -1839,11 +1892,8 @@ class NodeManager:
                         "metadata": {"name": name, "namespace": NODE_LEASE_NS},
                         "spec": {"holderIdentity": name, "leaseDurationSeconds": 40,
                                  "renewTime": now}}
-                node = self.ctx.nodes.get(name) if self.ctx.nodes.synced else None
-                if node is not None:
-                    body["metadata"]["ownerReferences"] = [{
-                        "apiVersion": "v1", "kind": "Node", "name": name,
-                        "uid": node["metadata"]["uid"]}]
+                if owner is not None:
+                    body["metadata"]["ownerReferences"] = [owner]
                 try:
                     self.leases[name] = self.client.create(kc.LEASES, body)
                     return
@@ -1854,6 +1904,8 @@ class NodeManager:
             lease = json_copy(lease)
             lease.setdefault("spec", {}).update({"holderIdentity": name, "renewTime": now,
                                                  "leaseDurationSeconds": 40})
+            if owner is not None and not lease["metadata"].get("ownerReferences"):
+                lease["metadata"]["ownerReferences"] = [owner]
             try:
                 self.leases[name] = self.client.update(kc.LEASES, lease)
                 return

@@ -10,13 +10,17 @@
   list json-patch, merge-patch and apply-patch but NOT strategic-merge-patch, so kubectl's
   client-side apply computes strategic merge patches for built-ins from its compiled-in types
   instead of from these (deliberately shallow) schemas.
-* components.schemas: for custom resources the CRD's openAPIV3Schema (kubectl explain works);
-  for built-in kinds a shallow object schema.
+* components.schemas: for custom resources the CRD's openAPIV3Schema; for built-in kinds a
+  schema generated from lk.builtin_schemas' field trees (types, nested properties, named
+  component schemas such as io.k8s.api.core.v1.Container, some descriptions), so
+  `kubectl explain deployment.spec.replicas` and `kubectl explain pod.spec.containers` work.
 """
 
 import hashlib
 import json
 import threading
+
+from lk import builtin_schemas
 
 OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
 STATUS = "io.k8s.apimachinery.pkg.apis.meta.v1.Status"
@@ -154,32 +158,8 @@ def _paths_for(t):
     return paths
 
 
-def _object_meta_schema():
-    s = {"type": "string"}
-    return {"description": "ObjectMeta is metadata that all persisted resources must have.",
-            "type": "object",
-            "properties": {
-                "annotations": {"type": "object", "additionalProperties": {"type": "string",
-                                                                           "default": ""}},
-                "creationTimestamp": dict(s, format="date-time"),
-                "deletionGracePeriodSeconds": {"type": "integer", "format": "int64"},
-                "deletionTimestamp": dict(s, format="date-time"),
-                "finalizers": {"type": "array", "items": {"type": "string", "default": ""},
-                               "x-kubernetes-list-type": "set"},
-                "generateName": s, "generation": {"type": "integer", "format": "int64"},
-                "labels": {"type": "object", "additionalProperties": {"type": "string",
-                                                                      "default": ""}},
-                "managedFields": {"type": "array", "items": {"type": "object"}},
-                "name": s, "namespace": s,
-                "ownerReferences": {"type": "array", "items": {"type": "object"},
-                                    "x-kubernetes-list-map-keys": ["uid"],
-                                    "x-kubernetes-list-type": "map",
-                                    "x-kubernetes-patch-merge-key": "uid",
-                                    "x-kubernetes-patch-strategy": "merge"},
-                "resourceVersion": s, "selfLink": s, "uid": s}}
-
-
-def _kind_schema(t):
+def _kind_schema(t, components):
+    """The kind's schema; referenced component schemas are added to components."""
     gvk = [{"group": t.group, "kind": t.kind, "version": t.version}]
     if t.is_custom and isinstance(t.schema, dict):
         sch = json.loads(json.dumps(t.schema))
@@ -189,6 +169,15 @@ def _kind_schema(t):
         props.setdefault("kind", {"type": "string"})
         props["metadata"] = {"allOf": [{"$ref": "#/components/schemas/" + OBJECT_META}],
                              "default": {}}
+        sch["x-kubernetes-group-version-kind"] = gvk
+        return sch
+    gen = None if t.is_custom else builtin_schemas.openapi_schemas(t.schema_kind,
+                                                                  schema_name(t))
+    if gen is not None:
+        sch, comps = gen
+        for name, c in comps.items():
+            components.setdefault(name, c)
+        sch = dict(sch)
         sch["x-kubernetes-group-version-kind"] = gvk
         return sch
     return {"description": "%s (localkube: shallow schema)" % t.kind, "type": "object",
@@ -207,15 +196,15 @@ def build_document(registry, group, version):
         return None
     paths = {}
     schemas = {
-        OBJECT_META: _object_meta_schema(),
         STATUS: {"type": "object", "x-kubernetes-group-version-kind": [
             {"group": "", "kind": "Status", "version": "v1"}]},
         PATCH: {"type": "object", "description": "Patch is provided to give a concrete name and "
                 "type to the Kubernetes PATCH request body."},
     }
+    schemas.update(builtin_schemas.object_meta_components())
     for t in types:
         paths.update(_paths_for(t))
-        schemas[schema_name(t)] = _kind_schema(t)
+        schemas[schema_name(t)] = _kind_schema(t, schemas)
         if "scale" in t.subresources:
             schemas["io.k8s.api.autoscaling.v1.Scale"] = {
                 "type": "object", "x-kubernetes-group-version-kind": [

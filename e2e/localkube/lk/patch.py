@@ -7,6 +7,9 @@ Pure functions; every function returns new objects and never mutates its inputs.
     strategic_merge_patch(doc, patch, kind)     application/strategic-merge-patch+json
     apply_patch(existing, applied, manager, force, ...)   application/apply-patch+yaml
     PatchError(message, code, reason=None, causes=None)   .code is 400, 409 or 422
+    update_managed_fields(old, new, entries, manager, api_version, ...)   Update ownership
+    last_applied_allowed_conflicts(live, ...) / build_last_applied(applied)
+                                                kubectl's client-side -> server-side upgrade
 
 Strategic merge patch follows k8s.io/apimachinery/pkg/util/strategicpatch (mergeMap,
 mergeSlice, mergeSliceWithSpecialElements, normalizeElementOrder, mergeSortedSlice) with a
@@ -931,7 +934,7 @@ def _now_rfc3339():
 
 
 def apply_patch(existing, applied, manager, force=False, kind=None, schema=None, now=None,
-                subresource=None, conflict_operations=("Apply",)):
+                subresource=None, conflict_operations=("Apply",), subresource_conflicts=False):
     """Server-side apply, approximated.  Returns the new object (inputs are not modified).
 
     What it does:
@@ -949,8 +952,10 @@ def apply_patch(existing, applied, manager, force=False, kind=None, schema=None,
         is a conflict -> PatchError 409 'Apply failed with 1 conflict: conflict with "other":
         .spec.replicas'.  force=True takes the fields over from the other managers instead.
     Approximations: kube also reports conflicts with Update managers (opt in with
-    conflict_operations=("Apply", "Update")), merges ownership at finer granularity, and
-    re-defaults/validates, which the caller does.
+    conflict_operations=("Apply", "Update")) and with managers of other subresources (opt in
+    with subresource_conflicts=True), merges ownership at finer granularity, and
+    re-defaults/validates, which the caller does.  Conflicts name the manager as kube's
+    printManager does: "editor" using v1 for Update managers, with subresource "scale"...
     """
     if not isinstance(applied, dict):
         raise _bad("apply patch must be an object")
@@ -996,8 +1001,9 @@ def apply_patch(existing, applied, manager, force=False, kind=None, schema=None,
             if differs(p):
                 changed.add(p)
                 if e.get("operation") in conflict_operations and (
+                        subresource_conflicts or
                         (e.get("subresource") or None) == (subresource or None)):
-                    conflicts.append((e.get("manager", ""), p))
+                    conflicts.append((print_manager(e), p))
     if conflicts and not force:
         raise _conflict_error(conflicts)
 
@@ -1075,9 +1081,20 @@ def apply_patch(existing, applied, manager, force=False, kind=None, schema=None,
     return merged
 
 
+def print_manager(e):
+    """k8s.io/apimachinery fieldmanager printManager: '"m"', '"m" with subresource "status"',
+    '"m" using v1' (Update managers; the manager identifier carries no time)."""
+    out = json.dumps(e.get("manager", ""))
+    if e.get("subresource"):
+        out += " with subresource %s" % json.dumps(e["subresource"])
+    if e.get("operation") == "Update":
+        out += " using %s" % e.get("apiVersion", "")
+    return out
+
+
 def _conflict_error(conflicts):
     def mgr(m):
-        return json.dumps(m)
+        return m
 
     if len(conflicts) == 1:
         m, p = conflicts[0]
@@ -1098,3 +1115,119 @@ def _conflict_error(conflicts):
         for m, p in conflicts
     ]
     return PatchError(msg, 409, "Conflict", causes)
+
+
+# --------------------------------------------------------------------------------------------
+# managedFields of Update operations (structured-merge-diff Updater.Update) and the
+# client-side -> server-side apply upgrade of kubectl (fieldmanager lastAppliedManager)
+
+
+def _scope_filter(paths, scope):
+    if scope == "nostatus":
+        return {p for p in paths if not p or p[0] != ("f", "status")}
+    if scope == "status":
+        return {p for p in paths if p and p[0] == ("f", "status")}
+    return paths
+
+
+def sort_managed_fields(entries):
+    """kube's sortEncodedManagedFields: by operation (Apply first), time, manager, apiVersion,
+    subresource."""
+    return sorted(entries, key=lambda e: (e.get("operation") or "", e.get("time") or "",
+                                          e.get("manager") or "", e.get("apiVersion") or "",
+                                          e.get("subresource") or ""))
+
+
+def update_managed_fields(old, new, entries, manager, api_version, kind=None, schema=None,
+                          now=None, subresource=None, scope=None):
+    """The managedFields after an Update by manager (create when old is None): the fields the
+    write added or changed move to manager's Update entry (keyed by manager, apiVersion and
+    subresource) and leave every other entry; removed fields leave every entry; entries left
+    owning nothing are dropped.  scope "nostatus" ignores .status (the main resource of a kind
+    with a status subresource), "status" looks only at .status.  Returns the new list."""
+    node = _root_node(kind or (new or {}).get("kind"), schema)
+    old_fs = _scope_filter(_field_set(old, node), scope) if isinstance(old, dict) else set()
+    new_fs = _scope_filter(_field_set(new, node), scope) if isinstance(new, dict) else set()
+    added = new_fs - old_fs
+    removed = old_fs - new_fs
+    modified = set()
+    for p in new_fs & old_fs:
+        if p and p[-1][0] == ".":
+            continue
+        if not json_equal(_value_at(old, p), _value_at(new, p)):
+            modified.add(p)
+    changed = added | modified
+
+    def is_mine(e):
+        return (e.get("manager") == manager and e.get("operation") == "Update" and
+                e.get("apiVersion") == api_version and
+                (e.get("subresource") or None) == (subresource or None))
+
+    out = []
+    mine = set()
+    for e in entries or []:
+        if not isinstance(e, dict):
+            continue
+        fields = _v1_to_fields(e.get("fieldsV1") or {})
+        if is_mine(e):
+            mine = fields
+            continue
+        left = fields - changed - removed
+        if left != fields:
+            if not left:
+                continue
+            e = dict(e)
+            e["fieldsV1"] = _fields_to_v1(left)
+        out.append(e)
+    mine = (mine - removed) | changed
+    if mine:
+        entry = {"manager": manager, "operation": "Update", "apiVersion": api_version,
+                 "time": now or _now_rfc3339(), "fieldsType": "FieldsV1",
+                 "fieldsV1": _fields_to_v1(mine)}
+        if subresource:
+            entry["subresource"] = subresource
+        out.append(entry)
+    return sort_managed_fields(out)
+
+
+def last_applied_allowed_conflicts(live, kind=None, schema=None):
+    """The field paths (as strings, '.data.key') a `kubectl apply --server-side` may take over
+    from client-side apply without a conflict: those in the live object's
+    kubectl.kubernetes.io/last-applied-configuration whose live value is still the applied
+    one (fieldmanager lastAppliedManager.allowedConflictsFromLastApplied)."""
+    ann = ((live or {}).get("metadata") or {}).get("annotations") or {}
+    raw = ann.get(LAST_APPLIED)
+    if not raw:
+        return set()
+    try:
+        last = json.loads(raw)
+    except ValueError:
+        return set()
+    if not isinstance(last, dict):
+        return set()
+    node = _root_node(kind or last.get("kind"), schema)
+    out = set()
+    for p in _field_set(last, node):
+        if p and p[-1][0] == ".":
+            if _value_at(live, p) is not _MISSING:
+                out.add(path_string(p))
+            continue
+        lv = _value_at(live, p)
+        if lv is not _MISSING and json_equal(lv, _value_at(last, p)):
+            out.add(path_string(p))
+    return out
+
+
+def build_last_applied(applied):
+    """fieldmanager buildLastApplied: the applied configuration, without the annotation itself,
+    as Go's JSON encoder writes an unstructured object (sorted keys, compact)."""
+    obj = copy.deepcopy(applied)
+    meta = obj.get("metadata")
+    if isinstance(meta, dict) and isinstance(meta.get("annotations"), dict):
+        meta["annotations"].pop(LAST_APPLIED, None)
+        if not meta["annotations"]:
+            del meta["annotations"]
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"))
+
+
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"

@@ -338,7 +338,8 @@ class ResourceType:
                  unconditional_update=True, create_on_update=False, return_deleted=False,
                  name_rule="subdomain", crd=None, schema=None, printer_columns=None,
                  selectable_fields=(), scale=None, list_kind=None, field_selectors=None,
-                 status_on_create="clear"):
+                 status_on_create="clear", storage_key=None, schema_kind=None,
+                 to_external=None, from_external=None, field_label_map=None):
         self.group = group
         self.version = version
         self.kind = kind
@@ -364,11 +365,20 @@ class ResourceType:
                                                              "metadata.namespace"}
         self.status_on_create = status_on_create  # "clear", "keep" or "drop"
         self.has_defaults = _schema_has_defaults(schema) if schema else False
+        # a resource stored as another one (events.k8s.io/v1 Events are core/v1 Events):
+        # storage_key names the store, to_external / from_external convert the stored form
+        # to / from this API's form, field_label_map maps this API's field selectors to the
+        # stored form's (kube's AddFieldLabelConversionFunc)
+        self._key = storage_key or (group, plural)
+        self.schema_kind = schema_kind or kind  # field tree name in lk.builtin_schemas
+        self.to_external = to_external
+        self.from_external = from_external
+        self.field_label_map = field_label_map
 
     @property
     def key(self):
         """Storage key: every version of a resource shares one store."""
-        return (self.group, self.plural)
+        return self._key
 
     @property
     def api_version(self):
@@ -407,6 +417,11 @@ def _schema_has_defaults(schema):
     if isinstance(schema, list):
         return any(_schema_has_defaults(v) for v in schema)
     return False
+
+
+def _bs():
+    from lk import builtin_schemas
+    return builtin_schemas
 
 
 def _builtin_types():
@@ -468,9 +483,13 @@ def _builtin_types():
         T("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers",
           "horizontalpodautoscaler", short_names=["hpa"], categories=["all"],
           subresources=["status"]),
-        # events.k8s.io/v1
+        # events.k8s.io/v1: the same objects as core/v1 Events (one store, converted)
         T("events.k8s.io", "v1", "Event", "events", "event", short_names=["ev"],
-          create_on_update=True, status_on_create="keep"),
+          create_on_update=True, status_on_create="keep", storage_key=("", "events"),
+          schema_kind="events.k8s.io/Event", to_external=_bs().event_to_v1,
+          from_external=_bs().event_from_v1,
+          field_selectors=set(_bs().EVENTS_V1_FIELD_LABELS),
+          field_label_map=_bs().EVENTS_V1_FIELD_LABELS),
         # apiextensions.k8s.io/v1
         T("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions",
           "customresourcedefinition", namespaced=False, short_names=["crd", "crds"],

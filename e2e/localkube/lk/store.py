@@ -63,10 +63,16 @@ def _restamp(obj, rv):
     return o
 
 
-def _strip_for_compare(obj):
+def _strip_for_compare(obj, keep_managed=False):
+    """obj without what a no-op write may differ in: the resourceVersion and managedFields
+    (with keep_managed, only the managedFields timestamps: an apply that changes ownership
+    alone is a real write)."""
     o = dict(obj)
     m = dict(meta_of(obj))
-    m.pop("managedFields", None)
+    mf = m.pop("managedFields", None)
+    if keep_managed and mf:
+        m["managedFields"] = [{k: v for k, v in e.items() if k != "time"}
+                              for e in mf if isinstance(e, dict)]
     m.pop("resourceVersion", None)
     o["metadata"] = m
     return o
@@ -247,12 +253,27 @@ class WriteOptions:
         self.user_agent = user_agent or ""
         self.internal = internal
         self.warnings = []
+        # strict decoding errors found while decoding the body (duplicate fields), reported
+        # together with the unknown fields under fieldValidation Strict / Warn
+        self.strict_errors = []
+        self._strict_reported = False
 
     def manager(self, default="unknown"):
+        """managerOrUserAgent: fieldManager, else the User-Agent up to the first '/'
+        (printable characters only, at most 128 bytes)."""
         if self.field_manager:
             return self.field_manager
-        ua = self.user_agent.split("/")[0].strip()
-        return ua or default
+        out = []
+        size = 0
+        for ch in self.user_agent.split("/")[0]:
+            if not ch.isprintable():
+                continue
+            n = len(ch.encode("utf-8"))
+            if size + n > 128:
+                break
+            out.append(ch)
+            size += n
+        return "".join(out) or default
 
 
 class DeleteOptions:
@@ -420,8 +441,13 @@ class Store:
 
     # -- read helpers --------------------------------------------------------------------
     def present(self, rt, obj):
-        """The object as served at rt's version (CR apiVersion rewrite + read defaulting)."""
-        if obj is None or not rt.is_custom:
+        """The object as served at rt's version (CR apiVersion rewrite + read defaulting, the
+        events.k8s.io/v1 form of a stored core/v1 Event)."""
+        if obj is None:
+            return obj
+        if not rt.is_custom:
+            if rt.to_external is not None and obj.get("apiVersion") != rt.api_version:
+                return rt.to_external(obj)
             return obj
         out = obj
         if obj.get("apiVersion") != rt.api_version:
@@ -534,7 +560,7 @@ class Store:
         if applied_managed:
             obj["metadata"]["managedFields"] = applied_managed
         else:
-            self._add_managed(obj, None, opts, "Update", None)
+            self._add_managed(rt, obj, None, opts, "Update", None)
         bucket = self._bucket(rt.key)
         for _attempt in range(8):
             if generated:
@@ -574,10 +600,21 @@ class Store:
             except ApiError:
                 log.exception("creating default service account")
 
-    def _check_body(self, rt, body):
+    def _check_body(self, rt, body, patch=False):
         if not isinstance(body, dict):
             raise ApiError.bad_request("the object provided is unrecognized (must be of type %s)"
                                        % rt.kind)
+        if not rt.is_custom:
+            # kube decodes built-ins into Go structs: an unparsable metav1.Time / MicroTime
+            # fails the decode (400; a patched object that does not decode is 422 "patch")
+            err = _b("builtin_schemas").time_error(rt.schema_kind, body)
+            if err:
+                if patch:
+                    raise ApiError.invalid("", "", "", [
+                        ("FieldValueInvalid", "patch", "Invalid value: %s: %s" % (
+                            json.dumps(json.dumps(body, separators=(",", ":"))), err))])
+                raise ApiError.bad_request("%s in version \"%s\" cannot be handled as a %s: %s"
+                                           % (rt.kind, rt.version, rt.kind, err))
         body = json_copy(body)
         kind = body.get("kind")
         av = body.get("apiVersion")
@@ -603,13 +640,22 @@ class Store:
         return body
 
     def _validate_name(self, rt, obj, name):
-        errs = name_errors(rt.name_rule, name)
-        if rt.key == CRD_KEY:
-            errs = []  # checked by the CRD validation with its own message
-        if errs:
-            raise ApiError.invalid(rt.group, rt.kind, name, [
-                ("FieldValueInvalid", "metadata.name", "Invalid value: %s: %s"
-                 % (fmt_value(name), e)) for e in errs])
+        """ValidateObjectMeta's name checks: generateName as a prefix (a trailing '-' is
+        masked), then the name itself."""
+        causes = []
+        gen = meta_of(obj).get("generateName")
+        if gen and rt.key != CRD_KEY:
+            # apimachinery maskTrailingDash (it really drops two characters)
+            masked = gen[:-2] + "a" if len(gen) > 1 and gen.endswith("-") else gen
+            for e in name_errors(rt.name_rule, masked):
+                causes.append(("FieldValueInvalid", "metadata.generateName",
+                               "Invalid value: %s: %s" % (fmt_value(gen), e)))
+        if rt.key != CRD_KEY:  # CRD names are checked by the CRD validation
+            for e in name_errors(rt.name_rule, name):
+                causes.append(("FieldValueInvalid", "metadata.name",
+                               "Invalid value: %s: %s" % (fmt_value(name), e)))
+        if causes:
+            raise ApiError.invalid(rt.group, rt.kind, name, causes)
 
     # ==================================================================================
     # Preparation shared by create and update: defaults, kind rules, schema, validation
@@ -679,21 +725,27 @@ class Store:
             new = self._prepare_custom(rt, new, opts, causes)
         else:
             new = self._prepare_builtin(rt, new, old, opts, sub, causes)
+        if not rt.is_custom or not rt.schema:
+            self._field_validation(rt, [], opts)  # duplicate fields of schema-less kinds
         if causes:
             raise ApiError.invalid(rt.group, rt.kind, meta_of(new).get("name") or
                                    meta_of(new).get("generateName") or "", causes)
         return new
 
     def _field_validation(self, rt, unknown, opts):
-        if not unknown:
+        """fieldValidation for the strict decoding errors of one write: the body's duplicate
+        fields (opts.strict_errors) and the unknown fields.  Strict -> 400, Warn -> Warning
+        headers, Ignore -> nothing.  Reports once per write."""
+        errs = [] if opts._strict_reported else list(opts.strict_errors)
+        opts._strict_reported = True
+        errs += ["unknown field %s" % json.dumps(p) for p in unknown]
+        if not errs:
             return
         mode = opts.field_validation
         if mode == "Strict":
-            raise ApiError.bad_request("strict decoding error: " + ", ".join(
-                "unknown field %s" % json.dumps(p) for p in unknown))
+            raise ApiError.bad_request("strict decoding error: " + ", ".join(errs))
         if mode == "Warn":
-            for p in unknown:
-                opts.warnings.append("unknown field %s" % json.dumps(p))
+            opts.warnings.extend(errs)
 
     def _prepare_custom(self, rt, new, opts, causes):
         schema = rt.schema
@@ -722,15 +774,16 @@ class Store:
     def _prepare_builtin(self, rt, new, old, opts, sub, causes):
         bs = _b("builtin_schemas")
         try:
-            unknown = bs.unknown_fields(rt.kind, new)
+            unknown = bs.unknown_fields(rt.schema_kind, new)
         except Exception:
             log.exception("unknown_fields(%s)", rt.kind)
             unknown = []
         unknown = [u for u in unknown if not u.startswith("metadata.managedFields")]
-        if unknown:
-            self._field_validation(rt, unknown, opts)
-            for p in unknown:
-                _remove_dotted(new, p)
+        self._field_validation(rt, unknown, opts)
+        for p in unknown:
+            _remove_dotted(new, p)
+        if rt.from_external is not None and new.get("apiVersion") == rt.api_version:
+            new = rt.from_external(new)  # events.k8s.io/v1 Event -> the stored core/v1 Event
         kind = rt.kind
         if kind == "Secret":
             self._prepare_secret(rt, new)
@@ -843,6 +896,8 @@ class Store:
                             "string" % _json_type(v))
         elif kind == "CustomResourceDefinition":
             self._validate_crd(rt, new, old, causes)
+        elif kind == "Event":
+            _validate_event(rt, new, old, causes)
         return new
 
     def _prepare_secret(self, rt, new):
@@ -1153,9 +1208,7 @@ class Store:
                     return pmod.merge_patch(cur, patch_body)
                 if ptype == "strategic":
                     return pmod.strategic_merge_patch(cur, patch_body, cur.get("kind") or rt.kind)
-                return pmod.apply_patch(cur, patch_body, opts.field_manager, bool(opts.force),
-                                        kind=rt.kind, schema=rt.schema,
-                                        subresource=sub if sub in ("status",) else None)
+                return self._server_side_apply(rt, cur, patch_body, opts, sub)
             except pmod.PatchError as e:
                 code = getattr(e, "code", 400) or 400
                 if code == 409:
@@ -1172,7 +1225,7 @@ class Store:
             if old is None:
                 if ptype == "apply" and sub is None:
                     body = apply_to(None)
-                    body = self._check_body(rt, body)
+                    body = self._check_body(rt, body, patch=True)
                     m = body["metadata"]
                     if m.get("name") and m["name"] != name:
                         raise ApiError.bad_request("the name of the object (%s) does not match "
@@ -1194,7 +1247,7 @@ class Store:
             new = apply_to(cur)
             if not isinstance(new, dict):
                 raise ApiError.bad_request("the patch result is not an object")
-            new = self._check_body(rt, new)
+            new = self._check_body(rt, new, patch=True)
             m = new["metadata"]
             if m.get("name") != name:
                 raise ApiError.bad_request("the name of the object (%s) does not match the name "
@@ -1211,6 +1264,47 @@ class Store:
                                         "object meta: %s" % (m["uid"], meta_of(old)["uid"]))
             return self._finish_update(rt, old, new, opts, sub,
                                        keep_managed=(ptype == "apply"))
+
+    def _server_side_apply(self, rt, cur, applied, opts, sub):
+        """Server-side apply with kube's field manager chain around it: conflicts with Apply
+        and Update managers of any subresource; `kubectl apply --server-side` (manager
+        "kubectl") may take over, without a conflict, fields that kubectl client-side apply
+        last applied with the same values (lastAppliedManager), and keeps an existing
+        last-applied-configuration annotation in step (lastAppliedUpdater)."""
+        pmod = _b("patch")
+        applied = dict(applied)
+        if sub is None and rt.has_status():
+            applied.pop("status", None)  # reset on the main resource: not applied, not owned
+        force = bool(opts.force)
+        manager = opts.field_manager
+
+        def run(force_):
+            return pmod.apply_patch(cur, applied, manager, force_, kind=rt.kind,
+                                    schema=rt.schema,
+                                    subresource=sub if sub in ("status",) else None,
+                                    conflict_operations=("Apply", "Update"),
+                                    subresource_conflicts=True)
+        try:
+            out = run(force)
+        except pmod.PatchError as e:
+            if getattr(e, "code", 400) != 409 or force or manager != "kubectl" or cur is None:
+                raise
+            allowed = pmod.last_applied_allowed_conflicts(cur, kind=rt.kind, schema=rt.schema)
+            fields = [c.get("field") for c in (getattr(e, "causes", None) or [])]
+            if not fields or any(f not in allowed for f in fields):
+                if allowed:
+                    left = [c for c in e.causes if c.get("field") not in allowed]
+                    raise pmod.PatchError(
+                        _conflict_message(left), 409, "Conflict", left)
+                raise
+            out = run(True)
+        if manager == "kubectl" and cur is not None and isinstance(out, dict):
+            ann = meta_of(cur).get("annotations") or {}
+            if pmod.LAST_APPLIED in ann:
+                md = out.setdefault("metadata", {})
+                md["annotations"] = dict(md.get("annotations") or {})
+                md["annotations"][pmod.LAST_APPLIED] = pmod.build_last_applied(applied)
+        return out
 
     def _finish_update(self, rt, old, new, opts, sub, keep_managed=False):
         """Common tail of PUT/PATCH: subresource isolation, kind rules, generation, no-op check,
@@ -1264,9 +1358,9 @@ class Store:
             if _generation_changed(rt, old, new):
                 m["generation"] = int(omet.get("generation") or 0) + 1
         # no-op
-        if _strip_for_compare(new) == _strip_for_compare(old):
+        if _strip_for_compare(new, keep_managed) == _strip_for_compare(old, keep_managed):
             return 200, self.present(rt, old)
-        self._add_managed(new, old, opts, "Apply" if keep_managed else "Update", sub)
+        self._add_managed(rt, new, old, opts, "Apply" if keep_managed else "Update", sub)
         # deletion when the last finalizer goes away
         if m.get("deletionTimestamp") and not m.get("finalizers") and \
                 not m.get("deletionGracePeriodSeconds") and \
@@ -1282,30 +1376,34 @@ class Store:
         return 200, self.present(rt, stored)
 
     # -- managedFields -------------------------------------------------------------------
-    def _add_managed(self, obj, old, opts, operation, sub):
-        manager = opts.manager()
+    def _add_managed(self, rt, obj, old, opts, operation, sub):
+        """managedFields of a write.  Apply: the entries server-side apply computed.  Update
+        (create, PUT, non-apply PATCH): the writer's Update entry takes the fields it added or
+        changed, other entries lose them (structured-merge-diff's Updater.Update)."""
         m = obj["metadata"]
-        entries = [e for e in (m.get("managedFields") or []) if isinstance(e, dict)]
-        fields = _coarse_fields(obj, sub)
-        entry = {"manager": manager, "operation": operation, "apiVersion": obj.get("apiVersion"),
-                 "time": now_rfc3339(), "fieldsType": "FieldsV1", "fieldsV1": fields}
-        if sub in ("status", "scale"):
-            entry["subresource"] = sub
-        out = []
-        replaced = False
-        for e in entries:
-            if e.get("manager") == manager and e.get("operation") == operation and \
-                    e.get("subresource") == entry.get("subresource"):
-                if operation == "Apply" and e.get("fieldsV1"):
-                    entry["fieldsV1"] = e["fieldsV1"]
-                if not replaced:
-                    out.append(entry)
-                    replaced = True
-                continue
-            out.append(e)
-        if not replaced:
-            out.append(entry)
-        m["managedFields"] = out
+        if operation == "Apply":
+            entries = [e for e in (m.get("managedFields") or []) if isinstance(e, dict)]
+            m["managedFields"] = _b("patch").sort_managed_fields(entries)
+            return
+        if sub == "status":
+            scope = "status"
+        elif sub is None and rt.has_status():
+            scope = "nostatus"  # .status is reset on writes to the main resource
+        else:
+            scope = None
+        entries = meta_of(old).get("managedFields") if old is not None else None
+        try:
+            out = _b("patch").update_managed_fields(
+                old, obj, entries, opts.manager(), rt.api_version, kind=rt.kind,
+                schema=rt.schema, now=now_rfc3339(),
+                subresource=sub if sub in ("status", "scale") else None, scope=scope)
+        except Exception:  # pragma: no cover - never fail a write over bookkeeping
+            log.exception("managedFields update of %s", rt.kind)
+            return
+        if out:
+            m["managedFields"] = out
+        else:
+            m.pop("managedFields", None)
 
     # ==================================================================================
     # Scale subresource
@@ -1799,35 +1897,18 @@ def _generation_changed(rt, old, new):
     return old.get("spec") != new.get("spec")
 
 
-def _coarse_fields(obj, sub):
-    """A coarse FieldsV1 set: top-level sections and their direct keys."""
-    out = {}
-    if sub == "status":
-        sections = ["status"]
-    elif sub == "scale":
-        sections = ["spec"]
-    else:
-        sections = [k for k in obj if k not in ("apiVersion", "kind", "metadata", "status")]
-    for k in sections:
-        v = obj.get(k)
-        if isinstance(v, dict):
-            out["f:" + k] = {"f:" + kk: {} for kk in v}
-        elif v is not None:
-            out["f:" + k] = {}
-    if sub is None:
-        m = meta_of(obj)
-        mf = {}
-        for k in ("labels", "annotations"):
-            if m.get(k):
-                mf["f:" + k] = {"f:" + kk: {} for kk in m[k]}
-        if m.get("finalizers"):
-            mf["f:finalizers"] = {'v:"%s"' % f: {} for f in m["finalizers"]}
-        if m.get("ownerReferences"):
-            mf["f:ownerReferences"] = {'k:{"uid":"%s"}' % r.get("uid"): {}
-                                       for r in m["ownerReferences"] if isinstance(r, dict)}
-        if mf:
-            out["f:metadata"] = mf
-    return out
+def _conflict_message(causes):
+    """'Apply failed with N conflict(s): ...' for FieldManagerConflict causes."""
+    if len(causes) == 1:
+        return "Apply failed with 1 conflict: %s: %s" % (causes[0]["message"], causes[0]["field"])
+    by = {}
+    for c in causes:
+        by.setdefault(c["message"], []).append(c["field"])
+    parts = []
+    for m in sorted(by):
+        parts.append(m.replace("conflict with", "conflicts with", 1) + ":")
+        parts.extend("- " + f for f in by[m])
+    return "Apply failed with %d conflicts: %s" % (len(causes), "\n".join(parts))
 
 
 def _encode_continue(rv, last_key):
@@ -1851,6 +1932,76 @@ def _decode_continue(cont):
     except Exception:
         raise ApiError.bad_request("continue key is not valid: incorrect encoded start "
                                    "resourceVersion (version meta.k8s.io/v1)")
+
+
+def _validate_event(rt, ev, old, causes):
+    """ValidateEventCreate / ValidateEventUpdate (pkg/apis/core/validation/events.go) on the
+    stored core/v1 form; rt is the API the write came through (events.k8s.io/v1 writes get the
+    strict checks, core/v1 writes only the legacy ones)."""
+    v1 = rt.group == "events.k8s.io"
+    ns = meta_of(ev).get("namespace") or ""
+    io = ev.get("involvedObject") if isinstance(ev.get("involvedObject"), dict) else {}
+    ion = io.get("namespace") or ""
+    rc_field = "reportingController" if v1 else "reportingComponent"
+
+    def text(k):
+        v = ev.get(k)
+        return v if isinstance(v, str) else ""
+    if not ev.get("eventTime"):
+        if not ion:
+            if ns not in ("", "default"):
+                causes.append(("FieldValueInvalid", "involvedObject.namespace",
+                               'Invalid value: "": does not match event.namespace'))
+        elif ns != ion:
+            causes.append(("FieldValueInvalid", "involvedObject.namespace",
+                           "Invalid value: %s: does not match event.namespace" % fmt_value(ion)))
+    else:
+        if not ion and ns not in ("default", "kube-system"):
+            causes.append(("FieldValueInvalid", "involvedObject.namespace",
+                           'Invalid value: "": does not match event.namespace'))
+        rc = text("reportingComponent")
+        if not rc:
+            causes.append(("FieldValueRequired", rc_field, "Required value"))
+        for e in sel.validate_label_key(rc):
+            causes.append(("FieldValueInvalid", rc_field, "Invalid value: %s: %s"
+                           % (fmt_value(rc), e)))
+        for k, limit in (("reportingInstance", 128), ("action", 128), ("reason", 128),
+                         ("message", 1024)):
+            if not text(k) and k != "message":
+                causes.append(("FieldValueRequired", k, "Required value"))
+            if len(text(k)) > limit:
+                causes.append(("FieldValueInvalid", k, 'Invalid value: "": can have at most %d '
+                               "characters" % limit))
+    if not v1:
+        return
+    series = ev.get("series")
+    if old is None or series != old.get("series"):
+        if isinstance(series, dict):
+            if not isinstance(series.get("count"), int) or series.get("count") < 2:
+                causes.append(("FieldValueInvalid", "series.count",
+                               'Invalid value: "": should be at least 2'))
+            if not series.get("lastObservedTime"):
+                causes.append(("FieldValueRequired", "series.lastObservedTime",
+                               "Required value"))
+    if old is None:
+        if not ev.get("eventTime"):
+            causes.append(("FieldValueRequired", "eventTime", "Required value"))
+        if ev.get("type") not in ("Normal", "Warning"):
+            causes.append(("FieldValueInvalid", "type", 'Invalid value: "": has invalid value: '
+                           "%s" % (ev.get("type") or "")))
+        for k in ("firstTimestamp", "lastTimestamp", "count"):
+            if ev.get(k):
+                causes.append(("FieldValueInvalid", k, 'Invalid value: "": needs to be unset'))
+        if (ev.get("source") or {}).get("component") or (ev.get("source") or {}).get("host"):
+            causes.append(("FieldValueInvalid", "source", 'Invalid value: "": needs to be unset'))
+        return
+    for k in ("involvedObject", "reason", "type", "firstTimestamp", "lastTimestamp", "count",
+              "source", "eventTime", "action", "related", "reportingComponent",
+              "reportingInstance"):
+        if (ev.get(k) or None) != (old.get(k) or None):
+            causes.append(("FieldValueInvalid", "reportingController" if k ==
+                           "reportingComponent" else k, "Invalid value: %s: field is immutable"
+                           % fmt_value(ev.get(k))))
 
 
 def _qos_class(spec):

@@ -604,6 +604,10 @@ _EVENT_COLS = [
 
 
 def _event_row(ev, now):
+    if "regarding" in ev or ev.get("apiVersion") == "events.k8s.io/v1":
+        # events.k8s.io/v1: kube prints both APIs from the one internal Event
+        from lk.builtin_schemas import event_from_v1
+        ev = event_from_v1(ev)
     first = ev.get("firstTimestamp") or ev.get("eventTime")
     last = ev.get("lastTimestamp") or first
     count = _int(ev.get("count"))

@@ -3,7 +3,9 @@
 import copy
 import unittest
 
-from lk.builtin_schemas import default_object, known_kinds, unknown_fields
+from lk.builtin_schemas import (RFC3339, RFC3339_MICRO, default_object, event_from_v1,
+                                event_to_v1, go_parse_time, known_kinds, openapi_schemas,
+                                time_error, unknown_fields)
 
 META = {"name": "x", "namespace": "default", "labels": {"a": "b"},
         "annotations": {"k/v": "w"}, "uid": "u", "resourceVersion": "5", "generation": 2,
@@ -87,7 +89,10 @@ VALID = {
             "status": {"phase": "Running", "podIP": "127.0.1.1", "podIPs": [{"ip": "127.0.1.1"}],
                        "conditions": [{"type": "Ready", "status": "True",
                                        "lastTransitionTime": "x"}],
-                       "containerStatuses": [{"name": "main", "anything": 1}]}},
+                       "containerStatuses": [{"name": "main", "ready": True, "restartCount": 0,
+                                              "state": {"running": {
+                                                  "startedAt": "2024-01-01T00:00:00Z"}}}],
+                       "resourceClaimStatuses": [{"name": "c", "anything": 1}]}},
     "Deployment": {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": META, "spec": {
         "replicas": 2, "selector": {"matchLabels": {"a": "b"},
                                     "matchExpressions": [{"key": "k", "operator": "Exists"}]},
@@ -137,6 +142,15 @@ VALID = {
                                                               "host": "n"},
               "firstTimestamp": "t", "lastTimestamp": "t", "count": 1, "type": "Normal",
               "reportingComponent": "kubelet", "reportingInstance": "n"},
+    "events.k8s.io/Event": {"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": META,
+                            "regarding": {"kind": "Pod", "name": "p", "namespace": "d"},
+                            "note": "m", "reason": "Started", "type": "Normal",
+                            "action": "Start", "eventTime": "2024-01-01T00:00:00.000000Z",
+                            "reportingController": "kubelet", "reportingInstance": "n",
+                            "series": {"count": 2,
+                                       "lastObservedTime": "2024-01-01T00:00:01.000000Z"},
+                            "deprecatedSource": {}, "deprecatedFirstTimestamp": None,
+                            "deprecatedLastTimestamp": None, "deprecatedCount": 1},
     "Node": {"apiVersion": "v1", "kind": "Node", "metadata": META,
              "spec": {"podCIDR": "10.0.0.0/24", "unschedulable": False,
                       "taints": [{"key": "k", "effect": "NoSchedule"}]},
@@ -228,7 +242,10 @@ class UnknownFieldsTest(unittest.TestCase):
          ["spec.a", "spec.b"]),
         # open subtrees never report
         ("Pod", lambda o: o["spec"]["volumes"][6]["csi"].update(whatever=1), []),
-        ("Pod", lambda o: o["status"]["containerStatuses"][0].update(whatever=1), []),
+        ("Pod", lambda o: o["status"]["resourceClaimStatuses"][0].update(whatever=1), []),
+        # container statuses are modelled (kubelet writes only known fields)
+        ("Pod", lambda o: o["status"]["containerStatuses"][0].update(whatever=1),
+         ["status.containerStatuses[0].whatever"]),
         ("Pod", lambda o: o["metadata"]["labels"].update(anything="x"), []),
         ("CustomResourceDefinition",
          lambda o: o["spec"]["versions"][0]["schema"]["openAPIV3Schema"].update(y=1), []),
@@ -376,6 +393,116 @@ class DefaultTest(unittest.TestCase):
             with self.subTest(kind=kind):
                 once = default_object(kind, obj)
                 self.assertEqual(default_object(kind, once), once)
+
+
+
+class TimeFieldsTest(unittest.TestCase):
+    """metav1.Time / MicroTime decoding: Go's time.Parse error texts."""
+
+    def test_go_parse_time(self):
+        ok = ["2024-01-02T03:04:05Z", "2024-01-02T03:04:05.123Z", "2024-01-02T03:04:05+02:00",
+              "2024-02-29T00:00:00Z"]
+        for v in ok:
+            self.assertIsNone(go_parse_time(v, RFC3339), v)
+        self.assertIsNone(go_parse_time("2024-01-02T03:04:05.123456Z", RFC3339_MICRO))
+        cases = [
+            ("not-a-time", RFC3339_MICRO, 'parsing time "not-a-time" as '
+             '"2006-01-02T15:04:05.000000Z07:00": cannot parse "not-a-time" as "2006"'),
+            ("not-a-time", RFC3339, 'parsing time "not-a-time" as "2006-01-02T15:04:05Z07:00": '
+             'cannot parse "not-a-time" as "2006"'),
+            ("", RFC3339, 'parsing time "" as "2006-01-02T15:04:05Z07:00": cannot parse "" as '
+             '"2006"'),
+            ("2024-01-02 03:04:05Z", RFC3339, 'parsing time "2024-01-02 03:04:05Z" as '
+             '"2006-01-02T15:04:05Z07:00": cannot parse " 03:04:05Z" as "T"'),
+            ("2024-01-02T03:04:05Z", RFC3339_MICRO, 'parsing time "2024-01-02T03:04:05Z" as '
+             '"2006-01-02T15:04:05.000000Z07:00": cannot parse "Z" as ".000000"'),
+            ("2024-13-02T03:04:05Z", RFC3339, 'parsing time "2024-13-02T03:04:05Z": month out '
+             'of range'),
+            ("2023-02-29T03:04:05Z", RFC3339, 'parsing time "2023-02-29T03:04:05Z": day out of '
+             'range'),
+            ("2024-01-02T03:04:05Zjunk", RFC3339, 'parsing time "2024-01-02T03:04:05Zjunk": '
+             'extra text: "junk"'),
+            ("2024-01-02T03:04:05", RFC3339, 'parsing time "2024-01-02T03:04:05" as '
+             '"2006-01-02T15:04:05Z07:00": cannot parse "" as "Z07:00"'),
+        ]
+        for v, layout, want in cases:
+            self.assertEqual(go_parse_time(v, layout), want, v)
+
+    def test_time_error_walks_typed_fields(self):
+        lease = {"spec": {"renewTime": "2024-01-02T03:04:05.000001Z", "acquireTime": None}}
+        self.assertIsNone(time_error("Lease", lease))
+        lease["spec"]["renewTime"] = "not-a-time"
+        self.assertIn('cannot parse "not-a-time" as "2006"', time_error("leases", lease))
+        pod = copy.deepcopy(VALID["Pod"])
+        pod["status"]["conditions"][0]["lastTransitionTime"] = "2024-01-01T00:00:00Z"
+        self.assertIsNone(time_error("Pod", pod))
+        pod["status"]["containerStatuses"][0]["state"]["running"]["startedAt"] = "soon"
+        self.assertIn('"soon"', time_error("Pod", pod))
+        ev = {"firstTimestamp": 5}
+        self.assertEqual(time_error("Event", ev),
+                         "json: cannot unmarshal number into Go value of type string")
+        self.assertIsNone(time_error("Widget", {"spec": {"renewTime": "x"}}))
+
+
+class EventConversionTest(unittest.TestCase):
+    def test_round_trip(self):
+        core = copy.deepcopy(VALID["Event"])
+        core["eventTime"] = None
+        v1 = event_to_v1(core)
+        self.assertEqual(v1["apiVersion"], "events.k8s.io/v1")
+        self.assertEqual(v1["regarding"], core["involvedObject"])
+        self.assertEqual((v1["note"], v1["reason"], v1["type"]), ("m", "Started", "Normal"))
+        self.assertEqual(v1["deprecatedSource"], {"component": "kubelet", "host": "n"})
+        self.assertEqual((v1["deprecatedFirstTimestamp"], v1["deprecatedCount"]), ("t", 1))
+        self.assertEqual(v1["reportingController"], "kubelet")
+        self.assertIsNone(v1["eventTime"])
+        self.assertEqual(unknown_fields("events.k8s.io/Event", v1), [])
+        back = event_from_v1(v1)
+        for k in ("involvedObject", "reason", "message", "source", "firstTimestamp",
+                  "lastTimestamp", "count", "type", "reportingComponent", "reportingInstance"):
+            self.assertEqual(back[k], core[k], k)
+
+    def test_new_style_event(self):
+        v1 = VALID["events.k8s.io/Event"]
+        core = event_from_v1(v1)
+        self.assertEqual(core["message"], "m")
+        self.assertEqual(core["series"], v1["series"])
+        self.assertEqual(core["source"], {})
+        self.assertEqual(core["reportingComponent"], "kubelet")
+        self.assertEqual(unknown_fields("Event", core), [])
+
+
+class OpenAPITest(unittest.TestCase):
+    def test_deployment_schema(self):
+        sch, comps = openapi_schemas("Deployment", "io.k8s.api.apps.v1.Deployment")
+        self.assertIn("Deployment enables", sch["description"])
+        spec_ref = sch["properties"]["spec"]["allOf"][0]["$ref"]
+        self.assertEqual(spec_ref, "#/components/schemas/io.k8s.api.apps.v1.DeploymentSpec")
+        spec = comps["io.k8s.api.apps.v1.DeploymentSpec"]
+        self.assertEqual(spec["properties"]["replicas"]["type"], "integer")
+        self.assertIn("Number of desired pods", spec["properties"]["replicas"]["description"])
+        self.assertEqual(spec["required"], ["selector", "template"])
+        podspec = comps["io.k8s.api.core.v1.PodSpec"]
+        items = podspec["properties"]["containers"]["items"]
+        self.assertEqual(items["allOf"][0]["$ref"], "#/components/schemas/io.k8s.api.core.v1."
+                         "Container")
+        container = comps["io.k8s.api.core.v1.Container"]
+        self.assertEqual(container["properties"]["command"]["items"]["type"], "string")
+        self.assertIn("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta", comps)
+
+    def test_configmap_and_lease_types(self):
+        sch, comps = openapi_schemas("ConfigMap", "io.k8s.api.core.v1.ConfigMap")
+        p = sch["properties"]
+        self.assertEqual(p["data"]["additionalProperties"]["type"], "string")
+        self.assertEqual(p["binaryData"]["additionalProperties"]["format"], "byte")
+        self.assertEqual(p["immutable"]["type"], "boolean")
+        _, comps = openapi_schemas("Lease", "io.k8s.api.coordination.v1.Lease")
+        spec = comps["io.k8s.api.coordination.v1.LeaseSpec"]
+        self.assertEqual(spec["properties"]["renewTime"]["allOf"][0]["$ref"],
+                         "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime")
+        self.assertEqual(comps["io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime"]["format"],
+                         "date-time")
+        self.assertIsNone(openapi_schemas("Widget", "x.Widget"))
 
 
 if __name__ == "__main__":

@@ -51,6 +51,10 @@ class MoreControllersTest(unittest.TestCase):
         self.assertEqual((ready["status"], ready["reason"]), ("True", "KubeletReady"))
         lease = c.get(kc.LEASES, "localkube-node-1", "kube-node-lease")
         self.assertEqual(lease["spec"]["holderIdentity"], "localkube-node-1")
+        # owned by its Node, as the kubelet's node lease controller does it
+        self.assertEqual(lease["metadata"]["ownerReferences"], [{
+            "apiVersion": "v1", "kind": "Node", "name": "localkube-node-1",
+            "uid": n["metadata"]["uid"]}])
         t1 = lease["spec"]["renewTime"]
         wait_for(lambda: c.get(kc.LEASES, "localkube-node-1", "kube-node-lease")["spec"][
             "renewTime"] != t1, 15, "lease renewal")
@@ -272,6 +276,41 @@ class MoreControllersTest(unittest.TestCase):
         wait_for(lambda: not k.pods(selector="app=paused", active=False) and not k.c.list(
             kc.REPLICASETS, "default", label_selector="app=paused")["items"], 30,
             "cascading delete")
+
+
+class AdoptionCheckTest(unittest.TestCase):
+    """The fresh read of the owner before adopting (RecheckDeletionTimestamp)."""
+
+    class FakeClient:
+        def __init__(self, answer):
+            self.answer = answer
+            self.gets = 0
+
+        def get(self, res, name, namespace=None):
+            self.gets += 1
+            if isinstance(self.answer, Exception):
+                raise self.answer
+            return self.answer
+
+    OWNER = {"metadata": {"name": "d", "namespace": "ns", "uid": "u1"}}
+
+    def check(self, answer):
+        from lk.controllers import AdoptionCheck
+        fc = self.FakeClient(answer)
+        chk = AdoptionCheck(fc, kc.DEPLOYMENTS, self.OWNER)
+        got = [chk(), chk()]
+        self.assertEqual(fc.gets, 1)  # once per sync, like canAdoptOnce
+        self.assertEqual(got[0], got[1])
+        return got[0]
+
+    def test_fresh_owner(self):
+        self.assertTrue(self.check({"metadata": {"name": "d", "uid": "u1"}}))
+        self.assertFalse(self.check(kc.ApiError(404, {"reason": "NotFound"})))
+        self.assertFalse(self.check({"metadata": {"name": "d", "uid": "u2"}}))
+        self.assertFalse(self.check({"metadata": {"name": "d", "uid": "u1",
+                                                  "deletionTimestamp": "2024-01-01T00:00:00Z"}}))
+        with self.assertRaises(kc.ApiError):
+            self.check(kc.ApiError(500, {"reason": "InternalError"}))
 
 
 class DeploymentMathTest(unittest.TestCase):

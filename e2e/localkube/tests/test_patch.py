@@ -5,13 +5,18 @@ import json
 import unittest
 
 from lk.patch import (
+    LAST_APPLIED,
     PatchError,
     apply_patch,
+    build_last_applied,
     json_equal,
     json_patch,
+    last_applied_allowed_conflicts,
     merge_patch,
+    print_manager,
     smp_list_strategy,
     strategic_merge_patch,
+    update_managed_fields,
 )
 
 
@@ -640,6 +645,94 @@ class ApplyTest(unittest.TestCase):
         self.assertEqual(again, obj)  # a no-op apply keeps the old timestamp
         changed = apply_patch(obj, _cm({"a": "2"}), "m", False, now=T1)
         self.assertEqual(changed["metadata"]["managedFields"][0]["time"], T1)
+
+
+class UpdateManagedFieldsTest(unittest.TestCase):
+    """managedFields of Update operations and kubectl's client-side -> server-side upgrade."""
+
+    def test_create_update_remove(self):
+        obj = _cm({"a": "1", "b": "2"}, {"x": "1"})
+        mf = update_managed_fields(None, obj, None, "mk", "v1", now=T0)
+        self.assertEqual(mf, [{"manager": "mk", "operation": "Update", "apiVersion": "v1",
+                               "time": T0, "fieldsType": "FieldsV1",
+                               "fieldsV1": {"f:data": {"f:a": {}, "f:b": {}},
+                                            "f:metadata": {"f:labels": {"f:x": {}}}}}])
+        obj["metadata"]["managedFields"] = mf
+        new = copy.deepcopy(obj)
+        new["data"] = {"a": "1", "b": "3", "c": "4"}
+        mf = update_managed_fields(obj, new, mf, "ed", "v1", now=T1)
+        by = {e["manager"]: e for e in mf}
+        self.assertEqual(by["mk"]["fieldsV1"], {"f:data": {"f:a": {}},
+                                                "f:metadata": {"f:labels": {"f:x": {}}}})
+        self.assertEqual(by["ed"]["fieldsV1"], {"f:data": {"f:b": {}, "f:c": {}}})
+        self.assertEqual(by["mk"]["time"], T0)  # untouched entries keep their time
+        # removing a field takes it from every owner; an owner of nothing disappears
+        new2 = copy.deepcopy(new)
+        new2["data"] = {"b": "3", "c": "4"}
+        new2["metadata"].pop("labels")
+        mf = update_managed_fields(new, new2, mf, "rm", "v1", now=T1)
+        self.assertEqual([e["manager"] for e in mf], ["ed"])
+        # a second write by the same manager adds to its entry
+        new3 = copy.deepcopy(new2)
+        new3["data"]["d"] = "5"
+        mf = update_managed_fields(new2, new3, mf, "ed", "v1", now=T1)
+        self.assertEqual(mf[0]["fieldsV1"], {"f:data": {"f:b": {}, "f:c": {}, "f:d": {}}})
+
+    def test_scopes_lists_and_sorting(self):
+        old = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+               "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "a"}]}}},
+               "status": {"replicas": 1}}
+        new = copy.deepcopy(old)
+        new["spec"]["template"]["spec"]["containers"][0]["image"] = "b"
+        new["status"]["replicas"] = 2
+        mf = update_managed_fields(old, new, [{"manager": "ap", "operation": "Apply",
+                                               "apiVersion": "apps/v1", "time": T1,
+                                               "fieldsType": "FieldsV1",
+                                               "fieldsV1": {"f:spec": {"f:paused": {}}}}],
+                                   "ed", "apps/v1", now=T0, scope="nostatus")
+        self.assertEqual([e["operation"] for e in mf], ["Apply", "Update"])
+        self.assertEqual(mf[1]["fieldsV1"], {"f:spec": {"f:template": {"f:spec": {
+            "f:containers": {'k:{"name":"c"}': {"f:image": {}}}}}}})
+        mf = update_managed_fields(old, new, None, "st", "apps/v1", now=T0, scope="status",
+                                   subresource="status")
+        self.assertEqual((mf[0]["subresource"], mf[0]["fieldsV1"]),
+                         ("status", {"f:status": {"f:replicas": {}}}))
+
+    def test_print_manager_and_subresource_conflicts(self):
+        self.assertEqual(print_manager({"manager": "m", "operation": "Apply"}), '"m"')
+        self.assertEqual(print_manager({"manager": "m", "operation": "Update",
+                                        "apiVersion": "apps/v1", "subresource": "scale"}),
+                         '"m" with subresource "scale" using apps/v1')
+        existing = _cm({"a": "1"})
+        existing["metadata"]["managedFields"] = [{
+            "manager": "scaler", "operation": "Update", "apiVersion": "v1", "time": T0,
+            "subresource": "status", "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:data": {"f:a": {}}}}]
+        # by default a manager of another subresource is not a conflict
+        apply_patch(existing, _cm({"a": "2"}), "me", False,
+                    conflict_operations=("Apply", "Update"))
+        with self.assertRaises(PatchError) as cm:
+            apply_patch(existing, _cm({"a": "2"}), "me", False,
+                        conflict_operations=("Apply", "Update"), subresource_conflicts=True)
+        self.assertEqual(str(cm.exception), 'Apply failed with 1 conflict: conflict with '
+                                            '"scaler" with subresource "status" using v1: .data.a')
+
+    def test_last_applied(self):
+        last = _cm({"a": "1", "b": "2"})
+        live = _cm({"a": "1", "b": "changed", "c": "3"})
+        live["metadata"]["annotations"] = {LAST_APPLIED: json.dumps(last)}
+        # b changed since it was applied, c was never applied: only a may be taken over
+        self.assertEqual(last_applied_allowed_conflicts(live), {".data.a"})
+        self.assertEqual(last_applied_allowed_conflicts(_cm({"a": "1"})), set())
+        applied = _cm({"a": "1"})
+        applied["metadata"]["annotations"] = {LAST_APPLIED: "old", "keep": "me"}
+        self.assertEqual(json.loads(build_last_applied(applied))["metadata"]["annotations"],
+                         {"keep": "me"})
+        applied["metadata"]["annotations"] = {LAST_APPLIED: "old"}
+        out = build_last_applied(applied)
+        self.assertNotIn("annotations", json.loads(out)["metadata"])
+        self.assertEqual(out, json.dumps(json.loads(out), sort_keys=True,
+                                         separators=(",", ":")))
 
 
 class JsonEqualTest(unittest.TestCase):
