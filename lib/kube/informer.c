@@ -10,6 +10,10 @@
 #include "lib/kube/informer.h"
 
 #include <errno.h>
+#include <json-c/linkhash.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -35,6 +39,18 @@ struct label_index {
     struct json_object *by_value; /* label value → {cache key: null} */
 };
 
+/* A cached object: its compact JSON text plus what the indexes and list filters read, so the
+ * cache holds a few KB per object instead of a json-c tree (several times the text's size). */
+struct entry {
+    char *key;                  /* "ns/name" or "name" (the table's key) */
+    char *json;                 /* compact serialization of the (transformed) object */
+    size_t len;                 /* strlen(json) */
+    char *rv;                   /* metadata.resourceVersion ("" when absent) */
+    char *ns;                   /* metadata.namespace ("" for cluster-scoped) */
+    char *owner_uid;            /* controller ownerReference uid, or NULL */
+    struct json_object *labels; /* metadata.labels (a private tree), or NULL */
+};
+
 struct kube_informer {
     struct kube_client *client;
     const struct kube_resource *res;
@@ -42,10 +58,12 @@ struct kube_informer {
     char *selector; /* NULL = everything */
     long resync_s;
     struct kube_informer_handlers h;
+    kube_informer_transform_fn transform;
+    void *transform_ud;
 
     pthread_mutex_t lock;
     pthread_cond_t cond;          /* synced, stop, timer and backoff sleeps (broadcast) */
-    struct json_object *cache;    /* key → object */
+    struct lh_table *cache;       /* key → struct entry */
     struct json_object *by_owner; /* controller owner uid → {key: null} */
     struct label_index *lidx;
     size_t nlidx;
@@ -318,55 +336,141 @@ static const char *controller_uid(struct json_object *obj)
     return NULL;
 }
 
-/* Adds (add != 0) or removes obj's index entries. Under the lock. */
-static void index_object(struct kube_informer *inf, const char *key, struct json_object *obj,
-                         int add)
+static const char *object_rv(struct json_object *obj)
 {
-    const char *uid = controller_uid(obj);
-    if (uid) {
-        (add ? set_add : set_del)(inf->by_owner, uid, key);
+    const char *rv = NULL;
+    return json_get_string(obj, "metadata.resourceVersion", &rv, NULL, 0) == 0 ? rv : "";
+}
+
+/* Adds (add != 0) or removes an entry's index entries. Under the lock. */
+static void index_entry(struct kube_informer *inf, const struct entry *e, int add)
+{
+    if (e->owner_uid) {
+        (add ? set_add : set_del)(inf->by_owner, e->owner_uid, e->key);
     }
-    struct json_object *labels = json_get(obj, "metadata.labels");
     for (size_t i = 0; i < inf->nlidx; i++) {
-        const char *v = label_value(labels, inf->lidx[i].label);
+        const char *v = label_value(e->labels, inf->lidx[i].label);
         if (v) {
-            (add ? set_add : set_del)(inf->lidx[i].by_value, v, key);
+            (add ? set_add : set_del)(inf->lidx[i].by_value, v, e->key);
         }
     }
 }
 
-/* Stores obj (takes a reference) under key; returns the previous object (the caller owns that
- * reference) or NULL. Informer thread only. */
-static struct json_object *cache_set(struct kube_informer *inf, const char *key,
-                                     struct json_object *obj)
+static void entry_free(struct entry *e)
 {
-    pthread_mutex_lock(&inf->lock);
-    struct json_object *old = NULL;
-    if (json_object_object_get_ex(inf->cache, key, &old)) {
-        json_object_get(old);
-        index_object(inf, key, old, 0);
+    if (!e) {
+        return;
     }
-    if (json_object_object_add(inf->cache, key, json_object_get(obj)) != 0) {
+    free(e->key);
+    free(e->json);
+    free(e->rv);
+    free(e->ns);
+    free(e->owner_uid);
+    json_object_put(e->labels);
+    free(e);
+}
+
+/* The lh_table's entry destructor: the value owns the key. */
+static void cache_entry_free(struct lh_entry *le)
+{
+    entry_free((struct entry *)lh_entry_v(le));
+}
+
+/* A new entry for obj under key, or NULL on OOM. Serializes obj (which json-c caches inside obj
+ * until it is freed: callers pass transient objects). */
+static struct entry *entry_new(const char *key, struct json_object *obj)
+{
+    struct entry *e = calloc(1, sizeof(*e));
+    if (!e) {
+        return NULL;
+    }
+    size_t len = 0;
+    const char *text = json_object_to_json_string_length(
+        obj, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
+    const char *ns = "";
+    json_opt_string(obj, "metadata.namespace", "", &ns, NULL, 0);
+    const char *uid = controller_uid(obj);
+    struct json_object *labels = json_get(obj, "metadata.labels");
+    e->key = strdup(key);
+    e->json = text ? malloc(len + 1) : NULL;
+    e->rv = strdup(object_rv(obj));
+    e->ns = strdup(ns);
+    e->owner_uid = uid ? strdup(uid) : NULL;
+    if (labels && json_object_is_type(labels, json_type_object) &&
+        json_object_deep_copy(labels, &e->labels, NULL) != 0) {
+        e->labels = NULL;
+        goto err_free;
+    }
+    if (!text || !e->key || !e->json || !e->rv || !e->ns || (uid && !e->owner_uid)) {
+        goto err_free;
+    }
+    memcpy(e->json, text, len + 1);
+    e->len = len;
+    return e;
+
+err_free:
+    entry_free(e);
+    return NULL;
+}
+
+/* Parses cached JSON text back into a new tree (the depth matches the client's parser). */
+static struct json_object *parse_text(const char *text, size_t len)
+{
+    struct json_tokener *tok = json_tokener_new_ex(512);
+    if (!tok) {
+        return NULL;
+    }
+    struct json_object *obj = json_tokener_parse_ex(tok, text, (int)len);
+    if (json_tokener_get_error(tok) != json_tokener_success) {
         json_object_put(obj);
+        obj = NULL;
+    }
+    json_tokener_free(tok);
+    return obj;
+}
+
+static struct entry *cache_lookup(struct kube_informer *inf, const char *key)
+{
+    void *v = NULL;
+    return lh_table_lookup_ex(inf->cache, key, &v) ? v : NULL;
+}
+
+/* Detaches and returns the entry under key (the caller frees it), or NULL. Under the lock. */
+static struct entry *cache_take(struct kube_informer *inf, const char *key)
+{
+    struct lh_entry *le = lh_table_lookup_entry(inf->cache, key);
+    if (!le) {
+        return NULL;
+    }
+    struct entry *old = (struct entry *)lh_entry_v(le);
+    index_entry(inf, old, 0);
+    lh_entry_set_val(le, NULL); /* the destructor then frees nothing */
+    lh_table_delete_entry(inf->cache, le);
+    return old;
+}
+
+/* Stores obj (serialized) under key; returns the previous entry (the caller frees it) or NULL.
+ * Informer thread only. */
+static struct entry *cache_set(struct kube_informer *inf, const char *key, struct json_object *obj)
+{
+    struct entry *e = entry_new(key, obj);
+    pthread_mutex_lock(&inf->lock);
+    struct entry *old = cache_take(inf, key);
+    if (!e || lh_table_insert(inf->cache, e->key, e) != 0) {
         log_error("informer %s: out of memory caching %s", inf->res->plural, key);
-        json_object_object_del(inf->cache, key);
+        entry_free(e);
     } else {
-        index_object(inf, key, obj, 1);
+        index_entry(inf, e, 1);
     }
     pthread_mutex_unlock(&inf->lock);
     return old;
 }
 
-/* Removes key; returns the removed object (the caller's reference) or NULL. */
-static struct json_object *cache_del(struct kube_informer *inf, const char *key)
+/* Removes key; returns the removed entry (the caller frees it) or NULL. */
+static struct entry *cache_del(struct kube_informer *inf, const char *key)
 {
     pthread_mutex_lock(&inf->lock);
-    struct json_object *old = NULL;
-    if (json_object_object_get_ex(inf->cache, key, &old)) {
-        json_object_get(old);
-        index_object(inf, key, old, 0);
-        json_object_object_del(inf->cache, key);
-    }
+    struct entry *old = cache_take(inf, key);
     pthread_mutex_unlock(&inf->lock);
     return old;
 }
@@ -384,12 +488,6 @@ static void set_last_rv(struct kube_informer *inf, const char *rv)
     free(inf->last_rv);
     inf->last_rv = copy;
     pthread_mutex_unlock(&inf->lock);
-}
-
-static const char *object_rv(struct json_object *obj)
-{
-    const char *rv = NULL;
-    return json_get_string(obj, "metadata.resourceVersion", &rv, NULL, 0) == 0 ? rv : "";
 }
 
 /* ---- handlers ---- */
@@ -436,29 +534,38 @@ static void fill_type_meta(struct kube_informer *inf, struct json_object *item)
     }
 }
 
-static int do_list(struct kube_informer *inf, const char *rv)
+/* Handlers see the old state of an update parsed back from the cache's text. */
+static struct json_object *entry_parse(const struct entry *e)
 {
-    struct kube_list_options o = {
-        .label_selector = inf->selector,
-        .limit = LIST_PAGE,
-        .resource_version = rv[0] ? rv : NULL,
-    };
-    struct kube_error err = {0};
-    struct json_object *list = NULL;
-    int rc = kube_list_all(inf->client, inf->res, inf->ns, &o, &list, &err);
-    if (rc != 0) {
-        log_warn("informer %s: list (resourceVersion \"%s\") failed: %s: %s", inf->res->plural, rv,
-                 kube_strerror(rc), err.message);
-        return rc;
+    struct json_object *obj = parse_text(e->json, e->len);
+    if (!obj) {
+        log_error("informer: cannot re-parse the cached %s", e->key);
     }
-    struct json_object *items = json_get(list, "items");
-    const char *list_rv = NULL;
-    json_get_string(list, "metadata.resourceVersion", &list_rv, NULL, 0);
-    struct json_object *seen = json_object_new_object();
-    if (!seen) {
-        json_object_put(list);
-        return -ENOMEM;
+    return obj;
+}
+
+/* Caches obj (already transformed) and tells the handlers: an add, an update when the
+ * resourceVersion changed (always for a watch event, only_changed 0), or nothing. */
+static void store_and_notify(struct kube_informer *inf, const char *key, struct json_object *obj,
+                             int only_changed)
+{
+    struct entry *old = cache_set(inf, key, obj);
+    if (!old) {
+        notify_add(inf, obj);
+    } else if ((!only_changed || strcmp(old->rv, object_rv(obj)) != 0) && inf->h.on_update) {
+        struct json_object *old_obj = entry_parse(old);
+        if (old_obj) {
+            notify_update(inf, old_obj, obj);
+            json_object_put(old_obj);
+        }
     }
+    entry_free(old);
+}
+
+/* Applies one list page (Replace's add/update half); seen collects the keys. */
+static int list_page(struct kube_informer *inf, struct json_object *page, struct json_object *seen)
+{
+    struct json_object *items = json_get(page, "items");
     size_t n =
         items && json_object_is_type(items, json_type_array) ? json_object_array_length(items) : 0;
     char key[KEY_MAX];
@@ -469,22 +576,80 @@ static int do_list(struct kube_informer *inf, const char *rv)
             continue;
         }
         fill_type_meta(inf, item);
-        json_object_object_add(seen, key, NULL);
-        struct json_object *old = cache_set(inf, key, item);
-        if (!old) {
-            notify_add(inf, item);
-        } else if (strcmp(object_rv(old), object_rv(item)) != 0) {
-            notify_update(inf, old, item);
+        if (inf->transform) {
+            inf->transform(inf->transform_ud, item);
         }
-        json_object_put(old);
+        if (json_object_object_add(seen, key, NULL) != 0) {
+            return -ENOMEM;
+        }
+        store_and_notify(inf, key, item, 1);
+        /* the page's tree is the big part: drop each item once cached */
+        json_object_array_put_idx(items, i, NULL);
+    }
+    return 0;
+}
+
+/* Lists page by page (client-go's ListPager: later pages carry only the continue token), each
+ * page applied to the cache as it arrives so that no list-sized tree is ever built; a continue
+ * token that expires restarts the list once from scratch. Then deletes what vanished. */
+static int do_list(struct kube_informer *inf, const char *rv)
+{
+    struct kube_list_options o = {
+        .label_selector = inf->selector,
+        .limit = LIST_PAGE,
+        .resource_version = rv[0] ? rv : NULL,
+    };
+    struct kube_error err = {0};
+    struct json_object *seen = json_object_new_object();
+    char *cont = NULL, *list_rv = NULL;
+    int rc = seen ? 0 : -ENOMEM, restarted = 0;
+    while (rc == 0) {
+        struct json_object *page = NULL;
+        o.continue_token = cont;
+        rc = kube_list(inf->client, inf->res, inf->ns, &o, &page, &err);
+        if (rc == KUBE_EEXPIRED && cont && !restarted) {
+            log_info("informer %s: continue token expired; restarting the list", inf->res->plural);
+            restarted = 1;
+            free(cont);
+            cont = NULL;
+            o.resource_version = NULL;
+            rc = 0;
+            continue;
+        }
+        if (rc != 0) {
+            log_warn("informer %s: list (resourceVersion \"%s\") failed: %s: %s", inf->res->plural,
+                     rv, kube_strerror(rc), err.message);
+            break;
+        }
+        const char *page_rv = NULL, *next = NULL;
+        json_opt_string(page, "metadata.resourceVersion", NULL, &page_rv, NULL, 0);
+        json_opt_string(page, "metadata.continue", NULL, &next, NULL, 0);
+        free(list_rv);
+        free(cont);
+        list_rv = page_rv ? strdup(page_rv) : NULL;
+        cont = next && next[0] ? strdup(next) : NULL;
+        rc = (next && next[0] && !cont) || (page_rv && !list_rv) ? -ENOMEM
+                                                                 : list_page(inf, page, seen);
+        json_object_put(page);
+        if (rc != 0 || !cont) {
+            break;
+        }
+        o.resource_version = NULL; /* "not allowed when using continue" */
+    }
+    free(cont);
+    if (rc != 0) {
+        free(list_rv);
+        json_object_put(seen);
+        return rc;
     }
     /* objects that vanished while we were not watching */
     pthread_mutex_lock(&inf->lock);
-    size_t ngone = 0, cap = (size_t)json_object_object_length(inf->cache);
+    size_t ngone = 0, cap = (size_t)lh_table_length(inf->cache);
     char **gone = cap ? calloc(cap, sizeof(char *)) : NULL;
-    json_object_object_foreach(inf->cache, k, v)
+    struct lh_entry *le;
+    lh_foreach(inf->cache, le)
     {
-        (void)v;
+        const char *k = lh_entry_k(le);
         if (gone && !json_object_object_get_ex(seen, k, NULL)) {
             gone[ngone] = strdup(k);
             if (gone[ngone]) {
@@ -494,23 +659,29 @@ static int do_list(struct kube_informer *inf, const char *rv)
     }
     pthread_mutex_unlock(&inf->lock);
     for (size_t i = 0; i < ngone; i++) {
-        struct json_object *old = cache_del(inf, gone[i]);
-        if (old) {
-            notify_delete(inf, old);
-            json_object_put(old);
+        struct entry *old = cache_del(inf, gone[i]);
+        struct json_object *old_obj = old && inf->h.on_delete ? entry_parse(old) : NULL;
+        if (old_obj) {
+            notify_delete(inf, old_obj);
+            json_object_put(old_obj);
         }
+        entry_free(old);
         free(gone[i]);
     }
     free((void *)gone);
     json_object_put(seen);
     set_last_rv(inf, list_rv);
-    json_object_put(list);
+    free(list_rv);
     pthread_mutex_lock(&inf->lock);
     if (!inf->synced) {
         inf->synced = 1;
         pthread_cond_broadcast(&inf->cond);
     }
     pthread_mutex_unlock(&inf->lock);
+#ifdef __GLIBC__
+    /* a list frees many page-sized trees at once: give the pages back to the system */
+    malloc_trim(0);
+#endif
     return 0;
 }
 
@@ -555,23 +726,19 @@ static int on_watch_event(void *ud, enum kube_event_type type, struct json_objec
                  kube_event_type_name(type));
         return 0;
     }
+    if (inf->transform) {
+        inf->transform(inf->transform_ud, obj);
+    }
+    set_last_rv(inf, object_rv(obj));
     if (type == KUBE_EVENT_DELETED) {
-        struct json_object *old = cache_del(inf, key);
-        set_last_rv(inf, object_rv(obj));
+        struct entry *old = cache_del(inf, key);
         if (old) {
             notify_delete(inf, obj);
-            json_object_put(old);
+            entry_free(old);
         }
         return 0;
     }
-    struct json_object *old = cache_set(inf, key, obj);
-    set_last_rv(inf, object_rv(obj));
-    if (old) {
-        notify_update(inf, old, obj);
-        json_object_put(old);
-    } else {
-        notify_add(inf, obj);
-    }
+    store_and_notify(inf, key, obj, 0);
     return 0;
 }
 
@@ -613,22 +780,35 @@ static void backoff_sleep(struct kube_informer *inf)
 
 static void resync(struct kube_informer *inf)
 {
+    if (!inf->h.on_update) {
+        return;
+    }
     pthread_mutex_lock(&inf->lock);
-    size_t n = 0, cap = (size_t)json_object_object_length(inf->cache);
-    struct json_object **objs = cap ? calloc(cap, sizeof(struct json_object *)) : NULL;
-    if (objs) {
-        json_object_object_foreach(inf->cache, k, v)
+    size_t n = 0, cap = (size_t)lh_table_length(inf->cache);
+    char **keys = cap ? calloc(cap, sizeof(char *)) : NULL;
+    struct lh_entry *le;
+    if (keys) {
+        lh_foreach(inf->cache, le)
         {
-            (void)k;
-            objs[n++] = json_object_get(v);
+            if ((keys[n] = strdup(lh_entry_k(le))) != NULL) {
+                n++;
+            }
         }
     }
     pthread_mutex_unlock(&inf->lock);
+    /* one object parsed at a time; only this thread changes the cache, so every key is there */
     for (size_t i = 0; i < n; i++) {
-        notify_update(inf, objs[i], objs[i]);
-        json_object_put(objs[i]);
+        pthread_mutex_lock(&inf->lock);
+        struct entry *e = cache_lookup(inf, keys[i]);
+        struct json_object *obj = e ? entry_parse(e) : NULL;
+        pthread_mutex_unlock(&inf->lock);
+        if (obj) {
+            notify_update(inf, obj, obj);
+            json_object_put(obj);
+        }
+        free(keys[i]);
     }
-    free((void *)objs);
+    free((void *)keys);
 }
 
 static int retriable_watch_error(int rc)
@@ -762,7 +942,7 @@ struct kube_informer *kube_informer_new(struct kube_client *c, const struct kube
     }
     inf->ns = ns && ns[0] ? strdup(ns) : NULL;
     inf->selector = label_selector && label_selector[0] ? strdup(label_selector) : NULL;
-    inf->cache = json_object_new_object();
+    inf->cache = lh_kchar_table_new(64, cache_entry_free);
     inf->by_owner = json_object_new_object();
     inf->last_rv = strdup("");
     if ((ns && ns[0] && !inf->ns) || (label_selector && label_selector[0] && !inf->selector) ||
@@ -781,7 +961,9 @@ struct kube_informer *kube_informer_new(struct kube_client *c, const struct kube
     return inf;
 
 err_free:
-    json_object_put(inf->cache);
+    if (inf->cache) {
+        lh_table_free(inf->cache);
+    }
     json_object_put(inf->by_owner);
     free(inf->last_rv);
     free(inf->ns);
@@ -816,6 +998,29 @@ int kube_informer_add_label_index(struct kube_informer *inf, const char *label_k
 out:
     pthread_mutex_unlock(&inf->lock);
     return rc;
+}
+
+int kube_informer_set_transform(struct kube_informer *inf, kube_informer_transform_fn fn, void *ud)
+{
+    pthread_mutex_lock(&inf->lock);
+    int rc = inf->started ? -EBUSY : 0;
+    if (rc == 0) {
+        inf->transform = fn;
+        inf->transform_ud = ud;
+    }
+    pthread_mutex_unlock(&inf->lock);
+    return rc;
+}
+
+void kube_informer_strip_managed_fields(void *ud, struct json_object *obj)
+{
+    (void)ud;
+    struct json_object *meta = NULL;
+    if (json_object_is_type(obj, json_type_object) &&
+        json_object_object_get_ex(obj, "metadata", &meta) &&
+        json_object_is_type(meta, json_type_object)) {
+        json_object_object_del(meta, "managedFields");
+    }
 }
 
 int kube_informer_set_backoff(struct kube_informer *inf, long initial_ms, long cap_ms)
@@ -883,7 +1088,7 @@ void kube_informer_free(struct kube_informer *inf)
         json_object_put(inf->lidx[i].by_value);
     }
     free(inf->lidx);
-    json_object_put(inf->cache);
+    lh_table_free(inf->cache);
     json_object_put(inf->by_owner);
     free(inf->last_rv);
     free(inf->ns);
@@ -936,20 +1141,29 @@ char *kube_informer_last_resource_version(struct kube_informer *inf)
 size_t kube_informer_count(struct kube_informer *inf)
 {
     pthread_mutex_lock(&inf->lock);
-    size_t n = (size_t)json_object_object_length(inf->cache);
+    size_t n = (size_t)lh_table_length(inf->cache);
     pthread_mutex_unlock(&inf->lock);
     return n;
 }
 
 /* ---- readers ---- */
 
-static struct json_object *copy_of(struct json_object *obj)
+/* Readers copy the text under the lock and parse it after, so the informer thread never waits
+ * for a parse. */
+struct text_copy {
+    char *json;
+    size_t len;
+};
+
+static int text_copy(const struct entry *e, struct text_copy *out)
 {
-    struct json_object *copy = NULL;
-    if (json_object_deep_copy(obj, &copy, NULL) != 0) {
-        return NULL;
+    out->len = e->len;
+    out->json = malloc(e->len + 1);
+    if (!out->json) {
+        return -ENOMEM;
     }
-    return copy;
+    memcpy(out->json, e->json, e->len + 1);
+    return 0;
 }
 
 struct json_object *kube_informer_get(struct kube_informer *inf, const char *ns, const char *name)
@@ -958,40 +1172,39 @@ struct json_object *kube_informer_get(struct kube_informer *inf, const char *ns,
     if (!name || make_key(ns, name, key, sizeof(key)) != 0) {
         return NULL;
     }
-    struct json_object *obj = NULL, *copy = NULL;
+    struct text_copy t = {0};
     pthread_mutex_lock(&inf->lock);
-    if (json_object_object_get_ex(inf->cache, key, &obj)) {
-        copy = copy_of(obj);
-    }
+    struct entry *e = cache_lookup(inf, key);
+    int found = e && text_copy(e, &t) == 0;
     pthread_mutex_unlock(&inf->lock);
-    return copy;
+    if (!found) {
+        return NULL;
+    }
+    struct json_object *obj = parse_text(t.json, t.len);
+    free(t.json);
+    return obj;
 }
 
-struct keyed {
-    const char *key; /* borrowed from the cache, valid under the lock */
-    struct json_object *obj;
-};
-
-static int keyed_cmp(const void *a, const void *b)
+static int entry_cmp(const void *a, const void *b)
 {
-    return strcmp(((const struct keyed *)a)->key, ((const struct keyed *)b)->key);
+    return strcmp((*(const struct entry *const *)a)->key, (*(const struct entry *const *)b)->key);
 }
 
 /* A result set being collected under the lock. */
 struct collect {
-    struct keyed *v;
+    const struct entry **v; /* borrowed from the cache, valid under the lock */
     size_t n, cap;
     int rc;
 };
 
-static void collect_add(struct collect *c, const char *key, struct json_object *obj)
+static void collect_add(struct collect *c, const struct entry *e)
 {
     if (c->rc != 0) {
         return;
     }
     if (c->n == c->cap) {
         size_t ncap = c->cap ? c->cap * 2 : 16;
-        struct keyed *nv = realloc(c->v, ncap * sizeof(*nv));
+        const struct entry **nv = realloc((void *)c->v, ncap * sizeof(const struct entry *));
         if (!nv) {
             c->rc = -ENOMEM;
             return;
@@ -999,39 +1212,61 @@ static void collect_add(struct collect *c, const char *key, struct json_object *
         c->v = nv;
         c->cap = ncap;
     }
-    c->v[c->n].key = key;
-    c->v[c->n].obj = obj;
-    c->n++;
+    c->v[c->n++] = e;
 }
 
-/* Sorts, deep-copies and hands the collected objects out. Under the lock. */
-static int collect_finish(struct collect *c, struct json_object ***items, size_t *n)
+/* Sorts the collected entries and copies their text: under the lock; then (after unlocking)
+ * collect_parse hands out the objects. */
+static struct text_copy *collect_texts(struct collect *c)
+{
+    struct text_copy *texts = NULL;
+    if (c->rc == 0 && c->n > 0) {
+        qsort((void *)c->v, c->n, sizeof(const struct entry *), entry_cmp);
+        texts = calloc(c->n, sizeof(*texts));
+        for (size_t i = 0; texts && i < c->n; i++) {
+            if (text_copy(c->v[i], &texts[i]) != 0) {
+                c->rc = -ENOMEM;
+                break;
+            }
+        }
+        if (!texts) {
+            c->rc = -ENOMEM;
+        }
+    }
+    free((void *)c->v);
+    c->v = NULL;
+    return texts;
+}
+
+static int collect_parse(struct collect *c, struct text_copy *texts, struct json_object ***items,
+                         size_t *n)
 {
     *items = NULL;
     *n = 0;
-    if (c->rc != 0 || c->n == 0) {
-        free(c->v);
-        return c->rc;
+    int rc = c->rc;
+    struct json_object **out = NULL;
+    if (rc == 0 && c->n > 0) {
+        out = calloc(c->n, sizeof(struct json_object *));
+        rc = out ? 0 : -ENOMEM;
     }
-    qsort(c->v, c->n, sizeof(*c->v), keyed_cmp);
-    struct json_object **out = calloc(c->n, sizeof(struct json_object *));
-    if (!out) {
-        free(c->v);
-        return -ENOMEM;
-    }
-    for (size_t i = 0; i < c->n; i++) {
-        if (!(out[i] = copy_of(c->v[i].obj))) {
-            for (size_t j = 0; j < i; j++) {
-                json_object_put(out[j]);
-            }
-            free((void *)out);
-            free(c->v);
-            return -ENOMEM;
+    for (size_t i = 0; rc == 0 && i < c->n; i++) {
+        if (!(out[i] = parse_text(texts[i].json, texts[i].len))) {
+            rc = -ENOMEM;
         }
     }
+    for (size_t i = 0; texts && i < c->n; i++) {
+        free(texts[i].json);
+    }
+    free(texts);
+    if (rc != 0) {
+        for (size_t i = 0; out && i < c->n; i++) {
+            json_object_put(out[i]);
+        }
+        free((void *)out);
+        return rc;
+    }
     *items = out;
-    *n = c->n;
-    free(c->v);
+    *n = out ? c->n : 0;
     return 0;
 }
 
@@ -1044,26 +1279,21 @@ int kube_informer_list(struct kube_informer *inf, const char *ns, const char *la
         return -EINVAL;
     }
     struct collect c = {0};
+    struct lh_entry *le;
     pthread_mutex_lock(&inf->lock);
-    json_object_object_foreach(inf->cache, key, obj)
+    lh_foreach(inf->cache, le)
     {
-        if (ns) {
-            const char *ons = "";
-            json_opt_string(obj, "metadata.namespace", "", &ons, NULL, 0);
-            if (strcmp(ons, ns) != 0) {
-                continue;
-            }
-        }
-        if (selector_eval(label_selector, json_get(obj, "metadata.labels")) == 1) {
-            collect_add(&c, key, obj);
+        const struct entry *e = lh_entry_v(le);
+        if ((!ns || strcmp(e->ns, ns) == 0) && selector_eval(label_selector, e->labels) == 1) {
+            collect_add(&c, e);
         }
     }
-    int rc = collect_finish(&c, items, n);
+    struct text_copy *texts = collect_texts(&c);
     pthread_mutex_unlock(&inf->lock);
-    return rc;
+    return collect_parse(&c, texts, items, n);
 }
 
-/* Objects of the index set idx[value]. Under the lock. */
+/* Entries of the index set idx[value]. Under the lock. */
 static void collect_set(struct kube_informer *inf, struct json_object *idx, const char *value,
                         struct collect *c)
 {
@@ -1074,9 +1304,9 @@ static void collect_set(struct kube_informer *inf, struct json_object *idx, cons
     json_object_object_foreach(set, key, unused)
     {
         (void)unused;
-        struct json_object *obj;
-        if (json_object_object_get_ex(inf->cache, key, &obj)) {
-            collect_add(c, key, obj);
+        const struct entry *e = cache_lookup(inf, key);
+        if (e) {
+            collect_add(c, e);
         }
     }
 }
@@ -1095,17 +1325,19 @@ int kube_informer_by_label(struct kube_informer *inf, const char *label_key, con
     if (li) {
         collect_set(inf, li->by_value, value, &c);
     } else {
-        json_object_object_foreach(inf->cache, key, obj)
+        struct lh_entry *le;
+        lh_foreach(inf->cache, le)
         {
-            const char *v = label_value(json_get(obj, "metadata.labels"), label_key);
+            const struct entry *e = lh_entry_v(le);
+            const char *v = label_value(e->labels, label_key);
             if (v && strcmp(v, value) == 0) {
-                collect_add(&c, key, obj);
+                collect_add(&c, e);
             }
         }
     }
-    int rc = collect_finish(&c, items, n);
+    struct text_copy *texts = collect_texts(&c);
     pthread_mutex_unlock(&inf->lock);
-    return rc;
+    return collect_parse(&c, texts, items, n);
 }
 
 int kube_informer_by_owner(struct kube_informer *inf, const char *owner_uid,
@@ -1114,7 +1346,7 @@ int kube_informer_by_owner(struct kube_informer *inf, const char *owner_uid,
     struct collect c = {0};
     pthread_mutex_lock(&inf->lock);
     collect_set(inf, inf->by_owner, owner_uid, &c);
-    int rc = collect_finish(&c, items, n);
+    struct text_copy *texts = collect_texts(&c);
     pthread_mutex_unlock(&inf->lock);
-    return rc;
+    return collect_parse(&c, texts, items, n);
 }

@@ -12,13 +12,20 @@
  * is client-go's: 800 ms doubling to 30 s, jitter 1.0, reset after 2 minutes without one.
  * A watch that ends within 1 s without an event counts as an error ("very short watch").
  *
+ * The list is processed page by page as the pages arrive (no list-sized tree is built) and
+ * malloc_trim(0) gives the freed pages back afterwards.
+ *
  * Cache: keyed "namespace/name" ("name" for cluster-scoped objects), with an index by controller
- * owner uid (the ownerReference with controller: true) and optional indexes by label values. Every
- * object handed to the caller by the getters is a deep copy (json-c reference counts are not
- * atomic, so cached objects are never shared across threads).
+ * owner uid (the ownerReference with controller: true) and optional indexes by label values. Each
+ * object is stored as its compact JSON text (a json-c tree takes several times the text's size)
+ * plus its namespace, labels, resourceVersion and controller uid for the indexes and filters; an
+ * optional transform (client-go's SetTransform) trims objects before they are cached. Every object
+ * handed to the caller by the getters is a new tree parsed from that text, owned by the caller
+ * (json-c reference counts are not atomic, so nothing is shared across threads).
  *
  * Handlers run on the informer's thread, in event order, never concurrently for one informer; the
- * objects they get are borrowed for the call and must not be modified (deep-copy to keep one). A
+ * objects they get are borrowed for the call and must not be modified (deep-copy to keep one). They
+ * are parsed once per event (the old state of an update from the cache's text). A
  * handler may call the informer's getters. With resync_seconds > 0 every cached object is
  * re-delivered as on_update(obj, obj) each period (the open watch is re-opened from the last RV
  * to get the thread back; nothing is lost).
@@ -53,6 +60,18 @@ struct kube_informer *kube_informer_new(struct kube_client *c, const struct kube
  * -ENOMEM. kube_informer_by_label works without an index too, by scanning. */
 int kube_informer_add_label_index(struct kube_informer *inf, const char *label_key);
 
+/* Called on the informer thread for every listed or watched object (BOOKMARK and ERROR events
+ * excepted) before it is cached or handed to the handlers; it may modify obj in place, e.g. drop
+ * fields nobody reads. Everything the informer reports then reflects the transformed object. */
+typedef void (*kube_informer_transform_fn)(void *ud, struct json_object *obj);
+
+/* Installs a transform (NULL removes it) before start: 0, or -EBUSY once started. */
+int kube_informer_set_transform(struct kube_informer *inf, kube_informer_transform_fn fn, void *ud);
+
+/* A transform that removes metadata.managedFields (often the largest part of an object; a PUT
+ * body without it leaves the server's managedFields as they are). ud is unused. */
+void kube_informer_strip_managed_fields(void *ud, struct json_object *obj);
+
 /* Replaces the reflector's backoff (800 ms doubling to 30 s) before start, e.g. for tests: -EBUSY
  * once started, -EINVAL unless 0 < initial_ms <= cap_ms. */
 int kube_informer_set_backoff(struct kube_informer *inf, long initial_ms, long cap_ms);
@@ -76,7 +95,8 @@ int kube_informer_wait_synced(struct kube_informer *inf, long timeout_ms);
  * NULL on OOM. */
 char *kube_informer_last_resource_version(struct kube_informer *inf);
 
-/* A deep copy of the cached object ns/name (ns NULL or "" for cluster-scoped), or NULL. */
+/* A new copy of the cached object ns/name (ns NULL or "" for cluster-scoped; the caller puts it),
+ * or NULL. */
 struct json_object *kube_informer_get(struct kube_informer *inf, const char *ns, const char *name);
 
 /* Cached objects in namespace ns (NULL = all) matching label_selector (NULL or "" = all; the

@@ -11,6 +11,9 @@
 
 #include <dirent.h>
 #include <errno.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -139,6 +142,25 @@ static void ad_delete(void *ud, struct json_object *obj)
     }
 }
 
+#define LAST_APPLIED "kubectl.kubernetes.io/last-applied-configuration"
+
+/* Informer transform: drops what the operator never reads before an object is cached. Every kind
+ * loses metadata.managedFields (a PUT body without it keeps the server's). InferencePools and
+ * InferenceModels also lose kubectl's last-applied annotation, a second copy of their spec: the
+ * operator writes them only through /status, which ignores metadata. Owned objects keep it, as
+ * their PUT bodies are built from the cache. */
+static void strip_unread(void *ud, struct json_object *obj)
+{
+    const struct cache_adapter *ad = ud;
+    kube_informer_strip_managed_fields(NULL, obj);
+    if (ad->kind == OPCTL_POOL || ad->kind == OPCTL_MODEL) {
+        struct json_object *ann = json_get(obj, "metadata.annotations");
+        if (ann && json_object_is_type(ann, json_type_object)) {
+            json_object_object_del(ann, LAST_APPLIED);
+        }
+    }
+}
+
 struct opctl_cache *opctl_cache_new(struct kube_client *c, const char *const *namespaces,
                                     size_t nns, long resync_s, opctl_event_fn fn, void *ud)
 {
@@ -168,7 +190,8 @@ struct opctl_cache *opctl_cache_new(struct kube_client *c, const char *const *na
                                                .ud = &set->ad[k]};
             const char *sel = k == OPCTL_POOL || k == OPCTL_MODEL ? NULL : OWNED_SELECTOR;
             set->inf[k] = kube_informer_new(c, kind_resources[k], set->ns, sel, resync_s, &h);
-            if (!set->inf[k]) {
+            if (!set->inf[k] ||
+                kube_informer_set_transform(set->inf[k], strip_unread, &set->ad[k]) != 0) {
                 goto err_free;
             }
             if (k == OPCTL_POD && (kube_informer_add_label_index(set->inf[k], LABEL_POOL) != 0 ||
@@ -643,6 +666,7 @@ struct manager {
     int workers_started;
     atomic_int stopping;
     atomic_int lost;
+    atomic_int untrimmed; /* reconciles since the last malloc_trim */
 
     struct metric *leader_status;
     struct metric *kube_requests[3], *kube_retries, *kube_errors, *cached_objects;
@@ -725,6 +749,20 @@ static void process(struct controller *ctl, const char *key)
     }
 }
 
+/* Once both queues are empty after a burst of reconciles (each parses many cached objects and
+ * frees them), gives glibc's free pages back so that the resident size reflects the cache. At
+ * most once per burst; cheap next to the reconciles themselves. */
+static void trim_when_idle(struct manager *m)
+{
+    if (kube_workqueue_len(m->ctl[0].q) != 0 || kube_workqueue_len(m->ctl[1].q) != 0 ||
+        atomic_exchange(&m->untrimmed, 0) == 0) {
+        return;
+    }
+#ifdef __GLIBC__
+    malloc_trim(0);
+#endif
+}
+
 static void *worker_main(void *arg)
 {
     struct controller *ctl = arg;
@@ -747,6 +785,8 @@ static void *worker_main(void *arg)
         }
         kube_workqueue_done(ctl->q, key);
         free(key);
+        atomic_fetch_add(&m->untrimmed, 1);
+        trim_when_idle(m);
     }
     return NULL;
 }
@@ -1076,11 +1116,16 @@ static int register_metrics(struct manager *m)
 
 /* ---- start-up ---- */
 
+/* client-go's "<hostname>_<uuid>", with $POD_NAME preferred to the hostname: two replicas never
+ * share an identity, even on one host or after a restart with the same name. */
 static void make_identity(struct manager *m)
 {
     char host[256] = "tandem-operator";
     unsigned char r[16] = {0};
-    if (gethostname(host, sizeof(host)) != 0) {
+    const char *pod = getenv("POD_NAME"); /* the downward API's metadata.name */
+    if (pod && pod[0]) {
+        snprintf(host, sizeof(host), "%s", pod);
+    } else if (gethostname(host, sizeof(host)) != 0) {
         snprintf(host, sizeof(host), "tandem-operator");
     }
     host[sizeof(host) - 1] = '\0';

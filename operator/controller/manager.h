@@ -114,7 +114,7 @@ struct manager_options {
     int leader_elect; /* run the leader election (else lead at once) */
     const char *leader_election_namespace;
     const char *leader_election_id; /* Lease name */
-    const char *identity;           /* candidate identity; NULL → "<hostname>_<random uuid>" */
+    const char *identity;           /* NULL → "<$POD_NAME, else hostname>_<random uuid>" */
     long lease_duration_ms;         /* 0 → 15000 */
     long renew_deadline_ms;         /* 0 → 10000 */
     long retry_period_ms;           /* 0 → 2000 */

@@ -836,6 +836,94 @@ static void test_cluster_scoped_all_namespaces(void **state)
     rec_deinit(&r);
 }
 
+static void count_transform(void *ud, struct json_object *obj)
+{
+    atomic_fetch_add((atomic_int *)ud, 1);
+    kube_informer_strip_managed_fields(NULL, obj);
+}
+
+/* More objects than a list page (500): the list is applied page by page, every object passes the
+ * transform once, and the cache holds the transformed objects (no managedFields, which the
+ * server does keep), also after watch events. */
+static void test_transform_and_pages(void **state)
+{
+    (void)state;
+    const char *ns = "inf-pages";
+    enum { N = 520 };
+    make_namespace(ns);
+    for (int i = 0; i < N; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "cm-%03d", i);
+        create_cm(ns, name, i % 2 ? "{\"odd\":\"1\"}" : "{\"odd\":\"0\"}");
+    }
+    struct json_object *live = NULL;
+    struct kube_error err = {0};
+    assert_int_equal(kube_get(g_client, &KUBE_CONFIGMAPS, ns, "cm-007", &live, &err), 0);
+    assert_non_null(json_get(live, "metadata.managedFields")); /* the server tracks them */
+    json_object_put(live);
+
+    struct rec r;
+    rec_init(&r);
+    atomic_int calls = 0;
+    struct kube_informer *inf = start_informer(&r, ns, NULL, 0);
+    assert_int_equal(kube_informer_set_transform(inf, count_transform, &calls), 0);
+    assert_int_equal(kube_informer_start(inf), 0);
+    assert_int_equal(kube_informer_set_transform(inf, NULL, NULL), -EBUSY);
+    assert_int_equal(kube_informer_wait_synced(inf, 30000), 0);
+    assert_int_equal(rec_get(&r, &r.adds), N);
+    assert_int_equal(kube_informer_count(inf), N);
+    assert_int_equal(atomic_load(&calls), N);
+
+    struct json_object *o = kube_informer_get(inf, ns, "cm-007");
+    assert_non_null(o);
+    assert_null(json_get(o, "metadata.managedFields"));
+    const char *s;
+    assert_int_equal(json_get_string(o, "metadata.labels.odd", &s, NULL, 0), 0);
+    assert_string_equal(s, "1");
+    assert_int_equal(json_get_string(o, "kind", &s, NULL, 0), 0);
+    assert_string_equal(s, "ConfigMap");
+    /* a copy: changing it does not change the cache */
+    json_object_object_add(json_get(o, "data"), "v", json_object_new_string("changed"));
+    json_object_put(o);
+    o = kube_informer_get(inf, ns, "cm-007");
+    assert_int_equal(json_get_string(o, "data.v", &s, NULL, 0), 0);
+    assert_string_equal(s, "0");
+    json_object_put(o);
+
+    /* list filters on the stored labels; results sorted by key */
+    struct json_object **items = NULL;
+    size_t n = 0;
+    assert_int_equal(kube_informer_list(inf, ns, "odd=1", &items, &n), 0);
+    assert_int_equal(n, N / 2);
+    char prev[256] = "", key[256];
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(kube_object_key(items[i], key, sizeof(key)), 0);
+        assert_true(strcmp(prev, key) < 0);
+        snprintf(prev, sizeof(prev), "%s", key);
+        assert_null(json_get(items[i], "metadata.managedFields"));
+        json_object_put(items[i]);
+    }
+    free((void *)items);
+    assert_int_equal(kube_informer_list(inf, "elsewhere", NULL, &items, &n), 0);
+    assert_int_equal(n, 0);
+
+    /* watch events go through the transform too */
+    patch_cm(ns, "cm-007", "{\"data\":{\"v\":\"2\"}}");
+    delete_cm(ns, "cm-008");
+    assert_converged(&r, inf, ns, NULL, 10000);
+    assert_int_equal(atomic_load(&calls), N + 2);
+    o = kube_informer_get(inf, ns, "cm-007");
+    assert_int_equal(json_get_string(o, "data.v", &s, NULL, 0), 0);
+    assert_string_equal(s, "2");
+    assert_null(json_get(o, "metadata.managedFields"));
+    json_object_put(o);
+    assert_null(kube_informer_get(inf, ns, "cm-008"));
+    assert_int_equal(kube_informer_count(inf), N - 1);
+    assert_clean(&r);
+    kube_informer_free(inf);
+    rec_deinit(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -847,6 +935,7 @@ int main(void)
         cmocka_unit_test(test_indexes),
         cmocka_unit_test(test_resync),
         cmocka_unit_test(test_cluster_scoped_all_namespaces),
+        cmocka_unit_test(test_transform_and_pages),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

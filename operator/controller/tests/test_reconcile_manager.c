@@ -623,6 +623,57 @@ static void test_manager_run(void **state)
     assert_string_equal(lease_holder(holder, sizeof(holder)), ""); /* released */
 }
 
+/* Without --identity, candidates are "<$POD_NAME>_<uuid>": two with the same POD_NAME (or host)
+ * still differ, so the second cannot mistake the first's Lease for its own. */
+static void test_default_identity(void **state)
+{
+    (void)state;
+    assert_int_equal(setenv("POD_NAME", "op-pod", 1), 0);
+    struct run r, r2;
+    run_start(&r, NULL, 1);
+    run_start(&r2, NULL, 1);
+    unsetenv("POD_NAME");
+    wait_ready(&r);
+    wait_ready(&r2);
+    char first[256] = "", second[256] = "";
+    /* (the previous test's candidate may still hold an unexpired Lease: 2 s) */
+    for (int i = 0; i < 200 && strncmp(lease_holder(first, sizeof(first)), "op-pod_", 7) != 0;
+         i++) {
+        lk_sleep_ms(50);
+    }
+    assert_int_equal(strncmp(first, "op-pod_", 7), 0);
+    assert_int_equal(strlen(first), 7 + 36); /* a UUID */
+    assert_int_equal(first[7 + 14], '4');    /* version 4 */
+    /* whichever leads stops and releases; the other takes over under its own identity */
+    static char text[1 << 20];
+    int r_leads = 0, r2_leads = 0;
+    for (int i = 0; i < 100 && !r_leads && !r2_leads; i++) {
+        int mp = __atomic_load_n(&r.metrics_port, __ATOMIC_ACQUIRE);
+        int mp2 = __atomic_load_n(&r2.metrics_port, __ATOMIC_ACQUIRE);
+        r_leads = fetch(mp, "/metrics", text, sizeof(text)) == 200 &&
+                  metric(text, "leader_election_master_status", "name", "tandem-operator-leader",
+                         NULL, NULL) == 1;
+        r2_leads = !r_leads && fetch(mp2, "/metrics", text, sizeof(text)) == 200 &&
+                   metric(text, "leader_election_master_status", "name", "tandem-operator-leader",
+                          NULL, NULL) == 1;
+        if (!r_leads && !r2_leads) {
+            lk_sleep_ms(50);
+        }
+    }
+    assert_true(r_leads || r2_leads);
+    assert_int_equal(run_stop(r_leads ? &r : &r2, 1), 0);
+    for (int i = 0; i < 100; i++) { /* 5 s */
+        lease_holder(second, sizeof(second));
+        if (second[0] && strcmp(second, first) != 0) {
+            break;
+        }
+        lk_sleep_ms(50);
+    }
+    assert_int_equal(strncmp(second, "op-pod_", 7), 0);
+    assert_string_not_equal(second, first);
+    assert_int_equal(run_stop(r_leads ? &r2 : &r, 1), 0);
+}
+
 /* Renewals failing for longer than the renew deadline: manager_run returns 1. */
 static void test_leader_lost(void **state)
 {
@@ -695,6 +746,7 @@ int main(void)
     const struct CMUnitTest live[] = {
         cmocka_unit_test(test_manager_run),
         cmocka_unit_test(test_leader_lost),
+        cmocka_unit_test(test_default_identity),
         cmocka_unit_test(test_steady_and_namespaces),
     };
     int failed = cmocka_run_group_tests_name("pure", pure, NULL, NULL);
