@@ -607,8 +607,12 @@ static int do_list(struct kube_informer *inf, const char *rv)
         struct json_object *page = NULL;
         o.continue_token = cont;
         rc = kube_list(inf->client, inf->res, inf->ns, &o, &page, &err);
-        if (rc == KUBE_EEXPIRED && cont && !restarted) {
-            log_info("informer %s: continue token expired; restarting the list", inf->res->plural);
+        /* An expired continue token, or a last-synced resourceVersion the server no longer has
+         * (a paged list at RV=N is an exact read): list again once from scratch with RV "" (a
+         * consistent read), as client-go's reflector does when the last sync RV is unavailable. */
+        if (rc == KUBE_EEXPIRED && (cont || o.resource_version) && !restarted) {
+            log_info("informer %s: %s expired; listing from scratch", inf->res->plural,
+                     cont ? "continue token" : "resourceVersion");
             restarted = 1;
             free(cont);
             cont = NULL;
