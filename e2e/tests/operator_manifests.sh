@@ -18,13 +18,8 @@ fail() {
     echo "FAIL [$TEST_NAME]: $*" >&2
     exit 1
 }
-if [ -n "${KUBECTL:-}" ]; then
-    kubectl=$KUBECTL
-elif [ -x /usr/lib/google-cloud-sdk/bin/kubectl.1.32 ]; then
-    kubectl=/usr/lib/google-cloud-sdk/bin/kubectl.1.32
-else
-    kubectl=$(command -v kubectl) || { echo "skip: kubectl not found"; exit 77; }
-fi
+. "$REPO/e2e/lib/common.sh"
+kubectl=$(pick_kubectl) || { echo "skip: kubectl not found"; exit 77; }
 command -v python3 >/dev/null || { echo "skip: python3 not found"; exit 77; }
 
 for f in "$REPO"/crds/*.yaml; do

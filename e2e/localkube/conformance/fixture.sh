@@ -24,16 +24,8 @@ state=$2
 mkdir -p "$state"
 state=$(cd "$state" && pwd)
 
-pick_kubectl() {
-    if [ -n "${KUBECTL:-}" ]; then
-        printf '%s' "$KUBECTL"
-    elif [ -x /usr/lib/google-cloud-sdk/bin/kubectl.1.32 ]; then
-        # /usr/bin/kubectl is gcloud's version dispatcher; pin the 1.32 client
-        printf '%s' /usr/lib/google-cloud-sdk/bin/kubectl.1.32
-    else
-        command -v kubectl
-    fi
-}
+# pick_kubectl
+. "$(dirname "${BASH_SOURCE[0]}")/../../lib/common.sh"
 
 stop_proxy() {
     local pidfile=$state/proxy.pid pid

@@ -35,6 +35,8 @@ set -euo pipefail
 : "${KUBECTL:=kubectl}"
 
 CONF_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=../../lib/common.sh
+. "$CONF_DIR/../../lib/common.sh"
 CASE_NUM=${CASE_NAME%%-*}
 mkdir -p "$CASE_DIR"
 
@@ -61,14 +63,6 @@ skip() {
 }
 
 # Truncates long text for messages.
-clip() {
-    local s=$1 n=${2:-1500}
-    if [ ${#s} -gt "$n" ]; then
-        printf '%s...[%d more bytes]' "${s:0:n}" $((${#s} - n))
-    else
-        printf '%s' "$s"
-    fi
-}
 
 trap 'rc=$?; printf "\nFAIL [%s]: command failed (exit %d) at %s line %d: %s\n" "$CASE_NAME" "$rc" "$(basename "${BASH_SOURCE[0]}")" "$LINENO" "$BASH_COMMAND" >&2' ERR
 
@@ -310,43 +304,7 @@ sorted_words() { printf '%s\n' "$@" | sed '/^$/d' | sort | tr '\n' ' ' | sed 's/
 # ---------------------------------------------------------------------------------------------
 # polling
 
-# wait_until SECS CMD...: run CMD every 0.5 s until it succeeds (0) or SECS pass (1).
-wait_until() {
-    local secs=$1
-    shift
-    local deadline=$((SECONDS + secs))
-    while :; do
-        if "$@" >/dev/null 2>&1; then return 0; fi
-        if [ "$SECONDS" -ge "$deadline" ]; then return 1; fi
-        sleep 0.5
-    done
-}
-
-# wait_for SECS DESC CMD...: like wait_until, but fails the case (showing CMD's last output).
-wait_for() {
-    local secs=$1 desc=$2
-    shift 2
-    if ! wait_until "$secs" "$@"; then
-        local out
-        out=$("$@" 2>&1) || true
-        fail "timed out after ${secs}s waiting for $desc; last check (\`$*\`) said:
-$(clip "$out")"
-    fi
-}
-
-# out_is WANT CMD...: CMD's output equals WANT (prints what it got otherwise); for wait_for.
-out_is() {
-    local want=$1 got
-    shift
-    got=$("$@" 2>&1) || {
-        printf '%s failed: %s' "$*" "$got"
-        return 1
-    }
-    if [ "$got" != "$want" ]; then
-        printf 'wanted "%s", got "%s"' "$want" "$got"
-        return 1
-    fi
-}
+# wait_until, wait_for, out_is, clip: e2e/lib/common.sh
 
 # ---------------------------------------------------------------------------------------------
 # background processes and watches

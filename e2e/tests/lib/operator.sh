@@ -38,6 +38,8 @@ set -euo pipefail
 
 OP_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$OP_LIB_DIR/../../.." && pwd)
+# pick_kubectl, clip, wait_until, wait_for, out_is
+. "$REPO/e2e/lib/common.sh"
 LK_CLI=$REPO/e2e/localkube/localkube
 OP_SYSTEM_NS=tandem-system
 OP_DEPLOYMENT=tandem-operator
@@ -68,14 +70,6 @@ skip() {
 }
 
 # Truncates long text for messages.
-clip() {
-    local s=$1 n=${2:-2000}
-    if [ ${#s} -gt "$n" ]; then
-        printf '%s...[%d more bytes]' "${s:0:n}" $((${#s} - n))
-    else
-        printf '%s' "$s"
-    fi
-}
 
 OP_FAILED=
 fail() {
@@ -89,16 +83,6 @@ fail() {
 
 on_exit() { OP_CLEANUPS+=("$*"); }
 
-pick_kubectl() {
-    if [ -n "${KUBECTL:-}" ]; then
-        printf '%s' "$KUBECTL"
-    elif [ -x /usr/lib/google-cloud-sdk/bin/kubectl.1.32 ]; then
-        # /usr/bin/kubectl is gcloud's version dispatcher; pin the 1.32 client
-        printf '%s' /usr/lib/google-cloud-sdk/bin/kubectl.1.32
-    else
-        command -v kubectl
-    fi
-}
 
 k() { "$KUBECTL" --kubeconfig "$KCFG" --cache-dir "$WORK/kube-cache" --request-timeout=30s "$@"; }
 kn() { k -n "$NS" "$@"; }
@@ -144,41 +128,8 @@ $(clip "$1" 3000)" ;;
     esac
 }
 
-wait_until() {
-    local secs=$1
-    shift
-    local deadline=$((SECONDS + secs))
-    while :; do
-        if "$@" >/dev/null 2>&1; then return 0; fi
-        if [ "$SECONDS" -ge "$deadline" ]; then return 1; fi
-        sleep 0.5
-    done
-}
 
-wait_for() {
-    local secs=$1 desc=$2
-    shift 2
-    if ! wait_until "$secs" "$@"; then
-        local out
-        out=$("$@" 2>&1) || true
-        fail "timed out after ${secs}s waiting for $desc; last check (\`$*\`) said:
-$(clip "$out")"
-    fi
-}
 
-# out_is WANT CMD...: CMD's output equals WANT (prints what it got otherwise); for wait_for.
-out_is() {
-    local want=$1 got
-    shift
-    got=$("$@" 2>&1) || {
-        printf '%s failed: %s' "$*" "$got"
-        return 1
-    }
-    if [ "$got" != "$want" ]; then
-        printf 'wanted "%s", got "%s"' "$want" "$got"
-        return 1
-    fi
-}
 
 # jq_holds JSON_CMD FILTER: the JSON printed by the (quoted) command JSON_CMD satisfies FILTER;
 # prints the JSON otherwise (for wait_for messages).
