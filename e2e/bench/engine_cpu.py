@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""CPU engine throughput against llama.cpp's llama-bench (Python 3 standard library only).
+
+    python3 e2e/bench/engine_cpu.py [--models small,large] [--types f32,f16,q8_0,q4_0]
+        [--threads 1,2] [-p 512] [-n 128] [-r 3] [--json-only]
+
+Generates (once, into $TANDEM_BUILD_DIR/bench/models) the two llama models of the issue with
+tandem-genmodel: "small" ~30M parameters (dim 512, 8 layers, 8 heads / 4 KV heads, ffn 1536,
+vocab 4096) and "large" ~250M (dim 1024, 20 layers, 16 heads / 4 KV heads, ffn 2816, vocab
+32000), in each weight type. Builds llama-bench from the llama.cpp source node-llama-cpp bundles
+(e2e/bench/tools/build-llama-bench.sh; -DGGML_NATIVE=ON; minutes the first time), then runs, on
+the same GGUF files and thread counts, in the same run:
+    tandem-engine bench -m FILE -p 512 -n 128 -t T -r R -o json
+    llama-bench        -m FILE -p 512 -n 128 -t T -r R -o json
+Both use an F16 KV cache (llama-bench's default). Prints a table of tokens/s with the ratio
+tandem / llama.cpp and, as the last line, a JSON summary. Goals (from the issue): tg128 ratio
+>= 1.0, pp512 ratio >= 0.8 -- reported, not asserted.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+SHAPES = {
+    "small": ["--layers", "8", "--dim", "512", "--heads", "8", "--kv-heads", "4", "--ffn", "1536",
+              "--vocab", "4096"],
+    "large": ["--layers", "20", "--dim", "1024", "--heads", "16", "--kv-heads", "4", "--ffn",
+              "2816", "--vocab", "32000"],
+}
+
+
+def build_dir():
+    return os.environ.get("TANDEM_BUILD_DIR", os.path.join(ROOT, "build"))
+
+
+def ensure_model(shape, typ):
+    d = os.path.join(build_dir(), "bench", "models")
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, "llama-%s-%s.gguf" % (shape, typ))
+    if not os.path.exists(path):
+        gen = os.path.join(build_dir(), "engine", "tools", "tandem-genmodel")
+        subprocess.run([gen, "--format", "gguf", "--out", path + ".tmp", "--arch", "llama",
+                        "--type", typ, "--seed", "3", "--name", "llama-" + shape]
+                       + SHAPES[shape], check=True, stdout=subprocess.DEVNULL)
+        os.rename(path + ".tmp", path)
+    return path
+
+
+def llama_bench_path():
+    script = os.path.join(HERE, "tools", "build-llama-bench.sh")
+    out = subprocess.run([script, os.path.join(build_dir(), "bench")], check=True,
+                         stdout=subprocess.PIPE, text=True)
+    return out.stdout.strip().splitlines()[-1]
+
+
+def run_tandem(model, p, n, threads, reps):
+    exe = os.path.join(build_dir(), "engine", "cli", "tandem-engine")
+    out = subprocess.run([exe, "bench", "--model", model, "-p", str(p), "-n", str(n), "-t",
+                          ",".join(map(str, threads)), "-r", str(reps), "-o", "json"],
+                         check=True, stdout=subprocess.PIPE, text=True)
+    res = {}
+    for line in out.stdout.splitlines():
+        if line.startswith("{"):
+            o = json.loads(line)
+            res[(o["test"], o["threads"])] = (o["t_s"], o["t_s_sd"])
+    return res
+
+
+def run_llama(bench, model, p, n, threads, reps):
+    out = subprocess.run([bench, "-m", model, "-p", str(p), "-n", str(n), "-t",
+                          ",".join(map(str, threads)), "-r", str(reps), "-o", "json"],
+                         check=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    res = {}
+    for o in json.loads(out.stdout):
+        test = "pp%d" % o["n_prompt"] if o["n_prompt"] else "tg%d" % o["n_gen"]
+        res[(test, o["n_threads"])] = (o["avg_ts"], o["stddev_ts"])
+    return res
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--models", default="small,large")
+    ap.add_argument("--types", default="f32,f16,q8_0,q4_0")
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("-p", type=int, default=512)
+    ap.add_argument("-n", type=int, default=128)
+    ap.add_argument("-r", type=int, default=3)
+    ap.add_argument("--json-only", action="store_true")
+    a = ap.parse_args()
+    threads = [int(x) for x in a.threads.split(",")]
+    t0 = time.time()
+    bench = llama_bench_path()
+    rows = []
+    for shape in a.models.split(","):
+        for typ in a.types.split(","):
+            model = ensure_model(shape, typ)
+            ours = run_tandem(model, a.p, a.n, threads, a.r)
+            theirs = run_llama(bench, model, a.p, a.n, threads, a.r)
+            for test in ("pp%d" % a.p, "tg%d" % a.n):
+                for t in threads:
+                    o = ours.get((test, t))
+                    l = theirs.get((test, t))
+                    row = {"model": shape, "type": typ, "test": test, "threads": t,
+                           "tandem_t_s": o[0] if o else None, "llama_t_s": l[0] if l else None}
+                    if o and l and l[0] > 0:
+                        row["ratio"] = round(o[0] / l[0], 3)
+                    rows.append(row)
+                    if not a.json_only:
+                        print("%-6s %-5s %-6s t=%d  tandem %9.2f  llama.cpp %9.2f  ratio %s"
+                              % (shape, typ, test, t, row["tandem_t_s"] or 0,
+                                 row["llama_t_s"] or 0, row.get("ratio")), flush=True)
+    goals = {"tg_ratio_min": min((r["ratio"] for r in rows if r["test"].startswith("tg")
+                                  and "ratio" in r), default=None),
+             "pp_ratio_min": min((r["ratio"] for r in rows if r["test"].startswith("pp")
+                                  and "ratio" in r), default=None)}
+    print(json.dumps({"benchmark": "engine_cpu", "seconds": round(time.time() - t0, 1),
+                      "goals": goals, "rows": rows}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

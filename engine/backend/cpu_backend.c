@@ -1,0 +1,607 @@
+/*
+ * The CPU compute backend (cpu_backend_ops of engine/core/backend.h): a ragged batched forward
+ * pass of llama / qwen2 / qwen3 models over the paged KV cache, on kernels/cpu.
+ *
+ * Per step: token embedding -> per layer [RMSNorm -> Q/K/V projections (+ qwen2 biases) ->
+ * qwen3 per-head Q/K RMSNorm -> RoPE -> store K/V into their cache slots -> paged causal
+ * attention (GQA) -> output projection + residual -> RMSNorm -> gate/up -> SwiGLU -> down +
+ * residual] -> final RMSNorm + output projection for the rows that want logits. In the last layer
+ * only those rows go past attention (their KV is all later steps need from the others).
+ *
+ * Every matmul and per-token op computes a token's values independently of the other tokens and
+ * of the thread count (see kc_matmul.h), so a sequence's logits are the same alone, batched or
+ * prefilled in chunks. All memory (KV pools, scratch sized by max_batch_tokens / max_seqs, the
+ * thread pool) is allocated in create; forward allocates nothing.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/core/backend.h"
+#include "kernels/cpu/kc_convert.h"
+#include "kernels/cpu/kc_matmul.h"
+#include "kernels/cpu/kc_ops.h"
+#include "kernels/cpu/kc_pool.h"
+
+#define CPU_ALIGN 64
+
+typedef struct cpu_layer {
+    kc_weight wq, wk, wv, wo, gate, up, down;
+    float *attn_norm, *ffn_norm; /* [n_embd] */
+    float *q_norm, *k_norm;      /* [head_dim] or NULL */
+    float *bq, *bk, *bv;         /* [q_dim], [kv_dim], [kv_dim] or NULL */
+    void *k_pool, *v_pool;       /* KV pools, pool_bytes each */
+} cpu_layer;
+
+struct backend {
+    const model *m;
+    backend_config cfg;
+    kc_pool *pool;
+    int n_layer, n_embd, n_head, n_head_kv, hd, n_rot, n_ff, n_vocab, q_dim, kv_dim;
+    size_t kv_esz;     /* bytes per KV element */
+    size_t pool_bytes; /* bytes of one K or V pool */
+    cpu_layer *layers;
+    kc_weight output;
+    float *out_norm;
+    /* scratch, T = max_batch_tokens rows */
+    float *x, *xn, *q, *k, *v, *att, *tmp, *gate, *up; /* [T][...] */
+    float *rope;                                       /* [T][n_rot] cos/sin pairs */
+    int32_t *tok_pos, *tok_seq, *out_rows;             /* [T], [T], [max_seqs] */
+    kc_attn_seq *aseq;                                 /* [max_seqs] */
+    void *wsp;
+    size_t wsp_bytes;
+};
+
+static void *cpu_aligned_zalloc(size_t bytes)
+{
+    size_t rounded = (bytes + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN;
+    void *p = aligned_alloc(CPU_ALIGN, rounded ? rounded : CPU_ALIGN);
+    if (p) {
+        memset(p, 0, rounded ? rounded : CPU_ALIGN);
+    }
+    return p;
+}
+
+static size_t cpu_kv_block_bytes(const model *m, int32_t block_size, kv_dtype dt)
+{
+    const model_config *c = &m->cfg;
+    size_t esz = dt == KV_DTYPE_F16 ? 2 : 4;
+    return (size_t)c->n_layer * 2 * (size_t)c->n_head_kv * (size_t)block_size *
+           (size_t)c->head_dim * esz;
+}
+
+/* Checks a 2-D weight {k, m} and fills w. */
+static int cpu_weight(kc_weight *w, const model_tensor *t, int64_t k, int64_t m, const char *what,
+                      char *err, size_t errlen)
+{
+    if (!t) {
+        snprintf(err, errlen, "cpu backend: missing tensor %s", what);
+        return -EINVAL;
+    }
+    if (!td_supported(t->type)) {
+        snprintf(err, errlen, "cpu backend: tensor %s has unsupported type %u",
+                 t->name ? t->name : what, (unsigned)t->type);
+        return -EINVAL;
+    }
+    if (t->ne[0] != k || t->ne[1] < m || td_row_bytes(t->type, k) == 0 || !t->data) {
+        snprintf(err, errlen, "cpu backend: tensor %s has shape {%lld, %lld}, want {%lld, %lld}",
+                 t->name ? t->name : what, (long long)t->ne[0], (long long)t->ne[1], (long long)k,
+                 (long long)m);
+        return -EINVAL;
+    }
+    w->type = t->type;
+    w->k = k;
+    w->m = m;
+    w->data = t->data;
+    return 0;
+}
+
+/* f32 copy of a 1-D vector of n elements (NULL tensor allowed when optional). */
+static int cpu_vector(float **out, const model_tensor *t, int64_t n, bool optional,
+                      const char *what, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (!t) {
+        if (optional) {
+            return 0;
+        }
+        snprintf(err, errlen, "cpu backend: missing tensor %s", what);
+        return -EINVAL;
+    }
+    if (!td_supported(t->type) || t->ne[0] != n || !t->data) {
+        snprintf(err, errlen, "cpu backend: tensor %s must be a vector of %lld elements",
+                 t->name ? t->name : what, (long long)n);
+        return -EINVAL;
+    }
+    *out = malloc(sizeof(float) * (size_t)n);
+    if (!*out) {
+        snprintf(err, errlen, "cpu backend: out of memory");
+        return -ENOMEM;
+    }
+    if (kc_dequantize_row(t->type, t->data, *out, n) != 0) {
+        snprintf(err, errlen, "cpu backend: tensor %s cannot be read as %lld floats",
+                 t->name ? t->name : what, (long long)n);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static void cpu_destroy(backend *b)
+{
+    if (!b) {
+        return;
+    }
+    if (b->layers) {
+        for (int l = 0; l < b->n_layer; l++) {
+            cpu_layer *L = &b->layers[l];
+            free(L->attn_norm);
+            free(L->ffn_norm);
+            free(L->q_norm);
+            free(L->k_norm);
+            free(L->bq);
+            free(L->bk);
+            free(L->bv);
+            free(L->k_pool);
+            free(L->v_pool);
+            kc_weight_release(&L->wq);
+            kc_weight_release(&L->wk);
+            kc_weight_release(&L->wv);
+            kc_weight_release(&L->wo);
+            kc_weight_release(&L->gate);
+            kc_weight_release(&L->up);
+            kc_weight_release(&L->down);
+        }
+        free(b->layers);
+    }
+    kc_weight_release(&b->output);
+    free(b->out_norm);
+    free(b->x);
+    free(b->xn);
+    free(b->q);
+    free(b->k);
+    free(b->v);
+    free(b->att);
+    free(b->tmp);
+    free(b->gate);
+    free(b->up);
+    free(b->rope);
+    free(b->tok_pos);
+    free(b->tok_seq);
+    free(b->out_rows);
+    free(b->aseq);
+    free(b->wsp);
+    kc_pool_free(b->pool);
+    free(b);
+}
+
+static size_t cpu_max_size(size_t a, size_t b)
+{
+    return a > b ? a : b;
+}
+
+static int cpu_check_config(const model *m, const backend_config *cfg, char *err, size_t errlen)
+{
+    const model_config *c = &m->cfg;
+    if (c->n_layer < 1 || c->n_embd < 1 || c->n_head < 1 || c->n_head_kv < 1 || c->n_ff < 1 ||
+        c->n_vocab < 1 || c->head_dim < 1) {
+        snprintf(err, errlen, "cpu backend: model dimensions must be positive");
+        return -EINVAL;
+    }
+    if (c->n_head % c->n_head_kv != 0) {
+        snprintf(err, errlen, "cpu backend: n_head %d is not a multiple of n_head_kv %d", c->n_head,
+                 c->n_head_kv);
+        return -EINVAL;
+    }
+    if (c->head_dim > KC_ATTN_MAX_HEAD_DIM || c->n_rot < 0 || c->n_rot > c->head_dim ||
+        c->n_rot % 2 != 0) {
+        snprintf(err, errlen,
+                 "cpu backend: head_dim %d / n_rot %d unsupported (head_dim <= %d, "
+                 "even n_rot <= head_dim)",
+                 c->head_dim, c->n_rot, KC_ATTN_MAX_HEAD_DIM);
+        return -EINVAL;
+    }
+    if (cfg->block_size < 1 || cfg->block_size > KC_ATTN_MAX_BLOCK || cfg->num_blocks < 1 ||
+        cfg->max_batch_tokens < 1 || cfg->max_seqs < 1 ||
+        (cfg->kv_dtype != KV_DTYPE_F32 && cfg->kv_dtype != KV_DTYPE_F16)) {
+        snprintf(err, errlen,
+                 "cpu backend: bad config (block_size 1..%d, num_blocks, "
+                 "max_batch_tokens, max_seqs >= 1, kv dtype f32/f16)",
+                 KC_ATTN_MAX_BLOCK);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static backend *cpu_create(const model *m, const backend_config *cfg, char *err, size_t errlen)
+{
+    if (cpu_check_config(m, cfg, err, errlen) != 0) {
+        return NULL;
+    }
+    const model_config *c = &m->cfg;
+    backend *b = calloc(1, sizeof(*b));
+    if (!b) {
+        snprintf(err, errlen, "cpu backend: out of memory");
+        return NULL;
+    }
+    b->m = m;
+    b->cfg = *cfg;
+    b->n_layer = c->n_layer;
+    b->n_embd = c->n_embd;
+    b->n_head = c->n_head;
+    b->n_head_kv = c->n_head_kv;
+    b->hd = c->head_dim;
+    b->n_rot = c->n_rot;
+    b->n_ff = c->n_ff;
+    b->n_vocab = c->n_vocab;
+    b->q_dim = c->n_head * c->head_dim;
+    b->kv_dim = c->n_head_kv * c->head_dim;
+    b->kv_esz = cfg->kv_dtype == KV_DTYPE_F16 ? 2 : 4;
+    b->pool_bytes =
+        (size_t)cfg->num_blocks * (size_t)b->kv_dim * (size_t)cfg->block_size * b->kv_esz;
+    b->layers = calloc((size_t)b->n_layer, sizeof(cpu_layer));
+    if (!b->layers) {
+        snprintf(err, errlen, "cpu backend: out of memory");
+        goto err_destroy;
+    }
+    const int64_t E = b->n_embd, F = b->n_ff;
+    const int64_t T = cfg->max_batch_tokens > cfg->max_seqs ? cfg->max_batch_tokens : cfg->max_seqs;
+    size_t ws = 0;
+    for (int l = 0; l < b->n_layer; l++) {
+        const model_layer *ml = &m->layers[l];
+        cpu_layer *L = &b->layers[l];
+        char what[64];
+        snprintf(what, sizeof(what), "layer %d", l);
+        if (cpu_weight(&L->wq, ml->wq, E, b->q_dim, what, err, errlen) ||
+            cpu_weight(&L->wk, ml->wk, E, b->kv_dim, what, err, errlen) ||
+            cpu_weight(&L->wv, ml->wv, E, b->kv_dim, what, err, errlen) ||
+            cpu_weight(&L->wo, ml->wo, b->q_dim, E, what, err, errlen) ||
+            cpu_weight(&L->gate, ml->w_gate, E, F, what, err, errlen) ||
+            cpu_weight(&L->up, ml->w_up, E, F, what, err, errlen) ||
+            cpu_weight(&L->down, ml->w_down, F, E, what, err, errlen) ||
+            cpu_vector(&L->attn_norm, ml->attn_norm, E, false, what, err, errlen) ||
+            cpu_vector(&L->ffn_norm, ml->ffn_norm, E, false, what, err, errlen) ||
+            cpu_vector(&L->q_norm, ml->q_norm, b->hd, true, what, err, errlen) ||
+            cpu_vector(&L->k_norm, ml->k_norm, b->hd, true, what, err, errlen) ||
+            cpu_vector(&L->bq, ml->bq, b->q_dim, true, what, err, errlen) ||
+            cpu_vector(&L->bk, ml->bk, b->kv_dim, true, what, err, errlen) ||
+            cpu_vector(&L->bv, ml->bv, b->kv_dim, true, what, err, errlen)) {
+            goto err_destroy;
+        }
+        kc_weight *all[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->gate, &L->up, &L->down};
+        for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+            ws = cpu_max_size(ws, kc_matmul_wsize(all[i], T));
+            if (kc_weight_prepare(all[i]) != 0) {
+                snprintf(err, errlen, "cpu backend: out of memory repacking layer %d", l);
+                goto err_destroy;
+            }
+        }
+        L->k_pool = cpu_aligned_zalloc(b->pool_bytes);
+        L->v_pool = cpu_aligned_zalloc(b->pool_bytes);
+        if (!L->k_pool || !L->v_pool) {
+            snprintf(err, errlen, "cpu backend: cannot allocate %zu bytes of KV cache for layer %d",
+                     2 * b->pool_bytes, l);
+            goto err_destroy;
+        }
+    }
+    const model_tensor *out_t = c->tied_output || !m->output ? m->tok_embd : m->output;
+    if (cpu_weight(&b->output, out_t, E, b->n_vocab, "output", err, errlen) ||
+        cpu_vector(&b->out_norm, m->output_norm, E, false, "output_norm", err, errlen)) {
+        goto err_destroy;
+    }
+    kc_weight emb = {0};
+    if (cpu_weight(&emb, m->tok_embd, E, b->n_vocab, "token_embd", err, errlen)) {
+        goto err_destroy;
+    }
+    ws = cpu_max_size(ws, kc_matmul_wsize(&b->output, T));
+    if (kc_weight_prepare(&b->output) != 0) {
+        snprintf(err, errlen, "cpu backend: out of memory repacking the output matrix");
+        goto err_destroy;
+    }
+    const size_t fT = sizeof(float) * (size_t)T;
+    b->x = cpu_aligned_zalloc(fT * (size_t)E);
+    b->xn = cpu_aligned_zalloc(fT * (size_t)E);
+    b->q = cpu_aligned_zalloc(fT * (size_t)b->q_dim);
+    b->k = cpu_aligned_zalloc(fT * (size_t)b->kv_dim);
+    b->v = cpu_aligned_zalloc(fT * (size_t)b->kv_dim);
+    b->att = cpu_aligned_zalloc(fT * (size_t)b->q_dim);
+    b->tmp = cpu_aligned_zalloc(fT * (size_t)E);
+    b->gate = cpu_aligned_zalloc(fT * (size_t)F);
+    b->up = cpu_aligned_zalloc(fT * (size_t)F);
+    b->rope = cpu_aligned_zalloc(fT * (size_t)(b->n_rot > 0 ? b->n_rot : 1));
+    b->tok_pos = calloc((size_t)T, sizeof(int32_t));
+    b->tok_seq = calloc((size_t)T, sizeof(int32_t));
+    b->out_rows = calloc((size_t)cfg->max_seqs, sizeof(int32_t));
+    b->aseq = calloc((size_t)cfg->max_seqs, sizeof(kc_attn_seq));
+    b->wsp_bytes = ws;
+    b->wsp = ws ? cpu_aligned_zalloc(ws) : NULL;
+    if (!b->x || !b->xn || !b->q || !b->k || !b->v || !b->att || !b->tmp || !b->gate || !b->up ||
+        !b->rope || !b->tok_pos || !b->tok_seq || !b->out_rows || !b->aseq || (ws && !b->wsp)) {
+        snprintf(err, errlen, "cpu backend: out of memory for scratch buffers");
+        goto err_destroy;
+    }
+    b->pool = kc_pool_new(cfg->n_threads, cfg->pin_threads);
+    if (!b->pool) {
+        snprintf(err, errlen, "cpu backend: cannot start %d threads", cfg->n_threads);
+        goto err_destroy;
+    }
+    return b;
+
+err_destroy:
+    cpu_destroy(b);
+    return NULL;
+}
+
+/* Per-token work items, run over the pool with tokens split into contiguous ranges. */
+typedef enum cpu_tok_op {
+    CPU_OP_EMBED,     /* x = embedding rows */
+    CPU_OP_ATTN_NORM, /* xn = rmsnorm(x) * attn_norm */
+    CPU_OP_QKV_POST,  /* biases, q/k norms, RoPE, store K/V */
+    CPU_OP_FFN_NORM,  /* x += tmp; xn = rmsnorm(x) * ffn_norm */
+    CPU_OP_SWIGLU,    /* gate = silu(gate) * up */
+    CPU_OP_RESIDUAL,  /* x += tmp */
+    CPU_OP_OUT_NORM,  /* xn = rmsnorm(x) * output_norm */
+} cpu_tok_op;
+
+typedef struct cpu_tok_task {
+    backend *b;
+    const fwd_batch *batch;
+    cpu_tok_op op;
+    int layer;
+    int32_t n; /* rows */
+} cpu_tok_task;
+
+static void cpu_store_kv(backend *b, const cpu_layer *L, const fwd_batch *batch, int32_t t)
+{
+    const fwd_seq *s = &batch->seqs[b->tok_seq[t]];
+    const int32_t pos = b->tok_pos[t];
+    const int32_t bs = b->cfg.block_size;
+    const size_t blk = (size_t)s->block_table[pos / bs];
+    const size_t off = (size_t)(pos % bs);
+    for (int h = 0; h < b->n_head_kv; h++) {
+        const size_t slot =
+            ((blk * (size_t)b->n_head_kv + (size_t)h) * (size_t)bs + off) * (size_t)b->hd;
+        const float *kr = b->k + (size_t)t * (size_t)b->kv_dim + (size_t)h * (size_t)b->hd;
+        const float *vr = b->v + (size_t)t * (size_t)b->kv_dim + (size_t)h * (size_t)b->hd;
+        if (b->kv_esz == 2) {
+            kc_f32_to_f16_row(kr, (uint16_t *)L->k_pool + slot, b->hd);
+            kc_f32_to_f16_row(vr, (uint16_t *)L->v_pool + slot, b->hd);
+        } else {
+            memcpy((float *)L->k_pool + slot, kr, sizeof(float) * (size_t)b->hd);
+            memcpy((float *)L->v_pool + slot, vr, sizeof(float) * (size_t)b->hd);
+        }
+    }
+}
+
+static void cpu_tok_one(const cpu_tok_task *tt, int32_t t)
+{
+    backend *b = tt->b;
+    const int64_t E = b->n_embd;
+    const float eps = b->m->cfg.rms_eps;
+    const cpu_layer *L = tt->layer >= 0 ? &b->layers[tt->layer] : NULL;
+    float *x = b->x + t * E;
+    float *xn = b->xn + t * E;
+    switch (tt->op) {
+    case CPU_OP_EMBED:
+        kc_embed_row(b->m->tok_embd->type, b->m->tok_embd->data, E, tt->batch->tokens[t], x);
+        break;
+    case CPU_OP_ATTN_NORM:
+        kc_rmsnorm(x, L->attn_norm, xn, E, eps);
+        break;
+    case CPU_OP_QKV_POST: {
+        float *q = b->q + (int64_t)t * b->q_dim;
+        float *k = b->k + (int64_t)t * b->kv_dim;
+        float *v = b->v + (int64_t)t * b->kv_dim;
+        if (L->bq) {
+            kc_add(q, L->bq, b->q_dim);
+        }
+        if (L->bk) {
+            kc_add(k, L->bk, b->kv_dim);
+        }
+        if (L->bv) {
+            kc_add(v, L->bv, b->kv_dim);
+        }
+        if (L->q_norm) {
+            for (int h = 0; h < b->n_head; h++) {
+                kc_rmsnorm(q + h * b->hd, L->q_norm, q + h * b->hd, b->hd, eps);
+            }
+        }
+        if (L->k_norm) {
+            for (int h = 0; h < b->n_head_kv; h++) {
+                kc_rmsnorm(k + h * b->hd, L->k_norm, k + h * b->hd, b->hd, eps);
+            }
+        }
+        if (b->n_rot > 0) {
+            const float *cs = b->rope + (int64_t)t * b->n_rot;
+            if (tt->layer == 0) {
+                kc_rope_cache(b->rope + (int64_t)t * b->n_rot, b->n_rot, b->tok_pos[t],
+                              b->m->cfg.rope_base);
+            }
+            kc_rope_apply(q, b->n_head, b->hd, b->n_rot, cs, b->m->cfg.rope_neox);
+            kc_rope_apply(k, b->n_head_kv, b->hd, b->n_rot, cs, b->m->cfg.rope_neox);
+        }
+        cpu_store_kv(b, L, tt->batch, t);
+        break;
+    }
+    case CPU_OP_FFN_NORM:
+        kc_add(x, b->tmp + t * E, E);
+        kc_rmsnorm(x, L->ffn_norm, xn, E, eps);
+        break;
+    case CPU_OP_SWIGLU:
+        kc_swiglu(b->gate + (int64_t)t * b->n_ff, b->up + (int64_t)t * b->n_ff,
+                  b->gate + (int64_t)t * b->n_ff, b->n_ff);
+        break;
+    case CPU_OP_RESIDUAL:
+        kc_add(x, b->tmp + t * E, E);
+        break;
+    case CPU_OP_OUT_NORM:
+        kc_rmsnorm(x, b->out_norm, xn, E, eps);
+        break;
+    }
+}
+
+static void cpu_tok_worker(void *arg, int ith, int nth)
+{
+    const cpu_tok_task *tt = arg;
+    const int32_t t0 = (int32_t)((int64_t)tt->n * ith / nth);
+    const int32_t t1 = (int32_t)((int64_t)tt->n * (ith + 1) / nth);
+    for (int32_t t = t0; t < t1; t++) {
+        cpu_tok_one(tt, t);
+    }
+}
+
+static void cpu_tok_run(backend *b, const fwd_batch *batch, cpu_tok_op op, int layer, int32_t n)
+{
+    cpu_tok_task tt = {.b = b, .batch = batch, .op = op, .layer = layer, .n = n};
+    if (n >= 4) {
+        kc_pool_run(b->pool, cpu_tok_worker, &tt);
+    } else {
+        cpu_tok_worker(&tt, 0, 1);
+    }
+}
+
+static int cpu_mm(backend *b, const kc_weight *w, const float *x, int32_t n, float *y)
+{
+    return kc_matmul(b->pool, w, x, n, y, b->wsp, b->wsp_bytes);
+}
+
+static int cpu_check_batch(const backend *b, const fwd_batch *batch)
+{
+    if (!batch || batch->n_tokens < 1 || batch->n_tokens > b->cfg.max_batch_tokens ||
+        batch->n_seqs < 1 || batch->n_seqs > b->cfg.max_seqs || !batch->tokens || !batch->seqs) {
+        return -EINVAL;
+    }
+    int64_t total = 0;
+    int32_t n_logits = 0;
+    for (int32_t i = 0; i < batch->n_seqs; i++) {
+        const fwd_seq *s = &batch->seqs[i];
+        if (s->n_new < 1 || s->start_pos < 0 || !s->block_table) {
+            return -EINVAL;
+        }
+        int64_t end = (int64_t)s->start_pos + s->n_new;
+        if ((end + b->cfg.block_size - 1) / b->cfg.block_size > s->n_blocks) {
+            return -EINVAL;
+        }
+        for (int64_t j = 0; j < (end + b->cfg.block_size - 1) / b->cfg.block_size; j++) {
+            if (s->block_table[j] < 0 || s->block_table[j] >= b->cfg.num_blocks) {
+                return -EINVAL;
+            }
+        }
+        total += s->n_new;
+        n_logits += s->want_logits ? 1 : 0;
+    }
+    if (total != batch->n_tokens || (n_logits > 0 && !batch->logits)) {
+        return -EINVAL;
+    }
+    for (int32_t t = 0; t < batch->n_tokens; t++) {
+        if (batch->tokens[t] < 0 || batch->tokens[t] >= b->n_vocab) {
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
+static int cpu_forward(backend *b, const fwd_batch *batch)
+{
+    int rc = cpu_check_batch(b, batch);
+    if (rc != 0) {
+        return rc;
+    }
+    const int32_t T = batch->n_tokens;
+    const int64_t E = b->n_embd;
+    int32_t n_out = 0;
+    int32_t t = 0;
+    for (int32_t i = 0; i < batch->n_seqs; i++) {
+        const fwd_seq *s = &batch->seqs[i];
+        b->aseq[i] = (kc_attn_seq){.n_new = s->n_new,
+                                   .start_pos = s->start_pos,
+                                   .block_table = s->block_table,
+                                   .q = b->q + (int64_t)t * b->q_dim,
+                                   .out = b->att + (int64_t)t * b->q_dim};
+        for (int32_t j = 0; j < s->n_new; j++, t++) {
+            b->tok_pos[t] = s->start_pos + j;
+            b->tok_seq[t] = i;
+        }
+        if (s->want_logits) {
+            b->out_rows[n_out++] = t - 1;
+        }
+    }
+    cpu_tok_run(b, batch, CPU_OP_EMBED, -1, T);
+    const float scale = 1.0f / sqrtf((float)b->hd);
+    int32_t n_rows = T;
+    for (int l = 0; l < b->n_layer; l++) {
+        const cpu_layer *L = &b->layers[l];
+        cpu_tok_run(b, batch, CPU_OP_ATTN_NORM, l, T);
+        const kc_weight *qkv_w[3] = {&L->wq, &L->wk, &L->wv};
+        float *const qkv_y[3] = {b->q, b->k, b->v};
+        if ((rc = kc_matmul_multi(b->pool, qkv_w, qkv_y, 3, b->xn, T, b->wsp, b->wsp_bytes)) != 0) {
+            return rc;
+        }
+        cpu_tok_run(b, batch, CPU_OP_QKV_POST, l, T);
+        kc_paged_kv kv = {.k = L->k_pool,
+                          .v = L->v_pool,
+                          .f16 = b->kv_esz == 2,
+                          .block_size = b->cfg.block_size,
+                          .n_head_kv = b->n_head_kv,
+                          .head_dim = b->hd};
+        rc = kc_attention(b->pool, &kv, b->n_head, b->aseq, batch->n_seqs, b->q_dim, b->q_dim,
+                          scale);
+        if (rc != 0) {
+            return rc;
+        }
+        if (l == b->n_layer - 1) {
+            /* only the rows that produce logits matter past the last attention */
+            if (n_out == 0) {
+                return 0;
+            }
+            for (int32_t j = 0; j < n_out; j++) {
+                int32_t r = b->out_rows[j];
+                memmove(b->att + (int64_t)j * b->q_dim, b->att + (int64_t)r * b->q_dim,
+                        sizeof(float) * (size_t)b->q_dim);
+                memmove(b->x + j * E, b->x + (int64_t)r * E, sizeof(float) * (size_t)E);
+            }
+            n_rows = n_out;
+        }
+        if ((rc = cpu_mm(b, &L->wo, b->att, n_rows, b->tmp)) != 0) {
+            return rc;
+        }
+        cpu_tok_run(b, batch, CPU_OP_FFN_NORM, l, n_rows);
+        const kc_weight *gu_w[2] = {&L->gate, &L->up};
+        float *const gu_y[2] = {b->gate, b->up};
+        if ((rc = kc_matmul_multi(b->pool, gu_w, gu_y, 2, b->xn, n_rows, b->wsp, b->wsp_bytes)) !=
+            0) {
+            return rc;
+        }
+        cpu_tok_run(b, batch, CPU_OP_SWIGLU, l, n_rows);
+        if ((rc = cpu_mm(b, &L->down, b->gate, n_rows, b->tmp)) != 0) {
+            return rc;
+        }
+        cpu_tok_run(b, batch, CPU_OP_RESIDUAL, l, n_rows);
+    }
+    cpu_tok_run(b, batch, CPU_OP_OUT_NORM, -1, n_rows);
+    return cpu_mm(b, &b->output, b->xn, n_rows, batch->logits);
+}
+
+static void *cpu_kv_pool(backend *b, int layer, int kv, size_t *bytes)
+{
+    if (layer < 0 || layer >= b->n_layer || (kv != 0 && kv != 1)) {
+        if (bytes) {
+            *bytes = 0;
+        }
+        return NULL;
+    }
+    if (bytes) {
+        *bytes = b->pool_bytes;
+    }
+    return kv == 0 ? b->layers[layer].k_pool : b->layers[layer].v_pool;
+}
+
+const backend_ops cpu_backend_ops = {
+    .name = "cpu",
+    .kv_block_bytes = cpu_kv_block_bytes,
+    .create = cpu_create,
+    .forward = cpu_forward,
+    .kv_pool = cpu_kv_pool,
+    .destroy = cpu_destroy,
+};

@@ -1,0 +1,357 @@
+#!/usr/bin/env python3
+"""Black-box tests of `tandem-engine serve` (Python 3 stdlib only).
+
+    server_e2e.py TANDEM_ENGINE TANDEM_GENMODEL WORK_DIR
+
+Generates a small llama model, starts the server on a free loopback port and checks, over real
+HTTP: /health, /v1/models, /version, /tokenize and /detokenize round trip, completions (text and
+token prompts, n > 1, echo, logprobs, stop strings, seed reproducibility), chat completions
+(template applied, streaming with include_usage and [DONE]), vLLM metric names on /metrics,
+bad input (malformed JSON, wrong types, out-of-range values, unknown model, too-long prompt,
+max_tokens past the context) answered 400/404 with the error JSON naming the field while the
+server keeps serving, a client that disconnects mid-stream (its sequence is aborted: the
+abort counter moves and the KV cache empties), a full waiting queue answered 503 with
+Retry-After, and SIGTERM draining an in-flight streaming request to completion before exit.
+"""
+
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+FAILS = []
+
+
+def check(cond, what):
+    if not cond:
+        FAILS.append(what)
+        print("FAIL:", what, flush=True)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+class Server:
+    def __init__(self, exe, model, extra, log):
+        self.port = free_port()
+        self.log = open(log, "w")
+        self.proc = subprocess.Popen([exe, "serve", "--model", model, "--served-model-name", "tiny",
+                                      "--host", "127.0.0.1", "--port", str(self.port), "--threads",
+                                      "1"] + (extra if "--max-model-len" in extra else
+                                              ["--max-model-len", "256"] + extra),
+                                     stdout=self.log, stderr=self.log)
+        for _ in range(200):
+            try:
+                if self.get("/health")[0] == 200:
+                    return
+            except OSError:
+                pass
+            if self.proc.poll() is not None:
+                raise SystemExit("server exited early; see " + log)
+            time.sleep(0.05)
+        raise SystemExit("server did not become healthy")
+
+    def conn(self):
+        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+
+    def get(self, path):
+        c = self.conn()
+        c.request("GET", path)
+        r = c.getresponse()
+        body = r.read()
+        c.close()
+        return r.status, body, r
+
+    def post(self, path, body, raw=False):
+        c = self.conn()
+        data = body if raw else json.dumps(body)
+        c.request("POST", path, body=data, headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        out = r.read()
+        c.close()
+        return r.status, out, r
+
+    def metric(self, name, labels=""):
+        _, body, _ = self.get("/metrics")
+        total = 0.0
+        found = False
+        for line in body.decode().splitlines():
+            if line.startswith(name + "{") and labels in line:
+                total += float(line.rsplit(" ", 1)[1])
+                found = True
+        return total if found else None
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+def sse_events(resp):
+    events = []
+    while True:
+        line = resp.readline()
+        if not line:
+            break
+        line = line.strip()
+        if line.startswith(b"data: "):
+            payload = line[6:]
+            events.append(payload)
+            if payload == b"[DONE]":
+                break
+    return events
+
+
+def expect_error(srv, path, body, status, param, raw=False):
+    st, out, _ = srv.post(path, body, raw=raw)
+    check(st == status, "%s %r: status %d, want %d" % (path, body, st, status))
+    try:
+        err = json.loads(out)["error"]
+        check(err["code"] == status, "error code %r for %r" % (err.get("code"), body))
+        if param is not None:
+            check(err.get("param") == param or param in err.get("message", ""),
+                  "error for %r names %r: %r" % (body, param, err))
+    except (ValueError, KeyError) as e:
+        check(False, "error body for %r is not OpenAI-shaped: %r (%s)" % (body, out[:200], e))
+
+
+def main():
+    exe, gen, work = sys.argv[1:4]
+    os.makedirs(work, exist_ok=True)
+    model = os.path.join(work, "tiny.gguf")
+    subprocess.run([gen, "--format", "gguf", "--out", model, "--arch", "llama", "--layers", "2",
+                    "--dim", "64", "--heads", "4", "--kv-heads", "2", "--ffn", "128", "--vocab",
+                    "512", "--type", "f32", "--seed", "5"], check=True, stdout=subprocess.DEVNULL)
+    srv = Server(exe, model, [], os.path.join(work, "server.log"))
+    try:
+        run_basic(srv)
+        run_bad_input(srv)
+    finally:
+        srv.stop()
+    run_disconnect(exe, gen, work)
+    run_queue_full(exe, model, work)
+    run_drain(exe, model, work)
+    print("%d failure(s)" % len(FAILS))
+    return 1 if FAILS else 0
+
+
+def run_basic(srv):
+    st, body, _ = srv.get("/v1/models")
+    m = json.loads(body)
+    check(st == 200 and m["data"][0]["id"] == "tiny" and m["data"][0]["max_model_len"] == 256,
+          "/v1/models: %r" % body[:200])
+    check(srv.get("/version")[0] == 200, "/version")
+    st, body, _ = srv.post("/tokenize", {"prompt": "hello world"})
+    tok = json.loads(body)
+    check(st == 200 and tok["count"] == len(tok["tokens"]) > 0, "/tokenize: %r" % body)
+    st, body, _ = srv.post("/detokenize", {"tokens": tok["tokens"]})
+    check(st == 200 and json.loads(body)["prompt"].endswith("hello world"),
+          "/detokenize round trip: %r" % body)
+
+    st, body, _ = srv.post("/v1/completions", {"model": "tiny", "prompt": "Once upon a time",
+                                               "max_tokens": 8, "temperature": 0})
+    r = json.loads(body)
+    check(st == 200 and r["object"] == "text_completion" and r["id"].startswith("cmpl-"),
+          "completion: %r" % body[:300])
+    check(r["usage"]["completion_tokens"] == 8 and r["choices"][0]["finish_reason"] == "length",
+          "completion usage/finish: %r" % r)
+    greedy_text = r["choices"][0]["text"]
+    st, body, _ = srv.post("/v1/completions", {"prompt": "Once upon a time", "max_tokens": 8,
+                                               "temperature": 0})
+    check(json.loads(body)["choices"][0]["text"] == greedy_text, "greedy is deterministic")
+    st, body, _ = srv.post("/v1/completions", {"prompt": [1, 2, 3, 4], "max_tokens": 3, "n": 3,
+                                               "temperature": 1.0, "seed": 7, "logprobs": 2})
+    r = json.loads(body)
+    check(st == 200 and len(r["choices"]) == 3 and r["usage"]["prompt_tokens"] == 4
+          and r["usage"]["completion_tokens"] == 9, "n=3 with token prompt: %r" % body[:300])
+    lp = r["choices"][0]["logprobs"]
+    check(lp is not None and len(lp["token_logprobs"]) == 3 and len(lp["top_logprobs"][0]) >= 1,
+          "completion logprobs: %r" % lp)
+    st, body2, _ = srv.post("/v1/completions", {"prompt": [1, 2, 3, 4], "max_tokens": 3, "n": 3,
+                                                "temperature": 1.0, "seed": 7, "logprobs": 2})
+    check([c["text"] for c in json.loads(body2)["choices"]] == [c["text"] for c in r["choices"]],
+          "seeded sampling is reproducible")
+    st, body, _ = srv.post("/v1/completions", {"prompt": "abc", "max_tokens": 2, "echo": True,
+                                               "temperature": 0})
+    check(json.loads(body)["choices"][0]["text"].startswith("abc"), "echo: %r" % body[:200])
+    if len(greedy_text) >= 3:
+        stop = greedy_text[1:3]
+        st, body, _ = srv.post("/v1/completions", {"prompt": "Once upon a time", "max_tokens": 8,
+                                                   "temperature": 0, "stop": [stop]})
+        c = json.loads(body)["choices"][0]
+        check(c["finish_reason"] == "stop" and c["stop_reason"] == stop and stop not in c["text"],
+              "stop string: %r" % c)
+
+    st, body, _ = srv.post("/v1/chat/completions", {"model": "tiny", "max_tokens": 5,
+                                                    "messages": [{"role": "user",
+                                                                  "content": "Hi there"}]})
+    r = json.loads(body)
+    check(st == 200 and r["object"] == "chat.completion"
+          and r["choices"][0]["message"]["role"] == "assistant"
+          and r["usage"]["prompt_tokens"] > 3, "chat: %r" % body[:300])
+
+    c = srv.conn()
+    c.request("POST", "/v1/chat/completions", body=json.dumps({
+        "messages": [{"role": "system", "content": "Be brief."},
+                     {"role": "user", "content": [{"type": "text", "text": "Hello"}]}],
+        "max_tokens": 6, "stream": True, "stream_options": {"include_usage": True}}),
+        headers={"Content-Type": "application/json"})
+    resp = c.getresponse()
+    check(resp.status == 200 and resp.getheader("Content-Type", "").startswith("text/event-stream"),
+          "chat stream status/content-type")
+    ev = sse_events(resp)
+    c.close()
+    check(ev and ev[-1] == b"[DONE]", "stream ends with [DONE]")
+    chunks = [json.loads(e) for e in ev[:-1]]
+    check(chunks[0]["choices"][0]["delta"].get("role") == "assistant", "first delta has the role")
+    check(chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 6,
+          "usage chunk last: %r" % chunks[-1])
+    check(any(ch["choices"] and ch["choices"][0].get("finish_reason") == "length" for ch in chunks),
+          "a chunk carries finish_reason")
+    check(srv.metric("vllm:generation_tokens_total") >= 30, "generation counter")
+    for name in ("vllm:num_requests_running", "vllm:num_requests_waiting",
+                 "vllm:kv_cache_usage_perc", "vllm:prompt_tokens_total",
+                 "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total",
+                 "vllm:num_preemptions_total", "vllm:time_to_first_token_seconds_bucket",
+                 "vllm:inter_token_latency_seconds_bucket",
+                 "vllm:e2e_request_latency_seconds_bucket", "vllm:cache_config_info"):
+        check(srv.metric(name) is not None, "metric %s exposed" % name)
+    check(srv.metric("vllm:request_success_total", 'finished_reason="length"') >= 5,
+          "request_success_total{finished_reason=length}")
+
+
+def run_bad_input(srv):
+    long_prompt = list(range(1, 300))
+    cases = [
+        ("/v1/completions", b"{not json", 400, None, True),
+        ("/v1/completions", b"", 400, None, True),
+        ("/v1/completions", b"[1,2]", 400, None, True),
+        ("/v1/completions", {"prompt": 5}, 400, "prompt", False),
+        ("/v1/completions", {"prompt": "x", "temperature": "hot"}, 400, "temperature", False),
+        ("/v1/completions", {"prompt": "x", "temperature": -1}, 400, "temperature", False),
+        ("/v1/completions", {"prompt": "x", "top_p": 1.5}, 400, "top_p", False),
+        ("/v1/completions", {"prompt": "x", "max_tokens": 0}, 400, "max_tokens", False),
+        ("/v1/completions", {"prompt": "x", "n": 0}, 400, "n", False),
+        ("/v1/completions", {"prompt": "x", "logprobs": 50}, 400, "logprobs", False),
+        ("/v1/completions", {"prompt": "x", "stop": 3}, 400, "stop", False),
+        ("/v1/completions", {"prompt": [1, 2, 100000]}, 400, None, False),
+        ("/v1/completions", {"prompt": long_prompt}, 400, "prompt", False),
+        ("/v1/completions", {"prompt": "x", "max_tokens": 1000}, 400, "max_tokens", False),
+        ("/v1/completions", {"model": "other", "prompt": "x"}, 404, "model", False),
+        ("/v1/chat/completions", {"messages": "hi"}, 400, "messages", False),
+        ("/v1/chat/completions", {"messages": [{"role": "user"}]}, 400, None, False),
+        ("/v1/chat/completions", {"messages": [{"role": "wizard", "content": "x"}]}, 400, None,
+         False),
+        ("/tokenize", {"prompt": 7}, 400, "prompt", False),
+        ("/detokenize", {"tokens": ["a"]}, 400, "tokens", False),
+        ("/detokenize", {"tokens": [99999]}, 400, "tokens", False),
+    ]
+    for path, body, status, param, raw in cases:
+        expect_error(srv, path, body, status, param, raw)
+    st, _, _ = srv.post("/v1/completions", {"prompt": "still alive", "max_tokens": 2})
+    check(st == 200, "server keeps serving after bad input")
+
+
+def run_disconnect(exe, gen, work):
+    """A generation long enough (a bigger model, 3,000 tokens) to still run when the client
+    leaves."""
+    model = os.path.join(work, "slow.gguf")
+    subprocess.run([gen, "--format", "gguf", "--out", model, "--arch", "llama", "--layers", "4",
+                    "--dim", "256", "--heads", "4", "--kv-heads", "2", "--ffn", "512", "--vocab",
+                    "512", "--ctx", "4096", "--type", "f32", "--seed", "6"], check=True,
+                   stdout=subprocess.DEVNULL)
+    srv = Server(exe, model, ["--max-model-len", "4096"],
+                 os.path.join(work, "server-disconnect.log"))
+    try:
+        disconnect(srv)
+    finally:
+        srv.stop()
+
+
+def disconnect(srv):
+    aborted0 = srv.metric("vllm:request_success_total", 'finished_reason="abort"') or 0
+    s = socket.create_connection(("127.0.0.1", srv.port))
+    body = json.dumps({"prompt": "a long story", "max_tokens": 3000, "stream": True,
+                       "ignore_eos": True}).encode()
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    s.recv(4096)  # headers and the first chunk(s)
+    s.close()
+    ok = False
+    for _ in range(100):
+        if (srv.metric("vllm:request_success_total", 'finished_reason="abort"') or 0) > aborted0:
+            ok = True
+            break
+        time.sleep(0.05)
+    check(ok, "client disconnect aborts the request")
+    for _ in range(100):
+        if srv.metric("vllm:num_requests_running") == 0:
+            break
+        time.sleep(0.05)
+    check(srv.metric("vllm:kv_cache_usage_perc") == 0, "KV cache empty after the abort")
+
+
+def run_queue_full(exe, model, work):
+    srv = Server(exe, model, ["--max-num-seqs", "1", "--max-waiting-requests", "1"],
+                 os.path.join(work, "server-queue.log"))
+    try:
+        results = []
+
+        def one():
+            results.append(srv.post("/v1/completions", {"prompt": "x", "max_tokens": 120,
+                                                        "ignore_eos": True}))
+
+        threads = [threading.Thread(target=one) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        statuses = sorted(r[0] for r in results)
+        check(200 in statuses and 503 in statuses, "queue bound: statuses %r" % statuses)
+        for st, body, resp in results:
+            if st == 503:
+                check(resp.getheader("Retry-After") is not None, "503 carries Retry-After")
+                check(json.loads(body)["error"]["code"] == 503, "503 body: %r" % body)
+    finally:
+        srv.stop()
+
+
+def run_drain(exe, model, work):
+    srv = Server(exe, model, ["--drain-timeout-ms", "20000"],
+                 os.path.join(work, "server-drain.log"))
+    try:
+        c = srv.conn()
+        c.request("POST", "/v1/completions", body=json.dumps(
+            {"prompt": "x", "max_tokens": 150, "stream": True, "ignore_eos": True}),
+            headers={"Content-Type": "application/json"})
+        resp = c.getresponse()
+        resp.readline()
+        srv.proc.send_signal(signal.SIGTERM)
+        ev = sse_events(resp)
+        c.close()
+        check(ev and ev[-1] == b"[DONE]", "SIGTERM drains the in-flight stream to [DONE]")
+        text_chunks = [e for e in ev if e != b"[DONE]"]
+        check(len(text_chunks) >= 100, "drained stream delivered all tokens (%d chunks)"
+              % len(text_chunks))
+        check(srv.proc.wait(timeout=30) == 0, "exit status 0 after the drain")
+    finally:
+        srv.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

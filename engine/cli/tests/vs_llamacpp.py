@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Logits of tandem-engine against llama.cpp on the same GGUF files (Python 3 stdlib only).
+
+    vs_llamacpp.py TANDEM_ENGINE TANDEM_GENMODEL REFERENCE_DIR WORK_DIR [--only NAME]
+
+For every model of the matrix below (llama, qwen2, qwen3; F32, F16, BF16, Q8_0, Q4_0; GQA and
+MHA; tied and untied output) it writes a seeded random-weight GGUF with tandem-genmodel, then
+evaluates the same prompt and 32 teacher-forced tokens with
+  * `tandem-engine generate --prompt-tokens P --teacher-tokens T --dump-logits A` (F32 KV cache),
+  * llama.cpp through node-llama-cpp (engine/reference/llama_logits.mjs, F32 KV cache),
+and compares the logits rows (the last prompt position, then one row per teacher step) by
+max |delta|. The bound per weight type is in BOUNDS and justified in docs/engine.md:
+F32 1e-3 (the issue's bound); F16 2e-2 and BF16 1e-1, because llama.cpp rounds the activations to
+F16 / BF16 before those matmuls (a relative error of 2^-11 / 2^-8 per element) while our kernels
+multiply F32 activations; Q8_0 and Q4_0 2.5e-1: both engines quantise activations to Q8_0 with
+the same formula (ggml's x86 quantize_row_q8_0), so most runs agree exactly, but quantisation is
+discontinuous: the F32 parts of the two engines (norms, softmax) differ in summation order at
+~1e-7 relative, and an activation that lands within that distance of a rounding boundary moves
+by a whole step (1/127 of its block's maximum) in one engine only; over ~10^5 quantised values
+per layer a few such flips, amplified through the layers, reach ~0.1 on logits spanning ~15. Exit 77 (skip) when node or the reference packages are missing.
+"""
+
+import array
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+
+# name: (arch, type, layers, dim, heads, kv_heads, head_dim, ffn, tied)
+MODELS = {
+    "llama-f32-gqa": ("llama", "f32", 2, 128, 4, 2, 0, 256, False),
+    "llama-f32-mha-tied": ("llama", "f32", 2, 128, 4, 4, 0, 256, True),
+    "llama-f32-gqa4-d256": ("llama", "f32", 4, 256, 8, 2, 0, 704, False),
+    "llama-q8_0-gqa4-d256": ("llama", "q8_0", 4, 256, 8, 2, 0, 704, False),
+    "llama-f16-gqa": ("llama", "f16", 2, 128, 4, 2, 0, 256, False),
+    "llama-bf16-gqa": ("llama", "bf16", 2, 128, 4, 2, 0, 256, False),
+    "llama-q8_0-gqa": ("llama", "q8_0", 2, 128, 4, 2, 0, 256, False),
+    "llama-q4_0-mha-tied": ("llama", "q4_0", 2, 128, 4, 4, 0, 256, True),
+    "qwen2-f32-gqa": ("qwen2", "f32", 2, 128, 4, 2, 0, 256, False),
+    "qwen2-q8_0-tied": ("qwen2", "q8_0", 2, 128, 4, 2, 0, 256, True),
+    "qwen3-f32-gqa-hd64": ("qwen3", "f32", 2, 128, 4, 2, 64, 256, False),
+    "qwen3-q4_0-gqa": ("qwen3", "q4_0", 2, 128, 4, 2, 64, 256, True),
+}
+
+BOUNDS = {"f32": 1e-3, "f16": 2e-2, "bf16": 1e-1, "q8_0": 2.5e-1, "q4_0": 2.5e-1}
+
+N_PROMPT = 24
+N_TEACHER = 32
+
+
+def read_rows(path, n_vocab):
+    a = array.array("f")
+    with open(path, "rb") as f:
+        a.frombytes(f.read())
+    if sys.byteorder != "little":
+        a.byteswap()
+    return [a[i * n_vocab:(i + 1) * n_vocab] for i in range(len(a) // n_vocab)]
+
+
+def main():
+    engine, genmodel, refdir, work = (os.path.abspath(p) for p in sys.argv[1:5])
+    only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
+    node = shutil.which("node")
+    if not node or not os.path.isdir(os.path.join(refdir, "node_modules", "node-llama-cpp")):
+        print("SKIP: node or engine/reference/node_modules missing (scripts/install-node-deps.sh)")
+        return 77
+    os.makedirs(work, exist_ok=True)
+    rng = random.Random(1234)
+    vocab = 1024
+    jobs, cases = [], []
+    for name, (arch, typ, layers, dim, heads, kv, hd, ffn, tied) in MODELS.items():
+        if only and name != only:
+            continue
+        path = os.path.join(work, name + ".gguf")
+        cmd = [genmodel, "--format", "gguf", "--out", path, "--arch", arch, "--type", typ,
+               "--layers", str(layers), "--dim", str(dim), "--heads", str(heads), "--kv-heads",
+               str(kv), "--ffn", str(ffn), "--vocab", str(vocab), "--seed", "7"]
+        if hd:
+            cmd += ["--head-dim", str(hd)]
+        if tied:
+            cmd.append("--tied")
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        prompt = [rng.randrange(3, vocab) for _ in range(N_PROMPT)]
+        teacher = [rng.randrange(3, vocab) for _ in range(N_TEACHER)]
+        ours = os.path.join(work, name + ".tandem.f32")
+        theirs = os.path.join(work, name + ".llama.f32")
+        subprocess.run([engine, "generate", "--model", path, "--prompt-tokens",
+                        ",".join(map(str, prompt)), "--teacher-tokens",
+                        ",".join(map(str, teacher)), "--n", str(N_TEACHER), "--dump-logits",
+                        ours, "--kv-cache-dtype", "float32", "--threads", "1"],
+                       check=True, stdout=subprocess.DEVNULL)
+        jobs.append({"model": path, "tokens": ",".join(map(str, prompt)),
+                     "teacher": ",".join(map(str, teacher)), "out": theirs, "threads": 1})
+        cases.append((name, typ, ours, theirs))
+    jobs_path = os.path.join(work, "jobs.json")
+    with open(jobs_path, "w") as f:
+        json.dump(jobs, f)
+    env = dict(os.environ, UV_THREADPOOL_SIZE="1")
+    subprocess.run([node, "--v8-pool-size=0", "--single-threaded-gc",
+                    os.path.join(refdir, "llama_logits.mjs"), "--jobs", jobs_path],
+                   check=True, stdout=subprocess.DEVNULL, env=env, cwd=refdir)
+    failed = 0
+    results = []
+    # Hugging Face twins (same seed and shape, written as config.json + model.safetensors +
+    # tokenizer.json; llama Q/K un-permuted, so the engine runs them with NeoX RoPE) must give
+    # the GGUF file's logits.
+    for name in ("llama-f32-gqa", "qwen3-f32-gqa-hd64", "llama-bf16-gqa"):
+        if only and name != only:
+            continue
+        arch, typ, layers, dim, heads, kv, hd, ffn, tied = MODELS[name]
+        hf = os.path.join(work, name + "-hf")
+        cmd = [genmodel, "--format", "hf", "--out", hf, "--arch", arch, "--type", typ,
+               "--layers", str(layers), "--dim", str(dim), "--heads", str(heads), "--kv-heads",
+               str(kv), "--ffn", str(ffn), "--vocab", str(vocab), "--seed", "7"]
+        if hd:
+            cmd += ["--head-dim", str(hd)]
+        if tied:
+            cmd.append("--tied")
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        job = next(j for j in jobs if j["model"].endswith(name + ".gguf"))
+        ours_hf = os.path.join(work, name + ".hf.f32")
+        subprocess.run([engine, "generate", "--model", hf, "--prompt-tokens", job["tokens"],
+                        "--teacher-tokens", job["teacher"], "--n", str(N_TEACHER),
+                        "--dump-logits", ours_hf, "--kv-cache-dtype", "float32", "--threads",
+                        "1"], check=True, stdout=subprocess.DEVNULL)
+        a = read_rows(ours_hf, vocab)
+        b = read_rows(os.path.join(work, name + ".tandem.f32"), vocab)
+        worst = max((max(abs(x - y) for x, y in zip(ra, rb)) for ra, rb in zip(a, b)),
+                    default=float("inf"))
+        ok = len(a) == len(b) == N_TEACHER and worst <= 1e-4
+        failed += not ok
+        print("%s %-22s HF twin vs GGUF: max|dlogit| %.3g (bound 1e-4)"
+              % ("ok  " if ok else "FAIL", name, worst))
+    for name, typ, ours, theirs in cases:
+        a = read_rows(ours, vocab)
+        b = read_rows(theirs, vocab)
+        n = min(len(a), len(b))
+        if len(a) != N_TEACHER or n < N_TEACHER:
+            print("FAIL %s: %d rows from tandem, %d from llama.cpp (want %d)"
+                  % (name, len(a), len(b), N_TEACHER))
+            failed += 1
+            continue
+        worst = 0.0
+        spread = 0.0
+        argmax_agree = 0
+        for i in range(n):
+            ra, rb = a[i], b[i]
+            worst = max(worst, max(abs(x - y) for x, y in zip(ra, rb)))
+            spread = max(spread, max(rb) - min(rb))
+            argmax_agree += max(range(vocab), key=ra.__getitem__) == max(range(vocab),
+                                                                         key=rb.__getitem__)
+        ok = worst <= BOUNDS[typ] and spread > 1.0
+        failed += not ok
+        results.append({"model": name, "max_abs_diff": worst, "bound": BOUNDS[typ],
+                        "logit_spread": round(spread, 3), "argmax_agree": argmax_agree,
+                        "rows": n})
+        print("%s %-22s max|dlogit| %.3g (bound %g)  spread %.2f  argmax agree %d/%d"
+              % ("ok  " if ok else "FAIL", name, worst, BOUNDS[typ], spread, argmax_agree, n))
+    print(json.dumps({"vs_llamacpp": results}))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

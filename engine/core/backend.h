@@ -1,0 +1,48 @@
+/*
+ * The compute backend interface: everything the engine core needs from the device that runs the
+ * model. The CPU backend (engine/backend/cpu_backend.c) implements it now; the CUDA backend will
+ * implement the same table, so the scheduler, the KV block manager and the server never change.
+ */
+#ifndef TANDEM_ENGINE_CORE_BACKEND_H
+#define TANDEM_ENGINE_CORE_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/core/batch.h"
+#include "engine/model/model.h"
+
+typedef enum kv_dtype {
+    KV_DTYPE_F32,
+    KV_DTYPE_F16,
+} kv_dtype;
+
+typedef struct backend_config {
+    int32_t num_blocks; /* KV blocks to allocate (block 0 included) */
+    int32_t block_size; /* tokens per block */
+    kv_dtype kv_dtype;
+    int32_t max_batch_tokens; /* largest fwd_batch.n_tokens the engine will submit */
+    int32_t max_seqs;         /* largest fwd_batch.n_seqs */
+    int n_threads;            /* CPU threads (0: one per online core) */
+    bool pin_threads;         /* pin worker threads to cores */
+} backend_config;
+
+typedef struct backend backend;
+
+typedef struct backend_ops {
+    const char *name; /* "cpu", "cuda" */
+    /* Bytes of KV storage one block takes over all layers (K and V). */
+    size_t (*kv_block_bytes)(const model *m, int32_t block_size, kv_dtype dt);
+    /* Creates the backend for m (borrowed; must outlive it) with cfg; NULL and err on failure. */
+    backend *(*create)(const model *m, const backend_config *cfg, char *err, size_t errlen);
+    /* Runs one batch; 0 or a negative errno. Not thread-safe: one caller at a time. */
+    int (*forward)(backend *b, const fwd_batch *batch);
+    /* Base address and byte length of the K (kv = 0) or V (kv = 1) pool of a layer, for
+     * registering the KV memory with a transfer layer. */
+    void *(*kv_pool)(backend *b, int layer, int kv, size_t *bytes);
+    void (*destroy)(backend *b);
+} backend_ops;
+
+extern const backend_ops cpu_backend_ops;
+
+#endif

@@ -1,0 +1,40 @@
+/*
+ * One engine step's work for a compute backend: a ragged batch of tokens from several sequences,
+ * each sequence with its block table into the paged KV cache. The scheduler produces it, the
+ * backend (CPU now, CUDA later) consumes it; neither knows how the other works.
+ *
+ * Sequence i contributes seqs[i].n_new consecutive tokens of `tokens` (sequences in order, no
+ * gaps), at positions start_pos .. start_pos + n_new - 1. Its KV for positions [0, start_pos) is
+ * already in the cache; the backend writes the KV of the new tokens into their slots
+ * (block_table[pos / block_size], offset pos % block_size) and attends causally over
+ * [0, pos]. block_table must cover [0, start_pos + n_new).
+ *
+ * KV storage (owned by the backend, addressed by block index, one pool per layer and K/V):
+ *   K[layer]: [num_blocks][n_head_kv][block_size][head_dim]   (vLLM's HND layout per block)
+ *   V[layer]: same shape; element type f32 or f16 (kv_dtype).
+ * Block 0 is never handed out by the block manager (vLLM's null block), so its contents are
+ * unspecified.
+ */
+#ifndef TANDEM_ENGINE_CORE_BATCH_H
+#define TANDEM_ENGINE_CORE_BATCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct fwd_seq {
+    int32_t n_new;              /* tokens of this sequence in this batch (>= 1) */
+    int32_t start_pos;          /* position of its first new token == tokens already cached */
+    const int32_t *block_table; /* physical block ids for positions [0, start_pos + n_new) */
+    int32_t n_blocks;           /* entries in block_table */
+    bool want_logits;           /* produce logits for the last new token of this sequence */
+} fwd_seq;
+
+typedef struct fwd_batch {
+    int32_t n_tokens;      /* sum of seqs[i].n_new */
+    const int32_t *tokens; /* [n_tokens] token ids */
+    int32_t n_seqs;
+    const fwd_seq *seqs; /* [n_seqs] */
+    float *logits;       /* out: [number of seqs with want_logits][n_vocab], in seq order */
+} fwd_batch;
+
+#endif

@@ -1,0 +1,156 @@
+/*
+ * The engine core: one step loop that ties the scheduler (engine/sched), the KV block manager
+ * (engine/cache), a compute backend (engine/core/backend.h), the sampler and stop strings
+ * (engine/sampler) and the incremental detokenizer (engine/tokenizer) together. The server and
+ * the CLI talk only to this API.
+ *
+ * One step (engine_step):
+ *   aborts queued by other threads are applied → sched_schedule → sched_fill_batch → backend
+ *   forward (the only part that runs without the engine lock) → per sequence that wants logits:
+ *   sample (or take the teacher token) → sched_update → stop tokens, detokenize, stop strings →
+ *   one engine_output callback per sequence that produced a token or finished.
+ *
+ * Threads: engine_submit, engine_abort, engine_stats and engine_shutdown may be called from any
+ * thread. engine_step is called by one thread at a time: either the caller's own loop (CLI,
+ * tests: deterministic) or the engine's thread (engine_start). Output callbacks run on the
+ * stepping thread with the engine lock held: they must be quick and must not call back into the
+ * engine (queue the output and wake your own loop instead).
+ *
+ * Metrics: when engine_config.metrics is set, the engine registers and updates vLLM's metric
+ * families there (vllm:num_requests_running, vllm:kv_cache_usage_perc, ... see docs/engine.md),
+ * labelled model_name and engine="0".
+ */
+#ifndef TANDEM_ENGINE_CORE_ENGINE_H
+#define TANDEM_ENGINE_CORE_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/cache/kvcache.h"
+#include "engine/core/backend.h"
+#include "engine/model/model.h"
+#include "engine/sampler/sampler.h"
+#include "engine/sched/sched.h"
+#include "engine/tokenizer/tokenizer.h"
+
+struct metrics_registry;
+
+/* KV storage element type: auto picks F32 for F32 models and F16 otherwise (like vLLM's "auto"
+ * follows the model dtype). */
+typedef enum engine_kv_dtype {
+    ENGINE_KV_AUTO,
+    ENGINE_KV_F32,
+    ENGINE_KV_F16,
+} engine_kv_dtype;
+
+typedef struct engine_config {
+    int32_t max_model_len;          /* 0: the model's context length */
+    int32_t max_num_seqs;           /* 0: 128 */
+    int32_t max_num_batched_tokens; /* 0: 2048 (at least max_num_seqs) */
+    int32_t block_size;             /* 0: 16 */
+    size_t kv_cache_bytes;          /* 0: 1 GiB, trimmed to what max_num_seqs full sequences need */
+    engine_kv_dtype kv_dtype;
+    int n_threads; /* 0: one per online core */
+    bool pin_threads;
+    bool disable_prefix_caching;
+    uint64_t prefix_hash_seed; /* seeds the block-hash chain (like PYTHONHASHSEED) */
+    int32_t max_waiting;       /* 0: 1024; beyond it engine_submit answers -EAGAIN */
+    sched_policy policy;
+    int32_t long_prefill_token_threshold; /* 0: off */
+    bool disable_chunked_prefill;
+    kvc_event_sink kv_events;         /* KV cache events (all callbacks may be NULL) */
+    struct metrics_registry *metrics; /* NULL: no metrics */
+    const char *served_model_name;    /* model_name label; NULL: the model's name */
+    const backend_ops *backend;       /* NULL: cpu_backend_ops */
+} engine_config;
+
+typedef struct engine engine;
+
+/* What one step reports about one request (borrowed pointers: valid during the callback). */
+typedef struct engine_output {
+    uint64_t id;
+    void *user;
+    int32_t token;       /* token generated in this step, -1 when none (abort, error) */
+    const float *logits; /* raw logits of this step ([n_vocab]) when return_logits */
+    const struct sample_result *sample; /* logprobs of the token when asked, else NULL */
+    const char *text; /* new text safe to emit (stop strings applied), may be "" */
+    size_t text_len;
+    bool finished;
+    sched_status status; /* FINISHED_* when finished */
+    int stop_index;      /* index of the matched stop string, -1 */
+    int32_t stop_token;  /* the stop token id (eos / stop_token_ids), -1 */
+    int32_t n_prompt;
+    int32_t n_generated;
+    int32_t n_cached; /* prompt tokens served from the prefix cache */
+} engine_output;
+
+typedef void (*engine_output_fn)(void *user, const engine_output *out);
+
+typedef struct engine_request {
+    const int32_t *prompt; /* [n_prompt] token ids (copied) */
+    int32_t n_prompt;
+    struct sampling_params sampling; /* stop_token_ids copied */
+    int32_t max_tokens;              /* <= 0: until max_model_len */
+    const char *const *stop;         /* [n_stop] stop strings (copied) */
+    size_t n_stop;
+    bool include_stop_str_in_output;
+    bool skip_special_tokens;
+    int32_t priority;
+    const char *cache_salt;
+    const int32_t *teacher; /* [n_teacher] tokens forced instead of sampled ones (copied); the
+                               request ends after them unless max_tokens ends it first */
+    int32_t n_teacher;
+    bool return_logits; /* engine_output.logits gets the raw row */
+    engine_output_fn on_output;
+    void *user;
+} engine_request;
+
+/* Builds the engine for m and tok (borrowed; they must outlive it) with cfg (copied; NULL for
+ * defaults): sizes and allocates the KV cache, creates the backend. NULL + err on failure. */
+engine *engine_new(const model *m, const tokenizer *tok, const engine_config *cfg, char *err,
+                   size_t errlen);
+/* Stops the thread (if started), aborts every request (their callbacks fire) and frees. */
+void engine_free(engine *e);
+
+/* Queues a request. Returns its id (> 0), or -EINVAL (err: the reason, naming the field:
+ * prompt too long for max_model_len, token id out of the vocabulary, bad sampling values),
+ * -EAGAIN (waiting queue full: answer 503 + Retry-After), -ESHUTDOWN (draining), -ENOMEM. */
+int64_t engine_submit(engine *e, const engine_request *r, char *err, size_t errlen);
+
+/* Aborts a request (applied at the next step boundary; its callback reports FINISHED_ABORTED).
+ * Unknown or finished ids are ignored. */
+void engine_abort(engine *e, uint64_t id);
+
+/* Runs one step. Returns the number of sequences computed (0: nothing to do) or a negative errno
+ * from the backend (every running request is then aborted). */
+int engine_step(engine *e);
+
+/* True while any request is queued or running. */
+bool engine_has_work(engine *e);
+
+/* Starts a thread that steps while there is work and sleeps otherwise. 0 or -errno. */
+int engine_start(engine *e);
+/* Refuses new requests (-ESHUTDOWN) from now on; running ones continue. */
+void engine_shutdown(engine *e);
+/* Stops the thread after the current step (requests stay queued). */
+void engine_stop(engine *e);
+
+typedef struct engine_stats {
+    int32_t running, waiting;
+    double kv_usage;
+    int32_t num_blocks; /* KV blocks (including the null block) */
+    int32_t block_size;
+    int32_t max_model_len;
+    uint64_t prompt_tokens, generation_tokens, preemptions, prefix_queries, prefix_hits;
+} engine_stats;
+
+void engine_get_stats(engine *e, engine_stats *out);
+int32_t engine_max_model_len(const engine *e);
+const model *engine_model(const engine *e);
+const tokenizer *engine_tokenizer(const engine *e);
+
+/* Clears the prefix cache (AllBlocksCleared event); -EBUSY while any request runs. */
+int engine_reset_prefix_cache(engine *e);
+
+#endif

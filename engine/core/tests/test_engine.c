@@ -1,0 +1,451 @@
+/*
+ * Engine core tests on a small generated model ($TANDEM_TEST_MODEL, written by tandem-genmodel
+ * in a ctest fixture): invariance of logits (alone / batched / chunked / prefix-cache hit),
+ * finish reasons, stop strings, aborts, limits, and a 1,000-request stress run with random
+ * lengths, cancellations and preemptions that must leave the KV cache as it found it.
+ */
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "engine/core/engine.h"
+
+static model *g_model;
+static tokenizer *g_tok;
+
+struct collect {
+    float *rows; /* logits rows (n_vocab each), when return_logits */
+    size_t text_len;
+    int32_t tokens[512];
+    char text[4096];
+    int n;
+    int n_rows;
+    int finished;
+    sched_status status;
+    int stop_index;
+    int32_t stop_token;
+    int32_t n_cached;
+    int callbacks_after_finish;
+};
+
+static void on_out(void *user, const engine_output *o)
+{
+    struct collect *c = user;
+    if (c->finished) {
+        c->callbacks_after_finish++;
+        return;
+    }
+    if (o->token >= 0 && c->n < 512) {
+        c->tokens[c->n++] = o->token;
+    }
+    if (o->logits && c->rows && c->n_rows < 64) {
+        memcpy(c->rows + (size_t)c->n_rows * (size_t)g_model->cfg.n_vocab, o->logits,
+               (size_t)g_model->cfg.n_vocab * sizeof(float));
+        c->n_rows++;
+    }
+    if (o->text_len && c->text_len + o->text_len < sizeof c->text) {
+        memcpy(c->text + c->text_len, o->text, o->text_len);
+        c->text_len += o->text_len;
+    }
+    if (o->finished) {
+        c->finished = 1;
+        c->status = o->status;
+        c->stop_index = o->stop_index;
+        c->stop_token = o->stop_token;
+        c->n_cached = o->n_cached;
+    }
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    const char *path = getenv("TANDEM_TEST_MODEL");
+    if (!path) {
+        print_error("TANDEM_TEST_MODEL is not set\n");
+        return -1;
+    }
+    char err[512];
+    g_model = model_load(path, err, sizeof err);
+    if (!g_model) {
+        print_error("model_load: %s\n", err);
+        return -1;
+    }
+    if (tokenizer_from_model(g_model, &g_tok, err, sizeof err) != 0) {
+        print_error("tokenizer: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    tokenizer_free(g_tok);
+    model_free(g_model);
+    return 0;
+}
+
+static engine *make_engine(int32_t max_seqs, int32_t max_batched, size_t kv_bytes,
+                           int32_t block_size)
+{
+    engine_config c;
+    memset(&c, 0, sizeof c);
+    c.max_model_len = 256;
+    c.max_num_seqs = max_seqs;
+    c.max_num_batched_tokens = max_batched;
+    c.kv_cache_bytes = kv_bytes;
+    c.block_size = block_size;
+    c.kv_dtype = ENGINE_KV_F32;
+    c.n_threads = 1;
+    char err[512];
+    engine *e = engine_new(g_model, g_tok, &c, err, sizeof err);
+    if (!e) {
+        print_error("engine_new: %s\n", err);
+    }
+    assert_non_null(e);
+    return e;
+}
+
+static void make_prompt(int32_t *p, int n, uint32_t seed)
+{
+    for (int i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        p[i] = (int32_t)(3 + (seed >> 8) % (uint32_t)(g_model->cfg.n_vocab - 3));
+    }
+}
+
+static void submit(engine *e, struct collect *c, const int32_t *prompt, int n_prompt,
+                   const int32_t *teacher, int n_teacher, int max_tokens)
+{
+    engine_request r;
+    memset(&r, 0, sizeof r);
+    sampling_params_init(&r.sampling);
+    r.sampling.temperature = 0;
+    r.sampling.ignore_eos = 1;
+    r.prompt = prompt;
+    r.n_prompt = n_prompt;
+    r.teacher = teacher;
+    r.n_teacher = n_teacher;
+    r.max_tokens = max_tokens;
+    r.return_logits = c->rows != NULL;
+    r.skip_special_tokens = true;
+    r.on_output = on_out;
+    r.user = c;
+    char err[256];
+    assert_true(engine_submit(e, &r, err, sizeof err) > 0);
+}
+
+static void run_until_idle(engine *e, int max_steps)
+{
+    for (int i = 0; i < max_steps && engine_has_work(e); i++) {
+        assert_true(engine_step(e) >= 0);
+    }
+    assert_false(engine_has_work(e));
+}
+
+static double max_diff(const float *a, const float *b, size_t n)
+{
+    double m = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        m = d > m ? d : m;
+    }
+    return m;
+}
+
+/* The same prompt + teacher tokens: alone, batched with two others, prefilled in chunks of 8,
+ * and after a prefix-cache hit: every logits row agrees within 1e-4. */
+static void test_invariance(void **state)
+{
+    (void)state;
+    size_t nv = (size_t)g_model->cfg.n_vocab;
+    int32_t prompt[45], teacher[6], other1[30], other2[61];
+    make_prompt(prompt, 45, 7);
+    make_prompt(teacher, 6, 8);
+    make_prompt(other1, 30, 9);
+    make_prompt(other2, 61, 10);
+    float *ref = calloc(7 * nv, sizeof(float));
+    float *got = calloc(7 * nv, sizeof(float));
+    assert_non_null(ref);
+    assert_non_null(got);
+
+    /* alone, whole prefill */
+    engine *e = make_engine(8, 512, 4u << 20, 16);
+    struct collect a = {.rows = ref};
+    submit(e, &a, prompt, 45, teacher, 6, 0);
+    run_until_idle(e, 100);
+    assert_int_equal(a.n_rows, 6);
+    assert_int_equal(a.n, 6);
+    assert_memory_equal(a.tokens, teacher, sizeof teacher);
+
+    /* again on the same engine: prefix-cache hit of 32 tokens (2 full blocks; <= 44) */
+    struct collect b = {.rows = got};
+    submit(e, &b, prompt, 45, teacher, 6, 0);
+    run_until_idle(e, 100);
+    assert_int_equal(b.n_rows, 6);
+    assert_int_equal(b.n_cached, 32);
+    assert_true(max_diff(ref, got, 6 * nv) <= 1e-4);
+    engine_stats st;
+    engine_get_stats(e, &st);
+    assert_true(st.prefix_hits >= 32);
+    engine_free(e);
+
+    /* batched with two other sequences */
+    e = make_engine(8, 512, 4u << 20, 16);
+    struct collect c = {.rows = got}, o1 = {0}, o2 = {0};
+    submit(e, &o1, other1, 30, NULL, 0, 9);
+    submit(e, &c, prompt, 45, teacher, 6, 0);
+    submit(e, &o2, other2, 61, NULL, 0, 4);
+    run_until_idle(e, 100);
+    assert_int_equal(c.n_rows, 6);
+    assert_true(o1.finished && o2.finished);
+    assert_int_equal(o1.n, 9);
+    assert_int_equal(o2.n, 4);
+    assert_true(max_diff(ref, got, 6 * nv) <= 1e-4);
+    engine_free(e);
+
+    /* chunked prefill: 8 tokens per step */
+    memset(got, 0, 7 * nv * sizeof(float));
+    e = make_engine(1, 8, 4u << 20, 16);
+    struct collect d = {.rows = got};
+    submit(e, &d, prompt, 45, teacher, 6, 0);
+    run_until_idle(e, 100);
+    assert_int_equal(d.n_rows, 6);
+    assert_true(max_diff(ref, got, 6 * nv) <= 1e-4);
+    engine_free(e);
+    free(ref);
+    free(got);
+}
+
+static void test_finish_reasons(void **state)
+{
+    (void)state;
+    engine *e = make_engine(4, 256, 4u << 20, 16);
+    int32_t prompt[10];
+    make_prompt(prompt, 10, 3);
+    /* length */
+    struct collect a = {0};
+    submit(e, &a, prompt, 10, NULL, 0, 5);
+    run_until_idle(e, 50);
+    assert_true(a.finished);
+    assert_int_equal(a.status, SCHED_FINISHED_LENGTH);
+    assert_int_equal(a.n, 5);
+    assert_int_equal(a.callbacks_after_finish, 0);
+
+    /* stop token: forcing greedy, the first generated token of this prompt is a stop id */
+    engine_request r;
+    memset(&r, 0, sizeof r);
+    sampling_params_init(&r.sampling);
+    r.sampling.temperature = 0;
+    r.sampling.ignore_eos = 1;
+    int32_t stop_id = a.tokens[2];
+    r.sampling.stop_token_ids = &stop_id;
+    r.sampling.n_stop_token_ids = 1;
+    r.prompt = prompt;
+    r.n_prompt = 10;
+    r.max_tokens = 20;
+    r.on_output = on_out;
+    struct collect b = {0};
+    r.user = &b;
+    char err[256];
+    assert_true(engine_submit(e, &r, err, sizeof err) > 0);
+    run_until_idle(e, 50);
+    assert_int_equal(b.status, SCHED_FINISHED_STOPPED);
+    assert_int_equal(b.stop_token, stop_id);
+    assert_true(b.n <= 3);
+    assert_int_equal(b.tokens[b.n - 1], stop_id);
+
+    /* stop string: the text of the first generated tokens, once decoded */
+    struct collect c = {0};
+    submit(e, &c, prompt, 10, NULL, 0, 12);
+    run_until_idle(e, 50);
+    if (c.text_len >= 2) {
+        char stop[3] = {c.text[c.text_len - 2], c.text[c.text_len - 1], 0};
+        const char *stops[] = {stop};
+        r.sampling.n_stop_token_ids = 0;
+        r.stop = stops;
+        r.n_stop = 1;
+        r.max_tokens = 12;
+        struct collect d = {0};
+        r.user = &d;
+        assert_true(engine_submit(e, &r, err, sizeof err) > 0);
+        run_until_idle(e, 50);
+        assert_int_equal(d.status, SCHED_FINISHED_STOPPED);
+        assert_int_equal(d.stop_index, 0);
+        /* the output ends before the stop string's first occurrence and never contains it */
+        assert_null(memmem(d.text, d.text_len, stop, 2));
+        assert_true(d.text_len <= c.text_len - 2);
+        assert_memory_equal(d.text, c.text, d.text_len);
+    }
+    engine_get_stats(e, &(engine_stats){0});
+    engine_free(e);
+}
+
+static void test_limits_and_abort(void **state)
+{
+    (void)state;
+    engine_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.max_model_len = 64;
+    cfg.max_num_seqs = 2;
+    cfg.max_waiting = 2;
+    cfg.kv_cache_bytes = 4u << 20;
+    cfg.n_threads = 1;
+    char err[512];
+    engine *e = engine_new(g_model, g_tok, &cfg, err, sizeof err);
+    assert_non_null(e);
+    int32_t prompt[80];
+    make_prompt(prompt, 80, 5);
+    engine_request r;
+    memset(&r, 0, sizeof r);
+    sampling_params_init(&r.sampling);
+    r.prompt = prompt;
+    r.n_prompt = 64; /* == max_model_len: too long */
+    r.on_output = on_out;
+    struct collect c[4];
+    memset(c, 0, sizeof c);
+    r.user = &c[0];
+    assert_int_equal(engine_submit(e, &r, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "maximum context length is 64"));
+    r.n_prompt = 8;
+    int32_t bad = g_model->cfg.n_vocab;
+    r.prompt = &bad;
+    r.n_prompt = 1;
+    assert_int_equal(engine_submit(e, &r, err, sizeof err), -EINVAL);
+    r.prompt = prompt;
+    r.n_prompt = 8;
+    r.max_tokens = 40;
+    int64_t ids[3];
+    for (int i = 0; i < 2; i++) {
+        r.user = &c[i];
+        ids[i] = engine_submit(e, &r, err, sizeof err);
+        assert_true(ids[i] > 0);
+    }
+    r.user = &c[2];
+    assert_int_equal(engine_submit(e, &r, err, sizeof err), -EAGAIN); /* queue bound */
+    assert_true(engine_step(e) > 0);
+    engine_abort(e, (uint64_t)ids[0]);
+    assert_true(engine_step(e) > 0);
+    assert_true(c[0].finished);
+    assert_int_equal(c[0].status, SCHED_FINISHED_ABORTED);
+    run_until_idle(e, 100);
+    assert_int_equal(c[1].status, SCHED_FINISHED_LENGTH);
+    engine_stats st;
+    engine_get_stats(e, &st);
+    assert_int_equal(st.running, 0);
+    assert_true(st.kv_usage < 1e-9);
+    engine_shutdown(e);
+    r.user = &c[3];
+    assert_int_equal(engine_submit(e, &r, err, sizeof err), -ESHUTDOWN);
+    engine_free(e);
+}
+
+/* 1,000 requests, random prompt lengths (1..120) and max_tokens, random aborts, a KV cache of
+ * only 40 blocks of 8 tokens so that preemption happens often. */
+static void test_stress(void **state)
+{
+    (void)state;
+    enum { N = 1000 };
+    engine_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.max_model_len = 160;
+    cfg.max_num_seqs = 16;
+    cfg.max_num_batched_tokens = 96;
+    cfg.block_size = 8;
+    cfg.max_waiting = N;
+    cfg.n_threads = 1;
+    cfg.kv_dtype = ENGINE_KV_F16;
+    /* 40 usable blocks: ask for just that many bytes */
+    size_t per_block = cpu_backend_ops.kv_block_bytes(g_model, 8, KV_DTYPE_F16);
+    cfg.kv_cache_bytes = per_block * 41;
+    char err[512];
+    engine *e = engine_new(g_model, g_tok, &cfg, err, sizeof err);
+    if (!e) {
+        print_error("engine_new: %s\n", err);
+    }
+    assert_non_null(e);
+    struct collect *cs = calloc(N, sizeof *cs);
+    int64_t *ids = calloc(N, sizeof *ids);
+    assert_non_null(cs);
+    assert_non_null(ids);
+    uint32_t rng = 12345;
+    int32_t prompt[160];
+    int submitted = 0, steps = 0, aborted = 0;
+    while ((submitted < N || engine_has_work(e)) && steps < 20000) {
+        for (int k = 0; k < 8 && submitted < N; k++) {
+            rng = rng * 1664525u + 1013904223u;
+            int len = 1 + (int)((rng >> 8) % 120);
+            make_prompt(prompt, len, rng);
+            if (rng % 5 == 0 && len > 16) {
+                make_prompt(prompt, 16, 99); /* shared prefixes: prefix-cache hits */
+            }
+            engine_request r;
+            memset(&r, 0, sizeof r);
+            sampling_params_init(&r.sampling);
+            r.sampling.temperature = (rng >> 3) % 2 ? 0.8f : 0.0f;
+            r.sampling.seed = rng;
+            r.sampling.has_seed = 1;
+            r.prompt = prompt;
+            r.n_prompt = len;
+            r.max_tokens = 1 + (int)((rng >> 12) % 24);
+            r.on_output = on_out;
+            r.user = &cs[submitted];
+            ids[submitted] = engine_submit(e, &r, err, sizeof err);
+            assert_true(ids[submitted] > 0);
+            submitted++;
+        }
+        rng = rng * 1664525u + 1013904223u;
+        if (rng % 7 == 0 && submitted > 0) {
+            int victim = (int)((rng >> 8) % (uint32_t)submitted);
+            if (!cs[victim].finished) {
+                engine_abort(e, (uint64_t)ids[victim]);
+                aborted++;
+            }
+        }
+        assert_true(engine_step(e) >= 0);
+        steps++;
+    }
+    assert_false(engine_has_work(e));
+    int fin_stop = 0, fin_len = 0, fin_abort = 0;
+    for (int i = 0; i < N; i++) {
+        assert_true(cs[i].finished);
+        assert_int_equal(cs[i].callbacks_after_finish, 0);
+        fin_stop += cs[i].status == SCHED_FINISHED_STOPPED;
+        fin_len += cs[i].status == SCHED_FINISHED_LENGTH;
+        fin_abort += cs[i].status == SCHED_FINISHED_ABORTED;
+    }
+    assert_int_equal(fin_stop + fin_len + fin_abort, N);
+    assert_true(fin_abort > 0 && fin_abort <= aborted);
+    engine_stats st;
+    engine_get_stats(e, &st);
+    assert_int_equal(st.running, 0);
+    assert_int_equal(st.waiting, 0);
+    assert_true(st.kv_usage < 1e-9); /* every block is free again */
+    assert_true(st.preemptions > 0);
+    assert_true(st.prefix_hits > 0);
+    print_message("stress: %d steps, %d stop, %d length, %d aborted, %llu preemptions, %llu "
+                  "prefix-hit tokens\n",
+                  steps, fin_stop, fin_len, fin_abort, (unsigned long long)st.preemptions,
+                  (unsigned long long)st.prefix_hits);
+    engine_free(e);
+    free(cs);
+    free(ids);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_invariance),
+        cmocka_unit_test(test_finish_reasons),
+        cmocka_unit_test(test_limits_and_abort),
+        cmocka_unit_test(test_stress),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,670 @@
+/*
+ * Hugging Face directory loader: config.json (hyperparameters and architecture), every
+ * *.safetensors file of the directory (shards included), tensor names mapped onto the GGUF names
+ * model.h uses, tokenizer.json / tokenizer_config.json paths, the chat template and the BOS/EOS
+ * texts. Matrices stay in the mappings; 1-D F16/BF16 tensors (norms, biases) are converted to
+ * owned F32 copies so that model.h's "norms and biases are F32" holds for both formats.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "engine/model/model_internal.h"
+#include "lib/json.h"
+
+#define HF_MAX_JSON_BYTES (64u << 20) /* config.json, tokenizer_config.json */
+#define HF_MAX_SHARDS     4096
+
+static void herr(char *err, size_t errlen, const char *fmt, ...) TANDEM_PRINTF(3, 4);
+
+static void herr(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || errlen == 0) {
+        return;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    /* NOLINTNEXTLINE(clang-analyzer-valist.Uninitialized): clang 14 false positive */
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+/* HF per-layer suffix -> GGUF per-layer suffix. */
+static const struct {
+    const char *hf;
+    const char *gguf;
+} hf_layer_names[] = {
+    {"input_layernorm.weight", "attn_norm.weight"},
+    {"self_attn.q_proj.weight", "attn_q.weight"},
+    {"self_attn.k_proj.weight", "attn_k.weight"},
+    {"self_attn.v_proj.weight", "attn_v.weight"},
+    {"self_attn.q_proj.bias", "attn_q.bias"},
+    {"self_attn.k_proj.bias", "attn_k.bias"},
+    {"self_attn.v_proj.bias", "attn_v.bias"},
+    {"self_attn.o_proj.weight", "attn_output.weight"},
+    {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+    {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+    {"post_attention_layernorm.weight", "ffn_norm.weight"},
+    {"mlp.gate_proj.weight", "ffn_gate.weight"},
+    {"mlp.up_proj.weight", "ffn_up.weight"},
+    {"mlp.down_proj.weight", "ffn_down.weight"},
+};
+
+static const struct {
+    const char *hf;
+    const char *gguf;
+} hf_global_names[] = {
+    {"model.embed_tokens.weight", "token_embd.weight"},
+    {"model.norm.weight", "output_norm.weight"},
+    {"lm_head.weight", "output.weight"},
+};
+
+/* Parses "<prefix><digits>.<rest>", returning rest and the layer number, or NULL. */
+static const char *layer_split(const char *name, const char *prefix, int *layer)
+{
+    size_t pl = strlen(prefix);
+    if (strncmp(name, prefix, pl) != 0) {
+        return NULL;
+    }
+    const char *p = name + pl;
+    long v = 0;
+    int digits = 0;
+    while (*p >= '0' && *p <= '9' && digits < 6) {
+        v = v * 10 + (*p - '0');
+        p++;
+        digits++;
+    }
+    if (digits == 0 || *p != '.' || (digits > 1 && name[pl] == '0')) {
+        return NULL;
+    }
+    *layer = (int)v;
+    return p + 1;
+}
+
+/* GGUF name for an HF name into out; false when the name is not one we map. */
+static bool hf_to_gguf(const char *hf, char *out, size_t outlen)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(hf_global_names); i++) {
+        if (strcmp(hf, hf_global_names[i].hf) == 0) {
+            snprintf(out, outlen, "%s", hf_global_names[i].gguf);
+            return true;
+        }
+    }
+    int layer;
+    const char *rest = layer_split(hf, "model.layers.", &layer);
+    if (!rest) {
+        return false;
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(hf_layer_names); i++) {
+        if (strcmp(rest, hf_layer_names[i].hf) == 0) {
+            snprintf(out, outlen, "blk.%d.%s", layer, hf_layer_names[i].gguf);
+            return true;
+        }
+    }
+    return false;
+}
+
+void model__hf_name(const char *gguf_name, char *out, size_t outlen)
+{
+    out[0] = '\0';
+    for (size_t i = 0; i < ARRAY_SIZE(hf_global_names); i++) {
+        if (strcmp(gguf_name, hf_global_names[i].gguf) == 0) {
+            snprintf(out, outlen, "%s", hf_global_names[i].hf);
+            return;
+        }
+    }
+    int layer;
+    const char *rest = layer_split(gguf_name, "blk.", &layer);
+    if (!rest) {
+        return;
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(hf_layer_names); i++) {
+        if (strcmp(rest, hf_layer_names[i].gguf) == 0) {
+            snprintf(out, outlen, "model.layers.%d.%s", layer, hf_layer_names[i].hf);
+            return;
+        }
+    }
+}
+
+/* Reads a whole (bounded) file. -ENOENT when it does not exist. */
+static int read_small_file(const char *path, char **out, size_t *len, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        int rc = errno ? -errno : -EIO;
+        herr(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return rc;
+    }
+    struct buf b;
+    buf_init(&b, HF_MAX_JSON_BYTES);
+    char chunk[8192];
+    size_t n;
+    int rc = 0;
+    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
+        rc = buf_append(&b, chunk, n);
+        if (rc != 0) {
+            herr(err, errlen, "%s: larger than %u bytes", path, HF_MAX_JSON_BYTES);
+            break;
+        }
+    }
+    if (rc == 0 && ferror(f)) {
+        herr(err, errlen, "%s: read error", path);
+        rc = -EIO;
+    }
+    fclose(f);
+    if (rc != 0) {
+        buf_free(&b);
+        return rc;
+    }
+    *len = b.len;
+    *out = b.data ? buf_detach(&b, len) : strdup("");
+    return *out ? 0 : -ENOMEM;
+}
+
+/* Parses the JSON file path (which must be an object). */
+static int read_json(const char *path, struct json_object **out, char *err, size_t errlen)
+{
+    char *text = NULL;
+    size_t len = 0;
+    int rc = read_small_file(path, &text, &len, err, errlen);
+    if (rc != 0) {
+        return rc;
+    }
+    char jerr[256];
+    struct json_object *o = json_parse(text, len, jerr, sizeof(jerr));
+    free(text);
+    if (!o || !json_object_is_type(o, json_type_object)) {
+        herr(err, errlen, "%s: %s", path, o ? "expected a JSON object" : jerr);
+        json_object_put(o);
+        return -EINVAL;
+    }
+    *out = o;
+    return 0;
+}
+
+static char *path_join(const char *dir, const char *name)
+{
+    size_t dl = strlen(dir);
+    bool slash = dl > 0 && dir[dl - 1] == '/';
+    char *p = malloc(dl + strlen(name) + 2);
+    if (p) {
+        sprintf(p, "%s%s%s", dir, slash ? "" : "/", name);
+    }
+    return p;
+}
+
+static int hf_arch(const char *label, struct json_object *cfg, model_arch *arch, char *err,
+                   size_t errlen)
+{
+    static const struct {
+        const char *name;
+        model_arch arch;
+    } archs[] = {
+        {"LlamaForCausalLM", MODEL_ARCH_LLAMA},
+        {"MistralForCausalLM", MODEL_ARCH_LLAMA},
+        {"Qwen2ForCausalLM", MODEL_ARCH_QWEN2},
+        {"Qwen3ForCausalLM", MODEL_ARCH_QWEN3},
+        {"llama", MODEL_ARCH_LLAMA},
+        {"mistral", MODEL_ARCH_LLAMA},
+        {"qwen2", MODEL_ARCH_QWEN2},
+        {"qwen3", MODEL_ARCH_QWEN3},
+    };
+    char e[256];
+    struct json_object *list;
+    const char *name = NULL;
+    if (json_opt_array(cfg, "architectures", NULL, &list, e, sizeof(e)) != 0) {
+        herr(err, errlen, "%s: %s", label, e);
+        return -EINVAL;
+    }
+    if (list && json_object_array_length(list) > 0) {
+        if (json_get_string(list, "[0]", &name, e, sizeof(e)) != 0) {
+            herr(err, errlen, "%s: architectures%s", label, e);
+            return -EINVAL;
+        }
+    } else if (json_get_string(cfg, "model_type", &name, e, sizeof(e)) != 0) {
+        herr(err, errlen, "%s: %s", label, e);
+        return -EINVAL;
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(archs); i++) {
+        if (strcmp(name, archs[i].name) == 0) {
+            *arch = archs[i].arch;
+            return 0;
+        }
+    }
+    herr(err, errlen,
+         "%s: architecture '%.64s' is not supported (supported: LlamaForCausalLM, "
+         "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)",
+         label, name);
+    return -EINVAL;
+}
+
+static int hf_config(model *m, const char *label, struct json_object *cfg, char *err, size_t errlen)
+{
+    char e[256];
+    model_config *c = &m->cfg;
+    int rc = hf_arch(label, cfg, &c->arch, err, errlen);
+    if (rc != 0) {
+        return rc;
+    }
+    c->rope_neox = true;
+    double theta, eps;
+    int tie, attn_bias, mlp_bias;
+    const char *act;
+    rc = json_get_int(cfg, "hidden_size", &c->n_embd, e, sizeof(e));
+    rc = rc ? rc : json_get_int(cfg, "num_hidden_layers", &c->n_layer, e, sizeof(e));
+    rc = rc ? rc : json_get_int(cfg, "num_attention_heads", &c->n_head, e, sizeof(e));
+    rc = rc ? rc : json_get_int(cfg, "intermediate_size", &c->n_ff, e, sizeof(e));
+    rc = rc ? rc : json_get_int(cfg, "vocab_size", &c->n_vocab, e, sizeof(e));
+    rc = rc ? rc : json_get_int(cfg, "max_position_embeddings", &c->n_ctx_train, e, sizeof(e));
+    if (rc == 0 && c->n_head < 1) {
+        snprintf(e, sizeof(e), "num_attention_heads: must be > 0");
+        rc = -EINVAL;
+    }
+    rc = rc ? rc : json_opt_int(cfg, "num_key_value_heads", c->n_head, &c->n_head_kv, e, sizeof(e));
+    rc = rc ? rc
+            : json_opt_int(cfg, "head_dim", c->n_head > 0 ? c->n_embd / c->n_head : 0, &c->head_dim,
+                           e, sizeof(e));
+    rc = rc ? rc : json_opt_double(cfg, "rope_theta", 10000.0, &theta, e, sizeof(e));
+    rc = rc ? rc : json_opt_double(cfg, "rms_norm_eps", 1e-6, &eps, e, sizeof(e));
+    rc = rc ? rc : json_opt_bool(cfg, "tie_word_embeddings", 0, &tie, e, sizeof(e));
+    rc = rc ? rc : json_opt_bool(cfg, "attention_bias", 0, &attn_bias, e, sizeof(e));
+    rc = rc ? rc : json_opt_bool(cfg, "mlp_bias", 0, &mlp_bias, e, sizeof(e));
+    rc = rc ? rc : json_opt_string(cfg, "hidden_act", "silu", &act, e, sizeof(e));
+    if (rc != 0) {
+        herr(err, errlen, "%s: %s", label, e);
+        return -EINVAL;
+    }
+    if (strcmp(act, "silu") != 0) {
+        herr(err, errlen, "%s: hidden_act '%.32s' is not supported (only silu)", label, act);
+        return -EINVAL;
+    }
+    if (c->arch == MODEL_ARCH_LLAMA && (attn_bias || mlp_bias)) {
+        herr(err, errlen, "%s: %s is true, which is not supported for llama", label,
+             attn_bias ? "attention_bias" : "mlp_bias");
+        return -EINVAL;
+    }
+    struct json_object *scaling;
+    if (json_opt_object(cfg, "rope_scaling", NULL, &scaling, e, sizeof(e)) != 0) {
+        herr(err, errlen, "%s: %s", label, e);
+        return -EINVAL;
+    }
+    if (scaling) {
+        const char *type = NULL;
+        if (json_opt_string(scaling, "rope_type", NULL, &type, e, sizeof(e)) != 0 ||
+            (!type && json_opt_string(scaling, "type", NULL, &type, e, sizeof(e)) != 0)) {
+            herr(err, errlen, "%s: rope_scaling.%s", label, e);
+            return -EINVAL;
+        }
+        if (!type || strcmp(type, "default") != 0) {
+            herr(err, errlen,
+                 "%s: rope_scaling type '%.32s' is not supported (only null or 'default')", label,
+                 type ? type : "(none)");
+            return -EINVAL;
+        }
+    }
+    int sliding = 0;
+    if (json_opt_bool(cfg, "use_sliding_window", 0, &sliding, e, sizeof(e)) != 0 || sliding) {
+        herr(err, errlen, "%s: %s", label,
+             sliding ? "use_sliding_window: sliding-window attention is not supported" : e);
+        return -EINVAL;
+    }
+    if (c->n_vocab < 1) {
+        herr(err, errlen, "%s: vocab_size: must be > 0", label);
+        return -EINVAL;
+    }
+    if (c->n_head > 0 && c->n_embd % c->n_head != 0 && !json_get(cfg, "head_dim")) {
+        herr(err, errlen, "%s: hidden_size %d is not a multiple of num_attention_heads %d", label,
+             c->n_embd, c->n_head);
+        return -EINVAL;
+    }
+    c->rope_base = (float)theta;
+    c->rms_eps = (float)eps;
+    c->n_rot = c->head_dim;
+    c->tied_output = tie != 0;
+    return model__check_config(m, label, err, errlen);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Sorted *.safetensors names of dir (caller frees each and the array). */
+static int list_shards(const char *dir, char ***out, size_t *n_out, char *err, size_t errlen)
+{
+    DIR *d = opendir(dir);
+    if (!d) {
+        int rc = errno ? -errno : -EIO;
+        herr(err, errlen, "%s: cannot open directory: %s", dir, strerror(-rc));
+        return rc;
+    }
+    char **names = NULL;
+    size_t n = 0;
+    int rc = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        size_t len = strlen(de->d_name);
+        if (de->d_name[0] == '.' || len <= 12 ||
+            strcmp(de->d_name + len - 12, ".safetensors") != 0) {
+            continue;
+        }
+        if (n == HF_MAX_SHARDS) {
+            herr(err, errlen, "%s: more than %d *.safetensors files", dir, HF_MAX_SHARDS);
+            rc = -EINVAL;
+            break;
+        }
+        char **v = realloc(names, (n + 1) * sizeof(*v));
+        if (v) {
+            names = v;
+        }
+        char *s = v ? strdup(de->d_name) : NULL;
+        if (!s) {
+            herr(err, errlen, "%s: out of memory", dir);
+            rc = -ENOMEM;
+            break;
+        }
+        names[n++] = s;
+    }
+    closedir(d);
+    if (rc == 0 && n == 0) {
+        herr(err, errlen, "%s: no *.safetensors files in the directory", dir);
+        rc = -ENOENT;
+    }
+    if (rc != 0) {
+        for (size_t i = 0; i < n; i++) {
+            free(names[i]);
+        }
+        free(names);
+        return rc;
+    }
+    qsort(names, n, sizeof(*names), cmp_str);
+    *out = names;
+    *n_out = n;
+    return 0;
+}
+
+static float f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu, bits;
+    if (exp == 0x1f) {
+        bits = sign | 0x7f800000u | (mant << 13);
+    } else if (exp != 0) {
+        bits = sign | ((exp + 112u) << 23) | (mant << 13);
+    } else if (mant == 0) {
+        bits = sign;
+    } else {
+        int e = -1;
+        do {
+            e++;
+            mant <<= 1;
+        } while ((mant & 0x400u) == 0);
+        bits = sign | ((uint32_t)(112 - e) << 23) | ((mant & 0x3ffu) << 13);
+    }
+    float f;
+    memcpy(&f, &bits, sizeof(f));
+    return f;
+}
+
+/* Converts a 1-D F16/BF16 tensor to an owned F32 copy in place of t's data. */
+static int to_f32(model *m, model_tensor *t)
+{
+    size_t n = (size_t)t->ne[0];
+    float *dst = model__alloc(m, n * sizeof(float));
+    if (!dst) {
+        return -ENOMEM;
+    }
+    const uint8_t *src = t->data;
+    for (size_t i = 0; i < n; i++) {
+        uint16_t h;
+        memcpy(&h, src + 2 * i, 2);
+        if (t->type == TD_BF16) {
+            uint32_t bits = (uint32_t)h << 16;
+            memcpy(&dst[i], &bits, sizeof(float));
+        } else {
+            dst[i] = f16_to_f32(h);
+        }
+    }
+    t->type = TD_F32;
+    t->data = dst;
+    t->nbytes = n * sizeof(float);
+    return 0;
+}
+
+/* qsort_r comparator of indexes into the model_tensor array arg, by name. */
+static int cmp_tensor_name(const void *a, const void *b, void *arg)
+{
+    const model_tensor *t = arg;
+    return strcmp(t[*(const size_t *)a].name, t[*(const size_t *)b].name);
+}
+
+/* Opens every shard and fills m->tensors with GGUF-named views. */
+static int hf_tensors(model *m, char *err, size_t errlen)
+{
+    model_priv *priv = m->priv;
+    char **names = NULL;
+    size_t n_names = 0;
+    int rc = list_shards(m->path, &names, &n_names, err, errlen);
+    if (rc != 0) {
+        return rc;
+    }
+    priv->st = calloc(n_names ? n_names : 1, sizeof(void *)); /* safetensors_file *[] */
+    if (!priv->st) {
+        herr(err, errlen, "%s: out of memory", m->path);
+        rc = -ENOMEM;
+        goto out_names;
+    }
+    size_t total = 0;
+    for (size_t i = 0; i < n_names; i++) {
+        char *p = path_join(m->path, names[i]);
+        if (!p) {
+            rc = -ENOMEM;
+            goto out_names;
+        }
+        priv->st[i] = safetensors_open(p, err, errlen);
+        free(p);
+        if (!priv->st[i]) {
+            rc = -EINVAL;
+            goto out_names;
+        }
+        priv->n_st++;
+        total += priv->st[i]->n_tensors;
+    }
+    m->tensors = calloc(total ? total : 1, sizeof(*m->tensors));
+    if (!m->tensors) {
+        rc = -ENOMEM;
+        goto out_names;
+    }
+    for (size_t i = 0; i < priv->n_st; i++) {
+        const safetensors_file *f = priv->st[i];
+        TANDEM_ASSERT(f != NULL);
+        for (size_t j = 0; j < f->n_tensors; j++) {
+            const safetensors_tensor *st = &f->tensors[j];
+            model_tensor *t = &m->tensors[m->n_tensors++];
+            char gname[160];
+            const char *name = hf_to_gguf(st->name, gname, sizeof(gname)) ? gname : st->name;
+            t->name = model__strndup(m, name, strlen(name));
+            if (!t->name) {
+                rc = -ENOMEM;
+                goto out_names;
+            }
+            t->type = st->type;
+            t->n_dims = st->n_dims > 0 ? st->n_dims : 1;
+            for (int d = 0; d < 4; d++) {
+                t->ne[d] = d < st->n_dims ? st->shape[st->n_dims - 1 - d] : 1;
+            }
+            t->data = st->data;
+            t->nbytes = st->nbytes;
+            if (t->n_dims == 1 && t->type != TD_F32) {
+                rc = to_f32(m, t);
+                if (rc != 0) {
+                    goto out_names;
+                }
+            }
+        }
+    }
+    size_t *sorted = calloc(m->n_tensors ? m->n_tensors : 1, sizeof(*sorted));
+    if (!sorted) {
+        rc = -ENOMEM;
+        goto out_names;
+    }
+    for (size_t i = 0; i < m->n_tensors; i++) {
+        sorted[i] = i;
+    }
+    qsort_r(sorted, m->n_tensors, sizeof(*sorted), cmp_tensor_name, m->tensors);
+    for (size_t i = 1; i < m->n_tensors; i++) {
+        const char *name = m->tensors[sorted[i]].name;
+        if (strcmp(name, m->tensors[sorted[i - 1]].name) == 0) {
+            herr(err, errlen, "%s: tensor '%s' appears more than once in the *.safetensors files",
+                 m->path, name);
+            rc = -EINVAL;
+            break;
+        }
+    }
+    free(sorted);
+out_names:
+    if (rc == -ENOMEM) {
+        herr(err, errlen, "%s: out of memory", m->path);
+    }
+    for (size_t i = 0; i < n_names; i++) {
+        free(names[i]);
+    }
+    free(names);
+    return rc;
+}
+
+/* A special token entry of tokenizer_config.json: a string, {"content": ...} or null. */
+static int token_text(const char *label, struct json_object *tc, const char *key, char **out,
+                      char *err, size_t errlen)
+{
+    struct json_object *v = json_get(tc, key);
+    *out = NULL;
+    if (!v) {
+        return 0;
+    }
+    const char *s = NULL;
+    char e[256];
+    if (json_object_is_type(v, json_type_string)) {
+        s = json_object_get_string(v);
+    } else if (json_object_is_type(v, json_type_object)) {
+        if (json_get_string(v, "content", &s, e, sizeof(e)) != 0) {
+            herr(err, errlen, "%s: %s.%s", label, key, e);
+            return -EINVAL;
+        }
+    } else {
+        herr(err, errlen, "%s: %s: expected string or object, got %s", label, key,
+             json_type_label(v));
+        return -EINVAL;
+    }
+    *out = strdup(s);
+    return *out ? 0 : -ENOMEM;
+}
+
+static int chat_template(const char *label, struct json_object *tc, char **out, char *err,
+                         size_t errlen)
+{
+    struct json_object *v = json_get(tc, "chat_template");
+    *out = NULL;
+    if (!v) {
+        return 0;
+    }
+    char e[256];
+    const char *s = NULL;
+    if (json_object_is_type(v, json_type_string)) {
+        s = json_object_get_string(v);
+    } else if (json_object_is_type(v, json_type_array)) {
+        size_t n = json_object_array_length(v);
+        for (size_t i = 0; i < n; i++) {
+            char path[48];
+            const char *name, *tmpl;
+            snprintf(path, sizeof(path), "[%zu].name", i);
+            if (json_get_string(v, path, &name, e, sizeof(e)) != 0) {
+                herr(err, errlen, "%s: chat_template%s", label, e);
+                return -EINVAL;
+            }
+            snprintf(path, sizeof(path), "[%zu].template", i);
+            if (json_get_string(v, path, &tmpl, e, sizeof(e)) != 0) {
+                herr(err, errlen, "%s: chat_template%s", label, e);
+                return -EINVAL;
+            }
+            if (strcmp(name, "default") == 0) {
+                s = tmpl;
+            }
+        }
+        if (!s) {
+            return 0;
+        }
+    } else {
+        herr(err, errlen, "%s: chat_template: expected string or array, got %s", label,
+             json_type_label(v));
+        return -EINVAL;
+    }
+    *out = strdup(s);
+    return *out ? 0 : -ENOMEM;
+}
+
+/* tokenizer.json (required), tokenizer_config.json (optional): paths, template, BOS/EOS. */
+static int hf_tokenizer(model *m, char *err, size_t errlen)
+{
+    m->hf_tokenizer_json = path_join(m->path, "tokenizer.json");
+    char *tc_path = path_join(m->path, "tokenizer_config.json");
+    char *jinja_path = path_join(m->path, "chat_template.jinja");
+    int rc = 0;
+    struct stat st;
+    struct json_object *tc = NULL;
+    if (!m->hf_tokenizer_json || !tc_path || !jinja_path) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    if (stat(m->hf_tokenizer_json, &st) != 0 || !S_ISREG(st.st_mode)) {
+        herr(err, errlen, "%s: missing tokenizer.json", m->path);
+        rc = -ENOENT;
+        goto out;
+    }
+    if (stat(tc_path, &st) == 0) {
+        rc = read_json(tc_path, &tc, err, errlen);
+        rc = rc ? rc : chat_template(tc_path, tc, &m->chat_template, err, errlen);
+        rc = rc ? rc : token_text(tc_path, tc, "bos_token", &m->bos_token, err, errlen);
+        rc = rc ? rc : token_text(tc_path, tc, "eos_token", &m->eos_token, err, errlen);
+        if (rc != 0) {
+            goto out;
+        }
+        m->hf_tokenizer_config = tc_path;
+        tc_path = NULL;
+    }
+    if (!m->chat_template && stat(jinja_path, &st) == 0) {
+        size_t len;
+        rc = read_small_file(jinja_path, &m->chat_template, &len, err, errlen);
+    }
+out:
+    if (rc == -ENOMEM) {
+        herr(err, errlen, "%s: out of memory", m->path);
+    }
+    json_object_put(tc);
+    free(tc_path);
+    free(jinja_path);
+    return rc;
+}
+
+int model__load_hf(model *m, char *err, size_t errlen)
+{
+    m->format = MODEL_FORMAT_HF;
+    char *cfg_path = path_join(m->path, "config.json");
+    if (!cfg_path) {
+        return -ENOMEM;
+    }
+    struct json_object *cfg = NULL;
+    int rc = read_json(cfg_path, &cfg, err, errlen);
+    if (rc == 0) {
+        rc = hf_config(m, cfg_path, cfg, err, errlen);
+    }
+    json_object_put(cfg);
+    free(cfg_path);
+    rc = rc ? rc : hf_tensors(m, err, errlen);
+    rc = rc ? rc : hf_tokenizer(m, err, errlen);
+    return rc;
+}

@@ -1,0 +1,139 @@
+/*
+ * A loaded model: hyperparameters, weight tensors (memory-mapped from a GGUF file or from
+ * Hugging Face *.safetensors files, never copied unless a conversion is needed), the tokenizer's
+ * source data and the chat template. Everything the forward pass and the tokenizer need, and
+ * nothing about how they compute.
+ *
+ * Weight layout follows ggml/GGUF: ne[0] is the innermost (contiguous) dimension, so a linear
+ * layer W with `out` outputs and `in` inputs has ne = {in, out} and row r (output r) is the
+ * td_row_bytes(type, in) bytes at data + r * row_bytes. Safetensors [out, in] tensors map onto
+ * the same convention unchanged.
+ *
+ * RoPE: `rope_neox` false means ggml NORM mode (rotate adjacent pairs x[2i], x[2i+1]: GGUF
+ * `llama`, whose converter permuted Q/K); true means NeoX mode (pairs x[i], x[i + n_rot/2]:
+ * qwen2, qwen3, and Hugging Face llama checkpoints, which are not permuted).
+ *
+ * Thread-safety: a model is immutable after model_load and may be shared by threads.
+ */
+#ifndef TANDEM_ENGINE_MODEL_H
+#define TANDEM_ENGINE_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/dtype.h"
+
+typedef enum model_arch {
+    MODEL_ARCH_LLAMA, /* Llama 2/3, Mistral, TinyLlama */
+    MODEL_ARCH_QWEN2, /* q/k/v bias, NeoX RoPE */
+    MODEL_ARCH_QWEN3, /* per-head q/k RMSNorm, NeoX RoPE, explicit head_dim */
+} model_arch;
+
+typedef enum model_format {
+    MODEL_FORMAT_GGUF,
+    MODEL_FORMAT_HF, /* directory with config.json, *.safetensors, tokenizer.json */
+} model_format;
+
+typedef struct model_tensor {
+    const char *name; /* GGUF name ("blk.0.attn_q.weight"), also for HF files */
+    tdtype type;
+    int n_dims;
+    int64_t ne[4];    /* ne[0] innermost; unused dims are 1 */
+    const void *data; /* mapped or owned; aligned to at least 32 bytes for GGUF */
+    size_t nbytes;
+} model_tensor;
+
+typedef struct model_config {
+    model_arch arch;
+    int n_layer;
+    int n_embd;      /* hidden size */
+    int n_head;      /* query heads */
+    int n_head_kv;   /* key/value heads (== n_head without GQA) */
+    int head_dim;    /* per-head size; n_embd / n_head unless the model says otherwise */
+    int n_rot;       /* rotated dims per head (== head_dim for all supported models) */
+    int n_ff;        /* feed-forward hidden size */
+    int n_vocab;     /* rows of the embedding and output matrices */
+    int n_ctx_train; /* context length the model was trained with */
+    float rope_base; /* rope_theta / rope.freq_base */
+    float rms_eps;
+    bool rope_neox;   /* see the file comment */
+    bool tied_output; /* output matrix is the token embedding */
+} model_config;
+
+typedef struct model_layer {
+    const model_tensor *attn_norm;       /* [n_embd] */
+    const model_tensor *wq, *wk, *wv;    /* {n_embd, n_head*hd}, {n_embd, n_head_kv*hd} */
+    const model_tensor *bq, *bk, *bv;    /* qwen2 biases, else NULL */
+    const model_tensor *q_norm, *k_norm; /* qwen3 [head_dim], else NULL */
+    const model_tensor *wo;              /* {n_head*hd, n_embd} */
+    const model_tensor *ffn_norm;        /* [n_embd] */
+    const model_tensor *w_gate, *w_up;   /* {n_embd, n_ff} */
+    const model_tensor *w_down;          /* {n_ff, n_embd} */
+} model_layer;
+
+/* A string with an explicit length (GGUF strings are not NUL-terminated and may hold any byte). */
+typedef struct model_str {
+    const char *s;
+    uint32_t len;
+} model_str;
+
+/*
+ * Tokenizer data found in a GGUF file (tokenizer.ggml.*), borrowed from the mapping. For HF
+ * directories the loader sets `hf_tokenizer_json` instead and leaves this zeroed.
+ */
+typedef struct model_gguf_vocab {
+    const char
+        *model;      /* tokenizer.ggml.model: "llama" (SPM) or "gpt2" (BPE), NUL-terminated copy */
+    const char *pre; /* tokenizer.ggml.pre or NULL, NUL-terminated copy */
+    size_t n_tokens;
+    const model_str *tokens;    /* [n_tokens] */
+    const float *scores;        /* [n_tokens] or NULL */
+    const int32_t *token_types; /* [n_tokens] or NULL: 1 normal 2 unknown 3 control 4 user-defined 5
+                                   unused 6 byte */
+    size_t n_merges;
+    const model_str *merges;                        /* [n_merges] "a b", or NULL */
+    int32_t bos_id, eos_id, unk_id, pad_id, eot_id; /* -1 when absent */
+    int add_bos, add_eos; /* -1 when absent (tokenizer default), else 0/1 */
+    int add_space_prefix; /* -1 when absent */
+} model_gguf_vocab;
+
+typedef struct model {
+    model_format format;
+    model_config cfg;
+    char *path;                   /* as given to model_load */
+    char *name;                   /* general.name, or the file/directory base name */
+    const model_tensor *tok_embd; /* {n_embd, n_vocab} */
+    const model_tensor *output_norm;
+    const model_tensor *output; /* == tok_embd when cfg.tied_output */
+    model_layer *layers;        /* [n_layer] */
+    size_t n_tensors;
+    model_tensor *tensors;       /* every tensor of the file(s) */
+    size_t n_params;             /* elements over all tensors */
+    size_t weight_bytes;         /* bytes of all tensor data */
+    model_gguf_vocab vocab;      /* GGUF only */
+    char *hf_tokenizer_json;     /* HF only: path of tokenizer.json */
+    char *hf_tokenizer_config;   /* HF only: path of tokenizer_config.json, or NULL */
+    char *chat_template;         /* tokenizer.chat_template / tokenizer_config.json, or NULL */
+    char *bos_token, *eos_token; /* token texts for templates, or NULL */
+    void *priv;                  /* loader state (mappings, owned buffers) */
+} model;
+
+/*
+ * Loads a GGUF file or a Hugging Face directory (decided by what `path` is). Validates the
+ * architecture, every required tensor's presence, type and shape against the hyperparameters,
+ * and that every tensor lies inside the file. On failure returns NULL and writes a message naming
+ * the file and the offending key, tensor or field into err (errlen bytes).
+ */
+model *model_load(const char *path, char *err, size_t errlen);
+
+/* Releases the model and its mappings. NULL is a no-op. */
+void model_free(model *m);
+
+/* Tensor by exact name, or NULL. */
+const model_tensor *model_find_tensor(const model *m, const char *name);
+
+/* "llama", "qwen2", "qwen3". */
+const char *model_arch_name(model_arch a);
+
+#endif

@@ -1,0 +1,555 @@
+/* Unit tests for model_load on GGUF files written with gguf_writer: every architecture, tied and
+ * untied output, all five tensor types, GQA, the tokenizer section, and the validation errors
+ * (missing tensor, shape mismatch, unsupported type, unknown architecture, bad metadata). */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "engine/model/gguf_writer.h"
+#include "engine/model/model.h"
+
+typedef struct spec {
+    const char *arch;
+    int n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff, n_vocab;
+    bool write_head_dim; /* write <arch>.attention.key_length */
+    tdtype wtype;        /* matrices */
+    bool tied;
+    const char *skip;      /* tensor left out */
+    const char *bad_shape; /* tensor written with one extra row */
+    const char *f16_norm;  /* 1-D tensor written as F16 */
+    bool vocab;            /* write tokenizer.ggml.* */
+    int n_tokens;          /* tokens written (0: n_vocab) */
+    const char *extra_key; /* u32 key added with value 1 (to break things) */
+    const char *str_key;   /* string key set to "x" */
+    uint32_t alignment;    /* writer alignment (0: 32) */
+} spec;
+
+static spec base_spec(const char *arch)
+{
+    spec s = {.arch = arch,
+              .n_layer = 2,
+              .n_embd = 64,
+              .n_head = 4,
+              .n_head_kv = 2,
+              .head_dim = 16,
+              .n_ff = 96,
+              .n_vocab = 40,
+              .wtype = TD_F32,
+              .vocab = true};
+    return s;
+}
+
+static char *tmp_path(const char *name)
+{
+    static char path[256];
+    snprintf(path, sizeof(path), "/tmp/tandem_model_gguf_%d_%s", (int)getpid(), name);
+    return path;
+}
+
+/* Adds a tensor of the given shape filled with bytes derived from its name. */
+static void add(gguf_writer *w, const spec *s, const char *name, tdtype type, int64_t ne0,
+                int64_t ne1)
+{
+    if (s->skip && strcmp(s->skip, name) == 0) {
+        return;
+    }
+    if (s->bad_shape && strcmp(s->bad_shape, name) == 0) {
+        ne1 = ne1 ? ne1 + 1 : 0;
+        ne0 = ne1 ? ne0 : ne0 + 1;
+    }
+    if (s->f16_norm && strcmp(s->f16_norm, name) == 0) {
+        type = TD_F16;
+    }
+    int64_t ne[2] = {ne0, ne1};
+    int n_dims = ne1 ? 2 : 1;
+    size_t nbytes = td_row_bytes(type, ne0) * (size_t)(ne1 ? ne1 : 1);
+    uint8_t *data = malloc(nbytes ? nbytes : 1);
+    assert_non_null(data);
+    size_t h = strlen(name);
+    for (size_t i = 0; i < nbytes; i++) {
+        data[i] = (uint8_t)(i * 31 + h * 7 + (uint8_t)name[h - 1]);
+    }
+    if (type == TD_F32) { /* keep F32 data finite and recognisable: element i = i */
+        for (size_t i = 0; i < nbytes / 4; i++) {
+            float f = (float)i;
+            memcpy(data + 4 * i, &f, 4);
+        }
+    }
+    int rc = gguf_writer_add_tensor(w, name, type, n_dims, ne, data, nbytes);
+    if (rc != 0) {
+        fail_msg("add_tensor %s: %d", name, rc);
+    }
+    free(data);
+}
+
+static void set_hp(gguf_writer *w, const spec *s, const char *key, uint32_t v)
+{
+    char full[128];
+    snprintf(full, sizeof(full), "%s.%s", s->arch, key);
+    assert_int_equal(gguf_writer_set_u32(w, full, v), 0);
+}
+
+/* Writes the model described by s to path. */
+static void write_model(const spec *s, const char *path)
+{
+    gguf_writer *w = gguf_writer_new(s->alignment);
+    assert_non_null(w);
+    assert_int_equal(gguf_writer_set_str(w, "general.architecture", s->arch), 0);
+    assert_int_equal(gguf_writer_set_str(w, "general.name", "tiny test"), 0);
+    set_hp(w, s, "context_length", 256);
+    set_hp(w, s, "embedding_length", (uint32_t)s->n_embd);
+    set_hp(w, s, "block_count", (uint32_t)s->n_layer);
+    set_hp(w, s, "feed_forward_length", (uint32_t)s->n_ff);
+    set_hp(w, s, "attention.head_count", (uint32_t)s->n_head);
+    set_hp(w, s, "attention.head_count_kv", (uint32_t)s->n_head_kv);
+    if (s->write_head_dim) {
+        set_hp(w, s, "attention.key_length", (uint32_t)s->head_dim);
+    }
+    char key[128];
+    snprintf(key, sizeof(key), "%s.attention.layer_norm_rms_epsilon", s->arch);
+    assert_int_equal(gguf_writer_set_f32(w, key, 1e-5f), 0);
+    snprintf(key, sizeof(key), "%s.rope.freq_base", s->arch);
+    assert_int_equal(gguf_writer_set_f32(w, key, 500000.0f), 0);
+    if (s->extra_key) {
+        assert_int_equal(gguf_writer_set_u32(w, s->extra_key, 1), 0);
+    }
+    if (s->str_key) {
+        assert_int_equal(gguf_writer_set_str(w, s->str_key, "x"), 0);
+    }
+    if (s->vocab) {
+        int n = s->n_tokens ? s->n_tokens : s->n_vocab;
+        char **toks = calloc((size_t)n, sizeof(*toks));
+        float *scores = calloc((size_t)n, sizeof(*scores));
+        int32_t *types = calloc((size_t)n, sizeof(*types));
+        assert_true(toks && scores && types);
+        for (int i = 0; i < n; i++) {
+            toks[i] = malloc(16);
+            assert_non_null(toks[i]);
+            snprintf(toks[i], 16, i == 1 ? "<s>" : i == 2 ? "</s>" : "tok%d", i);
+            scores[i] = -(float)i;
+            types[i] = i < 3 ? 3 : 1;
+        }
+        assert_int_equal(gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2"), 0);
+        assert_int_equal(gguf_writer_set_str(w, "tokenizer.ggml.pre", "qwen2"), 0);
+        assert_int_equal(gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens",
+                                                 (const char *const *)toks, NULL, (size_t)n),
+                         0);
+        assert_int_equal(gguf_writer_set_arr_f32(w, "tokenizer.ggml.scores", scores, (size_t)n), 0);
+        assert_int_equal(gguf_writer_set_arr_i32(w, "tokenizer.ggml.token_type", types, (size_t)n),
+                         0);
+        const char *merges[] = {"t o", "to k"};
+        assert_int_equal(gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", merges, NULL, 2), 0);
+        assert_int_equal(gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1), 0);
+        assert_int_equal(gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 2), 0);
+        assert_int_equal(gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", false), 0);
+        assert_int_equal(gguf_writer_set_str(w, "tokenizer.chat_template", "{{ x }}"), 0);
+        for (int i = 0; i < n; i++) {
+            free(toks[i]);
+        }
+        free(toks);
+        free(scores);
+        free(types);
+    }
+    int64_t qd = (int64_t)s->n_head * s->head_dim, kvd = (int64_t)s->n_head_kv * s->head_dim;
+    add(w, s, "token_embd.weight", s->wtype, s->n_embd, s->n_vocab);
+    add(w, s, "output_norm.weight", TD_F32, s->n_embd, 0);
+    if (!s->tied) {
+        add(w, s, "output.weight", s->wtype, s->n_embd, s->n_vocab);
+    }
+    for (int l = 0; l < s->n_layer; l++) {
+        char name[64];
+#define ADD(suffix, type, a, b)                                                                    \
+    do {                                                                                           \
+        snprintf(name, sizeof(name), "blk.%d.%s", l, suffix);                                      \
+        add(w, s, name, type, a, b);                                                               \
+    } while (0)
+        ADD("attn_norm.weight", TD_F32, s->n_embd, 0);
+        ADD("attn_q.weight", s->wtype, s->n_embd, qd);
+        ADD("attn_k.weight", s->wtype, s->n_embd, kvd);
+        ADD("attn_v.weight", s->wtype, s->n_embd, kvd);
+        if (strcmp(s->arch, "qwen2") == 0) {
+            ADD("attn_q.bias", TD_F32, qd, 0);
+            ADD("attn_k.bias", TD_F32, kvd, 0);
+            ADD("attn_v.bias", TD_F32, kvd, 0);
+        }
+        if (strcmp(s->arch, "qwen3") == 0) {
+            ADD("attn_q_norm.weight", TD_F32, s->head_dim, 0);
+            ADD("attn_k_norm.weight", TD_F32, s->head_dim, 0);
+        }
+        ADD("attn_output.weight", s->wtype, qd, s->n_embd);
+        ADD("ffn_norm.weight", TD_F32, s->n_embd, 0);
+        ADD("ffn_gate.weight", s->wtype, s->n_embd, s->n_ff);
+        ADD("ffn_up.weight", s->wtype, s->n_embd, s->n_ff);
+        ADD("ffn_down.weight", s->wtype, s->n_ff, s->n_embd);
+#undef ADD
+    }
+    char err[256];
+    int rc = gguf_writer_write_file(w, path, err, sizeof(err));
+    if (rc != 0) {
+        fail_msg("write: %s", err);
+    }
+    gguf_writer_free(w);
+}
+
+static model *load_ok(const spec *s)
+{
+    const char *path = tmp_path("m.gguf");
+    write_model(s, path);
+    char err[512];
+    model *m = model_load(path, err, sizeof(err));
+    if (!m) {
+        fail_msg("model_load: %s", err);
+    }
+    unlink(path);
+    return m;
+}
+
+static void load_bad(const spec *s, const char *want)
+{
+    const char *path = tmp_path("bad.gguf");
+    write_model(s, path);
+    char err[512] = "";
+    model *m = model_load(path, err, sizeof(err));
+    unlink(path);
+    if (m) {
+        model_free(m);
+        fail_msg("model_load should fail with \"%s\"", want);
+    }
+    if (!strstr(err, want)) {
+        fail_msg("error \"%s\" lacks \"%s\"", err, want);
+    }
+}
+
+static void check_common(const model *m, const spec *s)
+{
+    const model_config *c = &m->cfg;
+    assert_int_equal(m->format, MODEL_FORMAT_GGUF);
+    assert_string_equal(model_arch_name(c->arch), s->arch);
+    assert_int_equal(c->n_layer, s->n_layer);
+    assert_int_equal(c->n_embd, s->n_embd);
+    assert_int_equal(c->n_head, s->n_head);
+    assert_int_equal(c->n_head_kv, s->n_head_kv);
+    assert_int_equal(c->head_dim, s->head_dim);
+    assert_int_equal(c->n_rot, s->head_dim);
+    assert_int_equal(c->n_ff, s->n_ff);
+    assert_int_equal(c->n_vocab, s->n_vocab);
+    assert_int_equal(c->n_ctx_train, 256);
+    assert_true(c->rope_base == 500000.0f);
+    assert_true(c->rms_eps == 1e-5f);
+    assert_int_equal(c->rope_neox, strcmp(s->arch, "llama") != 0);
+    assert_int_equal(c->tied_output, s->tied);
+    assert_ptr_equal(m->tok_embd, model_find_tensor(m, "token_embd.weight"));
+    assert_int_equal(m->tok_embd->type, s->wtype);
+    assert_int_equal(m->tok_embd->ne[1], s->n_vocab);
+    assert_int_equal(((uintptr_t)m->tok_embd->data) % 32, 0);
+    if (s->tied) {
+        assert_ptr_equal(m->output, m->tok_embd);
+    } else {
+        assert_ptr_equal(m->output, model_find_tensor(m, "output.weight"));
+    }
+    assert_non_null(m->output_norm);
+    assert_int_equal(m->output_norm->type, TD_F32);
+    float f;
+    memcpy(&f, (const uint8_t *)m->output_norm->data + 4 * 5, 4);
+    assert_true(f == 5.0f);
+    size_t params = 0, bytes = 0;
+    for (size_t i = 0; i < m->n_tensors; i++) {
+        params += (size_t)(m->tensors[i].ne[0] * m->tensors[i].ne[1]);
+        bytes += m->tensors[i].nbytes;
+    }
+    assert_int_equal(m->n_params, params);
+    assert_int_equal(m->weight_bytes, bytes);
+    for (int l = 0; l < s->n_layer; l++) {
+        const model_layer *L = &m->layers[l];
+        char name[64];
+        snprintf(name, sizeof(name), "blk.%d.attn_k.weight", l);
+        assert_ptr_equal(L->wk, model_find_tensor(m, name));
+        assert_int_equal(L->wk->ne[0], s->n_embd);
+        assert_int_equal(L->wk->ne[1], s->n_head_kv * s->head_dim);
+        assert_int_equal(L->wk->type, s->wtype);
+        assert_non_null(L->attn_norm);
+        assert_non_null(L->wq);
+        assert_non_null(L->wv);
+        assert_non_null(L->wo);
+        assert_non_null(L->ffn_norm);
+        assert_non_null(L->w_gate);
+        assert_non_null(L->w_up);
+        assert_int_equal(L->w_down->ne[0], s->n_ff);
+        bool q2 = strcmp(s->arch, "qwen2") == 0, q3 = strcmp(s->arch, "qwen3") == 0;
+        assert_int_equal(L->bq != NULL, q2);
+        assert_int_equal(L->bk != NULL, q2);
+        assert_int_equal(L->bv != NULL, q2);
+        assert_int_equal(L->q_norm != NULL, q3);
+        assert_int_equal(L->k_norm != NULL, q3);
+    }
+    assert_string_equal(m->name, "tiny test");
+}
+
+static void check_vocab(const model *m, int n)
+{
+    const model_gguf_vocab *v = &m->vocab;
+    assert_string_equal(v->model, "gpt2");
+    assert_string_equal(v->pre, "qwen2");
+    assert_int_equal(v->n_tokens, n);
+    assert_int_equal(v->tokens[5].len, 4);
+    assert_memory_equal(v->tokens[5].s, "tok5", 4);
+    assert_int_equal(((uintptr_t)v->scores) % 4, 0);
+    assert_true(v->scores[7] == -7.0f);
+    assert_int_equal(v->token_types[1], 3);
+    assert_int_equal(v->token_types[9], 1);
+    assert_int_equal(v->n_merges, 2);
+    assert_memory_equal(v->merges[1].s, "to k", 4);
+    assert_int_equal(v->bos_id, 1);
+    assert_int_equal(v->eos_id, 2);
+    assert_int_equal(v->unk_id, -1);
+    assert_int_equal(v->pad_id, -1);
+    assert_int_equal(v->eot_id, -1);
+    assert_int_equal(v->add_bos, 0);
+    assert_int_equal(v->add_eos, -1);
+    assert_int_equal(v->add_space_prefix, -1);
+    assert_string_equal(m->bos_token, "<s>");
+    assert_string_equal(m->eos_token, "</s>");
+    assert_string_equal(m->chat_template, "{{ x }}");
+    assert_null(m->hf_tokenizer_json);
+}
+
+static void test_archs_and_types(void **state)
+{
+    (void)state;
+    const char *archs[] = {"llama", "qwen2", "qwen3"};
+    const tdtype types[] = {TD_F32, TD_F16, TD_BF16, TD_Q8_0, TD_Q4_0};
+    for (size_t a = 0; a < 3; a++) {
+        for (size_t t = 0; t < 5; t++) {
+            spec s = base_spec(archs[a]);
+            s.wtype = types[t];
+            s.tied = (t % 2) == 1;
+            s.write_head_dim = a == 2;
+            model *m = load_ok(&s);
+            check_common(m, &s);
+            check_vocab(m, s.n_vocab);
+            model_free(m);
+        }
+    }
+}
+
+static void test_mha_and_head_dim(void **state)
+{
+    (void)state;
+    spec s = base_spec("llama");
+    s.n_head_kv = 4; /* MHA */
+    model *m = load_ok(&s);
+    check_common(m, &s);
+    model_free(m);
+
+    s = base_spec("qwen3"); /* head_dim != n_embd / n_head */
+    s.head_dim = 32;
+    s.write_head_dim = true;
+    m = load_ok(&s);
+    check_common(m, &s);
+    assert_int_equal(m->layers[0].wq->ne[1], 4 * 32);
+    assert_int_equal(m->layers[1].q_norm->ne[0], 32);
+    model_free(m);
+
+    s = base_spec("llama"); /* fewer tokens than embedding rows is fine */
+    s.n_tokens = 30;
+    m = load_ok(&s);
+    assert_int_equal(m->vocab.n_tokens, 30);
+    assert_int_equal(m->cfg.n_vocab, 40);
+    model_free(m);
+
+    s = base_spec("qwen2"); /* alignment 8: tensors are copied to keep 32-byte alignment */
+    s.alignment = 8;
+    s.wtype = TD_Q4_0;
+    m = load_ok(&s);
+    check_common(m, &s);
+    for (size_t i = 0; i < m->n_tensors; i++) {
+        assert_int_equal((uintptr_t)m->tensors[i].data % 32, 0);
+    }
+    model_free(m);
+
+    s = base_spec("llama");
+    s.vocab = false;
+    m = load_ok(&s);
+    assert_null(m->vocab.model);
+    assert_int_equal(m->vocab.n_tokens, 0);
+    assert_int_equal(m->vocab.bos_id, -1);
+    assert_null(m->bos_token);
+    model_free(m);
+}
+
+static void test_errors(void **state)
+{
+    (void)state;
+    spec s = base_spec("gptneox");
+    load_bad(&s,
+             "general.architecture 'gptneox' is not supported (supported: llama, qwen2, qwen3)");
+
+    s = base_spec("llama");
+    s.skip = "blk.1.ffn_up.weight";
+    load_bad(&s, "missing tensor 'blk.1.ffn_up.weight'");
+    s = base_spec("qwen2");
+    s.skip = "blk.0.attn_k.bias";
+    load_bad(&s, "missing tensor 'blk.0.attn_k.bias'");
+    s = base_spec("qwen3");
+    s.skip = "blk.1.attn_q_norm.weight";
+    load_bad(&s, "missing tensor 'blk.1.attn_q_norm.weight'");
+    s = base_spec("llama");
+    s.skip = "token_embd.weight";
+    load_bad(&s, "missing tensor 'token_embd.weight'");
+    s = base_spec("llama");
+    s.skip = "output_norm.weight";
+    load_bad(&s, "missing tensor 'output_norm.weight'");
+
+    s = base_spec("llama");
+    s.bad_shape = "blk.0.attn_v.weight";
+    load_bad(&s, "tensor 'blk.0.attn_v.weight' has shape {64, 33, 1, 1}, expected {64, 32}");
+    s = base_spec("llama");
+    s.bad_shape = "blk.1.ffn_norm.weight";
+    load_bad(&s, "tensor 'blk.1.ffn_norm.weight' has shape {65, 1, 1, 1}, expected {64, 1}");
+    s = base_spec("llama");
+    s.bad_shape = "output.weight";
+    load_bad(&s, "tensor 'output.weight' has shape {64, 41, 1, 1}, expected {64, 40}");
+    s = base_spec("llama");
+    s.f16_norm = "blk.0.attn_norm.weight";
+    load_bad(&s,
+             "tensor 'blk.0.attn_norm.weight' has type F16; norm weights and biases must be F32");
+
+    s = base_spec("llama");
+    s.n_tokens = 41;
+    load_bad(&s, "tokenizer.ggml.tokens has 41 tokens but the model has 40 rows");
+    s = base_spec("llama");
+    s.n_head_kv = 3;
+    load_bad(&s, "n_head = 4 is not a multiple of n_head_kv = 3");
+    s = base_spec("llama");
+    s.extra_key = "llama.rope.dimension_count";
+    load_bad(&s, "rotary dimension 1 differs from head_dim 16");
+    s = base_spec("llama");
+    s.extra_key = "llama.vocab_size";
+    load_bad(&s, "vocabulary size 1 differs from the 40 rows of 'token_embd.weight'");
+    s = base_spec("llama");
+    s.extra_key = "tokenizer.ggml.eos_token_id";
+    s.n_tokens = 1;
+    load_bad(&s, "tokenizer.ggml.bos_token_id = 1 is out of range (1 tokens)");
+    s = base_spec("llama");
+    s.str_key = "llama.block_count";
+    load_bad(&s, "llama.block_count: expected u32, got string");
+    s = base_spec("llama");
+    s.str_key = "llama.rope.scaling.type";
+    load_bad(&s, "llama.rope.scaling.type 'x' is not supported");
+    s = base_spec("llama");
+    s.extra_key = "llama.block_count"; /* 1 layer declared, 2 in the file */
+    load_bad(&s, "tensor 'blk.1.attn_q.weight' found but the model has 1 layers");
+
+    char err[256];
+    assert_null(model_load("/nonexistent/model.gguf", err, sizeof(err)));
+    assert_non_null(strstr(err, "/nonexistent/model.gguf: cannot open"));
+}
+
+/* Patches the type id of tensor `name` in the file at path. */
+static void patch_type(const char *path, const char *name, uint32_t type)
+{
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    uint8_t buf[65536];
+    size_t n = fread(buf, 1, sizeof(buf), f);
+    size_t len = strlen(name);
+    for (size_t i = 8; i + len + 4 < n; i++) {
+        uint64_t l;
+        memcpy(&l, buf + i - 8, 8);
+        if (l == len && memcmp(buf + i, name, len) == 0) {
+            uint32_t nd;
+            memcpy(&nd, buf + i + len, 4);
+            size_t off = i + len + 4 + 8 * nd;
+            fseek(f, (long)off, SEEK_SET);
+            fwrite(&type, 4, 1, f);
+            fclose(f);
+            return;
+        }
+    }
+    fclose(f);
+    fail_msg("tensor %s not found in the header", name);
+}
+
+static void test_unsupported_type(void **state)
+{
+    (void)state;
+    spec s = base_spec("llama");
+    const char *path = tmp_path("q4k.gguf");
+    write_model(&s, path);
+    patch_type(path, "blk.0.attn_q.weight", 12);
+    char err[512];
+    model *m = model_load(path, err, sizeof(err));
+    unlink(path);
+    assert_null(m);
+    char want[512];
+    snprintf(want, sizeof(want),
+             "%s: tensor 'blk.0.attn_q.weight' has type Q4_K (12), which is not supported "
+             "(supported: F32, F16, BF16, Q8_0, Q4_0)",
+             path);
+    assert_string_equal(err, want);
+}
+
+/* Every prefix of a small valid model file fails to load with a message; the whole file loads. */
+static void test_truncated_model(void **state)
+{
+    (void)state;
+    spec s = base_spec("qwen3");
+    s.n_layer = 1;
+    s.n_embd = 8;
+    s.n_head = 2;
+    s.n_head_kv = 1;
+    s.head_dim = 4;
+    s.n_ff = 8;
+    s.n_vocab = 6;
+    char path[300];
+    snprintf(path, sizeof(path), "%s", tmp_path("full.gguf"));
+    write_model(&s, path);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    static uint8_t file[16384];
+    size_t len = fread(file, 1, sizeof(file), f);
+    fclose(f);
+    unlink(path);
+    assert_true(len > 1000 && len < sizeof(file));
+    /* a memfd cut shorter and shorter: much faster than creating thousands of files */
+    int fd = memfd_create("truncated_model", MFD_CLOEXEC);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, file, len), (ssize_t)len);
+    char cut[64];
+    snprintf(cut, sizeof(cut), "/proc/self/fd/%d", fd);
+    char err[512];
+    model *m = model_load(cut, err, sizeof(err));
+    if (!m) {
+        fail_msg("whole file: %s", err);
+        return;
+    }
+    model_free(m);
+    for (size_t n = len; n-- > 0;) {
+        assert_int_equal(ftruncate(fd, (off_t)n), 0);
+        m = model_load(cut, err, sizeof(err));
+        if (m) {
+            fail_msg("prefix of %zu/%zu bytes loaded", n, len);
+        }
+        assert_non_null(strstr(err, cut));
+    }
+    close(fd);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_archs_and_types), cmocka_unit_test(test_mha_and_head_dim),
+        cmocka_unit_test(test_errors),          cmocka_unit_test(test_unsupported_type),
+        cmocka_unit_test(test_truncated_model),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

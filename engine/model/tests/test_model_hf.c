@@ -1,0 +1,536 @@
+/* Unit tests for the safetensors reader and for model_load on Hugging Face directories written
+ * by hand in the test (config.json, a hand-built .safetensors, tokenizer files): llama and qwen3,
+ * sharded files, F16/BF16 norm conversion, and the errors (config field types, rope_scaling,
+ * missing files, unsupported dtypes, inconsistent offsets, truncation). */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "engine/model/model.h"
+#include "engine/model/safetensors.h"
+#include "lib/buf.h"
+
+#define MAX_T 64
+
+typedef struct st_builder {
+    int n;
+    char names[MAX_T][96];
+    char dtypes[MAX_T][8];
+    int n_dims[MAX_T];
+    int64_t shape[MAX_T][4];
+    size_t nbytes[MAX_T];
+} st_builder;
+
+static size_t dtype_size(const char *d)
+{
+    return strcmp(d, "F32") == 0 ? 4 : strcmp(d, "I64") == 0 ? 8 : 2;
+}
+
+static void st_add(st_builder *b, const char *name, const char *dtype, int64_t d0, int64_t d1)
+{
+    assert_true(b->n < MAX_T);
+    int i = b->n++;
+    snprintf(b->names[i], sizeof(b->names[i]), "%s", name);
+    snprintf(b->dtypes[i], sizeof(b->dtypes[i]), "%s", dtype);
+    b->n_dims[i] = d1 ? 2 : 1;
+    b->shape[i][0] = d0;
+    b->shape[i][1] = d1;
+    b->nbytes[i] = (size_t)d0 * (size_t)(d1 ? d1 : 1) * dtype_size(dtype);
+}
+
+/* Serializes b into out: header JSON padded to 8 bytes, then data (element values i*0.5). */
+static void st_build(const st_builder *b, struct buf *out)
+{
+    struct buf h;
+    buf_init(&h, 1 << 20);
+    buf_appends(&h, "{\"__metadata__\":{\"format\":\"pt\"}");
+    size_t off = 0;
+    for (int i = 0; i < b->n; i++) {
+        buf_appendf(&h, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[", b->names[i], b->dtypes[i]);
+        for (int d = 0; d < b->n_dims[i]; d++) {
+            buf_appendf(&h, "%s%lld", d ? "," : "", (long long)b->shape[i][d]);
+        }
+        buf_appendf(&h, "],\"data_offsets\":[%zu,%zu]}", off, off + b->nbytes[i]);
+        off += b->nbytes[i];
+    }
+    buf_appends(&h, "}");
+    while (h.len % 8) {
+        buf_appends(&h, " ");
+    }
+    buf_init(out, 64 << 20);
+    uint64_t hl = h.len;
+    buf_append(out, &hl, 8);
+    buf_append(out, h.data, h.len);
+    for (int i = 0; i < b->n; i++) {
+        size_t es = dtype_size(b->dtypes[i]);
+        for (size_t k = 0; k < b->nbytes[i] / es; k++) {
+            float f = (float)k * 0.5f;
+            uint32_t bits;
+            memcpy(&bits, &f, 4);
+            if (es == 4) {
+                buf_append(out, &f, 4);
+            } else if (strcmp(b->dtypes[i], "BF16") == 0) {
+                uint16_t v = (uint16_t)(bits >> 16);
+                buf_append(out, &v, 2);
+            } else if (strcmp(b->dtypes[i], "F16") == 0) {
+                /* k * 0.5 for small k is exact in f16: build it from the f32 bits */
+                uint32_t e = (bits >> 23) & 0xff, mant = bits & 0x7fffff;
+                uint16_t v = f == 0.0f ? 0 : (uint16_t)(((e - 112) << 10) | (mant >> 13));
+                buf_append(out, &v, 2);
+            } else {
+                uint64_t z = k;
+                buf_append(out, &z, 8);
+            }
+        }
+    }
+    buf_free(&h);
+}
+
+static void write_file(const char *path, const void *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, len, f), len);
+    fclose(f);
+}
+
+static void write_text(const char *dir, const char *name, const char *text)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    write_file(path, text, strlen(text));
+}
+
+static char g_dir[256];
+
+static void rm_dir(const char *dir)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static const char *fresh_dir(void)
+{
+    snprintf(g_dir, sizeof(g_dir), "/tmp/tandem_model_hf_%d", (int)getpid());
+    rm_dir(g_dir);
+    assert_int_equal(mkdir(g_dir, 0755), 0);
+    return g_dir;
+}
+
+typedef struct hf_spec {
+    const char *norm_dtype;   /* dtype of 1-D tensors */
+    const char *mat_dtype;    /* dtype of matrices */
+    const char *skip;         /* HF tensor left out */
+    const char *config_extra; /* appended inside config.json's object */
+    const char *extra_i64;    /* name of an extra I64 tensor */
+    int shards;               /* 1 or 2 */
+    bool qwen3;
+    bool tied;
+} hf_spec;
+
+enum { E = 64, H = 4, KV = 2, HD = 16, FF = 96, V = 40, L = 2 };
+
+static void write_hf(const hf_spec *s)
+{
+    const char *dir = fresh_dir();
+    char cfg[2048];
+    snprintf(cfg, sizeof(cfg),
+             "{\"architectures\":[\"%s\"],\"model_type\":\"%s\",\"hidden_size\":%d,"
+             "\"num_hidden_layers\":%d,\"num_attention_heads\":%d,\"num_key_value_heads\":%d,"
+             "\"head_dim\":%d,\"intermediate_size\":%d,\"vocab_size\":%d,"
+             "\"max_position_embeddings\":512,\"rope_theta\":1000000.0,\"rms_norm_eps\":1e-06,"
+             "\"tie_word_embeddings\":%s,\"rope_scaling\":null,\"hidden_act\":\"silu\"%s}",
+             s->qwen3 ? "Qwen3ForCausalLM" : "LlamaForCausalLM", s->qwen3 ? "qwen3" : "llama", E, L,
+             H, KV, HD, FF, V, s->tied ? "true" : "false", s->config_extra ? s->config_extra : "");
+    write_text(dir, "config.json", cfg);
+    write_text(dir, "tokenizer.json", "{}");
+    write_text(dir, "tokenizer_config.json",
+               "{\"bos_token\":{\"content\":\"<s>\",\"lstrip\":false},\"eos_token\":\"</s>\","
+               "\"chat_template\":[{\"name\":\"tool_use\",\"template\":\"T\"},"
+               "{\"name\":\"default\",\"template\":\"{{ messages }}\"}]}");
+    st_builder *b[2];
+    b[0] = calloc(1, sizeof(st_builder));
+    b[1] = calloc(1, sizeof(st_builder));
+    if (!b[0] || !b[1]) {
+        abort();
+    }
+    const char *nd = s->norm_dtype ? s->norm_dtype : "F32";
+    const char *md = s->mat_dtype ? s->mat_dtype : "F32";
+#define T(bi, name, dt, a, c)                                                                      \
+    do {                                                                                           \
+        if (!s->skip || strcmp(s->skip, name) != 0) {                                              \
+            st_add(b[bi], name, dt, a, c);                                                         \
+        }                                                                                          \
+    } while (0)
+    T(0, "model.embed_tokens.weight", md, V, E);
+    T(1, "model.norm.weight", nd, E, 0);
+    if (!s->tied) {
+        T(1, "lm_head.weight", md, V, E);
+    }
+    for (int l = 0; l < L; l++) {
+        int bi = s->shards == 2 ? l % 2 : 0;
+        char n[128];
+#define LT(suffix, dt, a, c)                                                                       \
+    do {                                                                                           \
+        snprintf(n, sizeof(n), "model.layers.%d.%s", l, suffix);                                   \
+        T(bi, n, dt, a, c);                                                                        \
+    } while (0)
+        LT("input_layernorm.weight", nd, E, 0);
+        LT("self_attn.q_proj.weight", md, H * HD, E);
+        LT("self_attn.k_proj.weight", md, KV * HD, E);
+        LT("self_attn.v_proj.weight", md, KV * HD, E);
+        LT("self_attn.o_proj.weight", md, E, H * HD);
+        if (s->qwen3) {
+            LT("self_attn.q_norm.weight", nd, HD, 0);
+            LT("self_attn.k_norm.weight", nd, HD, 0);
+        }
+        LT("post_attention_layernorm.weight", nd, E, 0);
+        LT("mlp.gate_proj.weight", md, FF, E);
+        LT("mlp.up_proj.weight", md, FF, E);
+        LT("mlp.down_proj.weight", md, E, FF);
+#undef LT
+    }
+#undef T
+    if (s->extra_i64) {
+        st_add(b[0], s->extra_i64, "I64", 4, 0);
+    }
+    if (s->shards != 2) {
+        for (int i = 0; i < b[1]->n; i++) {
+            st_add(b[0], b[1]->names[i], b[1]->dtypes[i], b[1]->shape[i][0],
+                   b[1]->n_dims[i] == 2 ? b[1]->shape[i][1] : 0);
+        }
+    }
+    for (int k = 0; k < (s->shards == 2 ? 2 : 1); k++) {
+        struct buf out;
+        st_build(b[k], &out);
+        char path[512];
+        snprintf(path, sizeof(path), "%s/model-%05d-of-%05d.safetensors", dir, k + 1,
+                 s->shards == 2 ? 2 : 1);
+        write_file(path, out.data, out.len);
+        buf_free(&out);
+    }
+    free(b[0]);
+    free(b[1]);
+}
+
+static model *hf_ok(const hf_spec *s)
+{
+    write_hf(s);
+    char err[512];
+    model *m = model_load(g_dir, err, sizeof(err));
+    if (!m) {
+        fail_msg("model_load: %s", err);
+    }
+    return m;
+}
+
+static void hf_bad(const hf_spec *s, const char *want)
+{
+    write_hf(s);
+    char err[512] = "";
+    model *m = model_load(g_dir, err, sizeof(err));
+    if (m) {
+        model_free(m);
+        fail_msg("model_load should fail with \"%s\"", want);
+    }
+    if (!strstr(err, want)) {
+        fail_msg("error \"%s\" lacks \"%s\"", err, want);
+    }
+}
+
+static void check_hf(const model *m, const hf_spec *s)
+{
+    const model_config *c = &m->cfg;
+    assert_int_equal(m->format, MODEL_FORMAT_HF);
+    assert_int_equal(c->arch, s->qwen3 ? MODEL_ARCH_QWEN3 : MODEL_ARCH_LLAMA);
+    assert_int_equal(c->n_layer, L);
+    assert_int_equal(c->n_embd, E);
+    assert_int_equal(c->n_head, H);
+    assert_int_equal(c->n_head_kv, KV);
+    assert_int_equal(c->head_dim, HD);
+    assert_int_equal(c->n_ff, FF);
+    assert_int_equal(c->n_vocab, V);
+    assert_int_equal(c->n_ctx_train, 512);
+    assert_true(c->rope_base == 1000000.0f);
+    assert_true(c->rms_eps == 1e-6f);
+    assert_true(c->rope_neox);
+    assert_int_equal(c->tied_output, s->tied);
+    /* [out, in] safetensors -> ne = {in, out} */
+    assert_int_equal(m->tok_embd->ne[0], E);
+    assert_int_equal(m->tok_embd->ne[1], V);
+    assert_int_equal(m->layers[1].wk->ne[0], E);
+    assert_int_equal(m->layers[1].wk->ne[1], KV * HD);
+    assert_int_equal(m->layers[0].w_down->ne[0], FF);
+    assert_ptr_equal(m->layers[0].wq, model_find_tensor(m, "blk.0.attn_q.weight"));
+    if (s->tied) {
+        assert_ptr_equal(m->output, m->tok_embd);
+    } else {
+        assert_ptr_equal(m->output, model_find_tensor(m, "output.weight"));
+    }
+    /* norms are F32 whatever the file had, with the right values (element k = k / 2) */
+    const model_tensor *norms[] = {m->output_norm, m->layers[1].attn_norm, m->layers[0].ffn_norm,
+                                   m->layers[0].q_norm};
+    for (size_t i = 0; i < 4; i++) {
+        if (!norms[i]) {
+            continue;
+        }
+        assert_int_equal(norms[i]->type, TD_F32);
+        assert_int_equal(norms[i]->nbytes, (size_t)norms[i]->ne[0] * 4);
+        float f;
+        memcpy(&f, (const uint8_t *)norms[i]->data + 4 * 9, 4);
+        assert_true(f == 4.5f);
+    }
+    assert_int_equal(m->layers[0].q_norm != NULL, s->qwen3);
+    assert_null(m->layers[0].bq);
+    const char *md = s->mat_dtype ? s->mat_dtype : "F32";
+    assert_int_equal(m->layers[0].w_up->type, strcmp(md, "F32") == 0   ? TD_F32
+                                              : strcmp(md, "F16") == 0 ? TD_F16
+                                                                       : TD_BF16);
+    char path[512];
+    snprintf(path, sizeof(path), "%s/tokenizer.json", g_dir);
+    assert_string_equal(m->hf_tokenizer_json, path);
+    snprintf(path, sizeof(path), "%s/tokenizer_config.json", g_dir);
+    assert_string_equal(m->hf_tokenizer_config, path);
+    assert_string_equal(m->chat_template, "{{ messages }}");
+    assert_string_equal(m->bos_token, "<s>");
+    assert_string_equal(m->eos_token, "</s>");
+    assert_null(m->vocab.tokens);
+    assert_int_equal(m->vocab.n_tokens, 0);
+    char name[64];
+    snprintf(name, sizeof(name), "tandem_model_hf_%d", (int)getpid());
+    assert_string_equal(m->name, name);
+    assert_true(m->n_params > (size_t)(V * E));
+}
+
+static void test_hf_models(void **state)
+{
+    (void)state;
+    hf_spec specs[] = {
+        {.qwen3 = false},
+        {.qwen3 = false, .tied = true, .norm_dtype = "BF16", .mat_dtype = "BF16"},
+        {.qwen3 = true, .norm_dtype = "F16", .mat_dtype = "F16", .shards = 2},
+        {.qwen3 = true, .tied = true, .norm_dtype = "BF16", .mat_dtype = "F32", .shards = 2},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(specs); i++) {
+        model *m = hf_ok(&specs[i]);
+        check_hf(m, &specs[i]);
+        model_free(m);
+    }
+    rm_dir(g_dir);
+}
+
+static void test_hf_errors(void **state)
+{
+    (void)state;
+    hf_spec s = {.qwen3 = false};
+    s.config_extra = ",\"hidden_size\":\"64\"";
+    /* duplicate key: lib/json rejects it, naming the key */
+    hf_bad(&s, "config.json");
+    s.config_extra = NULL;
+    write_hf(&s);
+    write_text(g_dir, "config.json",
+               "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":\"64\"}");
+    char err[512];
+    assert_null(model_load(g_dir, err, sizeof(err)));
+    assert_non_null(strstr(err, "config.json: hidden_size: expected integer, got string"));
+    write_text(g_dir, "config.json",
+               "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,"
+               "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"intermediate_size\":96,"
+               "\"vocab_size\":40,\"max_position_embeddings\":512,\"rms_norm_eps\":\"x\"}");
+    assert_null(model_load(g_dir, err, sizeof(err)));
+    assert_non_null(strstr(err, "config.json: rms_norm_eps: expected number, got string"));
+    write_text(g_dir, "config.json",
+               "{\"architectures\":[\"GPTNeoXForCausalLM\"],\"hidden_size\":64}");
+    assert_null(model_load(g_dir, err, sizeof(err)));
+    assert_non_null(strstr(err, "architecture 'GPTNeoXForCausalLM' is not supported"));
+    write_text(g_dir, "config.json", "[1]");
+    assert_null(model_load(g_dir, err, sizeof(err)));
+    assert_non_null(strstr(err, "config.json: expected a JSON object"));
+    write_text(g_dir, "config.json", "{\"a\":");
+    assert_null(model_load(g_dir, err, sizeof(err)));
+    assert_non_null(strstr(err, "config.json: line 1"));
+
+    hf_spec r = {.config_extra = ",\"rope_scaling_type\":null"};
+    model *m = hf_ok(&r);
+    model_free(m);
+    write_hf(&s);
+    write_text(g_dir, "config.json",
+               "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,"
+               "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"intermediate_size\":96,"
+               "\"vocab_size\":40,\"max_position_embeddings\":512,"
+               "\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0}}");
+    assert_null(model_load(g_dir, err, sizeof(err)));
+    assert_non_null(strstr(err, "rope_scaling type 'llama3' is not supported"));
+
+    hf_spec miss = {.skip = "model.layers.1.mlp.up_proj.weight"};
+    hf_bad(&miss, "missing tensor 'blk.1.ffn_up.weight' (Hugging Face name "
+                  "'model.layers.1.mlp.up_proj.weight')");
+    hf_spec nohead = {.skip = "lm_head.weight"};
+    hf_bad(&nohead, "missing tensor 'output.weight' (Hugging Face name 'lm_head.weight')");
+    hf_spec q3 = {.qwen3 = true, .skip = "model.layers.0.self_attn.k_norm.weight"};
+    hf_bad(&q3, "missing tensor 'blk.0.attn_k_norm.weight'");
+    hf_spec i64 = {.extra_i64 = "model.position_ids"};
+    hf_bad(&i64, "model-00001-of-00001.safetensors: tensor 'model.position_ids' has dtype I64, "
+                 "which is not supported (supported: F32, F16, BF16)");
+    hf_spec dup = {.config_extra = ",\"num_key_value_heads\":4"};
+    hf_bad(&dup, "duplicate");
+
+    /* missing files */
+    write_hf(&s);
+    char path[512];
+    snprintf(path, sizeof(path), "%s/tokenizer.json", g_dir);
+    unlink(path);
+    assert_null(model_load(g_dir, err, sizeof(err)));
+    assert_non_null(strstr(err, "missing tokenizer.json"));
+    snprintf(path, sizeof(path), "%s/model-00001-of-00001.safetensors", g_dir);
+    unlink(path);
+    assert_null(model_load(g_dir, err, sizeof(err)));
+    assert_non_null(strstr(err, "no *.safetensors files"));
+    snprintf(path, sizeof(path), "%s/config.json", g_dir);
+    unlink(path);
+    assert_null(model_load(g_dir, err, sizeof(err)));
+    assert_non_null(strstr(err, "config.json: cannot open"));
+    rm_dir(g_dir);
+}
+
+/* Expects safetensors_open_buffer to fail with want in the message. */
+static void st_bad(const void *data, size_t len, const char *want)
+{
+    char err[512] = "";
+    safetensors_file *f = safetensors_open_buffer(data, len, "x.safetensors", err, sizeof(err));
+    if (f) {
+        safetensors_close(f);
+        fail_msg("expected failure with \"%s\"", want);
+    }
+    if (!strstr(err, want)) {
+        fail_msg("error \"%s\" lacks \"%s\"", err, want);
+    }
+}
+
+/* A file with one header text and len_data bytes of data. */
+static void st_raw(struct buf *out, const char *header, size_t len_data)
+{
+    buf_init(out, 1 << 20);
+    uint64_t hl = strlen(header);
+    buf_append(out, &hl, 8);
+    buf_appends(out, header);
+    for (size_t i = 0; i < len_data; i++) {
+        buf_append(out, "\0", 1);
+    }
+}
+
+static void test_safetensors(void **state)
+{
+    (void)state;
+    st_builder *b = calloc(1, sizeof(*b));
+    if (!b) {
+        abort();
+    }
+    st_add(b, "a", "F32", 3, 2);
+    st_add(b, "b", "BF16", 5, 0);
+    struct buf out;
+    st_build(b, &out);
+    char err[512];
+    safetensors_file *f = safetensors_open_buffer(out.data, out.len, NULL, err, sizeof(err));
+    if (!f) {
+        fail_msg("%s", err);
+        return;
+    }
+    assert_int_equal(f->n_tensors, 2);
+    const safetensors_tensor *t = safetensors_find(f, "a");
+    assert_non_null(t);
+    assert_int_equal(t->type, TD_F32);
+    assert_int_equal(t->n_dims, 2);
+    assert_int_equal(t->shape[0], 3);
+    assert_int_equal(t->shape[1], 2);
+    assert_int_equal(t->nbytes, 24);
+    float v;
+    memcpy(&v, (const uint8_t *)t->data + 8, 4);
+    assert_true(v == 1.0f);
+    assert_null(safetensors_find(f, "c"));
+    safetensors_close(f);
+
+    /* every truncation fails cleanly */
+    for (size_t n = 0; n < out.len; n++) {
+        uint8_t *copy = malloc(n ? n : 1);
+        assert_non_null(copy);
+        memcpy(copy, out.data, n);
+        f = safetensors_open_buffer(copy, n, NULL, err, sizeof(err));
+        if (f) {
+            fail_msg("prefix %zu/%zu parsed", n, out.len);
+        }
+        free(copy);
+    }
+    buf_free(&out);
+
+    st_add(b, "c", "I64", 2, 0);
+    st_build(b, &out);
+    st_bad(out.data, out.len,
+           "x.safetensors: tensor 'c' has dtype I64, which is not supported (supported: F32, F16, "
+           "BF16)");
+    buf_free(&out);
+    free(b);
+
+    st_raw(&out, "{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}", 8);
+    st_bad(out.data, out.len, "tensor 'w': data_offsets span 4 bytes but shape x F32 needs 2");
+    buf_free(&out);
+    st_raw(&out, "{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 4);
+    st_bad(out.data, out.len, "tensor 'w': data_offsets [0, 8] lie outside the data section");
+    buf_free(&out);
+    st_raw(&out, "{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", 8);
+    st_bad(out.data, out.len, "lie outside the data section");
+    buf_free(&out);
+    st_raw(&out,
+           "{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+           "\"v\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
+           12);
+    st_bad(out.data, out.len, "tensors 'w' and 'v' overlap");
+    buf_free(&out);
+    st_raw(&out, "{\"w\":{\"dtype\":\"F32\",\"shape\":[\"2\"],\"data_offsets\":[0,8]}}", 8);
+    st_bad(out.data, out.len, "tensor 'w': shape[0] is not a valid dimension");
+    buf_free(&out);
+    st_raw(&out, "{\"w\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,2],\"data_offsets\":[0,8]}}", 8);
+    st_bad(out.data, out.len, "shape has 5 dimensions");
+    buf_free(&out);
+    st_raw(&out, "{\"w\":{\"dtype\":\"F32\",\"data_offsets\":[0,8]}}", 8);
+    st_bad(out.data, out.len, "tensor 'w': shape: required field is missing");
+    buf_free(&out);
+    st_raw(&out, "{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0]}}", 8);
+    st_bad(out.data, out.len, "data_offsets must be [begin, end]");
+    buf_free(&out);
+    st_raw(&out, "{\"w\":3}", 0);
+    st_bad(out.data, out.len, "tensor 'w': expected object, got integer");
+    buf_free(&out);
+    st_raw(&out, "[]", 0);
+    st_bad(out.data, out.len, "header: expected object, got array");
+    buf_free(&out);
+    st_raw(&out, "{\"w\":", 0);
+    st_bad(out.data, out.len, "header: line 1");
+    buf_free(&out);
+    uint64_t huge[2] = {UINT64_MAX, 0};
+    st_bad(huge, sizeof(huge), "header length 18446744073709551615 exceeds");
+    st_bad("abc", 3, "file truncated");
+
+    assert_null(safetensors_open("/nonexistent.safetensors", err, sizeof(err)));
+    assert_non_null(strstr(err, "/nonexistent.safetensors: cannot open"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_safetensors),
+        cmocka_unit_test(test_hf_models),
+        cmocka_unit_test(test_hf_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

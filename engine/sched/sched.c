@@ -1,0 +1,634 @@
+/*
+ * Continuous-batching scheduler (see sched.h). Running requests live in an array in admission
+ * order (FCFS preempts its tail); waiting requests in a doubly linked list (FCFS: arrival order,
+ * preempted ones pushed to the front; PRIORITY: kept sorted by (priority, arrival)).
+ */
+#include "engine/sched/sched.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/common.h"
+
+struct sched {
+    sched_config cfg;
+    kvc *kv;
+    int32_t block_size;
+    sched_req **running; /* [cfg.max_num_seqs] in admission order */
+    int32_t n_running;
+    sched_req *wait_head;
+    sched_req *wait_tail;
+    int32_t n_waiting;
+    uint64_t next_arrival;
+    sched_output out;
+    bool update_pending; /* a schedule awaits its sched_update */
+    uint64_t preemptions;
+    uint64_t prompt_tokens;
+    uint64_t generation_tokens;
+};
+
+/* Writes a message into the caller's err buffer (NULL or 0 length: no message). */
+#define set_err(err, errlen, ...)                                                                  \
+    do {                                                                                           \
+        if ((err) && (errlen) > 0) {                                                               \
+            snprintf((err), (errlen), __VA_ARGS__);                                                \
+        }                                                                                          \
+    } while (0)
+
+bool sched_status_finished(sched_status st)
+{
+    return st == SCHED_FINISHED_STOPPED || st == SCHED_FINISHED_LENGTH ||
+           st == SCHED_FINISHED_ABORTED;
+}
+
+const char *sched_status_reason(sched_status st)
+{
+    switch (st) {
+    case SCHED_FINISHED_STOPPED:
+        return "stop";
+    case SCHED_FINISHED_LENGTH:
+        return "length";
+    case SCHED_FINISHED_ABORTED:
+        return "abort";
+    default:
+        return NULL;
+    }
+}
+
+void sched_config_default(sched_config *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->max_num_seqs = 128;
+    cfg->max_num_batched_tokens = 2048;
+    cfg->max_model_len = 2048;
+    cfg->long_prefill_token_threshold = 0;
+    cfg->enable_chunked_prefill = true;
+    cfg->policy = SCHED_FCFS;
+    cfg->max_waiting = 1024;
+    cfg->block_size = 0;
+}
+
+sched *sched_new(const sched_config *cfg, kvc *kv, char *err, size_t errlen)
+{
+    set_err(err, errlen, "%s", "");
+    if (!cfg || !kv) {
+        set_err(err, errlen, "sched: config and KV cache are required");
+        return NULL;
+    }
+    int32_t bs = kvc_block_size(kv);
+    int64_t capacity = (int64_t)(kvc_num_blocks(kv) - 1) * bs;
+    if (cfg->max_num_seqs < 1 || cfg->max_num_batched_tokens < 1 || cfg->max_waiting < 1) {
+        set_err(err, errlen,
+                "max_num_seqs (%d), max_num_batched_tokens (%d) and max_waiting (%d) must be >= 1",
+                cfg->max_num_seqs, cfg->max_num_batched_tokens, cfg->max_waiting);
+        return NULL;
+    }
+    if (cfg->max_model_len < 2) {
+        set_err(err, errlen, "max_model_len: %d must be >= 2", cfg->max_model_len);
+        return NULL;
+    }
+    if (cfg->long_prefill_token_threshold < 0) {
+        set_err(err, errlen, "long_prefill_token_threshold: %d must be >= 0",
+                cfg->long_prefill_token_threshold);
+        return NULL;
+    }
+    if (cfg->policy != SCHED_FCFS && cfg->policy != SCHED_PRIORITY) {
+        set_err(err, errlen, "policy: unknown value %d", (int)cfg->policy);
+        return NULL;
+    }
+    if (cfg->block_size != 0 && cfg->block_size != bs) {
+        set_err(err, errlen, "block_size: %d differs from the KV cache's %d", cfg->block_size, bs);
+        return NULL;
+    }
+    if (cfg->max_model_len > capacity) {
+        set_err(err, errlen,
+                "max_model_len: %d tokens exceed the KV cache capacity of %lld tokens "
+                "(%d blocks of %d)",
+                cfg->max_model_len, (long long)capacity, kvc_num_blocks(kv) - 1, bs);
+        return NULL;
+    }
+    if (!cfg->enable_chunked_prefill && cfg->max_num_batched_tokens < cfg->max_model_len) {
+        set_err(err, errlen,
+                "max_num_batched_tokens: %d is below max_model_len %d with chunked prefill off",
+                cfg->max_num_batched_tokens, cfg->max_model_len);
+        return NULL;
+    }
+    sched *s = calloc(1, sizeof(*s));
+    if (!s) {
+        goto err_nomem;
+    }
+    s->cfg = *cfg;
+    s->cfg.block_size = bs;
+    s->kv = kv;
+    s->block_size = bs;
+    size_t n = (size_t)cfg->max_num_seqs;
+    s->running = calloc(n, sizeof(sched_req *));
+    s->out.entries = calloc(n, sizeof(*s->out.entries));
+    s->out.preempted = calloc(n, sizeof(sched_req *));
+    s->out.finished = calloc(n, sizeof(sched_req *));
+    if (!s->running || !s->out.entries || !s->out.preempted || !s->out.finished) {
+        goto err_free;
+    }
+    return s;
+
+err_free:
+    free(s->running);
+    free(s->out.entries);
+    free(s->out.preempted);
+    free(s->out.finished);
+    free(s);
+err_nomem:
+    set_err(err, errlen, "sched: out of memory");
+    return NULL;
+}
+
+/* ---- queues ----------------------------------------------------------------------------- */
+
+static bool prio_before(const sched_req *a, const sched_req *b)
+{
+    return a->priority != b->priority ? a->priority < b->priority : a->arrival < b->arrival;
+}
+
+static void wait_insert_after(sched *s, sched_req *pos, sched_req *r)
+{
+    r->prev = pos;
+    r->next = pos ? pos->next : s->wait_head;
+    if (r->next) {
+        r->next->prev = r;
+    } else {
+        s->wait_tail = r;
+    }
+    if (pos) {
+        pos->next = r;
+    } else {
+        s->wait_head = r;
+    }
+    s->n_waiting++;
+}
+
+/* FCFS: at the tail (new) or the head (preempted). PRIORITY: in (priority, arrival) order. */
+static void wait_push(sched *s, sched_req *r, bool front)
+{
+    if (s->cfg.policy == SCHED_PRIORITY) {
+        sched_req *pos = s->wait_tail;
+        while (pos && prio_before(r, pos)) {
+            pos = pos->prev;
+        }
+        wait_insert_after(s, pos, r);
+    } else {
+        wait_insert_after(s, front ? NULL : s->wait_tail, r);
+    }
+}
+
+static void wait_remove(sched *s, sched_req *r)
+{
+    if (r->prev) {
+        r->prev->next = r->next;
+    } else {
+        s->wait_head = r->next;
+    }
+    if (r->next) {
+        r->next->prev = r->prev;
+    } else {
+        s->wait_tail = r->prev;
+    }
+    r->prev = r->next = NULL;
+    s->n_waiting--;
+}
+
+static void running_remove(sched *s, sched_req *r)
+{
+    int32_t i = r->running_idx;
+    TANDEM_ASSERT(i >= 0 && i < s->n_running && s->running[i] == r);
+    for (; i + 1 < s->n_running; i++) {
+        s->running[i] = s->running[i + 1];
+        s->running[i]->running_idx = i;
+    }
+    s->n_running--;
+    r->running_idx = -1;
+}
+
+/* Drops r's entry from the output being built (schedule time only), refunding nothing. */
+static void out_remove_entry(sched *s, sched_req *r)
+{
+    sched_output *o = &s->out;
+    int32_t i = r->out_idx;
+    TANDEM_ASSERT(i >= 0 && i < o->n_entries && o->entries[i].req == r);
+    o->n_tokens -= o->entries[i].n_new;
+    o->n_logits -= o->entries[i].wants_logits;
+    for (; i + 1 < o->n_entries; i++) {
+        o->entries[i] = o->entries[i + 1];
+        o->entries[i].req->out_idx = i;
+    }
+    o->n_entries--;
+    r->out_idx = -1;
+}
+
+/* Takes r out of every queue and the pending output, frees its blocks, sets st. */
+static void finish_internal(sched *s, sched_req *r, sched_status st)
+{
+    if (r->status == SCHED_RUNNING) {
+        running_remove(s, r);
+    } else {
+        wait_remove(s, r);
+    }
+    if (r->out_idx >= 0) {
+        s->out.entries[r->out_idx].req = NULL;
+        r->out_idx = -1;
+    }
+    kvc_release(s->kv, &r->kv);
+    r->status = st;
+}
+
+/* ---- requests --------------------------------------------------------------------------- */
+
+static char *dup_opt(const char *str)
+{
+    return (str && str[0]) ? strdup(str) : NULL;
+}
+
+int sched_add(sched *s, const sched_req_params *p, sched_req **out, char *err, size_t errlen)
+{
+    set_err(err, errlen, "%s", "");
+    *out = NULL;
+    if (p->n_prompt < 1 || !p->prompt) {
+        set_err(err, errlen, "prompt: must contain at least one token");
+        return -EINVAL;
+    }
+    if (p->n_prompt >= s->cfg.max_model_len) {
+        set_err(err, errlen,
+                "prompt: this model's maximum context length is %d tokens, but the prompt has "
+                "%d tokens",
+                s->cfg.max_model_len, p->n_prompt);
+        return -EINVAL;
+    }
+    for (int32_t i = 0; i < p->n_prompt; i++) {
+        if (p->prompt[i] < 0) {
+            set_err(err, errlen, "prompt: token id %d at position %d is negative", p->prompt[i], i);
+            return -EINVAL;
+        }
+    }
+    if (s->n_waiting >= s->cfg.max_waiting) {
+        set_err(err, errlen, "waiting queue is full (%d requests); retry later", s->n_waiting);
+        return -EAGAIN;
+    }
+    int32_t room = s->cfg.max_model_len - p->n_prompt;
+    int32_t max_tokens = p->max_tokens <= 0 ? room : p->max_tokens;
+    int32_t cap = p->n_prompt + (max_tokens < room ? max_tokens : room);
+    sched_req *r = calloc(1, sizeof(*r));
+    if (!r) {
+        goto err_nomem;
+    }
+    r->tokens = malloc((size_t)cap * sizeof(*r->tokens));
+    r->cache_salt = dup_opt(p->cache_salt);
+    r->lora_name = dup_opt(p->lora_name);
+    if (!r->tokens || (p->cache_salt && p->cache_salt[0] && !r->cache_salt) ||
+        (p->lora_name && p->lora_name[0] && !r->lora_name)) {
+        goto err_free;
+    }
+    if (kvc_seq_init(&r->kv, s->kv, cap, r->cache_salt, r->lora_name) != 0) {
+        goto err_free;
+    }
+    memcpy(r->tokens, p->prompt, (size_t)p->n_prompt * sizeof(*r->tokens));
+    r->id = p->id;
+    r->priority = p->priority;
+    r->user = p->user;
+    r->arrival = s->next_arrival++;
+    r->n_tokens = p->n_prompt;
+    r->n_prompt = p->n_prompt;
+    r->cap_tokens = cap;
+    r->max_tokens = max_tokens;
+    r->num_cached_tokens = -1;
+    r->status = SCHED_WAITING;
+    r->running_idx = -1;
+    r->out_idx = -1;
+    wait_push(s, r, false);
+    *out = r;
+    return 0;
+
+err_free:
+    free(r->tokens);
+    free(r->cache_salt);
+    free(r->lora_name);
+    free(r);
+err_nomem:
+    set_err(err, errlen, "out of memory");
+    return -ENOMEM;
+}
+
+int sched_abort(sched *s, sched_req *r)
+{
+    return sched_finish(s, r, SCHED_FINISHED_ABORTED);
+}
+
+int sched_finish(sched *s, sched_req *r, sched_status st)
+{
+    if (!sched_status_finished(st)) {
+        return -EINVAL;
+    }
+    if (sched_status_finished(r->status)) {
+        return -EALREADY;
+    }
+    finish_internal(s, r, st);
+    return 0;
+}
+
+void sched_req_free(sched *s, sched_req *r)
+{
+    if (!r) {
+        return;
+    }
+    if (!sched_status_finished(r->status)) {
+        TANDEM_ASSERT(s != NULL);
+        finish_internal(s, r, SCHED_FINISHED_ABORTED);
+    }
+    TANDEM_ASSERT(r->kv.n_blocks == 0);
+    free(r->kv.blocks);
+    free(r->kv.hashes);
+    free(r->tokens);
+    free(r->cache_salt);
+    free(r->lora_name);
+    free(r);
+}
+
+void sched_free(sched *s)
+{
+    if (!s) {
+        return;
+    }
+    while (s->n_running > 0) {
+        finish_internal(s, s->running[s->n_running - 1], SCHED_FINISHED_ABORTED);
+    }
+    while (s->wait_head) {
+        finish_internal(s, s->wait_head, SCHED_FINISHED_ABORTED);
+    }
+    free(s->running);
+    free(s->out.entries);
+    free(s->out.preempted);
+    free(s->out.finished);
+    free(s);
+}
+
+/* ---- scheduling ------------------------------------------------------------------------- */
+
+static void out_add(sched *s, sched_req *r, int32_t n_new)
+{
+    sched_output *o = &s->out;
+    TANDEM_ASSERT(o->n_entries < s->cfg.max_num_seqs);
+    sched_entry *e = &o->entries[o->n_entries];
+    e->req = r;
+    e->start_pos = r->num_computed_tokens;
+    e->n_new = n_new;
+    e->tokens = r->tokens + r->num_computed_tokens;
+    e->block_table = r->kv.blocks;
+    e->n_blocks = (r->num_computed_tokens + n_new + s->block_size - 1) / s->block_size;
+    TANDEM_ASSERT(e->n_blocks <= r->kv.n_blocks);
+    e->wants_logits = r->num_computed_tokens + n_new == r->n_tokens;
+    r->out_idx = o->n_entries++;
+    o->n_tokens += n_new;
+    o->n_logits += e->wants_logits;
+}
+
+/* The running request to preempt: the newest (FCFS) or the max (priority, arrival). */
+static sched_req *pick_victim(const sched *s)
+{
+    sched_req *v = s->running[s->n_running - 1];
+    if (s->cfg.policy == SCHED_PRIORITY) {
+        for (int32_t i = 0; i < s->n_running; i++) {
+            if (prio_before(v, s->running[i])) {
+                v = s->running[i];
+            }
+        }
+    }
+    return v;
+}
+
+/* Recompute preemption: frees v's blocks and sends it back to the front of the waiting queue.
+ * Returns the budget refunded when v had already been scheduled this step. */
+static int32_t preempt(sched *s, sched_req *v)
+{
+    int32_t refund = 0;
+    running_remove(s, v);
+    if (v->out_idx >= 0) {
+        refund = s->out.entries[v->out_idx].n_new;
+        out_remove_entry(s, v);
+    }
+    kvc_release(s->kv, &v->kv);
+    v->num_computed_tokens = 0;
+    v->status = SCHED_PREEMPTED;
+    v->num_preemptions++;
+    s->preemptions++;
+    wait_push(s, v, true);
+    TANDEM_ASSERT(s->out.n_preempted < s->cfg.max_num_seqs);
+    s->out.preempted[s->out.n_preempted++] = v;
+    return refund;
+}
+
+static int32_t cap_new_tokens(const sched *s, int32_t n, int32_t budget)
+{
+    int32_t thr = s->cfg.long_prefill_token_threshold;
+    if (thr > 0 && n > thr) {
+        n = thr;
+    }
+    return n < budget ? n : budget;
+}
+
+const sched_output *sched_schedule(sched *s)
+{
+    sched_output *o = &s->out;
+    /* Without an update since the last schedule, its live entries still point back here (after
+     * an update none does, and finished requests may already be freed). */
+    for (int32_t i = 0; s->update_pending && i < o->n_entries; i++) {
+        if (o->entries[i].req) {
+            o->entries[i].req->out_idx = -1;
+        }
+    }
+    o->n_entries = o->n_tokens = o->n_logits = 0;
+    o->n_preempted = 0;
+    o->n_finished = 0;
+    s->update_pending = true;
+    int32_t budget = s->cfg.max_num_batched_tokens;
+
+    /* Phase A: running requests, in order. */
+    for (int32_t i = 0; i < s->n_running && budget > 0; i++) {
+        sched_req *r = s->running[i];
+        int32_t n_new = cap_new_tokens(s, r->n_tokens - r->num_computed_tokens, budget);
+        if (n_new <= 0) {
+            continue;
+        }
+        bool scheduled = true;
+        while (kvc_allocate(s->kv, &r->kv, r->num_computed_tokens + n_new) != 0) {
+            sched_req *v = pick_victim(s);
+            int32_t v_idx = v->running_idx;
+            budget += preempt(s, v);
+            if (v == r) {
+                scheduled = false;
+                break;
+            }
+            if (v_idx < i) {
+                i--;
+            }
+        }
+        if (!scheduled) {
+            break;
+        }
+        out_add(s, r, n_new);
+        budget -= n_new;
+    }
+
+    /* Phase B: admit waiting requests, unless this step preempted. */
+    while (o->n_preempted == 0 && s->wait_head && budget > 0 &&
+           s->n_running < s->cfg.max_num_seqs) {
+        sched_req *r = s->wait_head;
+        int32_t hit = kvc_lookup(s->kv, &r->kv, r->tokens, r->n_tokens);
+        TANDEM_ASSERT(hit >= 0);
+        int32_t n_new = r->n_tokens - hit;
+        if (!s->cfg.enable_chunked_prefill && n_new > budget) {
+            break;
+        }
+        n_new = cap_new_tokens(s, n_new, budget);
+        if (kvc_allocate(s->kv, &r->kv, hit + n_new) != 0) {
+            break;
+        }
+        wait_remove(s, r);
+        r->status = SCHED_RUNNING;
+        r->num_computed_tokens = hit;
+        if (r->num_cached_tokens < 0) {
+            r->num_cached_tokens = hit;
+        }
+        r->running_idx = s->n_running;
+        s->running[s->n_running++] = r;
+        out_add(s, r, n_new);
+        budget -= n_new;
+    }
+    return o;
+}
+
+int sched_update(sched *s, const int32_t *sampled, int32_t n_sampled)
+{
+    sched_output *o = &s->out;
+    if (!s->update_pending || n_sampled != o->n_logits || (n_sampled > 0 && !sampled)) {
+        return -EINVAL;
+    }
+    for (int32_t k = 0; k < n_sampled; k++) {
+        if (sampled[k] < 0) {
+            return -EINVAL;
+        }
+    }
+    s->update_pending = false;
+    o->n_finished = 0;
+    int32_t k = 0;
+    for (int32_t i = 0; i < o->n_entries; i++) {
+        sched_entry *e = &o->entries[i];
+        int32_t tok = e->wants_logits ? sampled[k++] : -1;
+        sched_req *r = e->req;
+        if (!r) {
+            continue;
+        }
+        r->out_idx = -1;
+        r->num_computed_tokens += e->n_new;
+        r->num_steps++;
+        if (e->wants_logits) {
+            TANDEM_ASSERT(r->n_tokens < r->cap_tokens);
+            r->tokens[r->n_tokens++] = tok;
+            r->num_output_tokens++;
+            s->generation_tokens++;
+            if (r->num_output_tokens == 1) {
+                s->prompt_tokens += (uint64_t)r->n_prompt;
+            }
+        }
+        kvc_cache_blocks(s->kv, &r->kv, r->tokens, r->num_computed_tokens);
+        if (e->wants_logits &&
+            (r->num_output_tokens >= r->max_tokens || r->n_tokens >= r->cap_tokens)) {
+            finish_internal(s, r, SCHED_FINISHED_LENGTH);
+            o->finished[o->n_finished++] = r;
+        }
+    }
+    return 0;
+}
+
+int sched_fill_batch(const sched_output *out, int32_t *tokens_buf, int32_t tokens_cap,
+                     fwd_seq *seqs, int32_t seqs_cap, fwd_batch *batch)
+{
+    if (out->n_tokens > tokens_cap || out->n_entries > seqs_cap) {
+        return -ENOSPC;
+    }
+    int32_t pos = 0;
+    for (int32_t i = 0; i < out->n_entries; i++) {
+        const sched_entry *e = &out->entries[i];
+        if (!e->req) {
+            return -EINVAL;
+        }
+        memcpy(tokens_buf + pos, e->tokens, (size_t)e->n_new * sizeof(*tokens_buf));
+        pos += e->n_new;
+        seqs[i] = (fwd_seq){
+            .n_new = e->n_new,
+            .start_pos = e->start_pos,
+            .block_table = e->block_table,
+            .n_blocks = e->n_blocks,
+            .want_logits = e->wants_logits,
+        };
+    }
+    *batch = (fwd_batch){
+        .n_tokens = pos,
+        .tokens = tokens_buf,
+        .n_seqs = out->n_entries,
+        .seqs = seqs,
+        .logits = NULL,
+    };
+    return 0;
+}
+
+/* ---- stats ------------------------------------------------------------------------------ */
+
+int32_t sched_num_running(const sched *s)
+{
+    return s->n_running;
+}
+
+int32_t sched_num_waiting(const sched *s)
+{
+    return s->n_waiting;
+}
+
+bool sched_has_work(const sched *s)
+{
+    return s->n_running > 0 || s->n_waiting > 0;
+}
+
+uint64_t sched_num_preemptions(const sched *s)
+{
+    return s->preemptions;
+}
+
+uint64_t sched_prompt_tokens_total(const sched *s)
+{
+    return s->prompt_tokens;
+}
+
+uint64_t sched_generation_tokens_total(const sched *s)
+{
+    return s->generation_tokens;
+}
+
+double sched_kv_usage(const sched *s)
+{
+    return kvc_usage(s->kv);
+}
+
+uint64_t sched_prefix_queries(const sched *s)
+{
+    return kvc_prefix_queries(s->kv);
+}
+
+uint64_t sched_prefix_hits(const sched *s)
+{
+    return kvc_prefix_hits(s->kv);
+}
+
+const sched_config *sched_get_config(const sched *s)
+{
+    return &s->cfg;
+}

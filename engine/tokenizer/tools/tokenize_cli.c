@@ -1,0 +1,218 @@
+/*
+ * tandem-tokenize: encodes a JSON-lines corpus ({"text": "..."} per line) with a tokenizer.json or
+ * a GGUF model's vocabulary and prints one JSON line per input, {"ids": [...]} (plus "decoded"
+ * with --decode), the same shape as engine/reference/hf_tokenize.mjs. --bench FILE encodes a
+ * whole file and reports tokens/s on stderr.
+ *
+ *   tandem-tokenize (--hf DIR|tokenizer.json | --gguf FILE) (--corpus FILE | --bench FILE)
+ *                   [--no-special] [--no-parse-special] [--decode] [--repeat N]
+ * --no-special: no BOS/EOS added; --no-parse-special: special-token text is plain text.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/tokenizer/tokenizer.h"
+#include "lib/json.h"
+#ifdef TANDEM_HAVE_MODEL
+#include "engine/model/model.h"
+#endif
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: tandem-tokenize (--hf DIR|tokenizer.json | --gguf FILE) "
+                    "(--corpus FILE | --bench FILE) [--no-special] [--no-parse-special] [--decode] "
+                    "[--repeat N]\n");
+    return 2;
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *b = malloc(cap);
+    if (!b) {
+        fclose(f);
+        return NULL;
+    }
+    for (;;) {
+        if (n == cap) {
+            char *nb = cap < ((size_t)1 << 30) ? realloc(b, cap * 2) : NULL;
+            if (!nb) {
+                free(b);
+                fclose(f);
+                return NULL;
+            }
+            b = nb;
+            cap *= 2;
+        }
+        size_t got = fread(b + n, 1, cap - n, f);
+        n += got;
+        if (got == 0) {
+            break;
+        }
+    }
+    fclose(f);
+    *len = n;
+    return b;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int run_corpus(const tokenizer *t, const char *corpus, bool special, bool parse_special,
+                      bool decode)
+{
+    size_t len = 0;
+    char *data = slurp(corpus, &len);
+    if (!data) {
+        fprintf(stderr, "%s: cannot read\n", corpus);
+        return 1;
+    }
+    int status = 0;
+    size_t line_no = 0;
+    for (char *line = data; line < data + len && status == 0;) {
+        char *nl = memchr(line, '\n', (size_t)(data + len - line));
+        size_t ll = nl ? (size_t)(nl - line) : (size_t)(data + len - line);
+        line_no++;
+        if (ll == 0) {
+            line = nl ? nl + 1 : data + len;
+            continue;
+        }
+        char err[256];
+        struct json_object *o = json_parse(line, ll, err, sizeof(err));
+        struct json_object *tv = o ? json_get(o, "text") : NULL;
+        if (!tv || !json_object_is_type(tv, json_type_string)) {
+            fprintf(stderr, "%s:%zu: expected {\"text\": string} %s\n", corpus, line_no, err);
+            json_object_put(o);
+            status = 1;
+            break;
+        }
+        int32_t *ids = NULL;
+        size_t n = 0;
+        int rc =
+            tokenizer_encode(t, json_object_get_string(tv), (size_t)json_object_get_string_len(tv),
+                             special, parse_special, &ids, &n);
+        if (rc) {
+            fprintf(stderr, "%s:%zu: encode failed: %s\n", corpus, line_no, strerror(-rc));
+            json_object_put(o);
+            status = 1;
+            break;
+        }
+        struct json_object *rec = json_object_new_object();
+        struct json_object *arr = json_object_new_array();
+        for (size_t i = 0; i < n; i++) {
+            json_object_array_add(arr, json_object_new_int(ids[i]));
+        }
+        json_object_object_add(rec, "ids", arr);
+        if (decode) {
+            char *text = NULL;
+            size_t tl = 0;
+            rc = tokenizer_decode(t, ids, n, false, &text, &tl);
+            if (rc == 0) {
+                json_object_object_add(rec, "decoded", json_object_new_string_len(text, (int)tl));
+            }
+            free(text);
+        }
+        printf("%s\n", json_object_to_json_string_ext(rec, JSON_C_TO_STRING_PLAIN |
+                                                               JSON_C_TO_STRING_NOSLASHESCAPE));
+        json_object_put(rec);
+        json_object_put(o);
+        free(ids);
+        line = nl ? nl + 1 : data + len;
+    }
+    free(data);
+    return status;
+}
+
+static int run_bench(const tokenizer *t, const char *path, int repeat)
+{
+    size_t len = 0;
+    char *data = slurp(path, &len);
+    if (!data) {
+        fprintf(stderr, "%s: cannot read\n", path);
+        return 1;
+    }
+    size_t total = 0;
+    double t0 = now_s();
+    for (int r = 0; r < repeat; r++) {
+        int32_t *ids = NULL;
+        size_t n = 0;
+        int rc = tokenizer_encode(t, data, len, false, false, &ids, &n);
+        free(ids);
+        if (rc) {
+            fprintf(stderr, "encode failed: %s\n", strerror(-rc));
+            free(data);
+            return 1;
+        }
+        total += n;
+    }
+    double dt = now_s() - t0;
+    fprintf(stderr, "%zu bytes x %d: %zu tokens in %.3f s = %.0f tokens/s, %.2f MB/s\n", len,
+            repeat, total, dt, (double)total / dt, (double)len * repeat / dt / 1e6);
+    free(data);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *hf = NULL, *gguf = NULL, *corpus = NULL, *bench = NULL;
+    bool special = true, decode = false, parse_special = true;
+    int repeat = 1;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--hf") == 0 && i + 1 < argc) {
+            hf = argv[++i];
+        } else if (strcmp(argv[i], "--gguf") == 0 && i + 1 < argc) {
+            gguf = argv[++i];
+        } else if (strcmp(argv[i], "--corpus") == 0 && i + 1 < argc) {
+            corpus = argv[++i];
+        } else if (strcmp(argv[i], "--bench") == 0 && i + 1 < argc) {
+            bench = argv[++i];
+        } else if (strcmp(argv[i], "--repeat") == 0 && i + 1 < argc) {
+            repeat = (int)strtol(argv[++i], NULL, 10);
+        } else if (strcmp(argv[i], "--no-special") == 0) {
+            special = false;
+        } else if (strcmp(argv[i], "--no-parse-special") == 0) {
+            parse_special = false;
+        } else if (strcmp(argv[i], "--decode") == 0) {
+            decode = true;
+        } else {
+            return usage();
+        }
+    }
+    if ((!hf == !gguf) || (!corpus == !bench) || repeat < 1) {
+        return usage();
+    }
+    char err[512] = "";
+    tokenizer *t = NULL;
+    int rc;
+    if (hf) {
+        rc = tokenizer_load_hf(hf, NULL, &t, err, sizeof(err));
+    } else {
+#ifdef TANDEM_HAVE_MODEL
+        model *m = model_load(gguf, err, sizeof(err));
+        rc = m ? tokenizer_from_model(m, &t, err, sizeof(err)) : -EINVAL;
+        model_free(m);
+#else
+        snprintf(err, sizeof(err), "%s: built without engine/model (tandem_model)", gguf);
+        rc = -ENOTSUP;
+#endif
+    }
+    if (rc) {
+        fprintf(stderr, "tandem-tokenize: %s\n", err);
+        return 1;
+    }
+    int status = corpus ? run_corpus(t, corpus, special, parse_special, decode)
+                        : run_bench(t, bench, repeat);
+    tokenizer_free(t);
+    return status;
+}

@@ -1,0 +1,803 @@
+/*
+ * tandem-genmodel: writes seeded random-weight test models, as a GGUF v3 file (llama.cpp's
+ * names and metadata; F32/F16/BF16/Q8_0/Q4_0 matrices) or a Hugging Face folder (config.json,
+ * generation_config.json, model.safetensors, tokenizer.json, tokenizer_config.json), with a
+ * synthetic or a converted real tokenizer (genvocab.h). Used by the engine tests, the
+ * benchmarks and `make run`.
+ *
+ * Same seed and shapes give the same model in both formats: every tensor's values come from a
+ * PRNG seeded by (seed, GGUF tensor name), generated in GGUF row order. llama GGUF files hold
+ * Q/K rows permuted for adjacent-pair RoPE (convert_hf_to_gguf.py's permute), so the HF q_proj /
+ * k_proj are written with the inverse permutation; qwen2/qwen3 are not permuted. Norm weights
+ * and biases stay F32 in both formats. Same arguments give byte-identical files.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "engine/model/gguf_writer.h"
+#include "engine/tools/genquant.h"
+#include "engine/tools/genvocab.h"
+#include "lib/buf.h"
+#include "lib/json.h"
+
+enum { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3 };
+enum { KIND_EMBED, KIND_MATRIX, KIND_NORM, KIND_BIAS };
+
+#define MAX_DIM    (1 << 20)
+#define MAX_LAYERS 1024
+
+typedef struct gen_opts {
+    int hf;          /* 0: GGUF, 1: HF folder */
+    const char *out; /* output path */
+    int arch;        /* ARCH_* */
+    int64_t layers, dim, heads, kv_heads, head_dim, ffn, vocab, ctx;
+    tdtype type; /* matrix type */
+    int tied;    /* no output.weight / lm_head */
+    uint64_t seed;
+    double rope_base, rms_eps; /* as given; GGUF stores them as f32 */
+    const char *tokenizer;     /* NULL: synthetic */
+    const char *tokenizer_pre;
+    const char *name;
+} gen_opts;
+
+typedef struct tspec {
+    char gguf[64];      /* GGUF tensor name */
+    char hf[96];        /* HF tensor name */
+    int64_t rows, cols; /* cols == 0: a 1-D tensor of rows elements */
+    int kind;           /* KIND_* */
+    int64_t perm_heads; /* > 0: llama Q/K permuted with this many heads */
+} tspec;
+
+static const char *const arch_names[] = {"llama", "qwen2", "qwen3"};
+
+TANDEM_PRINTF(3, 4)
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static uint64_t name_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s != '\0'; s++) {
+        h ^= (unsigned char)*s;
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+/* Values of one tensor in GGUF row order (caller frees), or NULL on OOM. */
+static float *gen_values(const gen_opts *o, const tspec *t)
+{
+    int64_t n = t->rows * (t->cols > 0 ? t->cols : 1);
+    float *x = malloc((size_t)n * sizeof(float));
+    if (x == NULL) {
+        return NULL;
+    }
+    genq_rng rng;
+    genq_rng_seed(&rng, o->seed ^ name_hash(t->gguf));
+    float scale = 0.0f, offset = 0.0f;
+    switch (t->kind) {
+    case KIND_EMBED:
+        scale = sqrtf(3.0f) * 2.0f / sqrtf((float)o->dim);
+        break;
+    case KIND_MATRIX:
+        scale = sqrtf(3.0f / (float)t->cols);
+        break;
+    case KIND_NORM:
+        scale = 0.1f;
+        offset = 1.0f;
+        break;
+    case KIND_BIAS:
+        scale = 0.1f;
+        break;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = offset + scale * genq_rng_uniform(&rng);
+    }
+    return x;
+}
+
+static size_t add_spec(tspec *s, size_t n, const char *gguf, const char *hf, int64_t rows,
+                       int64_t cols, int kind, int64_t perm_heads)
+{
+    snprintf(s[n].gguf, sizeof(s[n].gguf), "%s", gguf);
+    snprintf(s[n].hf, sizeof(s[n].hf), "%s", hf);
+    s[n].rows = rows;
+    s[n].cols = cols;
+    s[n].kind = kind;
+    s[n].perm_heads = perm_heads;
+    return n + 1;
+}
+
+/* The tensor list in file order; *n receives the count. Caller frees. */
+static tspec *build_specs(const gen_opts *o, size_t *n_out)
+{
+    size_t cap = 4 + (size_t)o->layers * 16;
+    tspec *s = calloc(cap, sizeof(*s));
+    if (s == NULL) {
+        return NULL;
+    }
+    int64_t d = o->dim, hd = o->head_dim, q = o->heads * hd, kv = o->kv_heads * hd;
+    int llama = o->arch == ARCH_LLAMA;
+    size_t n = 0;
+    n = add_spec(s, n, "token_embd.weight", "model.embed_tokens.weight", o->vocab, d, KIND_EMBED,
+                 0);
+    for (int64_t l = 0; l < o->layers; l++) {
+        char g[64], h[96];
+#define SPEC(gsuf, hsuf, rows, cols, kind, perm)                                                   \
+    do {                                                                                           \
+        snprintf(g, sizeof(g), "blk.%lld.%s", (long long)l, gsuf);                                 \
+        snprintf(h, sizeof(h), "model.layers.%lld.%s", (long long)l, hsuf);                        \
+        n = add_spec(s, n, g, h, rows, cols, kind, perm);                                          \
+    } while (0)
+        SPEC("attn_norm.weight", "input_layernorm.weight", d, 0, KIND_NORM, 0);
+        SPEC("attn_q.weight", "self_attn.q_proj.weight", q, d, KIND_MATRIX, llama ? o->heads : 0);
+        SPEC("attn_k.weight", "self_attn.k_proj.weight", kv, d, KIND_MATRIX,
+             llama ? o->kv_heads : 0);
+        SPEC("attn_v.weight", "self_attn.v_proj.weight", kv, d, KIND_MATRIX, 0);
+        if (o->arch == ARCH_QWEN2) {
+            SPEC("attn_q.bias", "self_attn.q_proj.bias", q, 0, KIND_BIAS, 0);
+            SPEC("attn_k.bias", "self_attn.k_proj.bias", kv, 0, KIND_BIAS, 0);
+            SPEC("attn_v.bias", "self_attn.v_proj.bias", kv, 0, KIND_BIAS, 0);
+        }
+        if (o->arch == ARCH_QWEN3) {
+            SPEC("attn_q_norm.weight", "self_attn.q_norm.weight", hd, 0, KIND_NORM, 0);
+            SPEC("attn_k_norm.weight", "self_attn.k_norm.weight", hd, 0, KIND_NORM, 0);
+        }
+        SPEC("attn_output.weight", "self_attn.o_proj.weight", d, q, KIND_MATRIX, 0);
+        SPEC("ffn_norm.weight", "post_attention_layernorm.weight", d, 0, KIND_NORM, 0);
+        SPEC("ffn_gate.weight", "mlp.gate_proj.weight", o->ffn, d, KIND_MATRIX, 0);
+        SPEC("ffn_up.weight", "mlp.up_proj.weight", o->ffn, d, KIND_MATRIX, 0);
+        SPEC("ffn_down.weight", "mlp.down_proj.weight", d, o->ffn, KIND_MATRIX, 0);
+#undef SPEC
+    }
+    n = add_spec(s, n, "output_norm.weight", "model.norm.weight", d, 0, KIND_NORM, 0);
+    if (!o->tied) {
+        n = add_spec(s, n, "output.weight", "lm_head.weight", o->vocab, d, KIND_EMBED, 0);
+    }
+    *n_out = n;
+    return s;
+}
+
+static uint32_t file_type(tdtype t)
+{
+    switch (t) {
+    case TD_F32:
+        return 0;
+    case TD_F16:
+        return 1;
+    case TD_Q4_0:
+        return 2;
+    case TD_Q8_0:
+        return 7;
+    case TD_BF16:
+        return 32;
+    }
+    return 0;
+}
+
+/* ---- GGUF -------------------------------------------------------------------------------- */
+
+static int set_tokenizer(gguf_writer *w, const genvocab *v)
+{
+    int rc = gguf_writer_set_str(w, "tokenizer.ggml.model", v->model);
+    if (rc == 0) {
+        rc = gguf_writer_set_str(w, "tokenizer.ggml.pre", v->pre);
+    }
+    if (rc == 0) {
+        rc = gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v->tokens,
+                                     v->lens, v->n_tokens);
+    }
+    if (rc == 0 && v->scores != NULL) {
+        rc = gguf_writer_set_arr_f32(w, "tokenizer.ggml.scores", v->scores, v->n_tokens);
+    }
+    if (rc == 0) {
+        rc = gguf_writer_set_arr_i32(w, "tokenizer.ggml.token_type", v->types, v->n_tokens);
+    }
+    if (rc == 0 && v->scores == NULL) {
+        rc = gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", (const char *const *)v->merges,
+                                     NULL, v->n_merges);
+    }
+    const struct {
+        const char *key;
+        int64_t id;
+    } ids[] = {{"tokenizer.ggml.bos_token_id", v->bos},
+               {"tokenizer.ggml.eos_token_id", v->eos},
+               {"tokenizer.ggml.unknown_token_id", v->unk},
+               {"tokenizer.ggml.padding_token_id", v->pad}};
+    for (size_t i = 0; rc == 0 && i < ARRAY_SIZE(ids); i++) {
+        if (ids[i].id >= 0) {
+            rc = gguf_writer_set_u32(w, ids[i].key, (uint32_t)ids[i].id);
+        }
+    }
+    if (rc == 0) {
+        rc = gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", v->add_bos);
+    }
+    if (rc == 0) {
+        rc = gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", v->add_eos);
+    }
+    if (rc == 0 && v->scores != NULL) {
+        rc = gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", v->add_space_prefix);
+    }
+    if (rc == 0 && v->chat_template != NULL) {
+        rc = gguf_writer_set_str(w, "tokenizer.chat_template", v->chat_template);
+    }
+    return rc;
+}
+
+static int set_hparams(gguf_writer *w, const gen_opts *o)
+{
+    const char *a = arch_names[o->arch];
+    char key[128];
+    int rc = gguf_writer_set_str(w, "general.architecture", a);
+    if (rc == 0) {
+        rc = gguf_writer_set_str(w, "general.name", o->name);
+    }
+    if (rc == 0) {
+        rc = gguf_writer_set_u32(w, "general.file_type", file_type(o->type));
+    }
+    if (rc == 0) {
+        rc = gguf_writer_set_u32(w, "general.quantization_version", 2);
+    }
+    const struct {
+        const char *suffix;
+        int64_t v;
+    } u[] = {{"vocab_size", o->vocab},
+             {"context_length", o->ctx},
+             {"embedding_length", o->dim},
+             {"block_count", o->layers},
+             {"feed_forward_length", o->ffn},
+             {"attention.head_count", o->heads},
+             {"attention.head_count_kv", o->kv_heads},
+             {"rope.dimension_count", o->head_dim}};
+    for (size_t i = 0; rc == 0 && i < ARRAY_SIZE(u); i++) {
+        snprintf(key, sizeof(key), "%s.%s", a, u[i].suffix);
+        rc = gguf_writer_set_u32(w, key, (uint32_t)u[i].v);
+    }
+    if (rc == 0 && o->head_dim * o->heads != o->dim) {
+        snprintf(key, sizeof(key), "%s.attention.key_length", a);
+        rc = gguf_writer_set_u32(w, key, (uint32_t)o->head_dim);
+        if (rc == 0) {
+            snprintf(key, sizeof(key), "%s.attention.value_length", a);
+            rc = gguf_writer_set_u32(w, key, (uint32_t)o->head_dim);
+        }
+    }
+    if (rc == 0) {
+        snprintf(key, sizeof(key), "%s.attention.layer_norm_rms_epsilon", a);
+        rc = gguf_writer_set_f32(w, key, (float)o->rms_eps);
+    }
+    if (rc == 0) {
+        snprintf(key, sizeof(key), "%s.rope.freq_base", a);
+        rc = gguf_writer_set_f32(w, key, (float)o->rope_base);
+    }
+    return rc;
+}
+
+static int write_gguf(const gen_opts *o, const genvocab *v, const tspec *specs, size_t n_specs,
+                      char *err, size_t errlen)
+{
+    gguf_writer *w = gguf_writer_new(0);
+    if (w == NULL) {
+        seterr(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    int rc = set_hparams(w, o);
+    if (rc == 0) {
+        rc = set_tokenizer(w, v);
+    }
+    if (rc < 0) {
+        seterr(err, errlen, "setting GGUF metadata: %s", strerror(-rc));
+        goto out;
+    }
+    for (size_t i = 0; i < n_specs; i++) {
+        const tspec *t = &specs[i];
+        float *x = gen_values(o, t);
+        tdtype type = t->cols > 0 ? o->type : TD_F32;
+        int64_t cols = t->cols > 0 ? t->cols : t->rows;
+        int64_t rows = t->cols > 0 ? t->rows : 1;
+        size_t bytes = td_row_bytes(type, cols) * (size_t)rows;
+        void *data = x != NULL && bytes > 0 ? malloc(bytes) : NULL;
+        if (data == NULL) {
+            free(x);
+            seterr(err, errlen, "%s: out of memory", t->gguf);
+            rc = -ENOMEM;
+            goto out;
+        }
+        genq_convert(type, x, rows, cols, data);
+        int64_t ne[2] = {cols, rows};
+        rc = gguf_writer_add_tensor(w, t->gguf, type, t->cols > 0 ? 2 : 1, ne, data, bytes);
+        free(x);
+        free(data);
+        if (rc < 0) {
+            seterr(err, errlen, "%s: adding tensor: %s", t->gguf, strerror(-rc));
+            goto out;
+        }
+    }
+    rc = gguf_writer_write_file(w, o->out, err, errlen);
+out:
+    gguf_writer_free(w);
+    return rc;
+}
+
+/* ---- Hugging Face ------------------------------------------------------------------------ */
+
+static int write_bytes(const char *path, const void *data, size_t len, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "wb");
+    if (f == NULL) {
+        seterr(err, errlen, "%s: %s", path, strerror(errno));
+        return -EIO;
+    }
+    size_t put = fwrite(data, 1, len, f);
+    int bad = put != len;
+    bad |= fclose(f) != 0;
+    if (bad) {
+        seterr(err, errlen, "%s: write failed", path);
+        return -EIO;
+    }
+    return 0;
+}
+
+static int write_json(const char *dir, const char *file, struct json_object *o, char *err,
+                      size_t errlen)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/%s", dir, file);
+    struct buf b;
+    buf_init(&b, (size_t)1 << 30);
+    int rc = json_to_buf(o, 1, &b);
+    if (rc == 0) {
+        rc = buf_appends(&b, "\n");
+    }
+    if (rc < 0) {
+        seterr(err, errlen, "%s: serializing: %s", path, strerror(-rc));
+    } else {
+        rc = write_bytes(path, b.data, b.len, err, errlen);
+    }
+    buf_free(&b);
+    return rc;
+}
+
+static const char *st_dtype(tdtype t)
+{
+    return t == TD_F16 ? "F16" : t == TD_BF16 ? "BF16" : "F32";
+}
+
+static int write_safetensors(const gen_opts *o, const tspec *specs, size_t n_specs, char *err,
+                             size_t errlen)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/model.safetensors", o->out);
+    int rc = -ENOMEM;
+    struct json_object *hdr = json_object_new_object();
+    struct json_object *meta = json_object_new_object();
+    struct buf b;
+    buf_init(&b, (size_t)64 << 20);
+    FILE *f = NULL;
+    if (hdr == NULL || meta == NULL || json_object_object_add(hdr, "__metadata__", meta) != 0) {
+        json_object_put(meta);
+        goto out;
+    }
+    json_object_object_add(meta, "format", json_object_new_string("pt"));
+    uint64_t off = 0;
+    for (size_t i = 0; i < n_specs; i++) {
+        const tspec *t = &specs[i];
+        tdtype type = t->cols > 0 ? o->type : TD_F32;
+        uint64_t bytes =
+            (uint64_t)t->rows * (uint64_t)(t->cols > 0 ? t->cols : 1) * (type == TD_F32 ? 4u : 2u);
+        struct json_object *e = json_object_new_object();
+        struct json_object *shape = json_object_new_array();
+        struct json_object *offs = json_object_new_array();
+        if (e == NULL || shape == NULL || offs == NULL ||
+            json_object_object_add(hdr, t->hf, e) != 0) {
+            json_object_put(e);
+            json_object_put(shape);
+            json_object_put(offs);
+            goto out;
+        }
+        json_object_object_add(e, "dtype", json_object_new_string(st_dtype(type)));
+        json_object_array_add(shape, json_object_new_int64(t->rows));
+        if (t->cols > 0) {
+            json_object_array_add(shape, json_object_new_int64(t->cols));
+        }
+        json_object_object_add(e, "shape", shape);
+        json_object_array_add(offs, json_object_new_int64((int64_t)off));
+        json_object_array_add(offs, json_object_new_int64((int64_t)(off + bytes)));
+        json_object_object_add(e, "data_offsets", offs);
+        off += bytes;
+    }
+    rc = json_to_buf(hdr, 0, &b);
+    while (rc == 0 && b.len % 8 != 0) {
+        rc = buf_append(&b, " ", 1);
+    }
+    if (rc < 0) {
+        goto out;
+    }
+    f = fopen(path, "wb");
+    if (f == NULL) {
+        seterr(err, errlen, "%s: %s", path, strerror(errno));
+        rc = -EIO;
+        goto out;
+    }
+    uint8_t len8[8];
+    for (int i = 0; i < 8; i++) {
+        len8[i] = (uint8_t)((uint64_t)b.len >> (8 * i));
+    }
+    int bad = fwrite(len8, 1, 8, f) != 8 || fwrite(b.data, 1, b.len, f) != b.len;
+    for (size_t i = 0; !bad && i < n_specs; i++) {
+        const tspec *t = &specs[i];
+        float *x = gen_values(o, t);
+        int64_t cols = t->cols > 0 ? t->cols : t->rows;
+        int64_t rows = t->cols > 0 ? t->rows : 1;
+        tdtype type = t->cols > 0 ? o->type : TD_F32;
+        float *hfx = x != NULL && t->perm_heads > 0 ? malloc((size_t)(rows * cols) * 4) : NULL;
+        void *data = x != NULL ? malloc(td_row_bytes(type, cols) * (size_t)rows) : NULL;
+        if (x == NULL || data == NULL || (t->perm_heads > 0 && hfx == NULL)) {
+            free(x);
+            free(hfx);
+            free(data);
+            rc = -ENOMEM;
+            goto out;
+        }
+        if (hfx != NULL) {
+            genq_permute_qk(x, hfx, t->perm_heads, rows / t->perm_heads, cols, 1);
+        }
+        size_t bytes = genq_convert(type, hfx != NULL ? hfx : x, rows, cols, data);
+        bad = fwrite(data, 1, bytes, f) != bytes;
+        free(x);
+        free(hfx);
+        free(data);
+    }
+    bad |= fclose(f) != 0;
+    f = NULL;
+    rc = bad ? -EIO : 0;
+    if (bad) {
+        seterr(err, errlen, "%s: write failed", path);
+    }
+out:
+    if (rc == -ENOMEM) {
+        seterr(err, errlen, "%s: out of memory", path);
+    }
+    if (f != NULL) {
+        fclose(f);
+    }
+    buf_free(&b);
+    json_object_put(hdr);
+    return rc;
+}
+
+static int write_hf(const gen_opts *o, const genvocab *v, const tspec *specs, size_t n_specs,
+                    char *err, size_t errlen)
+{
+    if (mkdir(o->out, 0755) != 0 && errno != EEXIST) {
+        seterr(err, errlen, "%s: %s", o->out, strerror(errno));
+        return -EIO;
+    }
+    static const char *const hf_arch[] = {"LlamaForCausalLM", "Qwen2ForCausalLM",
+                                          "Qwen3ForCausalLM"};
+    struct json_object *cfg = json_object_new_object();
+    struct json_object *archs = json_object_new_array();
+    struct json_object *gen = json_object_new_object();
+    int rc = -ENOMEM;
+    if (cfg == NULL || archs == NULL || gen == NULL) {
+        json_object_put(archs);
+        goto out;
+    }
+    json_object_array_add(archs, json_object_new_string(hf_arch[o->arch]));
+    json_object_object_add(cfg, "architectures", archs);
+    json_object_object_add(cfg, "model_type", json_object_new_string(arch_names[o->arch]));
+    json_object_object_add(cfg, "hidden_size", json_object_new_int64(o->dim));
+    json_object_object_add(cfg, "intermediate_size", json_object_new_int64(o->ffn));
+    json_object_object_add(cfg, "num_hidden_layers", json_object_new_int64(o->layers));
+    json_object_object_add(cfg, "num_attention_heads", json_object_new_int64(o->heads));
+    json_object_object_add(cfg, "num_key_value_heads", json_object_new_int64(o->kv_heads));
+    json_object_object_add(cfg, "head_dim", json_object_new_int64(o->head_dim));
+    json_object_object_add(cfg, "hidden_act", json_object_new_string("silu"));
+    json_object_object_add(cfg, "max_position_embeddings", json_object_new_int64(o->ctx));
+    json_object_object_add(cfg, "rms_norm_eps", json_object_new_double(o->rms_eps));
+    json_object_object_add(cfg, "rope_theta", json_object_new_double(o->rope_base));
+    json_object_object_add(cfg, "vocab_size", json_object_new_int64(o->vocab));
+    json_object_object_add(cfg, "tie_word_embeddings", json_object_new_boolean(o->tied));
+    json_object_object_add(cfg, "attention_bias", json_object_new_boolean(o->arch == ARCH_QWEN2));
+    json_object_object_add(cfg, "torch_dtype",
+                           json_object_new_string(o->type == TD_F16    ? "float16"
+                                                  : o->type == TD_BF16 ? "bfloat16"
+                                                                       : "float32"));
+    if (v->bos >= 0) {
+        json_object_object_add(cfg, "bos_token_id", json_object_new_int64(v->bos));
+        json_object_object_add(gen, "bos_token_id", json_object_new_int64(v->bos));
+    }
+    if (v->eos >= 0) {
+        json_object_object_add(cfg, "eos_token_id", json_object_new_int64(v->eos));
+        json_object_object_add(gen, "eos_token_id", json_object_new_int64(v->eos));
+    }
+    if (v->pad >= 0) {
+        json_object_object_add(gen, "pad_token_id", json_object_new_int64(v->pad));
+    }
+    json_object_object_add(gen, "do_sample", json_object_new_boolean(0));
+    rc = write_json(o->out, "config.json", cfg, err, errlen);
+    if (rc == 0) {
+        rc = write_json(o->out, "generation_config.json", gen, err, errlen);
+    }
+    char path[4096];
+    if (rc == 0) {
+        snprintf(path, sizeof(path), "%s/tokenizer.json", o->out);
+        rc = write_bytes(path, v->tokenizer_json, v->tokenizer_json_len, err, errlen);
+    }
+    if (rc == 0 && v->tokenizer_config_json != NULL) {
+        snprintf(path, sizeof(path), "%s/tokenizer_config.json", o->out);
+        rc = write_bytes(path, v->tokenizer_config_json, v->tokenizer_config_json_len, err, errlen);
+    }
+    if (rc == 0) {
+        rc = write_safetensors(o, specs, n_specs, err, errlen);
+    }
+out:
+    if (rc == -ENOMEM) {
+        seterr(err, errlen, "%s: out of memory", o->out);
+    }
+    json_object_put(cfg);
+    json_object_put(gen);
+    return rc;
+}
+
+/* ---- command line ------------------------------------------------------------------------ */
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: tandem-genmodel --out PATH [options]\n"
+               "  --format gguf|hf        GGUF file (default) or Hugging Face folder\n"
+               "  --arch llama|qwen2|qwen3  (default llama)\n"
+               "  --layers N --dim D --heads H --kv-heads K --ffn F\n"
+               "                          (defaults 2, 128, 4, = heads, 256)\n"
+               "  --head-dim HD           (default D/H)\n"
+               "  --vocab V               synthetic vocabulary size (default 512); with\n"
+               "                          --tokenizer a minimum (padded with unused tokens)\n"
+               "  --ctx C                 context length (default 2048)\n"
+               "  --type f32|f16|bf16|q8_0|q4_0  matrix type (default f32; hf: f32/f16/bf16)\n"
+               "  --tied                  tie the output to the token embedding\n"
+               "  --seed S                (default 1)\n"
+               "  --rope-base B           (default 10000)\n"
+               "  --rms-eps E             (default 1e-5)\n"
+               "  --tokenizer PATH        a real tokenizer.json or a folder holding one\n"
+               "  --tokenizer-pre NAME    override the detected GGUF pre-tokenizer name\n"
+               "  --name NAME             general.name (default tandem-test)\n");
+}
+
+static int parse_i64(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) {
+        fprintf(stderr, "tandem-genmodel: %s: expected an integer in %lld..%lld, got '%s'\n", flag,
+                (long long)lo, (long long)hi, s);
+        return -EINVAL;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_f64(const char *flag, const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno != 0 || end == s || *end != '\0' || !(v > 0.0) || !isfinite(v) || v > 1e30) {
+        fprintf(stderr, "tandem-genmodel: %s: expected a positive number, got '%s'\n", flag, s);
+        return -EINVAL;
+    }
+    *out = v;
+    return 0;
+}
+
+static int pick(const char *flag, const char *s, const char *const *names, int n, int *out)
+{
+    for (int i = 0; i < n; i++) {
+        if (strcmp(s, names[i]) == 0) {
+            *out = i;
+            return 0;
+        }
+    }
+    fprintf(stderr, "tandem-genmodel: %s: unknown value '%s'\n", flag, s);
+    return -EINVAL;
+}
+
+static int parse_args(int argc, char **argv, gen_opts *o, int64_t *vocab_arg)
+{
+    static const struct option longopts[] = {{"format", required_argument, 0, 'f'},
+                                             {"out", required_argument, 0, 'o'},
+                                             {"arch", required_argument, 0, 'a'},
+                                             {"layers", required_argument, 0, 'l'},
+                                             {"dim", required_argument, 0, 'd'},
+                                             {"heads", required_argument, 0, 'H'},
+                                             {"kv-heads", required_argument, 0, 'K'},
+                                             {"head-dim", required_argument, 0, 'D'},
+                                             {"ffn", required_argument, 0, 'F'},
+                                             {"vocab", required_argument, 0, 'V'},
+                                             {"ctx", required_argument, 0, 'c'},
+                                             {"type", required_argument, 0, 't'},
+                                             {"tied", no_argument, 0, 'T'},
+                                             {"seed", required_argument, 0, 's'},
+                                             {"rope-base", required_argument, 0, 'r'},
+                                             {"rms-eps", required_argument, 0, 'e'},
+                                             {"tokenizer", required_argument, 0, 'k'},
+                                             {"tokenizer-pre", required_argument, 0, 'p'},
+                                             {"name", required_argument, 0, 'n'},
+                                             {"help", no_argument, 0, 'h'},
+                                             {0, 0, 0, 0}};
+    static const char *const formats[] = {"gguf", "hf"};
+    static const char *const types[] = {"f32", "f16", "bf16", "q8_0", "q4_0"};
+    static const tdtype type_ids[] = {TD_F32, TD_F16, TD_BF16, TD_Q8_0, TD_Q4_0};
+    int c, idx, rc = 0;
+    int64_t seed = 1;
+    opterr = 0;
+    while (rc == 0 && (c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'f':
+            rc = pick("--format", optarg, formats, 2, &o->hf);
+            break;
+        case 'o':
+            o->out = optarg;
+            break;
+        case 'a':
+            rc = pick("--arch", optarg, arch_names, 3, &o->arch);
+            break;
+        case 'l':
+            rc = parse_i64("--layers", optarg, 1, MAX_LAYERS, &o->layers);
+            break;
+        case 'd':
+            rc = parse_i64("--dim", optarg, 1, MAX_DIM, &o->dim);
+            break;
+        case 'H':
+            rc = parse_i64("--heads", optarg, 1, 4096, &o->heads);
+            break;
+        case 'K':
+            rc = parse_i64("--kv-heads", optarg, 1, 4096, &o->kv_heads);
+            break;
+        case 'D':
+            rc = parse_i64("--head-dim", optarg, 2, 4096, &o->head_dim);
+            break;
+        case 'F':
+            rc = parse_i64("--ffn", optarg, 1, MAX_DIM, &o->ffn);
+            break;
+        case 'V':
+            rc = parse_i64("--vocab", optarg, 1, GENV_MAX_TOKENS, vocab_arg);
+            break;
+        case 'c':
+            rc = parse_i64("--ctx", optarg, 1, 1 << 24, &o->ctx);
+            break;
+        case 't':
+            rc = pick("--type", optarg, types, 5, &idx);
+            if (rc == 0) {
+                o->type = type_ids[idx];
+            }
+            break;
+        case 'T':
+            o->tied = 1;
+            break;
+        case 's':
+            rc = parse_i64("--seed", optarg, 0, INT64_MAX, &seed);
+            o->seed = (uint64_t)seed;
+            break;
+        case 'r':
+            rc = parse_f64("--rope-base", optarg, &o->rope_base);
+            break;
+        case 'e':
+            rc = parse_f64("--rms-eps", optarg, &o->rms_eps);
+            break;
+        case 'k':
+            o->tokenizer = optarg;
+            break;
+        case 'p':
+            o->tokenizer_pre = optarg;
+            break;
+        case 'n':
+            o->name = optarg;
+            break;
+        case 'h':
+            usage(stdout);
+            exit(0);
+        default:
+            fprintf(stderr, "tandem-genmodel: unknown or incomplete option '%s'\n",
+                    argv[optind - 1]);
+            rc = -EINVAL;
+        }
+    }
+    if (rc == 0 && optind < argc) {
+        fprintf(stderr, "tandem-genmodel: unexpected argument '%s'\n", argv[optind]);
+        rc = -EINVAL;
+    }
+    return rc;
+}
+
+static int check_opts(gen_opts *o)
+{
+    const char *e = NULL;
+    if (o->out == NULL) {
+        e = "--out is required";
+    } else if (o->head_dim == 0 && o->dim % o->heads != 0) {
+        e = "--dim must be a multiple of --heads (or give --head-dim)";
+    } else if (o->heads % o->kv_heads != 0) {
+        e = "--heads must be a multiple of --kv-heads";
+    } else if (o->hf && o->type != TD_F32 && o->type != TD_F16 && o->type != TD_BF16) {
+        e = "--type: HF output supports f32, f16 and bf16 only";
+    }
+    if (e == NULL) {
+        if (o->head_dim == 0) {
+            o->head_dim = o->dim / o->heads;
+        }
+        if (o->head_dim % 2 != 0) {
+            e = "the head dimension must be even (RoPE rotates pairs)";
+        }
+    }
+    if (e == NULL && td_block_elems(o->type) > 1 &&
+        (o->dim % TD_QK != 0 || (o->heads * o->head_dim) % TD_QK != 0 || o->ffn % TD_QK != 0)) {
+        e = "--type q8_0/q4_0: --dim, --heads x head dim and --ffn must be multiples of 32";
+    }
+    if (e != NULL) {
+        fprintf(stderr, "tandem-genmodel: %s\n", e);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    gen_opts o = {.arch = ARCH_LLAMA,
+                  .layers = 2,
+                  .dim = 128,
+                  .heads = 4,
+                  .ffn = 256,
+                  .ctx = 2048,
+                  .type = TD_F32,
+                  .seed = 1,
+                  .rope_base = 10000.0,
+                  .rms_eps = 1e-5,
+                  .name = "tandem-test"};
+    int64_t vocab_arg = 0;
+    if (parse_args(argc, argv, &o, &vocab_arg) < 0) {
+        usage(stderr);
+        return 2;
+    }
+    if (o.kv_heads == 0) {
+        o.kv_heads = o.heads;
+    }
+    if (check_opts(&o) < 0) {
+        return 2;
+    }
+    char err[512] = "";
+    genvocab v;
+    int rc = o.tokenizer != NULL
+                 ? genvocab_from_hf(&v, o.tokenizer, o.tokenizer_pre, vocab_arg, err, sizeof(err))
+                 : genvocab_synthetic(&v, vocab_arg > 0 ? vocab_arg : 512, o.ctx, err, sizeof(err));
+    if (rc < 0) {
+        fprintf(stderr, "tandem-genmodel: %s\n", err);
+        return 1;
+    }
+    o.vocab = (int64_t)v.n_tokens;
+    size_t n_specs = 0;
+    tspec *specs = build_specs(&o, &n_specs);
+    if (specs == NULL) {
+        fprintf(stderr, "tandem-genmodel: out of memory\n");
+        genvocab_free(&v);
+        return 1;
+    }
+    rc = o.hf ? write_hf(&o, &v, specs, n_specs, err, sizeof(err))
+              : write_gguf(&o, &v, specs, n_specs, err, sizeof(err));
+    if (rc < 0) {
+        fprintf(stderr, "tandem-genmodel: %s\n", err);
+    }
+    free(specs);
+    genvocab_free(&v);
+    return rc < 0 ? 1 : 0;
+}

@@ -1,0 +1,98 @@
+/*
+ * Matmul microbenchmark (not a test): GB/s of weights streamed and GFLOP/s for the projection
+ * shapes of the ~30M (dim 512, ffn 1536) and ~250M (dim 1024, ffn 2816) models, at n = 1 (decode)
+ * and n = 512 (prompt), for every weight type, on 1 and 2 threads, at the active ISA level
+ * (TANDEM_CPU_ISA lowers it). Q8_0/Q4_0 weights are repacked (kc_weight_prepare) as the
+ * backend does.
+ *   usage: kc_bench [min_seconds_per_case]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels/cpu/kc_convert.h"
+#include "kernels/cpu/kc_cpu.h"
+#include "kernels/cpu/kc_matmul.h"
+#include "kernels/cpu/kc_pool.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int main(int argc, char **argv)
+{
+    double min_s = argc > 1 ? strtod(argv[1], NULL) : 0.2;
+    static const int64_t shapes[][2] = {{512, 512},   {512, 1536},  {1536, 512},
+                                        {1024, 1024}, {1024, 2816}, {2816, 1024}};
+    static const tdtype types[] = {TD_F32, TD_F16, TD_BF16, TD_Q8_0, TD_Q4_0};
+    static const int64_t ns[] = {1, 512};
+    const int64_t nmax = 512, kmax = 2816, mmax = 2816;
+    float *x = malloc(sizeof(float) * (size_t)(nmax * kmax));
+    float *y = malloc(sizeof(float) * (size_t)(nmax * mmax));
+    uint8_t *w = malloc((size_t)kmax * (size_t)mmax * 4);
+    void *wsp = malloc((size_t)nmax * (size_t)(kmax / 32) * sizeof(td_block_q8_0));
+    if (!x || !y || !w || !wsp) {
+        fprintf(stderr, "out of memory\n");
+        free(x);
+        free(y);
+        free(w);
+        free(wsp);
+        return 1;
+    }
+    for (int64_t i = 0; i < nmax * kmax; i++) {
+        x[i] = (float)((i * 7919) % 2001 - 1000) / 1000.0f;
+    }
+    for (size_t i = 0; i < (size_t)kmax * (size_t)mmax * 4; i++) {
+        w[i] = (uint8_t)(i * 2654435761u >> 13);
+    }
+    /* keep f16/bf16/f32 values finite and Q scales small: patch every 16-bit word's exponent */
+    for (size_t i = 0; i < (size_t)kmax * (size_t)mmax * 2; i++) {
+        uint16_t *p = (uint16_t *)w + i;
+        *p = (uint16_t)((*p & 0x83FF) | 0x3000);
+    }
+    printf("isa %s\n", kc_isa_name(kc_isa_active()));
+    printf("%-5s %5s %5s %4s %2s %10s %9s %9s\n", "type", "k", "m", "n", "th", "us/call", "GB/s",
+           "GFLOP/s");
+    for (int th = 1; th <= 2; th++) {
+        kc_pool *pool = kc_pool_new(th, true);
+        if (!pool) {
+            break;
+        }
+        for (size_t ti = 0; ti < sizeof(types) / sizeof(types[0]); ti++) {
+            for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++) {
+                for (size_t ni = 0; ni < 2; ni++) {
+                    kc_weight wt = {
+                        .type = types[ti], .k = shapes[si][0], .m = shapes[si][1], .data = w};
+                    if (kc_weight_prepare(&wt) != 0) {
+                        fprintf(stderr, "out of memory\n");
+                        break;
+                    }
+                    int64_t n = ns[ni];
+                    size_t wbytes = td_row_bytes(wt.type, wt.k) * (size_t)wt.m;
+                    int reps = 0;
+                    double t0 = now_s(), t1;
+                    do {
+                        kc_matmul(pool, &wt, x, n, y, wsp, kc_matmul_wsize(&wt, n));
+                        reps++;
+                        t1 = now_s();
+                    } while (t1 - t0 < min_s);
+                    double per = (t1 - t0) / reps;
+                    printf("%-5s %5ld %5ld %4ld %2d %10.1f %9.2f %9.2f\n", td_name(wt.type),
+                           (long)wt.k, (long)wt.m, (long)n, th, per * 1e6, wbytes / per * 1e-9,
+                           2.0 * (double)n * (double)wt.k * (double)wt.m / per * 1e-9);
+                    kc_weight_release(&wt);
+                }
+            }
+        }
+        kc_pool_free(pool);
+    }
+    free(x);
+    free(y);
+    free(w);
+    free(wsp);
+    return 0;
+}

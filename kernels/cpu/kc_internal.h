@@ -1,0 +1,71 @@
+/*
+ * Internal to kernels/cpu: the per-ISA kernel table. Each of kc_isa_scalar.c, kc_isa_avx2.c and
+ * kc_isa_avx512.c is compiled with its own -m flags and fills one table; kc__ops() returns the
+ * table of the active level (kc_isa_active).
+ */
+#ifndef TANDEM_KERNELS_CPU_KC_INTERNAL_H
+#define TANDEM_KERNELS_CPU_KC_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/dtype.h"
+
+/* One matmul, as the per-ISA row kernels see it. */
+typedef struct kc__mm {
+    tdtype type;
+    int64_t k, m, n;
+    const uint8_t *w; /* weight rows */
+    size_t w_row_bytes;
+    const float *x;          /* [n][k] activations */
+    const td_block_q8_0 *xq; /* [n][k / TD_QK] quantized activations (Q8_0/Q4_0 weights) */
+    const int32_t *xsum;     /* [n][k / TD_QK] sums of each xq block's quants */
+    const uint8_t *packed;   /* kc_weight.packed (KC__PACK_ROWS-row interleaved) or NULL */
+    float *y;                /* [n][m] */
+} kc__mm;
+
+/*
+ * Packed Q8_0/Q4_0 weights (kc_weight_prepare): rows in groups of KC__PACK_ROWS (the last group
+ * padded with zero rows); per group, per 32-block: uint16 d[8] (f16 scales of the 8 rows) then
+ * sub-step vectors of 32 bytes where byte 4r+b of vector j holds row r's quant 4j+b: Q8_0 has 8
+ * vectors of unsigned w + 128, Q4_0 4 vectors of the original nibble bytes (low nibble: element
+ * 4j+b, high nibble: element 16+4j+b). One vpdpbusd then adds 4 products to each row's lane.
+ */
+#define KC__PACK_ROWS 8
+
+static inline size_t kc__packed_block_bytes(tdtype t)
+{
+    return t == TD_Q4_0 ? 16 + 4 * 32 : 16 + 8 * 32;
+}
+
+typedef struct kc__isa_ops {
+    /* Y[t][r] for every token t and rows r in [r0, r1). */
+    void (*mm_rows)(const kc__mm *a, int64_t r0, int64_t r1);
+    float (*dot_f32)(const float *a, const float *b, int64_t n);
+    float (*dot_f16)(const float *a, const uint16_t *b, int64_t n);
+    /* y += s * x */
+    void (*axpy_f32)(float *y, float s, const float *x, int64_t n);
+    void (*axpy_f16)(float *y, float s, const uint16_t *x, int64_t n);
+    /* Q8_0 quantization of k floats (k % 32 == 0), bit-identical to the scalar reference. */
+    void (*quant_q8)(const float *x, td_block_q8_0 *y, int64_t k);
+    /* One KV block of online-softmax attention for one query: folds cnt keys/values (rows of hd
+     * f16 or f32 elements at kb/vb) into the running max *m, sum *l and accumulator acc[hd].
+     * Returns false (touching nothing) when this level has no kernel for hd; may be NULL. */
+    bool (*attn_block)(const float *q, const void *kb, const void *vb, int cnt, int hd, bool f16,
+                       float scale, float *m, float *l, float *acc);
+} kc__isa_ops;
+
+extern const kc__isa_ops kc__ops_scalar;
+#if defined(__x86_64__)
+extern const kc__isa_ops kc__ops_avx2;
+extern const kc__isa_ops kc__ops_avx512;
+#endif
+
+/* The scalar Q8_0 quantizer (ggml's reference rounding), used by the scalar level. */
+void kc__quantize_q8_ref(const float *x, td_block_q8_0 *y, int64_t k);
+
+/* Table of the active ISA level. */
+const kc__isa_ops *kc__ops(void);
+
+#endif

@@ -1,0 +1,235 @@
+/* Matmul driver: activation quantization, thread split over rows, ISA dispatch; see
+ * kc_matmul.h. */
+#include "kernels/cpu/kc_matmul.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/kc_convert.h"
+#include "kernels/cpu/kc_cpu.h"
+#include "kernels/cpu/kc_internal.h"
+
+#define KC_ROW_ALIGN 16 /* rows per thread are a multiple of this (covers every tile height) */
+
+const kc__isa_ops *kc__ops(void)
+{
+#if defined(__x86_64__)
+    switch (kc_isa_active()) {
+    case KC_ISA_AVX512:
+        return &kc__ops_avx512;
+    case KC_ISA_AVX2:
+        return &kc__ops_avx2;
+    case KC_ISA_SCALAR:
+        break;
+    }
+#endif
+    return &kc__ops_scalar;
+}
+
+static bool kc_is_quant(tdtype t)
+{
+    return t == TD_Q8_0 || t == TD_Q4_0;
+}
+
+size_t kc_matmul_wsize(const kc_weight *w, int64_t n)
+{
+    if (!kc_is_quant(w->type) || n <= 0 || w->k <= 0) {
+        return 0;
+    }
+    return (size_t)n * (size_t)(w->k / TD_QK) * (sizeof(td_block_q8_0) + sizeof(int32_t));
+}
+
+int kc_weight_prepare(kc_weight *w)
+{
+    if (!kc_is_quant(w->type) || w->packed || kc_isa_active() < KC_ISA_AVX512 || w->k <= 0 ||
+        w->k % TD_QK != 0 || w->m <= 0) {
+        return 0;
+    }
+    const int64_t nb = w->k / TD_QK;
+    const int64_t ng = (w->m + KC__PACK_ROWS - 1) / KC__PACK_ROWS;
+    const size_t bb = kc__packed_block_bytes(w->type);
+    const size_t bytes = (size_t)ng * (size_t)nb * bb;
+    uint8_t *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!p) {
+        return -ENOMEM;
+    }
+    memset(p, 0, (bytes + 63) / 64 * 64);
+    const size_t rb = td_row_bytes(w->type, w->k);
+    const int nsub = w->type == TD_Q4_0 ? 4 : 8;
+    for (int64_t g = 0; g < ng; g++) {
+        for (int64_t ib = 0; ib < nb; ib++) {
+            uint8_t *dst = p + ((size_t)g * (size_t)nb + (size_t)ib) * bb;
+            uint16_t d[KC__PACK_ROWS] = {0};
+            for (int r = 0; r < KC__PACK_ROWS; r++) {
+                const int64_t row = g * KC__PACK_ROWS + r;
+                const uint8_t *src = (const uint8_t *)w->data + (size_t)row * rb;
+                for (int j = 0; j < nsub; j++) {
+                    for (int b = 0; b < 4; b++) {
+                        uint8_t v;
+                        if (row >= w->m) {
+                            v = w->type == TD_Q4_0 ? 0x88 : 0x80; /* weight 0 */
+                        } else if (w->type == TD_Q4_0) {
+                            v = ((const td_block_q4_0 *)src)[ib].qs[4 * j + b];
+                        } else {
+                            v = (uint8_t)(((const td_block_q8_0 *)src)[ib].qs[4 * j + b] ^ 0x80);
+                        }
+                        dst[16 + 32 * j + 4 * r + b] = v;
+                    }
+                }
+                if (row < w->m) {
+                    d[r] = w->type == TD_Q4_0 ? ((const td_block_q4_0 *)src)[ib].d
+                                              : ((const td_block_q8_0 *)src)[ib].d;
+                }
+            }
+            memcpy(dst, d, sizeof(d));
+        }
+    }
+    w->packed = p;
+    return 0;
+}
+
+void kc_weight_release(kc_weight *w)
+{
+    free(w->packed);
+    w->packed = NULL;
+}
+
+typedef struct kc_mm_task {
+    kc__mm mm[KC_MATMUL_MAX_MULTI];
+    int nw;
+    int64_t m_total; /* rows over all weights */
+    const kc__isa_ops *ops;
+    kc_pool *pool;
+    td_block_q8_0 *xq; /* quantized activations, or NULL */
+    int32_t *xsum;     /* [n][nb] block sums of xq */
+    bool quantize;     /* workers quantize (split by token, then a barrier) */
+} kc_mm_task;
+
+/* Quantizes activation rows [i0, n) step `step` and their block sums. */
+static void kc_quantize_rows(const kc_mm_task *t, int64_t i0, int64_t step)
+{
+    const kc__mm *a0 = &t->mm[0];
+    const int64_t nb = a0->k / TD_QK;
+    for (int64_t i = i0; i < a0->n; i += step) {
+        t->ops->quant_q8(a0->x + i * a0->k, t->xq + i * nb, a0->k);
+        for (int64_t b = 0; b < nb; b++) {
+            int32_t sum = 0;
+            for (int j = 0; j < TD_QK; j++) {
+                sum += t->xq[i * nb + b].qs[j];
+            }
+            t->xsum[i * nb + b] = sum;
+        }
+    }
+}
+
+/* Row of a weight with m rows where a global split boundary at local offset off falls. */
+static int64_t kc_local_row(int64_t off, int64_t m)
+{
+    if (off <= 0) {
+        return 0;
+    }
+    off = (off + KC_ROW_ALIGN - 1) / KC_ROW_ALIGN * KC_ROW_ALIGN;
+    return off < m ? off : m;
+}
+
+static void kc_mm_worker(void *arg, int ith, int nth)
+{
+    kc_mm_task *t = arg;
+    if (t->quantize) {
+        kc_quantize_rows(t, ith, nth);
+        if (t->pool) {
+            kc_pool_barrier(t->pool);
+        }
+    }
+    int64_t per = (t->m_total + nth - 1) / nth;
+    per = (per + KC_ROW_ALIGN - 1) / KC_ROW_ALIGN * KC_ROW_ALIGN;
+    const int64_t g0 = per * ith;
+    const int64_t g1 = g0 + per < t->m_total ? g0 + per : t->m_total;
+    int64_t base = 0;
+    for (int i = 0; i < t->nw; i++) {
+        const kc__mm *a = &t->mm[i];
+        /* the same rounding of a shared boundary on both sides keeps ranges exact and disjoint,
+         * and every range starts on a KC_ROW_ALIGN row of its own weight (packed kernels) */
+        const int64_t r0 = kc_local_row(g0 - base, a->m);
+        const int64_t r1 = kc_local_row(g1 - base, a->m);
+        if (r0 < r1) {
+            t->ops->mm_rows(a, r0, r1);
+        }
+        base += a->m;
+    }
+}
+
+static bool kc_weight_ok(const kc_weight *w)
+{
+    return td_supported(w->type) && w->k > 0 && w->m > 0 && td_row_bytes(w->type, w->k) != 0;
+}
+
+int kc_matmul_multi(kc_pool *pool, const kc_weight *const *ws, float *const *ys, int nw,
+                    const float *x, int64_t n, void *wsp, size_t wsp_bytes)
+{
+    if (nw < 1 || nw > KC_MATMUL_MAX_MULTI || n < 0) {
+        return -EINVAL;
+    }
+    for (int i = 0; i < nw; i++) {
+        if (!kc_weight_ok(ws[i])) {
+            return -EINVAL;
+        }
+    }
+    for (int i = 1; i < nw; i++) {
+        if (ws[i]->type != ws[0]->type || ws[i]->k != ws[0]->k) {
+            for (int j = 0; j < nw; j++) {
+                int rc = kc_matmul_multi(pool, &ws[j], &ys[j], 1, x, n, wsp, wsp_bytes);
+                if (rc != 0) {
+                    return rc;
+                }
+            }
+            return 0;
+        }
+    }
+    if (n == 0) {
+        return 0;
+    }
+    size_t need = kc_matmul_wsize(ws[0], n);
+    if (need > 0 && (wsp == NULL || wsp_bytes < need)) {
+        return -EINVAL;
+    }
+    kc_mm_task t = {.nw = nw, .ops = kc__ops(), .pool = pool};
+    if (need > 0) { /* workspace: [n][nb] int32 block sums, then [n][nb] Q8_0 blocks */
+        t.xsum = wsp;
+        t.xq = (td_block_q8_0 *)(t.xsum + n * (ws[0]->k / TD_QK));
+    }
+    for (int i = 0; i < nw; i++) {
+        t.mm[i] = (kc__mm){.type = ws[i]->type,
+                           .k = ws[i]->k,
+                           .m = ws[i]->m,
+                           .n = n,
+                           .w = ws[i]->data,
+                           .w_row_bytes = td_row_bytes(ws[i]->type, ws[i]->k),
+                           .x = x,
+                           .xq = t.xq,
+                           .xsum = t.xsum,
+                           .packed = ws[i]->packed,
+                           .y = ys[i]};
+        t.m_total += ws[i]->m;
+    }
+    if (t.xq) {
+        /* a few tokens (decode): the caller quantizes alone, saving the workers a barrier */
+        t.quantize = pool && n >= 4 * (int64_t)kc_pool_size(pool);
+        if (!t.quantize) {
+            kc_quantize_rows(&t, 0, 1);
+        }
+    }
+    if (pool) {
+        kc_pool_run(pool, kc_mm_worker, &t);
+    } else {
+        kc_mm_worker(&t, 0, 1);
+    }
+    return 0;
+}
+
+int kc_matmul(kc_pool *pool, const kc_weight *w, const float *x, int64_t n, float *y, void *wsp,
+              size_t wsp_bytes)
+{
+    return kc_matmul_multi(pool, &w, &y, 1, x, n, wsp, wsp_bytes);
+}

@@ -1,0 +1,206 @@
+/* Norms, RoPE, SwiGLU, softmax, embedding and paged attention; see kc_ops.h. */
+#include "kernels/cpu/kc_ops.h"
+
+#include <errno.h>
+#include <math.h>
+
+#include "kernels/cpu/kc_convert.h"
+#include "kernels/cpu/kc_internal.h"
+
+void kc_rmsnorm(const float *x, const float *w, float *y, int64_t n, float eps)
+{
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        sum += (double)(x[i] * x[i]);
+    }
+    const float mean = (float)(sum / (double)n);
+    const float scale = 1.0f / sqrtf(mean + eps);
+    for (int64_t i = 0; i < n; i++) {
+        float v = x[i] * scale;
+        y[i] = w ? v * w[i] : v;
+    }
+}
+
+void kc_rope_cache(float *cs, int n_rot, int32_t pos, float base)
+{
+    const float theta_scale = powf(base, -2.0f / (float)n_rot);
+    float theta = (float)pos;
+    for (int i = 0; i < n_rot / 2; i++) {
+        cs[2 * i] = cosf(theta);
+        cs[2 * i + 1] = sinf(theta);
+        theta *= theta_scale;
+    }
+}
+
+void kc_rope_apply(float *x, int n_heads, int head_dim, int n_rot, const float *cs, bool neox)
+{
+    const int half = n_rot / 2;
+    for (int h = 0; h < n_heads; h++) {
+        float *xh = x + (int64_t)h * head_dim;
+        for (int i = 0; i < half; i++) {
+            const float c = cs[2 * i];
+            const float s = cs[2 * i + 1];
+            const int i0 = neox ? i : 2 * i;
+            const int i1 = neox ? i + half : 2 * i + 1;
+            const float x0 = xh[i0];
+            const float x1 = xh[i1];
+            xh[i0] = x0 * c - x1 * s;
+            xh[i1] = x0 * s + x1 * c;
+        }
+    }
+}
+
+void kc_swiglu(const float *gate, const float *up, float *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const float g = gate[i];
+        y[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
+void kc_softmax(float *x, int64_t n)
+{
+    float mx = -INFINITY;
+    for (int64_t i = 0; i < n; i++) {
+        mx = fmaxf(mx, x[i]);
+    }
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = expf(x[i] - mx);
+        sum += (double)x[i];
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int64_t i = 0; i < n; i++) {
+        x[i] *= inv;
+    }
+}
+
+void kc_add(float *y, const float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        y[i] += x[i];
+    }
+}
+
+int kc_embed_row(tdtype type, const void *data, int64_t k, int64_t row, float *out)
+{
+    size_t rb = td_row_bytes(type, k);
+    if (rb == 0 || row < 0) {
+        return -EINVAL;
+    }
+    return kc_dequantize_row(type, (const uint8_t *)data + (size_t)row * rb, out, k);
+}
+
+typedef struct kc_attn_task {
+    const kc_paged_kv *kv;
+    const kc_attn_seq *seqs;
+    int n_seqs;
+    int n_head;
+    int64_t q_stride, o_stride;
+    float scale;
+    const kc__isa_ops *ops;
+} kc_attn_task;
+
+/* One query (one token, one head) against keys [0, pos]. */
+static void kc_attn_one(const kc_attn_task *t, const kc_attn_seq *s, int32_t i, int h)
+{
+    const kc_paged_kv *kv = t->kv;
+    const int hd = kv->head_dim;
+    const int bs = kv->block_size;
+    const int hk = h / (t->n_head / kv->n_head_kv);
+    const float *q = s->q + i * t->q_stride + (int64_t)h * hd;
+    float *out = s->out + i * t->o_stride + (int64_t)h * hd;
+    const int32_t n_keys = s->start_pos + i + 1;
+    const size_t esz = kv->f16 ? 2 : 4;
+    float acc[KC_ATTN_MAX_HEAD_DIM];
+    float sc[KC_ATTN_MAX_BLOCK];
+    float m = -INFINITY;
+    float l = 0.0f;
+    for (int d = 0; d < hd; d++) {
+        acc[d] = 0.0f;
+    }
+    for (int32_t b = 0; b * bs < n_keys; b++) {
+        const int32_t blk = s->block_table[b];
+        const int cnt = n_keys - b * bs < bs ? n_keys - b * bs : bs;
+        const size_t off =
+            (((size_t)blk * (size_t)kv->n_head_kv + (size_t)hk) * (size_t)bs) * (size_t)hd * esz;
+        const uint8_t *kb = (const uint8_t *)kv->k + off;
+        const uint8_t *vb = (const uint8_t *)kv->v + off;
+        if (t->ops->attn_block &&
+            t->ops->attn_block(q, kb, vb, cnt, hd, kv->f16, t->scale, &m, &l, acc)) {
+            continue;
+        }
+        float bmax = -INFINITY;
+        for (int j = 0; j < cnt; j++) {
+            const void *kr = kb + (size_t)j * hd * esz;
+            float d = kv->f16 ? t->ops->dot_f16(q, (const uint16_t *)kr, hd)
+                              : t->ops->dot_f32(q, (const float *)kr, hd);
+            sc[j] = d * t->scale;
+            bmax = sc[j] > bmax ? sc[j] : bmax;
+        }
+        if (bmax > m) {
+            const float corr = expf(m - bmax);
+            for (int d = 0; d < hd; d++) {
+                acc[d] *= corr;
+            }
+            l *= corr;
+            m = bmax;
+        }
+        for (int j = 0; j < cnt; j++) {
+            const float p = expf(sc[j] - m);
+            const void *vr = vb + (size_t)j * hd * esz;
+            l += p;
+            if (kv->f16) {
+                t->ops->axpy_f16(acc, p, (const uint16_t *)vr, hd);
+            } else {
+                t->ops->axpy_f32(acc, p, (const float *)vr, hd);
+            }
+        }
+    }
+    const float inv = 1.0f / l;
+    for (int d = 0; d < hd; d++) {
+        out[d] = acc[d] * inv;
+    }
+}
+
+static void kc_attn_worker(void *arg, int ith, int nth)
+{
+    const kc_attn_task *t = arg;
+    int64_t item = 0;
+    for (int si = 0; si < t->n_seqs; si++) {
+        const kc_attn_seq *s = &t->seqs[si];
+        for (int32_t i = 0; i < s->n_new; i++) {
+            for (int h = 0; h < t->n_head; h++, item++) {
+                if (item % nth == ith) {
+                    kc_attn_one(t, s, i, h);
+                }
+            }
+        }
+    }
+}
+
+int kc_attention(kc_pool *pool, const kc_paged_kv *kv, int n_head, const kc_attn_seq *seqs,
+                 int n_seqs, int64_t q_stride, int64_t o_stride, float scale)
+{
+    if (kv->n_head_kv <= 0 || n_head <= 0 || n_head % kv->n_head_kv != 0 || kv->block_size < 1 ||
+        kv->block_size > KC_ATTN_MAX_BLOCK || kv->head_dim < 1 ||
+        kv->head_dim > KC_ATTN_MAX_HEAD_DIM || n_seqs < 0) {
+        return -EINVAL;
+    }
+    kc_attn_task t = {
+        .kv = kv,
+        .seqs = seqs,
+        .n_seqs = n_seqs,
+        .n_head = n_head,
+        .q_stride = q_stride,
+        .o_stride = o_stride,
+        .scale = scale,
+        .ops = kc__ops(),
+    };
+    if (pool) {
+        kc_pool_run(pool, kc_attn_worker, &t);
+    } else {
+        kc_attn_worker(&t, 0, 1);
+    }
+    return 0;
+}

@@ -1,0 +1,72 @@
+/*
+ * Element-wise and per-row kernels of a transformer forward pass (RMSNorm, RoPE, SwiGLU, softmax,
+ * residual add, embedding fetch) and paged attention over the KV layout of engine/core/batch.h.
+ * Buffers are caller-owned; functions keep no state and are thread-safe on disjoint outputs.
+ */
+#ifndef TANDEM_KERNELS_CPU_KC_OPS_H
+#define TANDEM_KERNELS_CPU_KC_OPS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kernels/cpu/kc_pool.h"
+#include "kernels/dtype.h"
+
+#define KC_ATTN_MAX_BLOCK    256 /* largest supported KV block size (tokens) */
+#define KC_ATTN_MAX_HEAD_DIM 512 /* largest supported head dimension */
+
+/* y = x / sqrt(mean(x^2) + eps) * w (w NULL: no weight); sum of squares in double as ggml.
+ * y may equal x. */
+void kc_rmsnorm(const float *x, const float *w, float *y, int64_t n, float eps);
+
+/* cos/sin table of one position: cs[2i] = cos(theta_i), cs[2i+1] = sin(theta_i) for
+ * i < n_rot / 2, theta_i = pos * base^(-2i / n_rot) (computed as ggml does: theta *= scale). */
+void kc_rope_cache(float *cs, int n_rot, int32_t pos, float base);
+
+/* Rotates the first n_rot dims of each of n_heads heads (head_dim apart) in place; the rest of
+ * each head is unchanged. neox false: pairs (x[2i], x[2i+1]); true: (x[i], x[i + n_rot/2]). */
+void kc_rope_apply(float *x, int n_heads, int head_dim, int n_rot, const float *cs, bool neox);
+
+/* y[i] = silu(gate[i]) * up[i]; y may equal gate or up. */
+void kc_swiglu(const float *gate, const float *up, float *y, int64_t n);
+
+/* In-place numerically stable softmax of n values. */
+void kc_softmax(float *x, int64_t n);
+
+/* y[i] += x[i]. */
+void kc_add(float *y, const float *x, int64_t n);
+
+/* Row `row` of a weight matrix with rows of k elements of `type` at data, as floats into out.
+ * 0, or -EINVAL for an unsupported type or a k that is not a whole number of blocks. */
+int kc_embed_row(tdtype type, const void *data, int64_t k, int64_t row, float *out);
+
+/* One layer's paged KV pools (engine/core/batch.h layout). */
+typedef struct kc_paged_kv {
+    const void *k;      /* [num_blocks][n_head_kv][block_size][head_dim] */
+    const void *v;      /* same */
+    bool f16;           /* elements are f16 (else f32) */
+    int32_t block_size; /* 1..KC_ATTN_MAX_BLOCK */
+    int32_t n_head_kv;
+    int32_t head_dim; /* 1..KC_ATTN_MAX_HEAD_DIM */
+} kc_paged_kv;
+
+/* One sequence's queries: n_new tokens at positions start_pos.., their KV already stored. */
+typedef struct kc_attn_seq {
+    int32_t n_new;
+    int32_t start_pos;
+    const int32_t *block_table; /* covers [0, start_pos + n_new) */
+    const float *q;             /* token i head h at q + i * q_stride + h * head_dim */
+    float *out;                 /* token i head h at out + i * o_stride + h * head_dim */
+} kc_attn_seq;
+
+/*
+ * Causal attention of every query token over its sequence's cached keys [0, pos]:
+ * out = softmax(q.k * scale) . v, query head h reading KV head h / (n_head / n_head_kv).
+ * Online softmax per (sequence, head, token), spread over the pool's threads (pool NULL: the
+ * caller alone); each output depends only on its own query and the cache. 0, or -EINVAL for
+ * unsupported sizes (n_head not a multiple of n_head_kv, block or head size out of range).
+ */
+int kc_attention(kc_pool *pool, const kc_paged_kv *kv, int n_head, const kc_attn_seq *seqs,
+                 int n_seqs, int64_t q_stride, int64_t o_stride, float scale);
+
+#endif

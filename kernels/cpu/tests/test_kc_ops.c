@@ -1,0 +1,256 @@
+/* Unit tests for kc_ops: RMSNorm, RoPE (NORM and NeoX, partial n_rot), SwiGLU, softmax, add,
+ * embedding rows, and paged attention (GQA/MHA, f32/f16 KV, several sequences, scattered block
+ * tables) against double-precision references at every ISA level this CPU has. */
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "kernels/cpu/kc_convert.h"
+#include "kernels/cpu/kc_cpu.h"
+#include "kernels/cpu/kc_ops.h"
+#include "kernels/cpu/kc_pool.h"
+
+static uint64_t g_rng = 0x2545F4914F6CDD1Dull;
+
+static float frand(void)
+{
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (float)((double)(g_rng >> 11) / (double)(1ull << 53) * 2.0 - 1.0);
+}
+
+static void test_rmsnorm_swiglu_softmax_add(void **state)
+{
+    (void)state;
+    float x[37], w[37], y[37], g[37], u[37];
+    for (int i = 0; i < 37; i++) {
+        x[i] = frand() * 4.0f;
+        w[i] = 1.0f + frand() * 0.5f;
+        g[i] = frand() * 6.0f;
+        u[i] = frand();
+    }
+    kc_rmsnorm(x, w, y, 37, 1e-5f);
+    double ss = 0.0;
+    for (int i = 0; i < 37; i++) {
+        ss += (double)x[i] * x[i];
+    }
+    double sc = 1.0 / sqrt(ss / 37 + 1e-5);
+    for (int i = 0; i < 37; i++) {
+        assert_true(fabs(y[i] - x[i] * sc * w[i]) < 1e-5 * (1 + fabs(x[i] * sc * w[i])));
+    }
+    kc_rmsnorm(x, NULL, y, 37, 1e-5f);
+    assert_true(fabs(y[3] - x[3] * sc) < 1e-5);
+    kc_swiglu(g, u, y, 37);
+    for (int i = 0; i < 37; i++) {
+        double want = g[i] / (1.0 + exp(-(double)g[i])) * u[i];
+        assert_true(fabs(y[i] - want) < 1e-5 * (1 + fabs(want)));
+    }
+    float s[5] = {1000.0f, 1001.0f, -5.0f, 1000.5f, -INFINITY};
+    kc_softmax(s, 5);
+    double e0 = exp(-1.0), e3 = exp(-0.5), tot = e0 + 1.0 + e3;
+    assert_true(fabs(s[0] - e0 / tot) < 1e-6);
+    assert_true(fabs(s[1] - 1.0 / tot) < 1e-6);
+    assert_true(s[4] == 0.0f);
+    memcpy(y, x, sizeof(x));
+    kc_add(y, w, 37);
+    assert_true(y[36] == x[36] + w[36]);
+}
+
+static void test_rope(void **state)
+{
+    (void)state;
+    const int hd = 24, heads = 3;
+    for (int neox = 0; neox < 2; neox++) {
+        for (int n_rot = 8; n_rot <= hd; n_rot += 16) { /* partial (8) and full (24) */
+            for (int pos = 0; pos < 200; pos += 37) {
+                float x[72], orig[72], cs[24];
+                for (int i = 0; i < heads * hd; i++) {
+                    x[i] = orig[i] = frand();
+                }
+                kc_rope_cache(cs, n_rot, pos, 10000.0f);
+                kc_rope_apply(x, heads, hd, n_rot, cs, neox);
+                for (int h = 0; h < heads; h++) {
+                    const float *o = orig + h * hd;
+                    const float *r = x + h * hd;
+                    for (int i = 0; i < n_rot / 2; i++) {
+                        double th = pos * pow(10000.0, -2.0 * i / n_rot);
+                        int i0 = neox ? i : 2 * i, i1 = neox ? i + n_rot / 2 : 2 * i + 1;
+                        double a = o[i0] * cos(th) - o[i1] * sin(th);
+                        double b = o[i0] * sin(th) + o[i1] * cos(th);
+                        assert_true(fabs(r[i0] - a) < 2e-5);
+                        assert_true(fabs(r[i1] - b) < 2e-5);
+                    }
+                    for (int i = n_rot; i < hd; i++) {
+                        assert_true(r[i] == o[i]); /* beyond n_rot: unchanged */
+                    }
+                }
+            }
+        }
+    }
+}
+
+static void test_embed_row(void **state)
+{
+    (void)state;
+    float rows[3][64], out[64];
+    td_block_q8_0 q[3][2];
+    for (int r = 0; r < 3; r++) {
+        for (int i = 0; i < 64; i++) {
+            rows[r][i] = frand();
+        }
+        kc_quantize_row_q8_0(rows[r], q[r], 64);
+    }
+    assert_int_equal(kc_embed_row(TD_F32, rows, 64, 2, out), 0);
+    assert_memory_equal(out, rows[2], sizeof(out));
+    assert_int_equal(kc_embed_row(TD_Q8_0, q, 64, 1, out), 0);
+    for (int i = 0; i < 64; i++) {
+        assert_true(fabsf(out[i] - rows[1][i]) < 0.01f);
+    }
+    assert_int_equal(kc_embed_row(TD_Q8_0, q, 63, 1, out), -EINVAL);
+    assert_int_equal(kc_embed_row((tdtype)99, q, 64, 1, out), -EINVAL);
+}
+
+/* Attention over a random paged cache vs a dense double reference. */
+static void check_attention(kc_pool *pool, bool f16, int n_head, int n_head_kv, int hd, int bs)
+{
+    enum { NSEQ = 3, NB = 24 };
+    const int32_t start[NSEQ] = {0, 9, 3}, n_new[NSEQ] = {7, 1, 17};
+    int32_t tables[NSEQ][8];
+    const size_t kv_elems = (size_t)NB * n_head_kv * bs * hd;
+    float *kf = malloc(kv_elems * sizeof(float)), *vf = malloc(kv_elems * sizeof(float));
+    uint16_t *kh = malloc(kv_elems * 2), *vh = malloc(kv_elems * 2);
+    assert_true(kf && vf && kh && vh);
+    for (size_t i = 0; i < kv_elems; i++) {
+        kf[i] = frand();
+        vf[i] = frand();
+        kh[i] = kc_f32_to_f16(kf[i]);
+        vh[i] = kc_f32_to_f16(vf[i]);
+        if (f16) { /* reference reads what the cache holds */
+            kf[i] = kc_f16_to_f32(kh[i]);
+            vf[i] = kc_f16_to_f32(vh[i]);
+        }
+    }
+    int next = 1;
+    for (int s = 0; s < NSEQ; s++) {
+        for (int b = 0; b < 8; b++) {
+            tables[s][b] = (next * 7) % NB; /* scattered, distinct while next < NB */
+            next++;
+        }
+    }
+    const int qd = n_head * hd;
+    int total = 0;
+    for (int s = 0; s < NSEQ; s++) {
+        total += n_new[s];
+    }
+    float *q = malloc(sizeof(float) * (size_t)total * qd);
+    float *out = malloc(sizeof(float) * (size_t)total * qd);
+    assert_true(q && out);
+    for (int i = 0; i < total * qd; i++) {
+        q[i] = frand() * 2.0f;
+    }
+    kc_attn_seq seqs[NSEQ];
+    int off = 0;
+    for (int s = 0; s < NSEQ; s++) {
+        seqs[s] = (kc_attn_seq){.n_new = n_new[s],
+                                .start_pos = start[s],
+                                .block_table = tables[s],
+                                .q = q + (size_t)off * qd,
+                                .out = out + (size_t)off * qd};
+        off += n_new[s];
+    }
+    kc_paged_kv kv = {.k = f16 ? (const void *)kh : kf,
+                      .v = f16 ? (const void *)vh : vf,
+                      .f16 = f16,
+                      .block_size = bs,
+                      .n_head_kv = n_head_kv,
+                      .head_dim = hd};
+    const float scale = 1.0f / sqrtf((float)hd);
+    assert_int_equal(kc_attention(pool, &kv, n_head, seqs, NSEQ, qd, qd, scale), 0);
+    double sc[64];
+    off = 0;
+    for (int s = 0; s < NSEQ; s++) {
+        for (int i = 0; i < n_new[s]; i++, off++) {
+            const int pos = start[s] + i;
+            for (int h = 0; h < n_head; h++) {
+                const int hk = h / (n_head / n_head_kv);
+                const float *qh = q + (size_t)off * qd + h * hd;
+                double mx = -1e300, sum = 0.0;
+                for (int j = 0; j <= pos; j++) {
+                    size_t base = (((size_t)tables[s][j / bs] * n_head_kv + hk) * bs + j % bs) * hd;
+                    double d = 0.0;
+                    for (int e = 0; e < hd; e++) {
+                        d += (double)qh[e] * kf[base + e];
+                    }
+                    sc[j] = d * scale;
+                    mx = fmax(mx, sc[j]);
+                }
+                for (int j = 0; j <= pos; j++) {
+                    sc[j] = exp(sc[j] - mx);
+                    sum += sc[j];
+                }
+                for (int e = 0; e < hd; e++) {
+                    double a = 0.0;
+                    for (int j = 0; j <= pos; j++) {
+                        size_t base =
+                            (((size_t)tables[s][j / bs] * n_head_kv + hk) * bs + j % bs) * hd;
+                        a += sc[j] * vf[base + e];
+                    }
+                    double got = out[(size_t)off * qd + h * hd + e];
+                    if (fabs(got - a / sum) > 2e-5) {
+                        fail_msg("isa %s attention s %d tok %d head %d dim %d: %g vs %g",
+                                 kc_isa_name(kc_isa_active()), s, i, h, e, got, a / sum);
+                    }
+                }
+            }
+        }
+    }
+    free(kf);
+    free(vf);
+    free(kh);
+    free(vh);
+    free(q);
+    free(out);
+}
+
+static void test_attention(void **state)
+{
+    (void)state;
+    kc_pool *pool = kc_pool_new(2, false);
+    assert_non_null(pool);
+    kc_isa best = kc_isa_best();
+    for (int isa = KC_ISA_SCALAR; isa <= (int)best; isa++) {
+        assert_int_equal(kc_isa_set((kc_isa)isa), 0);
+        for (int f16 = 0; f16 < 2; f16++) {
+            check_attention(pool, f16, 4, 2, 16, 4);  /* GQA */
+            check_attention(NULL, f16, 3, 3, 20, 3);  /* MHA, odd head_dim and block */
+            check_attention(pool, f16, 8, 1, 64, 16); /* MQA */
+        }
+    }
+    assert_int_equal(kc_isa_set(best), 0);
+    kc_paged_kv bad = {.block_size = 4, .n_head_kv = 3, .head_dim = 16};
+    kc_attn_seq none = {0};
+    assert_int_equal(kc_attention(NULL, &bad, 4, &none, 0, 64, 64, 1.0f), -EINVAL);
+    bad.n_head_kv = 2;
+    bad.head_dim = KC_ATTN_MAX_HEAD_DIM + 1;
+    assert_int_equal(kc_attention(NULL, &bad, 4, &none, 0, 64, 64, 1.0f), -EINVAL);
+    kc_pool_free(pool);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rmsnorm_swiglu_softmax_add),
+        cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_embed_row),
+        cmocka_unit_test(test_attention),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
