@@ -1,7 +1,8 @@
 /*
- * Element conversions: f16 and bf16 <-> f32, Q8_0 quantization of f32 rows (ggml's reference
- * rounding: d = amax / 127 stored as f16, q = roundf(x / d)), and dequantization of rows of any
- * supported weight type. Pure functions on caller-owned buffers; thread-safe.
+ * Element conversions: f16 and bf16 <-> f32, Q8_0 quantization of f32 activation rows (ggml's
+ * x86 formula: d = amax / 127 stored as f16, q = round-half-even(x * 127 / amax)), and
+ * dequantization of rows of any supported weight type. Pure functions on caller-owned buffers;
+ * thread-safe.
  */
 #ifndef TANDEM_KERNELS_CPU_KC_CONVERT_H
 #define TANDEM_KERNELS_CPU_KC_CONVERT_H
