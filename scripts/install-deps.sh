@@ -2,8 +2,9 @@
 # Installs the Debian packages Tandem builds, tests and runs with (ARCHITECTURE.md §2 plus the
 # test tools). Idempotent: when everything is present it prints nothing and touches nothing.
 # Runs apt-get through sudo when not root. kubectl and the CUDA toolkit are not installed here:
-# nodejs provides npm too on the machines we target (nodesource build); Debian's own nodejs needs
-# the separate npm package. kubectl 1.32 is expected on PATH for the e2e tests, and CUDA is optional at build time.
+# kubectl 1.32 is expected on PATH for the e2e tests, and CUDA is optional at build time.
+# Node.js runs the engine's reference tests (scripts/install-node-deps.sh installs their npm
+# packages); a nodesource nodejs ships npm, Debian's needs the separate npm package.
 set -euo pipefail
 
 packages=(
@@ -22,6 +23,9 @@ for p in "${packages[@]}"; do
         missing+=("$p")
     fi
 done
+if ! command -v npm >/dev/null 2>&1; then
+    missing+=(npm)
+fi
 if [ ${#missing[@]} -eq 0 ]; then
     "$(dirname "$0")/install-node-deps.sh"
     exit 0

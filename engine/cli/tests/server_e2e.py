@@ -209,7 +209,8 @@ def run_basic(srv):
     c.request("POST", "/v1/chat/completions", body=json.dumps({
         "messages": [{"role": "system", "content": "Be brief."},
                      {"role": "user", "content": [{"type": "text", "text": "Hello"}]}],
-        "max_tokens": 6, "stream": True, "stream_options": {"include_usage": True}}),
+        "max_tokens": 6, "stream": True, "stream_options": {"include_usage": True},
+        "ignore_eos": True, "seed": 1}),
         headers={"Content-Type": "application/json"})
     resp = c.getresponse()
     check(resp.status == 200 and resp.getheader("Content-Type", "").startswith("text/event-stream"),

@@ -306,6 +306,9 @@ static void test_limits_and_abort(void **state)
     engine_request r;
     memset(&r, 0, sizeof r);
     sampling_params_init(&r.sampling);
+    r.sampling.ignore_eos = 1; /* the requests below must end by length */
+    r.sampling.has_seed = 1;
+    r.sampling.seed = 3;
     r.prompt = prompt;
     r.n_prompt = 64; /* == max_model_len: too long */
     r.on_output = on_out;
