@@ -6,7 +6,7 @@
 
 Generates (once, into $TANDEM_BUILD_DIR/bench/models) the two llama models of the issue with
 tandem-genmodel: "small" ~30M parameters (dim 512, 8 layers, 8 heads / 4 KV heads, ffn 1536,
-vocab 4096) and "large" ~250M (dim 1024, 20 layers, 16 heads / 4 KV heads, ffn 2816, vocab
+vocab 4096) and "large" ~290M (dim 1024, 20 layers, 16 heads / 4 KV heads, ffn 2816, vocab
 32000), in each weight type. Builds llama-bench from the llama.cpp source node-llama-cpp bundles
 (e2e/bench/tools/build-llama-bench.sh; -DGGML_NATIVE=ON; minutes the first time), then runs, on
 the same GGUF files and thread counts, in the same run:

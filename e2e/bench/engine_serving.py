@@ -4,7 +4,7 @@
     python3 e2e/bench/engine_serving.py [--shape large] [--type q8_0] [--concurrency 1,4,16,64]
         [--input-len 32] [--output-len 128] [--requests-per-stream 2] [--threads 2] [--json-only]
 
-Starts `tandem-engine serve` on a free loopback port with the generated ~250M-parameter llama
+Starts `tandem-engine serve` on a free loopback port with the generated ~290M-parameter llama
 model (the same file e2e/bench/engine_cpu.py uses), then drives it with
 e2e/bench/tools/serve_load.py (what `vllm bench serve` measures: TTFT, TPOT, ITL p50/p90/p99 and
 output tokens/s) at each concurrency level: streaming /v1/completions with random token-id

@@ -3,6 +3,7 @@
 #include "kernels/cpu/kc_matmul.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,7 +11,10 @@
 #include "kernels/cpu/kc_cpu.h"
 #include "kernels/cpu/kc_internal.h"
 
-#define KC_ROW_ALIGN 16 /* rows per thread are a multiple of this (covers every tile height) */
+#define KC_ROW_ALIGN 16 /* rows per chunk are a multiple of this (covers every tile height) */
+#define KC_CHUNKS_PER_THREAD                                                                       \
+    4 /* row chunks claimed dynamically, so a preempted thread holds up                            \
+         at most one small chunk instead of its whole share */
 
 const kc__isa_ops *kc__ops(void)
 {
@@ -104,6 +108,9 @@ typedef struct kc_mm_task {
     td_block_q8_0 *xq; /* quantized activations, or NULL */
     int32_t *xsum;     /* [n][nb] block sums of xq */
     bool quantize;     /* workers quantize (split by token, then a barrier) */
+    int64_t chunk;     /* rows per chunk (a multiple of KC_ROW_ALIGN) */
+    int64_t n_chunks;
+    atomic_int_fast64_t next_chunk; /* next chunk to claim */
 } kc_mm_task;
 
 /* Quantizes activation rows [i0, n) step `step` and their block sums. */
@@ -133,19 +140,9 @@ static int64_t kc_local_row(int64_t off, int64_t m)
     return off < m ? off : m;
 }
 
-static void kc_mm_worker(void *arg, int ith, int nth)
+/* Computes global rows [g0, g1) (over all weights, in order) of the task. */
+static void kc_mm_range(const kc_mm_task *t, int64_t g0, int64_t g1)
 {
-    kc_mm_task *t = arg;
-    if (t->quantize) {
-        kc_quantize_rows(t, ith, nth);
-        if (t->pool) {
-            kc_pool_barrier(t->pool);
-        }
-    }
-    int64_t per = (t->m_total + nth - 1) / nth;
-    per = (per + KC_ROW_ALIGN - 1) / KC_ROW_ALIGN * KC_ROW_ALIGN;
-    const int64_t g0 = per * ith;
-    const int64_t g1 = g0 + per < t->m_total ? g0 + per : t->m_total;
     int64_t base = 0;
     for (int i = 0; i < t->nw; i++) {
         const kc__mm *a = &t->mm[i];
@@ -157,6 +154,26 @@ static void kc_mm_worker(void *arg, int ith, int nth)
             t->ops->mm_rows(a, r0, r1);
         }
         base += a->m;
+    }
+}
+
+/* Workers claim row chunks from a shared counter (each chunk computed by exactly one thread, so
+ * results do not depend on who computes what). The first chunk of each thread is its own, which
+ * keeps the common case free of contention on the counter. */
+static void kc_mm_worker(void *arg, int ith, int nth)
+{
+    kc_mm_task *t = arg;
+    if (t->quantize) {
+        kc_quantize_rows(t, ith, nth);
+        if (t->pool) {
+            kc_pool_barrier(t->pool);
+        }
+    }
+    for (int64_t c = ith; c < t->n_chunks;
+         c = atomic_fetch_add_explicit(&t->next_chunk, 1, memory_order_relaxed)) {
+        const int64_t g0 = c * t->chunk;
+        const int64_t g1 = g0 + t->chunk < t->m_total ? g0 + t->chunk : t->m_total;
+        kc_mm_range(t, g0, g1);
     }
 }
 
@@ -220,6 +237,13 @@ int kc_matmul_multi(kc_pool *pool, const kc_weight *const *ws, float *const *ys,
             kc_quantize_rows(&t, 0, 1);
         }
     }
+    const int nth = pool ? kc_pool_size(pool) : 1;
+    int64_t chunk = (t.m_total + (int64_t)nth * KC_CHUNKS_PER_THREAD - 1) /
+                    ((int64_t)nth * KC_CHUNKS_PER_THREAD);
+    chunk = (chunk + KC_ROW_ALIGN - 1) / KC_ROW_ALIGN * KC_ROW_ALIGN;
+    t.chunk = chunk;
+    t.n_chunks = (t.m_total + chunk - 1) / chunk;
+    atomic_init(&t.next_chunk, nth); /* chunks 0 .. nth-1 are taken by thread ith first */
     if (pool) {
         kc_pool_run(pool, kc_mm_worker, &t);
     } else {
