@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1340,6 +1341,33 @@ static int put_text(struct buf *out, const struct openai_choice *c)
     return openai_json_string(out, c->text ? c->text : "", c->text ? c->text_len : 0);
 }
 
+/* One completions choice: {"index","text","logprobs","finish_reason","stop_reason"} then tail
+ * (which closes the object: full bodies add "prompt_logprobs" first). */
+static int put_completion_choice(struct buf *out, const struct openai_choice *c, bool comma,
+                                 const char *tail)
+{
+    int rc = buf_appendf(out, "%s{\"index\":%d,\"text\":", comma ? "," : "", c->index);
+    if (rc == 0) {
+        rc = put_text(out, c);
+    }
+    if (rc == 0) {
+        rc = buf_appends(out, ",\"logprobs\":");
+    }
+    if (rc == 0) {
+        rc = put_completion_logprobs(out, c);
+    }
+    if (rc == 0) {
+        rc = buf_appends(out, ",");
+    }
+    if (rc == 0) {
+        rc = put_finish(out, c);
+    }
+    if (rc == 0) {
+        rc = buf_appends(out, tail);
+    }
+    return rc;
+}
+
 int openai_build_completion(const struct openai_meta *meta, const struct openai_choice *choices,
                             size_t n_choices, const struct openai_usage *usage, struct buf *out)
 {
@@ -1348,26 +1376,7 @@ int openai_build_completion(const struct openai_meta *meta, const struct openai_
         rc = buf_appends(out, ",\"choices\":[");
     }
     for (size_t i = 0; rc == 0 && i < n_choices; i++) {
-        const struct openai_choice *c = &choices[i];
-        rc = buf_appendf(out, "%s{\"index\":%d,\"text\":", i ? "," : "", c->index);
-        if (rc == 0) {
-            rc = put_text(out, c);
-        }
-        if (rc == 0) {
-            rc = buf_appends(out, ",\"logprobs\":");
-        }
-        if (rc == 0) {
-            rc = put_completion_logprobs(out, c);
-        }
-        if (rc == 0) {
-            rc = buf_appends(out, ",");
-        }
-        if (rc == 0) {
-            rc = put_finish(out, c);
-        }
-        if (rc == 0) {
-            rc = buf_appends(out, ",\"prompt_logprobs\":null}");
-        }
+        rc = put_completion_choice(out, &choices[i], i > 0, ",\"prompt_logprobs\":null}");
     }
     if (rc == 0) {
         rc = buf_appends(out, "],\"usage\":");
@@ -1453,26 +1462,7 @@ int openai_build_completion_chunk(const struct openai_meta *meta,
         rc = buf_appends(out, ",\"choices\":[");
     }
     for (size_t i = 0; rc == 0 && i < n_choices; i++) {
-        const struct openai_choice *c = &choices[i];
-        rc = buf_appendf(out, "%s{\"index\":%d,\"text\":", i ? "," : "", c->index);
-        if (rc == 0) {
-            rc = put_text(out, c);
-        }
-        if (rc == 0) {
-            rc = buf_appends(out, ",\"logprobs\":");
-        }
-        if (rc == 0) {
-            rc = put_completion_logprobs(out, c);
-        }
-        if (rc == 0) {
-            rc = buf_appends(out, ",");
-        }
-        if (rc == 0) {
-            rc = put_finish(out, c);
-        }
-        if (rc == 0) {
-            rc = buf_appends(out, "}");
-        }
+        rc = put_completion_choice(out, &choices[i], i > 0, "}");
     }
     if (rc == 0) {
         rc = buf_appends(out, "]");

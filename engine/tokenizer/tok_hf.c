@@ -88,6 +88,30 @@ static int parse_pattern(hf_ctx *c, struct json_object *obj, const char *field, 
     return *re ? 0 : hf_fail(c, -EINVAL, "", e);
 }
 
+typedef int (*hf_step_fn)(hf_ctx *c, struct json_object *n, const char *field);
+
+/* A "Sequence" normalizer / pre-tokenizer / decoder / post-processor: every element of the
+ * array n[key] goes through add, named "<field>.<key>[i]" in errors. */
+static int add_sequence(hf_ctx *c, struct json_object *n, const char *key, const char *field,
+                        hf_step_fn add)
+{
+    struct json_object *arr = NULL;
+    char e[256];
+    int rc = json_get_array(n, key, &arr, e, sizeof(e));
+    if (rc) {
+        return hf_fail(c, rc, field, e);
+    }
+    for (size_t i = 0; i < json_object_array_length(arr); i++) {
+        char f[256];
+        snprintf(f, sizeof(f), "%s.%s[%zu]", field, key, i);
+        rc = add(c, json_object_array_get_idx(arr, i), f);
+        if (rc) {
+            return rc;
+        }
+    }
+    return 0;
+}
+
 static int add_norm(hf_ctx *c, struct json_object *n, const char *field)
 {
     tokenizer *t = c->t;
@@ -101,20 +125,7 @@ static int add_norm(hf_ctx *c, struct json_object *n, const char *field)
     }
     char f[256];
     if (strcmp(type, "Sequence") == 0) {
-        struct json_object *arr = NULL;
-        char e[256];
-        rc = json_get_array(n, "normalizers", &arr, e, sizeof(e));
-        if (rc) {
-            return hf_fail(c, rc, field, e);
-        }
-        for (size_t i = 0; i < json_object_array_length(arr); i++) {
-            snprintf(f, sizeof(f), "%s.normalizers[%zu]", field, i);
-            rc = add_norm(c, json_object_array_get_idx(arr, i), f);
-            if (rc) {
-                return rc;
-            }
-        }
-        return 0;
+        return add_sequence(c, n, "normalizers", field, add_norm);
     }
     tok__norm nm = {0};
     if (strcmp(type, "NFC") == 0) {
@@ -195,20 +206,7 @@ static int add_pre(hf_ctx *c, struct json_object *n, const char *field)
         return hf_fail(c, -EINVAL, field, "steps after ByteLevel are not supported");
     }
     if (strcmp(type, "Sequence") == 0) {
-        struct json_object *arr = NULL;
-        char e[256];
-        rc = json_get_array(n, "pretokenizers", &arr, e, sizeof(e));
-        if (rc) {
-            return hf_fail(c, rc, field, e);
-        }
-        for (size_t i = 0; i < json_object_array_length(arr); i++) {
-            snprintf(f, sizeof(f), "%s.pretokenizers[%zu]", field, i);
-            rc = add_pre(c, json_object_array_get_idx(arr, i), f);
-            if (rc) {
-                return rc;
-            }
-        }
-        return 0;
+        return add_sequence(c, n, "pretokenizers", field, add_pre);
     }
     tok__pre p = {0};
     if (strcmp(type, "Split") == 0) {
@@ -313,20 +311,7 @@ static int add_decoder(hf_ctx *c, struct json_object *n, const char *field)
     }
     char f[256];
     if (strcmp(type, "Sequence") == 0) {
-        struct json_object *arr = NULL;
-        char e[256];
-        rc = json_get_array(n, "decoders", &arr, e, sizeof(e));
-        if (rc) {
-            return hf_fail(c, rc, field, e);
-        }
-        for (size_t i = 0; i < json_object_array_length(arr); i++) {
-            snprintf(f, sizeof(f), "%s.decoders[%zu]", field, i);
-            rc = add_decoder(c, json_object_array_get_idx(arr, i), f);
-            if (rc) {
-                return rc;
-            }
-        }
-        return 0;
+        return add_sequence(c, n, "decoders", field, add_decoder);
     }
     if (strcmp(type, "ByteLevel") == 0) {
         t->dec_byte_level = true;
@@ -450,19 +435,7 @@ static int add_post(hf_ctx *c, struct json_object *n, const char *field)
     }
     char f[256], e[256];
     if (strcmp(type, "Sequence") == 0) {
-        struct json_object *arr = NULL;
-        rc = json_get_array(n, "processors", &arr, e, sizeof(e));
-        if (rc) {
-            return hf_fail(c, rc, field, e);
-        }
-        for (size_t i = 0; i < json_object_array_length(arr); i++) {
-            snprintf(f, sizeof(f), "%s.processors[%zu]", field, i);
-            rc = add_post(c, json_object_array_get_idx(arr, i), f);
-            if (rc) {
-                return rc;
-            }
-        }
-        return 0;
+        return add_sequence(c, n, "processors", field, add_post);
     }
     if (strcmp(type, "ByteLevel") == 0) {
         return 0;

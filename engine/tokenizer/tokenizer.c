@@ -926,6 +926,71 @@ static int normalize(const tokenizer *t, const char *s, size_t n, struct buf *ou
     return rc;
 }
 
+/* ---------------------------------------------------------------- heaps */
+
+/* A growable binary heap of TYPE named NAME (struct NAME {v, n, cap}), whose pop returns the
+ * element for which BEFORE(x, others) holds: NAME##_push (0 or -ENOMEM) and NAME##_pop (the heap
+ * must not be empty). Both merge loops use one: candidates by rank (BPE), bigrams by score (SPM).
+ */
+/* NAME and TYPE are an identifier and a type name, which cannot be parenthesized. */
+// NOLINTBEGIN(bugprone-macro-parentheses)
+#define TOK_HEAP(NAME, TYPE, BEFORE)                                                               \
+    typedef struct NAME {                                                                          \
+        TYPE *v;                                                                                   \
+        size_t n, cap;                                                                             \
+    } NAME;                                                                                        \
+                                                                                                   \
+    static int NAME##_push(NAME *h, TYPE c)                                                        \
+    {                                                                                              \
+        if (h->n == h->cap) {                                                                      \
+            size_t cap = h->cap ? h->cap * 2 : 64;                                                 \
+            TYPE *v = realloc(h->v, cap * sizeof(*v));                                             \
+            if (!v) {                                                                              \
+                return -ENOMEM;                                                                    \
+            }                                                                                      \
+            h->v = v;                                                                              \
+            h->cap = cap;                                                                          \
+        }                                                                                          \
+        size_t i = h->n++;                                                                         \
+        h->v[i] = c;                                                                               \
+        while (i > 0) {                                                                            \
+            size_t p = (i - 1) / 2;                                                                \
+            if (!BEFORE(h->v[i], h->v[p])) {                                                       \
+                break;                                                                             \
+            }                                                                                      \
+            TYPE tmp = h->v[i];                                                                    \
+            h->v[i] = h->v[p];                                                                     \
+            h->v[p] = tmp;                                                                         \
+            i = p;                                                                                 \
+        }                                                                                          \
+        return 0;                                                                                  \
+    }                                                                                              \
+                                                                                                   \
+    static TYPE NAME##_pop(NAME *h)                                                                \
+    {                                                                                              \
+        TYPE top = h->v[0];                                                                        \
+        h->v[0] = h->v[--h->n];                                                                    \
+        size_t i = 0;                                                                              \
+        for (;;) {                                                                                 \
+            size_t l = 2 * i + 1, r = l + 1, m = i;                                                \
+            if (l < h->n && BEFORE(h->v[l], h->v[m])) {                                            \
+                m = l;                                                                             \
+            }                                                                                      \
+            if (r < h->n && BEFORE(h->v[r], h->v[m])) {                                            \
+                m = r;                                                                             \
+            }                                                                                      \
+            if (m == i) {                                                                          \
+                break;                                                                             \
+            }                                                                                      \
+            TYPE tmp = h->v[i];                                                                    \
+            h->v[i] = h->v[m];                                                                     \
+            h->v[m] = tmp;                                                                         \
+            i = m;                                                                                 \
+        }                                                                                          \
+        return top;                                                                                \
+    }
+// NOLINTEND(bugprone-macro-parentheses)
+
 /* ---------------------------------------------------------------- BPE */
 
 typedef struct sym {
@@ -943,60 +1008,7 @@ static bool cand_less(cand a, cand b)
     return a.rank < b.rank || (a.rank == b.rank && a.left < b.left);
 }
 
-typedef struct heap {
-    cand *v;
-    size_t n, cap;
-} heap;
-
-static int heap_push(heap *h, cand c)
-{
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 64;
-        cand *v = realloc(h->v, cap * sizeof(*v));
-        if (!v) {
-            return -ENOMEM;
-        }
-        h->v = v;
-        h->cap = cap;
-    }
-    size_t i = h->n++;
-    h->v[i] = c;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!cand_less(h->v[i], h->v[p])) {
-            break;
-        }
-        cand tmp = h->v[i];
-        h->v[i] = h->v[p];
-        h->v[p] = tmp;
-        i = p;
-    }
-    return 0;
-}
-
-static cand heap_pop(heap *h)
-{
-    cand top = h->v[0];
-    h->v[0] = h->v[--h->n];
-    size_t i = 0;
-    for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < h->n && cand_less(h->v[l], h->v[m])) {
-            m = l;
-        }
-        if (r < h->n && cand_less(h->v[r], h->v[m])) {
-            m = r;
-        }
-        if (m == i) {
-            break;
-        }
-        cand tmp = h->v[i];
-        h->v[i] = h->v[m];
-        h->v[m] = tmp;
-        i = m;
-    }
-    return top;
-}
+TOK_HEAP(heap, cand, cand_less)
 
 typedef struct scratch {
     sym *s;
@@ -1151,60 +1163,7 @@ static bool big_better(spm_big a, spm_big b)
     return a.score > b.score || (a.score == b.score && a.left < b.left);
 }
 
-typedef struct spm_heap {
-    spm_big *v;
-    size_t n, cap;
-} spm_heap;
-
-static int spm_push(spm_heap *h, spm_big c)
-{
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 64;
-        spm_big *v = realloc(h->v, cap * sizeof(*v));
-        if (!v) {
-            return -ENOMEM;
-        }
-        h->v = v;
-        h->cap = cap;
-    }
-    size_t i = h->n++;
-    h->v[i] = c;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!big_better(h->v[i], h->v[p])) {
-            break;
-        }
-        spm_big tmp = h->v[i];
-        h->v[i] = h->v[p];
-        h->v[p] = tmp;
-        i = p;
-    }
-    return 0;
-}
-
-static spm_big spm_pop(spm_heap *h)
-{
-    spm_big top = h->v[0];
-    h->v[0] = h->v[--h->n];
-    size_t i = 0;
-    for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < h->n && big_better(h->v[l], h->v[m])) {
-            m = l;
-        }
-        if (r < h->n && big_better(h->v[r], h->v[m])) {
-            m = r;
-        }
-        if (m == i) {
-            break;
-        }
-        spm_big tmp = h->v[i];
-        h->v[i] = h->v[m];
-        h->v[m] = tmp;
-        i = m;
-    }
-    return top;
-}
+TOK_HEAP(spm_heap, spm_big, big_better)
 
 static int spm_try(const tokenizer *t, const char *s, spm_sym *sy, int32_t left, spm_heap *h)
 {
@@ -1218,7 +1177,7 @@ static int spm_try(const tokenizer *t, const char *s, spm_sym *sy, int32_t left,
         return 0;
     }
     float score = t->scores ? t->scores[id] : 0.0f;
-    return spm_push(h, (spm_big){.score = score, .left = left, .size = size});
+    return spm_heap_push(h, (spm_big){.score = score, .left = left, .size = size});
 }
 
 static int spm_text(const tokenizer *t, const char *s, size_t n, idvec *out)
@@ -1244,7 +1203,7 @@ static int spm_text(const tokenizer *t, const char *s, size_t n, idvec *out)
         rc = spm_try(t, s, sy, i, &h);
     }
     while (rc == 0 && h.n > 0) {
-        spm_big b = spm_pop(&h);
+        spm_big b = spm_heap_pop(&h);
         spm_sym *l = &sy[b.left];
         if (l->n == 0 || l->next < 0) {
             continue;
