@@ -8,7 +8,9 @@
 #   tandem_add_fuzz_targets(DIR dir PREFIX p LINK lib)
 #       every DIR/fuzz_*.c (an LLVMFuzzerTestOneInput) is linked with the standalone driver and
 #       registered as fuzz/p/<name>: it replays DIR/corpus/<name>/ and a bounded number of
-#       seeded mutations, under ASan+UBSan when available.
+#       seeded mutations, under ASan+UBSan when available. With GENERATED_CORPUS gen FIXTURE fx,
+#       a target without a DIR/corpus/<name>/ replays gen/<name>/ instead, written by the ctest
+#       fixture fx (seeds that are model files are generated, not kept in the repository).
 
 function(tandem_add_library name)
     cmake_parse_arguments(A "" "" "SOURCES;LINK;INCLUDE" ${ARGN})
@@ -64,7 +66,7 @@ function(tandem_add_unit_tests)
 endfunction()
 
 function(tandem_add_fuzz_targets)
-    cmake_parse_arguments(A "" "DIR;PREFIX;ITERATIONS" "LINK" ${ARGN})
+    cmake_parse_arguments(A "" "DIR;PREFIX;ITERATIONS;GENERATED_CORPUS;FIXTURE" "LINK" ${ARGN})
     if(NOT A_ITERATIONS)
         set(A_ITERATIONS 20000)
     endif()
@@ -97,9 +99,15 @@ function(tandem_add_fuzz_targets)
         target_compile_options(${exe} PRIVATE ${flags})
         target_link_options(${exe} PRIVATE ${flags})
         target_link_libraries(${exe} PRIVATE ${link})
-        add_test(NAME fuzz/${A_PREFIX}/${name}
-                 COMMAND ${exe} -runs=${A_ITERATIONS} ${A_DIR}/corpus/${name})
+        set(corpus ${A_DIR}/corpus/${name})
+        if(A_GENERATED_CORPUS AND NOT EXISTS ${corpus})
+            set(corpus ${A_GENERATED_CORPUS}/${name})
+        endif()
+        add_test(NAME fuzz/${A_PREFIX}/${name} COMMAND ${exe} -runs=${A_ITERATIONS} ${corpus})
         set_tests_properties(fuzz/${A_PREFIX}/${name} PROPERTIES LABELS fuzz TIMEOUT 600
                              ENVIRONMENT "${TANDEM_SANITIZER_ENV}")
+        if(A_GENERATED_CORPUS AND NOT EXISTS ${A_DIR}/corpus/${name})
+            set_tests_properties(fuzz/${A_PREFIX}/${name} PROPERTIES FIXTURES_REQUIRED ${A_FIXTURE})
+        endif()
     endforeach()
 endfunction()
