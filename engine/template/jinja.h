@@ -36,6 +36,8 @@
 
 #include <json-c/json.h>
 
+#include "lib/err.h"
+
 /* Largest template source jinja_compile accepts, in bytes. */
 #define JINJA_MAX_SOURCE (1u << 20)
 /* Deepest nesting of blocks and expressions jinja_compile accepts. */
@@ -52,8 +54,8 @@
  */
 #define JINJA_NOW_VAR "tandem_now_epoch"
 
-/* Returned by jinja_render when the template called raise_exception(msg); err holds msg. */
-#define JINJA_ERAISED (-ECANCELED)
+/* jinja_render returns JINJA_ERAISED (lib/err.h) when the template called raise_exception(msg);
+ * err holds msg. */
 
 /* Bounds of one render; exceeding one is an error (-E2BIG) naming the limit. */
 struct jinja_limits {

@@ -179,46 +179,6 @@ static void share_unlock(CURL *h, curl_lock_data data, void *ud)
 
 /* ---- error codes ---- */
 
-const char *kube_strerror(int rc)
-{
-    switch (rc) {
-    case 0:
-        return "success";
-    case KUBE_ENOTFOUND:
-        return "not found";
-    case KUBE_ECONFLICT:
-        return "conflict";
-    case KUBE_EEXISTS:
-        return "already exists";
-    case KUBE_EINVALID:
-        return "invalid";
-    case KUBE_EEXPIRED:
-        return "expired";
-    case KUBE_EFORBIDDEN:
-        return "forbidden";
-    case KUBE_EUNAUTHORIZED:
-        return "unauthorized";
-    case KUBE_ETOOMANY:
-        return "too many requests";
-    case KUBE_ESERVER:
-        return "server error";
-    case KUBE_ETRANSPORT:
-        return "transport error";
-    case KUBE_EBADREQUEST:
-        return "bad request";
-    case KUBE_ETIMEOUT:
-        return "timeout";
-    case KUBE_EOTHER:
-        return "unexpected response";
-    default:
-        break;
-    }
-    if (rc < 0 && rc > -4096) {
-        return strerror(-rc);
-    }
-    return "unknown error";
-}
-
 static const char *reason_for_status(long status)
 {
     switch (status) {
@@ -893,7 +853,7 @@ static int do_request(struct kube_client *c, const char *method, const char *pat
         rc = kube__easy_setup(c, e, path_and_query, content_type, 0, &headers, errbuf,
                               sizeof(errbuf));
         if (rc) {
-            fill_err(err, 0, "BadRequest", errbuf[0] ? errbuf : kube_strerror(rc));
+            fill_err(err, 0, "BadRequest", errbuf[0] ? errbuf : tandem_strerror(rc));
             easy_put(c, e);
             break;
         }
@@ -964,7 +924,7 @@ static int do_request(struct kube_client *c, const char *method, const char *pat
         }
         long wait = r.retry_after_ms >= 0 ? r.retry_after_ms : kube__backoff_ms(c, attempt);
         log_debug("kube client: %s %s: %s (%s); retry %d/%d in %ld ms", method, path_and_query,
-                  kube_strerror(rc), err ? err->message : "", attempt + 1, c->max_retries, wait);
+                  tandem_strerror(rc), err ? err->message : "", attempt + 1, c->max_retries, wait);
         kube__count(c, KUBE__RETRY);
         kube__sleep_ms(wait);
     }

@@ -20,6 +20,7 @@
 #include <json-c/json.h>
 
 #include "lib/buf.h"
+#include "lib/err.h"
 #include "lib/kube/config.h"
 
 /* Static description of a resource type. */
@@ -42,26 +43,10 @@ struct kube_error {
     char message[512]; /* Status.message, or the curl error */
 };
 
-/* Return codes for API failures (negative, outside the errno range). */
-#define KUBE_ENOTFOUND     (-2001) /* 404 / NotFound */
-#define KUBE_ECONFLICT     (-2002) /* 409 Conflict (stale resourceVersion) */
-#define KUBE_EEXISTS       (-2003) /* 409 AlreadyExists */
-#define KUBE_EINVALID      (-2004) /* 422 Invalid */
-#define KUBE_EEXPIRED      (-2005) /* 410 Expired / Gone */
-#define KUBE_EFORBIDDEN    (-2006) /* 403 */
-#define KUBE_EUNAUTHORIZED (-2007) /* 401 */
-#define KUBE_ETOOMANY      (-2008) /* 429 after the retries */
-#define KUBE_ESERVER       (-2009) /* 5xx after the retries */
-#define KUBE_ETRANSPORT    (-2010) /* connect/TLS/read failure (http_status 0) */
-#define KUBE_EBADREQUEST   (-2011) /* 400 */
-#define KUBE_ETIMEOUT      (-2012) /* request timeout (client side or 504/Timeout) */
-#define KUBE_EOTHER        (-2099) /* any other non-2xx */
+/* API failures come back as the KUBE_E* codes of lib/err.h (tandem_strerror names them). */
 
 /* Largest response body accepted (a larger one fails with -EFBIG and a message). */
 #define KUBE_MAX_RESPONSE (64u << 20)
-
-/* A short static description of a KUBE_E* code or a negative errno. */
-const char *kube_strerror(int rc);
 
 struct kube_client_options {
     const char *user_agent; /* NULL → "tandem/<version>" */

@@ -249,7 +249,7 @@ static int create_event(struct kube_event_recorder *r, const struct ev *e, const
     json_object_put(o);
     if (rc != 0) {
         log_warn("events: could not create event %s/%s (%s %s): %s: %s", ns, name, e->reason,
-                 e->name, kube_strerror(rc), err.message);
+                 e->name, tandem_strerror(rc), err.message);
     }
     return rc;
 }
@@ -302,7 +302,7 @@ static void write_event(struct kube_event_recorder *r, const struct ev *e)
             }
         } else {
             log_warn("events: could not patch event %s/%s: %s: %s", c->event_ns, c->event_name,
-                     kube_strerror(rc), err.message);
+                     tandem_strerror(rc), err.message);
             failed = 1;
         }
     } else {

@@ -622,7 +622,7 @@ static int do_list(struct kube_informer *inf, const char *rv)
         }
         if (rc != 0) {
             log_warn("informer %s: list (resourceVersion \"%s\") failed: %s: %s", inf->res->plural,
-                     rv, kube_strerror(rc), err.message);
+                     rv, tandem_strerror(rc), err.message);
             break;
         }
         const char *page_rv = NULL, *next = NULL;
@@ -895,11 +895,11 @@ static void *informer_main(void *arg)
             /* else: closed cleanly (or woken for a resync): watch again from the last RV */
         } else if (retriable_watch_error(rc)) {
             log_info("informer %s: watch failed, retrying: %s: %s", inf->res->plural,
-                     kube_strerror(rc), err.message);
+                     tandem_strerror(rc), err.message);
             backoff_sleep(inf);
         } else {
             log_warn("informer %s: watch failed, relisting: %s: %s", inf->res->plural,
-                     kube_strerror(rc), err.message);
+                     tandem_strerror(rc), err.message);
             need_list = 1;
             backoff_sleep(inf);
         }

@@ -145,7 +145,7 @@ static int lock_get(struct kube_leader *le)
         le->lease = out;
     } else if (rc != KUBE_ENOTFOUND) {
         log_warn("leader election: error retrieving lease %s/%s: %s: %s", le->ns, le->name,
-                 kube_strerror(rc), err.message);
+                 tandem_strerror(rc), err.message);
     }
     return rc;
 }
@@ -173,7 +173,7 @@ static int lock_create(struct kube_leader *le, const struct record *r)
     json_object_put(lease);
     if (rc != 0) {
         log_warn("leader election: error initially creating lease %s/%s: %s: %s", le->ns, le->name,
-                 kube_strerror(rc), err.message);
+                 tandem_strerror(rc), err.message);
         return rc;
     }
     json_object_put(le->lease);
@@ -197,7 +197,7 @@ static int lock_update(struct kube_leader *le, const struct record *r)
     int rc = kube_update(le->client, &KUBE_LEASES, le->ns, le->name, le->lease, &out, &err);
     if (rc != 0) {
         log_info("leader election: failed to update lease %s/%s: %s: %s", le->ns, le->name,
-                 kube_strerror(rc), err.message);
+                 tandem_strerror(rc), err.message);
         return rc;
     }
     json_object_put(le->lease);

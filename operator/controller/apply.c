@@ -31,7 +31,7 @@ void reconcile_event(struct reconcile_ctx *ctx, struct json_object *obj, const c
     va_end(ap);
     int rc = kube_event_record(ctx->events, obj, type, reason, "%s", msg);
     if (rc != 0) {
-        log_debug("event %s dropped: %s", reason, kube_strerror(rc));
+        log_debug("event %s dropped: %s", reason, tandem_strerror(rc));
     }
 }
 

@@ -28,8 +28,7 @@
 #include "operator/controller/desired.h"
 #include "operator/controller/manager.h"
 
-/* Return code: the name is taken by an object another owner controls. */
-#define APPLY_EOWNED (-3001)
+/* APPLY_EOWNED (lib/err.h): the name is taken by an object another owner controls. */
 
 /* Everything a reconcile needs. The pointers are borrowed; the counters are updated with atomic
  * adds (several workers share one context). */

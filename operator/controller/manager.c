@@ -734,7 +734,7 @@ static void process(struct controller *ctl, const char *key)
         metric_inc(ctl->errors, 1);
         metric_inc(ctl->total[RESULT_ERROR], 1);
         log_error("%s %s: reconcile failed: %s (retry in the rate limiter's time)", ctl->name, key,
-                  kube_strerror(rc));
+                  tandem_strerror(rc));
         kube_workqueue_add_rate_limited(ctl->q, key);
     } else if (res.requeue_after_ms > 0) {
         metric_inc(ctl->total[RESULT_REQUEUE_AFTER], 1);

@@ -86,7 +86,7 @@ static void set_error(struct model_run *run, int rc, const char *what, const cha
         snprintf(run->err_msg, sizeof(run->err_msg), "%s", kerr->message);
     } else {
         snprintf(run->err_msg, sizeof(run->err_msg), "%s %s %s: %s%s%s", what, kind, name,
-                 kube_strerror(rc), kerr->message[0] ? ": " : "", kerr->message);
+                 tandem_strerror(rc), kerr->message[0] ? ": " : "", kerr->message);
     }
 }
 

@@ -134,7 +134,7 @@ static int apply_all(struct reconcile_ctx *ctx, struct json_object *owner, struc
             if (rc == APPLY_EOWNED) {
                 snprintf(err_msg, err_len, "%s", kerr.message);
             } else {
-                snprintf(err_msg, err_len, "writing %s %s: %s%s%s", kind, name, kube_strerror(rc),
+                snprintf(err_msg, err_len, "writing %s %s: %s%s%s", kind, name, tandem_strerror(rc),
                          kerr.message[0] ? ": " : "", kerr.message);
             }
             return rc;
@@ -165,7 +165,7 @@ static int sweep(struct reconcile_ctx *ctx, struct json_object *owner, const str
         if (rc != 0) {
             *err_reason = REASON_RECONCILE_ERROR;
             snprintf(err_msg, err_len, "deleting unwanted %s: %s%s%s",
-                     opctl_resource(pool_kinds[k])->plural, kube_strerror(rc),
+                     opctl_resource(pool_kinds[k])->plural, tandem_strerror(rc),
                      kerr.message[0] ? ": " : "", kerr.message);
             return rc;
         }

@@ -121,7 +121,7 @@ static void test_error_mapping(void **state)
             kube_error_from_response(cases[i].status, cases[i].body, strlen(cases[i].body), &e);
         if (rc != cases[i].rc || strcmp(e.reason, cases[i].reason) != 0 ||
             !strstr(e.message, cases[i].message_part)) {
-            fail_msg("case %zu: rc %d (%s) reason '%s' message '%s'", i, rc, kube_strerror(rc),
+            fail_msg("case %zu: rc %d (%s) reason '%s' message '%s'", i, rc, tandem_strerror(rc),
                      e.reason, e.message);
         }
         assert_int_equal(e.http_status, (int)cases[i].status);
@@ -130,8 +130,8 @@ static void test_error_mapping(void **state)
     assert_int_equal(kube_error_from_response(200, "{}", 2, &e), 0);
     assert_int_equal(kube_error_from_response(201, NULL, 0, NULL), 0);
     assert_int_equal(kube_error_from_response(404, NULL, 0, NULL), KUBE_ENOTFOUND);
-    assert_string_equal(kube_strerror(KUBE_ECONFLICT), "conflict");
-    assert_string_equal(kube_strerror(-ENOENT), strerror(ENOENT));
+    assert_string_equal(tandem_strerror(KUBE_ECONFLICT), "conflict");
+    assert_string_equal(tandem_strerror(-ENOENT), strerror(ENOENT));
 }
 
 static void test_paths(void **state)

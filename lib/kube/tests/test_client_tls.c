@@ -267,7 +267,7 @@ static void expect_ok(struct kube_client *c, const char *cn, const char *auth)
     struct kube_error e;
     int rc = kube_get(c, &KUBE_PODS, "ns", "p", &out, &e);
     if (rc != 0) {
-        fail_msg("get: %s: %s", kube_strerror(rc), e.message);
+        fail_msg("get: %s: %s", tandem_strerror(rc), e.message);
     }
     const char *s = NULL;
     assert_int_equal(json_get_string(out, "cn", &s, NULL, 0), 0);

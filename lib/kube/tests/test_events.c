@@ -55,7 +55,7 @@ static struct json_object *make_cm(const char *ns, const char *name)
     int rc = kube_create(g_client, &KUBE_CONFIGMAPS, ns, o, &out, &err);
     json_object_put(o);
     if (rc != 0) {
-        fail_msg("create %s/%s: %s %s", ns, name, kube_strerror(rc), err.message);
+        fail_msg("create %s/%s: %s %s", ns, name, tandem_strerror(rc), err.message);
     }
     return out;
 }
@@ -70,7 +70,7 @@ static struct json_object *events_for(const char *ns, const char *name)
     struct kube_error err = {0};
     int rc = kube_list(g_client, &KUBE_EVENTS, ns, &o, &list, &err);
     if (rc != 0) {
-        fail_msg("list events: %s %s", kube_strerror(rc), err.message);
+        fail_msg("list events: %s %s", tandem_strerror(rc), err.message);
     }
     return list;
 }

@@ -71,7 +71,7 @@ static void make_namespace(const char *ns)
     int rc = kube_create(g_client, &KUBE_NAMESPACES, NULL, o, NULL, &err);
     json_object_put(o);
     if (rc != 0) {
-        fail_msg("create namespace %s: %s %s", ns, kube_strerror(rc), err.message);
+        fail_msg("create namespace %s: %s %s", ns, tandem_strerror(rc), err.message);
     }
 }
 
@@ -97,7 +97,7 @@ static const char *create_cm_owned(const char *ns, const char *name, const char 
     int rc = kube_create(g_client, &KUBE_CONFIGMAPS, ns, o, &out, &err);
     json_object_put(o);
     if (rc != 0) {
-        fail_msg("create %s/%s: %s %s", ns, name, kube_strerror(rc), err.message);
+        fail_msg("create %s/%s: %s %s", ns, name, tandem_strerror(rc), err.message);
     }
     const char *u = "";
     json_get_string(out, "metadata.uid", &u, NULL, 0);
@@ -117,7 +117,7 @@ static void patch_cm(const char *ns, const char *name, const char *patch)
     int rc = kube_patch(g_client, &KUBE_CONFIGMAPS, ns, name, KUBE_PATCH_MERGE, patch,
                         strlen(patch), NULL, NULL, &err);
     if (rc != 0) {
-        fail_msg("patch %s/%s: %s %s", ns, name, kube_strerror(rc), err.message);
+        fail_msg("patch %s/%s: %s %s", ns, name, tandem_strerror(rc), err.message);
     }
 }
 
@@ -126,7 +126,7 @@ static void delete_cm(const char *ns, const char *name)
     struct kube_error err = {0};
     int rc = kube_delete(g_client, &KUBE_CONFIGMAPS, ns, name, NULL, NULL, &err);
     if (rc != 0) {
-        fail_msg("delete %s/%s: %s %s", ns, name, kube_strerror(rc), err.message);
+        fail_msg("delete %s/%s: %s %s", ns, name, tandem_strerror(rc), err.message);
     }
 }
 
@@ -270,7 +270,7 @@ static struct json_object *server_state(const char *ns, const char *selector)
     struct kube_error err = {0};
     int rc = kube_list(g_client, &KUBE_CONFIGMAPS, ns, &o, &list, &err);
     if (rc != 0) {
-        fail_msg("list: %s %s", kube_strerror(rc), err.message);
+        fail_msg("list: %s %s", tandem_strerror(rc), err.message);
     }
     struct json_object *state = json_object_new_object();
     struct json_object *items = json_get(list, "items");

@@ -121,7 +121,7 @@ static struct json_object *get_lease(const char *name)
     struct kube_error err = {0};
     int rc = kube_get(g_client, &KUBE_LEASES, "default", name, &o, &err);
     if (rc != 0) {
-        fail_msg("get lease %s: %s %s", name, kube_strerror(rc), err.message);
+        fail_msg("get lease %s: %s %s", name, tandem_strerror(rc), err.message);
     }
     return o;
 }

@@ -114,7 +114,7 @@ static void create(struct json_object *obj)
     int rc = kube_create(g_client, r, r->namespaced ? NS : NULL, obj, NULL, &err);
     if (rc != 0) {
         fail_msg("create %s %s: %s %s", str(obj, "kind"), str(obj, "metadata.name"),
-                 kube_strerror(rc), err.message);
+                 tandem_strerror(rc), err.message);
     }
 }
 
@@ -157,7 +157,7 @@ static void patch(const struct kube_resource *r, const char *name, const char *b
     int rc =
         kube_patch(g_client, r, NS, name, KUBE_PATCH_MERGE, body, strlen(body), NULL, NULL, &err);
     if (rc != 0) {
-        fail_msg("patch %s %s: %s %s", r->plural, name, kube_strerror(rc), err.message);
+        fail_msg("patch %s %s: %s %s", r->plural, name, tandem_strerror(rc), err.message);
     }
 }
 
@@ -168,7 +168,7 @@ static void patch_status(const struct kube_resource *r, const char *name, const 
     int rc =
         kube_patch(g_client, r, NS, name, KUBE_PATCH_MERGE, body, strlen(body), &o, NULL, &err);
     if (rc != 0) {
-        fail_msg("patch status %s %s: %s %s", r->plural, name, kube_strerror(rc), err.message);
+        fail_msg("patch status %s %s: %s %s", r->plural, name, tandem_strerror(rc), err.message);
     }
 }
 
@@ -224,7 +224,7 @@ static void pool_ok(const char *name, struct reconcile_result *res)
 {
     int rc = reconcile_pool(&g_ctx, NS, name, res);
     if (rc != 0) {
-        fail_msg("reconcile_pool %s: %s", name, kube_strerror(rc));
+        fail_msg("reconcile_pool %s: %s", name, tandem_strerror(rc));
     }
 }
 
@@ -232,7 +232,7 @@ static void model_ok(const char *name, struct reconcile_result *res)
 {
     int rc = reconcile_model(&g_ctx, NS, name, res);
     if (rc != 0) {
-        fail_msg("reconcile_model %s: %s", name, kube_strerror(rc));
+        fail_msg("reconcile_model %s: %s", name, tandem_strerror(rc));
     }
 }
 

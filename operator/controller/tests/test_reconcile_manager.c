@@ -255,7 +255,7 @@ static void create_doc(struct json_object *o, const char *ns)
     struct kube_error err = {0};
     int rc = kube_create(g_client, r, r->namespaced ? ns : NULL, o, NULL, &err);
     if (rc != 0) {
-        fail_msg("create %s: %s %s", kind, kube_strerror(rc), err.message);
+        fail_msg("create %s: %s %s", kind, tandem_strerror(rc), err.message);
     }
 }
 
