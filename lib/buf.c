@@ -20,6 +20,14 @@ void buf_init(struct buf *b, size_t max)
     b->len = 0;
     b->cap = 0;
     b->max = max;
+    b->error = 0;
+}
+
+/* Records the first failure; every later append returns it (see buf.h). */
+static int buf_fail(struct buf *b, int rc)
+{
+    b->error = rc;
+    return rc;
 }
 
 /* Makes room for extra more bytes plus the NUL. The caller has checked extra against max. */
@@ -48,16 +56,19 @@ static int buf_reserve(struct buf *b, size_t extra)
 int buf_append(struct buf *b, const void *data, size_t len)
 {
     TANDEM_ASSERT(b != NULL);
+    if (b->error) {
+        return b->error;
+    }
     if (len == 0) {
         return 0;
     }
     TANDEM_ASSERT(data != NULL);
     if (len > b->max - b->len) {
-        return -ENOSPC;
+        return buf_fail(b, -ENOSPC);
     }
     int rc = buf_reserve(b, len);
     if (rc < 0) {
-        return rc;
+        return buf_fail(b, rc);
     }
     memcpy(b->data + b->len, data, len);
     b->len += len;
@@ -74,6 +85,9 @@ int buf_appends(struct buf *b, const char *s)
 int buf_appendf(struct buf *b, const char *fmt, ...)
 {
     TANDEM_ASSERT(b != NULL && fmt != NULL);
+    if (b->error) {
+        return b->error;
+    }
     va_list ap;
     va_start(ap, fmt);
     size_t room = b->data ? b->cap - b->len : 0;
@@ -105,6 +119,9 @@ out_restore:
         b->data[b->len] = '\0';
     }
 out:
+    if (rc < 0) {
+        buf_fail(b, rc);
+    }
     va_end(ap);
     return rc;
 }
@@ -113,6 +130,7 @@ void buf_reset(struct buf *b)
 {
     TANDEM_ASSERT(b != NULL);
     b->len = 0;
+    b->error = 0;
     if (b->data) {
         b->data[0] = '\0';
     }
@@ -125,6 +143,7 @@ void buf_free(struct buf *b)
     b->data = NULL;
     b->len = 0;
     b->cap = 0;
+    b->error = 0;
 }
 
 char *buf_detach(struct buf *b, size_t *len)
@@ -142,6 +161,7 @@ char *buf_detach(struct buf *b, size_t *len)
     b->data = NULL;
     b->len = 0;
     b->cap = 0;
+    b->error = 0;
     if (len) {
         *len = n;
     }

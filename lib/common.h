@@ -29,6 +29,36 @@
 
 #define TANDEM_UNUSED __attribute__((unused))
 
+/* The one growth rule for arrays: returns items (elem bytes each, *cap allocated) grown to hold at
+ * least need, doubling from min_cap, with *cap updated; or NULL on overflow or OOM, when items and
+ * *cap are unchanged and still the caller's. Typical use:
+ *     struct x *n = tandem_grow(v->items, &v->cap, v->len + 1, sizeof(*n), 16);
+ *     if (!n) return -ENOMEM;
+ *     v->items = n; */
+static inline void *tandem_grow(void *items, size_t *cap, size_t need, size_t elem, size_t min_cap)
+{
+    if (need <= *cap) {
+        return items;
+    }
+    size_t ncap = *cap ? *cap : (min_cap ? min_cap : 1);
+    while (ncap < need) {
+        if (ncap > ((size_t)-1) / 2) {
+            ncap = need;
+            break;
+        }
+        ncap *= 2;
+    }
+    if (elem != 0 && ncap > ((size_t)-1) / elem) {
+        return NULL;
+    }
+    void *n = realloc(items, ncap * elem);
+    if (!n) {
+        return NULL;
+    }
+    *cap = ncap;
+    return n;
+}
+
 /* Length (1-4) of the well-formed UTF-8 sequence at p (n bytes available), or 0 when the bytes
  * there are not valid UTF-8 (overlong forms, surrogates and code points past U+10FFFF included).
  * A NUL byte is a valid one-byte sequence. */

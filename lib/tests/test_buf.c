@@ -1,4 +1,4 @@
-/* Unit tests for lib/buf: growth, the hard cap, formatting, detach. */
+/* Unit tests for lib/buf: growth, the hard cap, formatting, detach, sticky failure. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -72,6 +72,31 @@ static void test_cap_enforced(void **state)
     buf_free(&b);
 }
 
+/* After one failed append every later one is refused, so a builder that checks once at the end
+ * can never send a document with a hole in it. */
+static void test_failure_is_sticky(void **state)
+{
+    (void)state;
+    struct buf b;
+    buf_init(&b, 8);
+    assert_int_equal(buf_error(&b), 0);
+    assert_int_equal(buf_appends(&b, "{\"a\":"), 0);
+    assert_int_equal(buf_appends(&b, "\"too long\""), -ENOSPC); /* dropped */
+    assert_int_equal(buf_error(&b), -ENOSPC);
+    assert_int_equal(buf_appends(&b, "}"), -ENOSPC); /* would fit, but is refused */
+    assert_int_equal(buf_appendf(&b, "%d", 1), -ENOSPC);
+    assert_string_equal(buf_cstr(&b), "{\"a\":");
+    buf_reset(&b);
+    assert_int_equal(buf_error(&b), 0);
+    assert_int_equal(buf_appendf(&b, "%s", "123456789"), -ENOSPC);
+    assert_int_equal(buf_error(&b), -ENOSPC);
+    assert_string_equal(buf_cstr(&b), "");
+    buf_free(&b);
+    assert_int_equal(buf_error(&b), 0);
+    assert_int_equal(buf_appends(&b, "ok"), 0);
+    buf_free(&b);
+}
+
 static void test_appendf(void **state)
 {
     (void)state;
@@ -85,6 +110,11 @@ static void test_appendf(void **state)
     assert_int_equal(buf_appendf(&b, "%060d", 1), -ENOSPC);
     assert_string_equal(buf_cstr(&b), "n=42,003.1");
     assert_int_equal(b.len, 10);
+    /* The failure is sticky until a reset (test_failure_is_sticky). */
+    assert_int_equal(buf_appendf(&b, "%d", 1), -ENOSPC);
+    buf_reset(&b);
+    assert_int_equal(buf_appendf(&b, "%s=%d", "n", 42), 0);
+    assert_int_equal(buf_appendf(&b, ",%05.1f", 3.14159), 0);
     /* Exactly up to the cap. */
     assert_int_equal(buf_appendf(&b, "%054d", 7), 0);
     assert_int_equal(b.len, 64);
@@ -128,7 +158,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_empty),        cmocka_unit_test(test_append_grows_and_terminates),
         cmocka_unit_test(test_cap_enforced), cmocka_unit_test(test_appendf),
-        cmocka_unit_test(test_detach),
+        cmocka_unit_test(test_detach),       cmocka_unit_test(test_failure_is_sticky),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
