@@ -24,6 +24,7 @@
 #include "kernels/cpu/kc_matmul.h"
 #include "kernels/cpu/kc_ops.h"
 #include "kernels/cpu/kc_pool.h"
+#include "lib/err.h"
 
 #define CPU_ALIGN 64
 
@@ -77,19 +78,17 @@ static int cpu_weight(kc_weight *w, const model_tensor *t, int64_t k, int64_t m,
                       char *err, size_t errlen)
 {
     if (!t) {
-        snprintf(err, errlen, "cpu backend: missing tensor %s", what);
-        return -EINVAL;
+        return tandem_fail(err, errlen, -EINVAL, "cpu backend: missing tensor %s", what);
     }
     if (!td_supported(t->type)) {
-        snprintf(err, errlen, "cpu backend: tensor %s has unsupported type %u",
-                 t->name ? t->name : what, (unsigned)t->type);
-        return -EINVAL;
+        return tandem_fail(err, errlen, -EINVAL, "cpu backend: tensor %s has unsupported type %u",
+                           t->name ? t->name : what, (unsigned)t->type);
     }
     if (t->ne[0] != k || t->ne[1] < m || td_row_bytes(t->type, k) == 0 || !t->data) {
-        snprintf(err, errlen, "cpu backend: tensor %s has shape {%lld, %lld}, want {%lld, %lld}",
-                 t->name ? t->name : what, (long long)t->ne[0], (long long)t->ne[1], (long long)k,
-                 (long long)m);
-        return -EINVAL;
+        return tandem_fail(err, errlen, -EINVAL,
+                           "cpu backend: tensor %s has shape {%lld, %lld}, want {%lld, %lld}",
+                           t->name ? t->name : what, (long long)t->ne[0], (long long)t->ne[1],
+                           (long long)k, (long long)m);
     }
     w->type = t->type;
     w->k = k;
@@ -107,23 +106,21 @@ static int cpu_vector(float **out, const model_tensor *t, int64_t n, bool option
         if (optional) {
             return 0;
         }
-        snprintf(err, errlen, "cpu backend: missing tensor %s", what);
-        return -EINVAL;
+        return tandem_fail(err, errlen, -EINVAL, "cpu backend: missing tensor %s", what);
     }
     if (!td_supported(t->type) || t->ne[0] != n || !t->data) {
-        snprintf(err, errlen, "cpu backend: tensor %s must be a vector of %lld elements",
-                 t->name ? t->name : what, (long long)n);
-        return -EINVAL;
+        return tandem_fail(err, errlen, -EINVAL,
+                           "cpu backend: tensor %s must be a vector of %lld elements",
+                           t->name ? t->name : what, (long long)n);
     }
     *out = malloc(sizeof(float) * (size_t)n);
     if (!*out) {
-        snprintf(err, errlen, "cpu backend: out of memory");
-        return -ENOMEM;
+        return tandem_fail(err, errlen, -ENOMEM, "cpu backend: out of memory");
     }
     if (kc_dequantize_row(t->type, t->data, *out, n) != 0) {
-        snprintf(err, errlen, "cpu backend: tensor %s cannot be read as %lld floats",
-                 t->name ? t->name : what, (long long)n);
-        return -EINVAL;
+        return tandem_fail(err, errlen, -EINVAL,
+                           "cpu backend: tensor %s cannot be read as %lld floats",
+                           t->name ? t->name : what, (long long)n);
     }
     return 0;
 }
@@ -186,30 +183,27 @@ static int cpu_check_config(const model *m, const backend_config *cfg, char *err
     const model_config *c = &m->cfg;
     if (c->n_layer < 1 || c->n_embd < 1 || c->n_head < 1 || c->n_head_kv < 1 || c->n_ff < 1 ||
         c->n_vocab < 1 || c->head_dim < 1) {
-        snprintf(err, errlen, "cpu backend: model dimensions must be positive");
-        return -EINVAL;
+        return tandem_fail(err, errlen, -EINVAL, "cpu backend: model dimensions must be positive");
     }
     if (c->n_head % c->n_head_kv != 0) {
-        snprintf(err, errlen, "cpu backend: n_head %d is not a multiple of n_head_kv %d", c->n_head,
-                 c->n_head_kv);
-        return -EINVAL;
+        return tandem_fail(err, errlen, -EINVAL,
+                           "cpu backend: n_head %d is not a multiple of n_head_kv %d", c->n_head,
+                           c->n_head_kv);
     }
     if (c->head_dim > KC_ATTN_MAX_HEAD_DIM || c->n_rot < 0 || c->n_rot > c->head_dim ||
         c->n_rot % 2 != 0) {
-        snprintf(err, errlen,
-                 "cpu backend: head_dim %d / n_rot %d unsupported (head_dim <= %d, "
-                 "even n_rot <= head_dim)",
-                 c->head_dim, c->n_rot, KC_ATTN_MAX_HEAD_DIM);
-        return -EINVAL;
+        return tandem_fail(err, errlen, -EINVAL,
+                           "cpu backend: head_dim %d / n_rot %d unsupported (head_dim <= %d, "
+                           "even n_rot <= head_dim)",
+                           c->head_dim, c->n_rot, KC_ATTN_MAX_HEAD_DIM);
     }
     if (cfg->block_size < 1 || cfg->block_size > KC_ATTN_MAX_BLOCK || cfg->num_blocks < 1 ||
         cfg->max_batch_tokens < 1 || cfg->max_seqs < 1 ||
         (cfg->kv_dtype != KV_DTYPE_F32 && cfg->kv_dtype != KV_DTYPE_F16)) {
-        snprintf(err, errlen,
-                 "cpu backend: bad config (block_size 1..%d, num_blocks, "
-                 "max_batch_tokens, max_seqs >= 1, kv dtype f32/f16)",
-                 KC_ATTN_MAX_BLOCK);
-        return -EINVAL;
+        return tandem_fail(err, errlen, -EINVAL,
+                           "cpu backend: bad config (block_size 1..%d, num_blocks, "
+                           "max_batch_tokens, max_seqs >= 1, kv dtype f32/f16)",
+                           KC_ATTN_MAX_BLOCK);
     }
     return 0;
 }
@@ -222,7 +216,7 @@ static backend *cpu_create(const model *m, const backend_config *cfg, char *err,
     const model_config *c = &m->cfg;
     backend *b = calloc(1, sizeof(*b));
     if (!b) {
-        snprintf(err, errlen, "cpu backend: out of memory");
+        tandem_set_err(err, errlen, "cpu backend: out of memory");
         return NULL;
     }
     b->m = m;
@@ -242,7 +236,7 @@ static backend *cpu_create(const model *m, const backend_config *cfg, char *err,
         (size_t)cfg->num_blocks * (size_t)b->kv_dim * (size_t)cfg->block_size * b->kv_esz;
     b->layers = calloc((size_t)b->n_layer, sizeof(cpu_layer));
     if (!b->layers) {
-        snprintf(err, errlen, "cpu backend: out of memory");
+        tandem_set_err(err, errlen, "cpu backend: out of memory");
         goto err_destroy;
     }
     const int64_t E = b->n_embd, F = b->n_ff;
@@ -273,15 +267,16 @@ static backend *cpu_create(const model *m, const backend_config *cfg, char *err,
         for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
             ws = cpu_max_size(ws, kc_matmul_wsize(all[i], T));
             if (kc_weight_prepare(all[i]) != 0) {
-                snprintf(err, errlen, "cpu backend: out of memory repacking layer %d", l);
+                tandem_set_err(err, errlen, "cpu backend: out of memory repacking layer %d", l);
                 goto err_destroy;
             }
         }
         L->k_pool = cpu_aligned_zalloc(b->pool_bytes);
         L->v_pool = cpu_aligned_zalloc(b->pool_bytes);
         if (!L->k_pool || !L->v_pool) {
-            snprintf(err, errlen, "cpu backend: cannot allocate %zu bytes of KV cache for layer %d",
-                     2 * b->pool_bytes, l);
+            tandem_set_err(err, errlen,
+                           "cpu backend: cannot allocate %zu bytes of KV cache for layer %d",
+                           2 * b->pool_bytes, l);
             goto err_destroy;
         }
     }
@@ -296,7 +291,7 @@ static backend *cpu_create(const model *m, const backend_config *cfg, char *err,
     }
     ws = cpu_max_size(ws, kc_matmul_wsize(&b->output, T));
     if (kc_weight_prepare(&b->output) != 0) {
-        snprintf(err, errlen, "cpu backend: out of memory repacking the output matrix");
+        tandem_set_err(err, errlen, "cpu backend: out of memory repacking the output matrix");
         goto err_destroy;
     }
     const size_t fT = sizeof(float) * (size_t)T;
@@ -318,12 +313,12 @@ static backend *cpu_create(const model *m, const backend_config *cfg, char *err,
     b->wsp = ws ? cpu_aligned_zalloc(ws) : NULL;
     if (!b->x || !b->xn || !b->q || !b->k || !b->v || !b->att || !b->tmp || !b->gate || !b->up ||
         !b->rope || !b->tok_pos || !b->tok_seq || !b->out_rows || !b->aseq || (ws && !b->wsp)) {
-        snprintf(err, errlen, "cpu backend: out of memory for scratch buffers");
+        tandem_set_err(err, errlen, "cpu backend: out of memory for scratch buffers");
         goto err_destroy;
     }
     b->pool = kc_pool_new(cfg->n_threads, cfg->pin_threads);
     if (!b->pool) {
-        snprintf(err, errlen, "cpu backend: cannot start %d threads", cfg->n_threads);
+        tandem_set_err(err, errlen, "cpu backend: cannot start %d threads", cfg->n_threads);
         goto err_destroy;
     }
     return b;

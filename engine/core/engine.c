@@ -10,7 +10,6 @@
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +18,7 @@
 #include "engine/sampler/stop.h"
 #include "lib/buf.h"
 #include "lib/common.h"
+#include "lib/err.h"
 #include "lib/log.h"
 #include "lib/metrics.h"
 
@@ -96,18 +96,6 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...) TANDEM_PRINTF(3, 4);
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0) {
-        return;
-    }
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap); // NOLINT(clang-analyzer-valist.Uninitialized): false positive
-    va_end(ap);
 }
 
 /* ---- metrics ---- */
@@ -369,7 +357,7 @@ engine *engine_new(const model *m, const tokenizer *tok, const engine_config *cf
 {
     engine *e = calloc(1, sizeof *e);
     if (!e) {
-        set_err(err, errlen, "out of memory");
+        tandem_set_err(err, errlen, "out of memory");
         return NULL;
     }
     if (cfg) {
@@ -387,27 +375,27 @@ engine *engine_new(const model *m, const tokenizer *tok, const engine_config *cf
 
     engine_config *c = &e->cfg;
     if (tokenizer_n_vocab(tok) > e->n_vocab) {
-        set_err(err, errlen, "tokenizer has %d tokens but the model's vocabulary is %d",
-                (int)tokenizer_n_vocab(tok), (int)e->n_vocab);
+        tandem_set_err(err, errlen, "tokenizer has %d tokens but the model's vocabulary is %d",
+                       (int)tokenizer_n_vocab(tok), (int)e->n_vocab);
         goto err_free;
     }
     int32_t ctx = m->cfg.n_ctx_train > 0 ? m->cfg.n_ctx_train : 2048;
     if (c->max_model_len < 0 || c->max_num_seqs < 0 || c->max_num_batched_tokens < 0 ||
         c->block_size < 0 || c->max_waiting < 0) {
-        set_err(err, errlen, "engine limits must not be negative");
+        tandem_set_err(err, errlen, "engine limits must not be negative");
         goto err_free;
     }
     if (c->max_model_len == 0) {
         c->max_model_len = ctx;
     } else if (c->max_model_len > ctx) {
-        set_err(err, errlen,
-                "--max-model-len %d is larger than the model's context length %d "
-                "(max_position_embeddings / context_length)",
-                (int)c->max_model_len, (int)ctx);
+        tandem_set_err(err, errlen,
+                       "--max-model-len %d is larger than the model's context length %d "
+                       "(max_position_embeddings / context_length)",
+                       (int)c->max_model_len, (int)ctx);
         goto err_free;
     }
     if (c->max_model_len < 2) {
-        set_err(err, errlen, "--max-model-len must be at least 2");
+        tandem_set_err(err, errlen, "--max-model-len must be at least 2");
         goto err_free;
     }
     if (c->max_num_seqs == 0) {
@@ -426,8 +414,8 @@ engine *engine_new(const model *m, const tokenizer *tok, const engine_config *cf
         c->block_size = 16;
     }
     if (c->block_size > KVC_MAX_BLOCK_SIZE) {
-        set_err(err, errlen, "--block-size %d is larger than %d", (int)c->block_size,
-                KVC_MAX_BLOCK_SIZE);
+        tandem_set_err(err, errlen, "--block-size %d is larger than %d", (int)c->block_size,
+                       KVC_MAX_BLOCK_SIZE);
         goto err_free;
     }
     if (c->max_waiting == 0) {
@@ -442,7 +430,7 @@ engine *engine_new(const model *m, const tokenizer *tok, const engine_config *cf
     kv_dtype kdt = c->kv_dtype == ENGINE_KV_F32 ? KV_DTYPE_F32 : KV_DTYPE_F16;
     size_t block_bytes = e->ops->kv_block_bytes(m, c->block_size, kdt);
     if (block_bytes == 0) {
-        set_err(err, errlen, "backend reports 0 bytes per KV block");
+        tandem_set_err(err, errlen, "backend reports 0 bytes per KV block");
         goto err_free;
     }
     int64_t per_seq = (c->max_model_len + c->block_size - 1) / c->block_size;
@@ -454,12 +442,13 @@ engine *engine_new(const model *m, const tokenizer *tok, const engine_config *cf
         nblocks = KVC_MAX_BLOCKS;
     }
     if (nblocks - 1 < per_seq) {
-        set_err(err, errlen,
-                "--kv-cache-memory %zu bytes holds %" PRId64 " blocks of %d tokens (%zu bytes "
-                "each), but --max-model-len %d needs %" PRId64
-                ": raise --kv-cache-memory or lower --max-model-len",
-                budget, nblocks > 0 ? nblocks - 1 : 0, (int)c->block_size, block_bytes,
-                (int)c->max_model_len, per_seq);
+        tandem_set_err(err, errlen,
+                       "--kv-cache-memory %zu bytes holds %" PRId64
+                       " blocks of %d tokens (%zu bytes "
+                       "each), but --max-model-len %d needs %" PRId64
+                       ": raise --kv-cache-memory or lower --max-model-len",
+                       budget, nblocks > 0 ? nblocks - 1 : 0, (int)c->block_size, block_bytes,
+                       (int)c->max_model_len, per_seq);
         goto err_free;
     }
     e->num_blocks = (int32_t)nblocks;
@@ -484,7 +473,8 @@ engine *engine_new(const model *m, const tokenizer *tok, const engine_config *cf
     e->kv = kvc_new(e->num_blocks, c->block_size, !c->disable_prefix_caching, c->prefix_hash_seed,
                     sink);
     if (!e->kv) {
-        set_err(err, errlen, "cannot create the KV block manager (%d blocks)", (int)e->num_blocks);
+        tandem_set_err(err, errlen, "cannot create the KV block manager (%d blocks)",
+                       (int)e->num_blocks);
         goto err_free;
     }
     sched_config sc;
@@ -511,13 +501,13 @@ engine *engine_new(const model *m, const tokenizer *tok, const engine_config *cf
     e->step_reqs = malloc(nseq * sizeof(ereq *));
     if (!e->tok_buf || !e->seq_buf || !e->logits || !e->raw_row || !e->sampled || !e->results ||
         !e->step_reqs || collect_eog(e) != 0) {
-        set_err(err, errlen, "out of memory allocating step buffers");
+        tandem_set_err(err, errlen, "out of memory allocating step buffers");
         goto err_free;
     }
     if (c->metrics) {
         const char *name = c->served_model_name ? c->served_model_name : m->name;
         if (metrics_setup(e, name ? name : "model") != 0) {
-            set_err(err, errlen, "cannot register the vllm:* metrics (already registered?)");
+            tandem_set_err(err, errlen, "cannot register the vllm:* metrics (already registered?)");
             goto err_free;
         }
         e->has_metrics = true;
@@ -567,41 +557,39 @@ void engine_free(engine *e)
 int64_t engine_submit(engine *e, const engine_request *r, char *err, size_t errlen)
 {
     if (r->n_prompt < 1 || !r->prompt) {
-        set_err(err, errlen, "prompt must contain at least one token");
-        return -EINVAL;
+        return tandem_fail(err, errlen, -EINVAL, "prompt must contain at least one token");
     }
     if (r->n_prompt >= e->max_model_len) {
-        set_err(err, errlen,
-                "This model's maximum context length is %d tokens. However, your request has %d "
-                "input tokens. Please reduce the length of the input messages.",
-                (int)e->max_model_len, (int)r->n_prompt);
-        return -EINVAL;
+        return tandem_fail(
+            err, errlen, -EINVAL,
+            "This model's maximum context length is %d tokens. However, your request has %d "
+            "input tokens. Please reduce the length of the input messages.",
+            (int)e->max_model_len, (int)r->n_prompt);
     }
     for (int32_t i = 0; i < r->n_prompt; i++) {
         if (r->prompt[i] < 0 || r->prompt[i] >= e->n_vocab) {
-            set_err(err, errlen, "prompt token %d at index %d is out of vocabulary (size %d)",
-                    (int)r->prompt[i], (int)i, (int)e->n_vocab);
-            return -EINVAL;
+            return tandem_fail(err, errlen, -EINVAL,
+                               "prompt token %d at index %d is out of vocabulary (size %d)",
+                               (int)r->prompt[i], (int)i, (int)e->n_vocab);
         }
     }
     for (int32_t i = 0; i < r->n_teacher; i++) {
         if (r->teacher[i] < 0 || r->teacher[i] >= e->n_vocab) {
-            set_err(err, errlen, "teacher token %d at index %d is out of vocabulary (size %d)",
-                    (int)r->teacher[i], (int)i, (int)e->n_vocab);
-            return -EINVAL;
+            return tandem_fail(err, errlen, -EINVAL,
+                               "teacher token %d at index %d is out of vocabulary (size %d)",
+                               (int)r->teacher[i], (int)i, (int)e->n_vocab);
         }
     }
     for (size_t i = 0; i < r->sampling.n_stop_token_ids; i++) {
         if (r->sampling.stop_token_ids[i] < 0 || r->sampling.stop_token_ids[i] >= e->n_vocab) {
-            set_err(err, errlen, "stop_token_ids[%zu] = %d is out of vocabulary (size %d)", i,
-                    (int)r->sampling.stop_token_ids[i], (int)e->n_vocab);
-            return -EINVAL;
+            return tandem_fail(err, errlen, -EINVAL,
+                               "stop_token_ids[%zu] = %d is out of vocabulary (size %d)", i,
+                               (int)r->sampling.stop_token_ids[i], (int)e->n_vocab);
         }
     }
     ereq *q = calloc(1, sizeof *q);
     if (!q) {
-        set_err(err, errlen, "out of memory");
-        return -ENOMEM;
+        return tandem_fail(err, errlen, -ENOMEM, "out of memory");
     }
     int rc;
     q->sp = r->sampling;
@@ -617,7 +605,7 @@ int64_t engine_submit(engine *e, const engine_request *r, char *err, size_t errl
     q->sp.stop_token_ids = q->stop_ids;
     rc = sampler_state_init(&q->st, &q->sp, r->prompt, (size_t)r->n_prompt, e->eog_ids, e->n_eog);
     if (rc != 0) {
-        set_err(err, errlen, rc == -EINVAL ? "invalid stop_token_ids" : "out of memory");
+        tandem_set_err(err, errlen, rc == -EINVAL ? "invalid stop_token_ids" : "out of memory");
         free(q->stop_ids);
         free(q);
         return rc;
@@ -625,8 +613,8 @@ int64_t engine_submit(engine *e, const engine_request *r, char *err, size_t errl
     if (r->n_stop > 0) {
         rc = stop_matcher_init(&q->stop, r->stop, r->n_stop, r->include_stop_str_in_output);
         if (rc != 0) {
-            set_err(err, errlen, "invalid 'stop': at most %d strings of at most %d bytes",
-                    STOP_MAX_STRINGS, STOP_MAX_LEN);
+            tandem_set_err(err, errlen, "invalid 'stop': at most %d strings of at most %d bytes",
+                           STOP_MAX_STRINGS, STOP_MAX_LEN);
             goto err_free;
         }
         q->has_stop = true;
@@ -654,7 +642,7 @@ int64_t engine_submit(engine *e, const engine_request *r, char *err, size_t errl
     pthread_mutex_lock(&e->mu);
     if (e->shutting_down) {
         pthread_mutex_unlock(&e->mu);
-        set_err(err, errlen, "the engine is shutting down");
+        tandem_set_err(err, errlen, "the engine is shutting down");
         rc = -ESHUTDOWN;
         goto err_free;
     }
@@ -672,8 +660,8 @@ int64_t engine_submit(engine *e, const engine_request *r, char *err, size_t errl
     if (rc != 0) {
         pthread_mutex_unlock(&e->mu);
         if (rc == -EAGAIN) {
-            set_err(err, errlen, "the server is overloaded: %d requests are already waiting",
-                    (int)e->cfg.max_waiting);
+            tandem_set_err(err, errlen, "the server is overloaded: %d requests are already waiting",
+                           (int)e->cfg.max_waiting);
         }
         goto err_free;
     }
@@ -691,7 +679,7 @@ int64_t engine_submit(engine *e, const engine_request *r, char *err, size_t errl
 
 err_free:
     if (rc == -ENOMEM) {
-        set_err(err, errlen, "out of memory");
+        tandem_set_err(err, errlen, "out of memory");
     }
     ereq_free(q);
     return rc;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "lib/common.h"
+#include "lib/err.h"
 
 struct sched {
     sched_config cfg;
@@ -28,14 +29,6 @@ struct sched {
     uint64_t prompt_tokens;
     uint64_t generation_tokens;
 };
-
-/* Writes a message into the caller's err buffer (NULL or 0 length: no message). */
-#define set_err(err, errlen, ...)                                                                  \
-    do {                                                                                           \
-        if ((err) && (errlen) > 0) {                                                               \
-            snprintf((err), (errlen), __VA_ARGS__);                                                \
-        }                                                                                          \
-    } while (0)
 
 bool sched_status_finished(sched_status st)
 {
@@ -72,47 +65,50 @@ void sched_config_default(sched_config *cfg)
 
 sched *sched_new(const sched_config *cfg, kvc *kv, char *err, size_t errlen)
 {
-    set_err(err, errlen, "%s", "");
+    tandem_set_err(err, errlen, "%s", "");
     if (!cfg || !kv) {
-        set_err(err, errlen, "sched: config and KV cache are required");
+        tandem_set_err(err, errlen, "sched: config and KV cache are required");
         return NULL;
     }
     int32_t bs = kvc_block_size(kv);
     int64_t capacity = (int64_t)(kvc_num_blocks(kv) - 1) * bs;
     if (cfg->max_num_seqs < 1 || cfg->max_num_batched_tokens < 1 || cfg->max_waiting < 1) {
-        set_err(err, errlen,
-                "max_num_seqs (%d), max_num_batched_tokens (%d) and max_waiting (%d) must be >= 1",
-                cfg->max_num_seqs, cfg->max_num_batched_tokens, cfg->max_waiting);
+        tandem_set_err(
+            err, errlen,
+            "max_num_seqs (%d), max_num_batched_tokens (%d) and max_waiting (%d) must be >= 1",
+            cfg->max_num_seqs, cfg->max_num_batched_tokens, cfg->max_waiting);
         return NULL;
     }
     if (cfg->max_model_len < 2) {
-        set_err(err, errlen, "max_model_len: %d must be >= 2", cfg->max_model_len);
+        tandem_set_err(err, errlen, "max_model_len: %d must be >= 2", cfg->max_model_len);
         return NULL;
     }
     if (cfg->long_prefill_token_threshold < 0) {
-        set_err(err, errlen, "long_prefill_token_threshold: %d must be >= 0",
-                cfg->long_prefill_token_threshold);
+        tandem_set_err(err, errlen, "long_prefill_token_threshold: %d must be >= 0",
+                       cfg->long_prefill_token_threshold);
         return NULL;
     }
     if (cfg->policy != SCHED_FCFS && cfg->policy != SCHED_PRIORITY) {
-        set_err(err, errlen, "policy: unknown value %d", (int)cfg->policy);
+        tandem_set_err(err, errlen, "policy: unknown value %d", (int)cfg->policy);
         return NULL;
     }
     if (cfg->block_size != 0 && cfg->block_size != bs) {
-        set_err(err, errlen, "block_size: %d differs from the KV cache's %d", cfg->block_size, bs);
+        tandem_set_err(err, errlen, "block_size: %d differs from the KV cache's %d",
+                       cfg->block_size, bs);
         return NULL;
     }
     if (cfg->max_model_len > capacity) {
-        set_err(err, errlen,
-                "max_model_len: %d tokens exceed the KV cache capacity of %lld tokens "
-                "(%d blocks of %d)",
-                cfg->max_model_len, (long long)capacity, kvc_num_blocks(kv) - 1, bs);
+        tandem_set_err(err, errlen,
+                       "max_model_len: %d tokens exceed the KV cache capacity of %lld tokens "
+                       "(%d blocks of %d)",
+                       cfg->max_model_len, (long long)capacity, kvc_num_blocks(kv) - 1, bs);
         return NULL;
     }
     if (!cfg->enable_chunked_prefill && cfg->max_num_batched_tokens < cfg->max_model_len) {
-        set_err(err, errlen,
-                "max_num_batched_tokens: %d is below max_model_len %d with chunked prefill off",
-                cfg->max_num_batched_tokens, cfg->max_model_len);
+        tandem_set_err(
+            err, errlen,
+            "max_num_batched_tokens: %d is below max_model_len %d with chunked prefill off",
+            cfg->max_num_batched_tokens, cfg->max_model_len);
         return NULL;
     }
     sched *s = calloc(1, sizeof(*s));
@@ -140,7 +136,7 @@ err_free:
     free(s->out.finished);
     free(s);
 err_nomem:
-    set_err(err, errlen, "sched: out of memory");
+    tandem_set_err(err, errlen, "sched: out of memory");
     return NULL;
 }
 
@@ -251,27 +247,27 @@ static char *dup_opt(const char *str)
 
 int sched_add(sched *s, const sched_req_params *p, sched_req **out, char *err, size_t errlen)
 {
-    set_err(err, errlen, "%s", "");
+    tandem_set_err(err, errlen, "%s", "");
     *out = NULL;
     if (p->n_prompt < 1 || !p->prompt) {
-        set_err(err, errlen, "prompt: must contain at least one token");
-        return -EINVAL;
+        return tandem_fail(err, errlen, -EINVAL, "prompt: must contain at least one token");
     }
     if (p->n_prompt >= s->cfg.max_model_len) {
-        set_err(err, errlen,
-                "prompt: this model's maximum context length is %d tokens, but the prompt has "
-                "%d tokens",
-                s->cfg.max_model_len, p->n_prompt);
-        return -EINVAL;
+        return tandem_fail(
+            err, errlen, -EINVAL,
+            "prompt: this model's maximum context length is %d tokens, but the prompt has "
+            "%d tokens",
+            s->cfg.max_model_len, p->n_prompt);
     }
     for (int32_t i = 0; i < p->n_prompt; i++) {
         if (p->prompt[i] < 0) {
-            set_err(err, errlen, "prompt: token id %d at position %d is negative", p->prompt[i], i);
-            return -EINVAL;
+            return tandem_fail(err, errlen, -EINVAL,
+                               "prompt: token id %d at position %d is negative", p->prompt[i], i);
         }
     }
     if (s->n_waiting >= s->cfg.max_waiting) {
-        set_err(err, errlen, "waiting queue is full (%d requests); retry later", s->n_waiting);
+        tandem_set_err(err, errlen, "waiting queue is full (%d requests); retry later",
+                       s->n_waiting);
         return -EAGAIN;
     }
     int32_t room = s->cfg.max_model_len - p->n_prompt;
@@ -314,8 +310,7 @@ err_free:
     free(r->lora_name);
     free(r);
 err_nomem:
-    set_err(err, errlen, "out of memory");
-    return -ENOMEM;
+    return tandem_fail(err, errlen, -ENOMEM, "out of memory");
 }
 
 int sched_abort(sched *s, sched_req *r)

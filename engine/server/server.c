@@ -18,6 +18,7 @@
 #include "engine/template/chat_template.h"
 #include "lib/buf.h"
 #include "lib/common.h"
+#include "lib/err.h"
 #include "lib/log.h"
 
 #define SERVER_MAX_TEXT     ((size_t)64 << 20) /* bytes of generated text per choice */
@@ -921,7 +922,7 @@ struct engine_server *engine_server_new(uv_loop_t *loop, struct http_server *srv
 {
     struct engine_server *s = calloc(1, sizeof *s);
     if (!s) {
-        snprintf(err, errlen, "out of memory");
+        tandem_set_err(err, errlen, "out of memory");
         return NULL;
     }
     s->loop = loop;
@@ -940,17 +941,17 @@ struct engine_server *engine_server_new(uv_loop_t *loop, struct http_server *srv
     s->created = (int64_t)time(NULL);
     pthread_mutex_init(&s->mu, NULL);
     if (!s->served_name || !s->model_root) {
-        snprintf(err, errlen, "out of memory");
+        tandem_set_err(err, errlen, "out of memory");
         goto err_free;
     }
     char terr[512] = "";
     s->ct = chat_template_new(tmpl, m->bos_token, m->eos_token, terr, sizeof terr);
     if (!s->ct) {
-        snprintf(err, errlen, "chat template: %s", terr);
+        tandem_set_err(err, errlen, "chat template: %s", terr);
         goto err_free;
     }
     if (uv_async_init(loop, &s->async, on_async) != 0) {
-        snprintf(err, errlen, "cannot create the engine wake-up handle");
+        tandem_set_err(err, errlen, "cannot create the engine wake-up handle");
         goto err_free;
     }
     s->async.data = s;
@@ -963,7 +964,7 @@ struct engine_server *engine_server_new(uv_loop_t *loop, struct http_server *srv
         http_server_route(srv, "GET", "/version", 0, h_version, s) != 0 ||
         http_server_route(srv, "POST", "/tokenize", 0, h_tokenize, s) != 0 ||
         http_server_route(srv, "POST", "/detokenize", 0, h_detokenize, s) != 0) {
-        snprintf(err, errlen, "cannot register the routes");
+        tandem_set_err(err, errlen, "cannot register the routes");
         engine_server_free(s);
         return NULL;
     }
