@@ -3,7 +3,8 @@
  * (vllm/entrypoints/openai/protocol.py): request bodies of /v1/completions, /v1/chat/completions,
  * /tokenize and /detokenize are parsed and validated into C structs; response bodies, streaming
  * chunks (SSE), /v1/models and error bodies are built into a struct buf. No I/O here: the HTTP
- * glue (server.c) and the engine core call these functions.
+ * glue (server.c) and the engine core call these functions. Requests are parsed in
+ * openai_parse.c, responses built in openai_build.c.
  *
  * Validation: wrong types and out-of-range values fill a struct openai_error with status 400,
  * type "BadRequestError", param = the field's name (dotted path for nested fields, e.g.
