@@ -26,7 +26,7 @@
 #include "lib/kube/client.h"
 #include "lib/kube/events.h"
 #include "operator/controller/desired.h"
-#include "operator/controller/manager.h"
+#include "operator/controller/cache.h"
 
 /* APPLY_EOWNED (lib/err.h): the name is taken by an object another owner controls. */
 

@@ -28,7 +28,7 @@
 #include "lib/yaml.h"
 #include "operator/controller/apply.h"
 #include "operator/controller/eppconfig.h"
-#include "operator/controller/manager.h"
+#include "operator/controller/cache.h"
 #include "operator/controller/reconcile_model.h"
 #include "operator/controller/reconcile_pool.h"
 #include "operator/controller/status.h"
