@@ -7,7 +7,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +15,7 @@
 #include <unistd.h>
 
 #include "lib/common.h"
+#include "lib/err.h"
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the GGUF reader assumes a little-endian host"
@@ -38,23 +38,10 @@ typedef struct gguf_cursor {
     size_t errlen;
 } gguf_cursor;
 
-static void gc_fail(gguf_cursor *c, const char *fmt, ...) TANDEM_PRINTF(2, 3);
-
-static void gc_fail(gguf_cursor *c, const char *fmt, ...)
-{
-    if (!c->err || c->errlen == 0) {
-        return;
-    }
-    int n = snprintf(c->err, c->errlen, "%s: offset %zu: ", c->label, c->pos);
-    if (n < 0 || (size_t)n >= c->errlen) {
-        return;
-    }
-    va_list ap;
-    va_start(ap, fmt);
-    /* NOLINTNEXTLINE(clang-analyzer-valist.Uninitialized): clang 14 false positive */
-    vsnprintf(c->err + n, c->errlen - (size_t)n, fmt, ap);
-    va_end(ap);
-}
+/* Sets the cursor's error to "<label>: offset <pos>: " and the message. */
+#define gc_fail(c, fmt, ...)                                                                       \
+    tandem_set_err((c)->err, (c)->errlen, "%s: offset %zu: " fmt, (c)->label, (c)->pos,            \
+                   ##__VA_ARGS__)
 
 static size_t gc_left(const gguf_cursor *c)
 {
@@ -542,16 +529,12 @@ gguf_ctx *gguf_open_buffer(const void *data, size_t size, const char *label, cha
         label = "<buffer>";
     }
     if (!data && size > 0) {
-        if (err && errlen) {
-            snprintf(err, errlen, "%s: no data", label);
-        }
+        tandem_set_err(err, errlen, "%s: no data", label);
         return NULL;
     }
     gguf_ctx *g = gguf_new(data ? data : "", size);
     if (!g) {
-        if (err && errlen) {
-            snprintf(err, errlen, "%s: out of memory", label);
-        }
+        tandem_set_err(err, errlen, "%s: out of memory", label);
         return NULL;
     }
     if (gguf_parse(g, label, err, errlen) != 0) {
@@ -568,16 +551,12 @@ gguf_ctx *gguf_open(const char *path, char *err, size_t errlen)
     }
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        if (err && errlen) {
-            snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        }
+        tandem_set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        if (err && errlen) {
-            snprintf(err, errlen, "%s: not a regular file", path);
-        }
+        tandem_set_err(err, errlen, "%s: not a regular file", path);
         close(fd);
         return NULL;
     }
@@ -586,9 +565,7 @@ gguf_ctx *gguf_open(const char *path, char *err, size_t errlen)
     if (size > 0) {
         map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (map == MAP_FAILED) {
-            if (err && errlen) {
-                snprintf(err, errlen, "%s: mmap failed: %s", path, strerror(errno));
-            }
+            tandem_set_err(err, errlen, "%s: mmap failed: %s", path, strerror(errno));
             close(fd);
             return NULL;
         }
@@ -599,9 +576,7 @@ gguf_ctx *gguf_open(const char *path, char *err, size_t errlen)
         if (map) {
             munmap(map, size);
         }
-        if (err && errlen) {
-            snprintf(err, errlen, "%s: out of memory", path);
-        }
+        tandem_set_err(err, errlen, "%s: out of memory", path);
         return NULL;
     }
     gguf_priv *priv = g->priv;
@@ -669,27 +644,13 @@ const gguf_tensor_info *gguf_find_tensor(const gguf_ctx *g, const char *name)
     return NULL;
 }
 
-static void gguf_err(char *err, size_t errlen, const char *fmt, ...) TANDEM_PRINTF(3, 4);
-
-static void gguf_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0) {
-        return;
-    }
-    va_list ap;
-    va_start(ap, fmt);
-    /* NOLINTNEXTLINE(clang-analyzer-valist.Uninitialized): clang 14 false positive */
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 /* Looks up key; -ENOENT with a message when absent. */
 static int gguf_lookup(const gguf_ctx *g, const char *key, const gguf_kv **out, char *err,
                        size_t errlen)
 {
     *out = gguf_find_kv(g, key);
     if (!*out) {
-        gguf_err(err, errlen, "%s: missing", key);
+        tandem_set_err(err, errlen, "%s: missing", key);
         return -ENOENT;
     }
     return 0;
@@ -770,7 +731,7 @@ static int gguf_get_int(const gguf_ctx *g, const char *key, int64_t lo, uint64_t
     uint64_t u = 0;
     bool is_u;
     if (!gguf_read_int(kv->type, kv->data, &s, &u, &is_u)) {
-        gguf_err(err, errlen, "%s: expected %s, got %s", key, want, gguf_type_name(kv->type));
+        tandem_set_err(err, errlen, "%s: expected %s, got %s", key, want, gguf_type_name(kv->type));
         return -EINVAL;
     }
     bool ok;
@@ -781,7 +742,7 @@ static int gguf_get_int(const gguf_ctx *g, const char *key, int64_t lo, uint64_t
         u = (uint64_t)s;
     }
     if (!ok) {
-        gguf_err(err, errlen, "%s: value out of range for %s", key, want);
+        tandem_set_err(err, errlen, "%s: value out of range for %s", key, want);
         return -EINVAL;
     }
     *out = u;
@@ -830,7 +791,7 @@ int gguf_get_f32(const gguf_ctx *g, const char *key, float *out, char *err, size
         *out = (float)d;
         return 0;
     }
-    gguf_err(err, errlen, "%s: expected f32, got %s", key, gguf_type_name(kv->type));
+    tandem_set_err(err, errlen, "%s: expected f32, got %s", key, gguf_type_name(kv->type));
     return -EINVAL;
 }
 
@@ -842,7 +803,7 @@ int gguf_get_bool(const gguf_ctx *g, const char *key, bool *out, char *err, size
         return rc;
     }
     if (kv->type != GGUF_TYPE_BOOL) {
-        gguf_err(err, errlen, "%s: expected bool, got %s", key, gguf_type_name(kv->type));
+        tandem_set_err(err, errlen, "%s: expected bool, got %s", key, gguf_type_name(kv->type));
         return -EINVAL;
     }
     *out = kv->data[0] != 0;
@@ -857,7 +818,7 @@ int gguf_get_str(const gguf_ctx *g, const char *key, model_str *out, char *err, 
         return rc;
     }
     if (kv->type != GGUF_TYPE_STRING) {
-        gguf_err(err, errlen, "%s: expected string, got %s", key, gguf_type_name(kv->type));
+        tandem_set_err(err, errlen, "%s: expected string, got %s", key, gguf_type_name(kv->type));
         return -EINVAL;
     }
     out->s = (const char *)kv->data;
@@ -874,12 +835,12 @@ int gguf_get_arr(const gguf_ctx *g, const char *key, gguf_type elem, const gguf_
         return rc;
     }
     if (kv->type != GGUF_TYPE_ARRAY) {
-        gguf_err(err, errlen, "%s: expected array, got %s", key, gguf_type_name(kv->type));
+        tandem_set_err(err, errlen, "%s: expected array, got %s", key, gguf_type_name(kv->type));
         return -EINVAL;
     }
     if (elem != GGUF_TYPE_COUNT && kv->arr_type != elem) {
-        gguf_err(err, errlen, "%s: expected array of %s, got array of %s", key,
-                 gguf_type_name(elem), gguf_type_name(kv->arr_type));
+        tandem_set_err(err, errlen, "%s: expected array of %s, got array of %s", key,
+                       gguf_type_name(elem), gguf_type_name(kv->arr_type));
         return -EINVAL;
     }
     *out = kv;

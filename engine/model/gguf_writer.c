@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "lib/buf.h"
+#include "lib/err.h"
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the GGUF writer assumes a little-endian host"
@@ -402,28 +403,25 @@ static int gw_build_header(const gguf_writer *w, struct buf *b)
 
 int gguf_writer_write_file(gguf_writer *w, const char *path, char *err, size_t errlen)
 {
-    char dummy[1];
-    if (!err || errlen == 0) {
-        err = dummy;
-        errlen = sizeof(dummy);
+    if (err && errlen) {
+        err[0] = '\0';
     }
-    err[0] = '\0';
     if (!w || !path) {
-        snprintf(err, errlen, "gguf writer: invalid argument");
+        tandem_set_err(err, errlen, "gguf writer: invalid argument");
         return -EINVAL;
     }
     struct buf hdr;
     buf_init(&hdr, GGUF_W_MAX_VALUE);
     int rc = gw_build_header(w, &hdr);
     if (rc != 0) {
-        snprintf(err, errlen, "%s: cannot build GGUF header: %s", path, strerror(-rc));
+        tandem_set_err(err, errlen, "%s: cannot build GGUF header: %s", path, strerror(-rc));
         buf_free(&hdr);
         return rc;
     }
     FILE *f = fopen(path, "wb");
     if (!f) {
         rc = -errno;
-        snprintf(err, errlen, "%s: cannot create: %s", path, strerror(errno));
+        tandem_set_err(err, errlen, "%s: cannot create: %s", path, strerror(errno));
         buf_free(&hdr);
         return rc;
     }
@@ -438,7 +436,7 @@ int gguf_writer_write_file(gguf_writer *w, const char *path, char *err, size_t e
     }
     buf_free(&hdr);
     if (rc != 0) {
-        snprintf(err, errlen, "%s: write failed: %s", path, strerror(-rc));
+        tandem_set_err(err, errlen, "%s: write failed: %s", path, strerror(-rc));
         unlink(path);
     }
     return rc;

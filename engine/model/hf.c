@@ -7,31 +7,17 @@
  */
 #include <dirent.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "engine/model/model_internal.h"
+#include "lib/err.h"
 #include "lib/json.h"
 
 #define HF_MAX_JSON_BYTES (64u << 20) /* config.json, tokenizer_config.json */
 #define HF_MAX_SHARDS     4096
-
-static void herr(char *err, size_t errlen, const char *fmt, ...) TANDEM_PRINTF(3, 4);
-
-static void herr(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0) {
-        return;
-    }
-    va_list ap;
-    va_start(ap, fmt);
-    /* NOLINTNEXTLINE(clang-analyzer-valist.Uninitialized): clang 14 false positive */
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* HF per-layer suffix -> GGUF per-layer suffix. */
 static const struct {
@@ -136,7 +122,7 @@ static int read_small_file(const char *path, char **out, size_t *len, char *err,
     FILE *f = fopen(path, "rb");
     if (!f) {
         int rc = errno ? -errno : -EIO;
-        herr(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        tandem_set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return rc;
     }
     struct buf b;
@@ -147,12 +133,12 @@ static int read_small_file(const char *path, char **out, size_t *len, char *err,
     while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
         rc = buf_append(&b, chunk, n);
         if (rc != 0) {
-            herr(err, errlen, "%s: larger than %u bytes", path, HF_MAX_JSON_BYTES);
+            tandem_set_err(err, errlen, "%s: larger than %u bytes", path, HF_MAX_JSON_BYTES);
             break;
         }
     }
     if (rc == 0 && ferror(f)) {
-        herr(err, errlen, "%s: read error", path);
+        tandem_set_err(err, errlen, "%s: read error", path);
         rc = -EIO;
     }
     fclose(f);
@@ -178,7 +164,7 @@ static int read_json(const char *path, struct json_object **out, char *err, size
     struct json_object *o = json_parse(text, len, jerr, sizeof(jerr));
     free(text);
     if (!o || !json_object_is_type(o, json_type_object)) {
-        herr(err, errlen, "%s: %s", path, o ? "expected a JSON object" : jerr);
+        tandem_set_err(err, errlen, "%s: %s", path, o ? "expected a JSON object" : jerr);
         json_object_put(o);
         return -EINVAL;
     }
@@ -217,16 +203,16 @@ static int hf_arch(const char *label, struct json_object *cfg, model_arch *arch,
     struct json_object *list;
     const char *name = NULL;
     if (json_opt_array(cfg, "architectures", NULL, &list, e, sizeof(e)) != 0) {
-        herr(err, errlen, "%s: %s", label, e);
+        tandem_set_err(err, errlen, "%s: %s", label, e);
         return -EINVAL;
     }
     if (list && json_object_array_length(list) > 0) {
         if (json_get_string(list, "[0]", &name, e, sizeof(e)) != 0) {
-            herr(err, errlen, "%s: architectures%s", label, e);
+            tandem_set_err(err, errlen, "%s: architectures%s", label, e);
             return -EINVAL;
         }
     } else if (json_get_string(cfg, "model_type", &name, e, sizeof(e)) != 0) {
-        herr(err, errlen, "%s: %s", label, e);
+        tandem_set_err(err, errlen, "%s: %s", label, e);
         return -EINVAL;
     }
     for (size_t i = 0; i < ARRAY_SIZE(archs); i++) {
@@ -235,10 +221,10 @@ static int hf_arch(const char *label, struct json_object *cfg, model_arch *arch,
             return 0;
         }
     }
-    herr(err, errlen,
-         "%s: architecture '%.64s' is not supported (supported: LlamaForCausalLM, "
-         "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)",
-         label, name);
+    tandem_set_err(err, errlen,
+                   "%s: architecture '%.64s' is not supported (supported: LlamaForCausalLM, "
+                   "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)",
+                   label, name);
     return -EINVAL;
 }
 
@@ -275,50 +261,54 @@ static int hf_config(model *m, const char *label, struct json_object *cfg, char 
     rc = rc ? rc : json_opt_bool(cfg, "mlp_bias", 0, &mlp_bias, e, sizeof(e));
     rc = rc ? rc : json_opt_string(cfg, "hidden_act", "silu", &act, e, sizeof(e));
     if (rc != 0) {
-        herr(err, errlen, "%s: %s", label, e);
+        tandem_set_err(err, errlen, "%s: %s", label, e);
         return -EINVAL;
     }
     if (strcmp(act, "silu") != 0) {
-        herr(err, errlen, "%s: hidden_act '%.32s' is not supported (only silu)", label, act);
+        tandem_set_err(err, errlen, "%s: hidden_act '%.32s' is not supported (only silu)", label,
+                       act);
         return -EINVAL;
     }
     if (c->arch == MODEL_ARCH_LLAMA && (attn_bias || mlp_bias)) {
-        herr(err, errlen, "%s: %s is true, which is not supported for llama", label,
-             attn_bias ? "attention_bias" : "mlp_bias");
+        tandem_set_err(err, errlen, "%s: %s is true, which is not supported for llama", label,
+                       attn_bias ? "attention_bias" : "mlp_bias");
         return -EINVAL;
     }
     struct json_object *scaling;
     if (json_opt_object(cfg, "rope_scaling", NULL, &scaling, e, sizeof(e)) != 0) {
-        herr(err, errlen, "%s: %s", label, e);
+        tandem_set_err(err, errlen, "%s: %s", label, e);
         return -EINVAL;
     }
     if (scaling) {
         const char *type = NULL;
         if (json_opt_string(scaling, "rope_type", NULL, &type, e, sizeof(e)) != 0 ||
             (!type && json_opt_string(scaling, "type", NULL, &type, e, sizeof(e)) != 0)) {
-            herr(err, errlen, "%s: rope_scaling.%s", label, e);
+            tandem_set_err(err, errlen, "%s: rope_scaling.%s", label, e);
             return -EINVAL;
         }
         if (!type || strcmp(type, "default") != 0) {
-            herr(err, errlen,
-                 "%s: rope_scaling type '%.32s' is not supported (only null or 'default')", label,
-                 type ? type : "(none)");
+            tandem_set_err(
+                err, errlen,
+                "%s: rope_scaling type '%.32s' is not supported (only null or 'default')", label,
+                type ? type : "(none)");
             return -EINVAL;
         }
     }
     int sliding = 0;
     if (json_opt_bool(cfg, "use_sliding_window", 0, &sliding, e, sizeof(e)) != 0 || sliding) {
-        herr(err, errlen, "%s: %s", label,
-             sliding ? "use_sliding_window: sliding-window attention is not supported" : e);
+        tandem_set_err(err, errlen, "%s: %s", label,
+                       sliding ? "use_sliding_window: sliding-window attention is not supported"
+                               : e);
         return -EINVAL;
     }
     if (c->n_vocab < 1) {
-        herr(err, errlen, "%s: vocab_size: must be > 0", label);
+        tandem_set_err(err, errlen, "%s: vocab_size: must be > 0", label);
         return -EINVAL;
     }
     if (c->n_head > 0 && c->n_embd % c->n_head != 0 && !json_get(cfg, "head_dim")) {
-        herr(err, errlen, "%s: hidden_size %d is not a multiple of num_attention_heads %d", label,
-             c->n_embd, c->n_head);
+        tandem_set_err(err, errlen,
+                       "%s: hidden_size %d is not a multiple of num_attention_heads %d", label,
+                       c->n_embd, c->n_head);
         return -EINVAL;
     }
     c->rope_base = (float)theta;
@@ -339,7 +329,7 @@ static int list_shards(const char *dir, char ***out, size_t *n_out, char *err, s
     DIR *d = opendir(dir);
     if (!d) {
         int rc = errno ? -errno : -EIO;
-        herr(err, errlen, "%s: cannot open directory: %s", dir, strerror(-rc));
+        tandem_set_err(err, errlen, "%s: cannot open directory: %s", dir, strerror(-rc));
         return rc;
     }
     char **names = NULL;
@@ -353,7 +343,7 @@ static int list_shards(const char *dir, char ***out, size_t *n_out, char *err, s
             continue;
         }
         if (n == HF_MAX_SHARDS) {
-            herr(err, errlen, "%s: more than %d *.safetensors files", dir, HF_MAX_SHARDS);
+            tandem_set_err(err, errlen, "%s: more than %d *.safetensors files", dir, HF_MAX_SHARDS);
             rc = -EINVAL;
             break;
         }
@@ -363,7 +353,7 @@ static int list_shards(const char *dir, char ***out, size_t *n_out, char *err, s
         }
         char *s = v ? strdup(de->d_name) : NULL;
         if (!s) {
-            herr(err, errlen, "%s: out of memory", dir);
+            tandem_set_err(err, errlen, "%s: out of memory", dir);
             rc = -ENOMEM;
             break;
         }
@@ -371,7 +361,7 @@ static int list_shards(const char *dir, char ***out, size_t *n_out, char *err, s
     }
     closedir(d);
     if (rc == 0 && n == 0) {
-        herr(err, errlen, "%s: no *.safetensors files in the directory", dir);
+        tandem_set_err(err, errlen, "%s: no *.safetensors files in the directory", dir);
         rc = -ENOENT;
     }
     if (rc != 0) {
@@ -454,7 +444,7 @@ static int hf_tensors(model *m, char *err, size_t errlen)
     }
     priv->st = calloc(n_names ? n_names : 1, sizeof(void *)); /* safetensors_file *[] */
     if (!priv->st) {
-        herr(err, errlen, "%s: out of memory", m->path);
+        tandem_set_err(err, errlen, "%s: out of memory", m->path);
         rc = -ENOMEM;
         goto out_names;
     }
@@ -519,8 +509,9 @@ static int hf_tensors(model *m, char *err, size_t errlen)
     for (size_t i = 1; i < m->n_tensors; i++) {
         const char *name = m->tensors[sorted[i]].name;
         if (strcmp(name, m->tensors[sorted[i - 1]].name) == 0) {
-            herr(err, errlen, "%s: tensor '%s' appears more than once in the *.safetensors files",
-                 m->path, name);
+            tandem_set_err(err, errlen,
+                           "%s: tensor '%s' appears more than once in the *.safetensors files",
+                           m->path, name);
             rc = -EINVAL;
             break;
         }
@@ -528,7 +519,7 @@ static int hf_tensors(model *m, char *err, size_t errlen)
     free(sorted);
 out_names:
     if (rc == -ENOMEM) {
-        herr(err, errlen, "%s: out of memory", m->path);
+        tandem_set_err(err, errlen, "%s: out of memory", m->path);
     }
     for (size_t i = 0; i < n_names; i++) {
         free(names[i]);
@@ -552,12 +543,12 @@ static int token_text(const char *label, struct json_object *tc, const char *key
         s = json_object_get_string(v);
     } else if (json_object_is_type(v, json_type_object)) {
         if (json_get_string(v, "content", &s, e, sizeof(e)) != 0) {
-            herr(err, errlen, "%s: %s.%s", label, key, e);
+            tandem_set_err(err, errlen, "%s: %s.%s", label, key, e);
             return -EINVAL;
         }
     } else {
-        herr(err, errlen, "%s: %s: expected string or object, got %s", label, key,
-             json_type_label(v));
+        tandem_set_err(err, errlen, "%s: %s: expected string or object, got %s", label, key,
+                       json_type_label(v));
         return -EINVAL;
     }
     *out = strdup(s);
@@ -583,12 +574,12 @@ static int chat_template(const char *label, struct json_object *tc, char **out, 
             const char *name, *tmpl;
             snprintf(path, sizeof(path), "[%zu].name", i);
             if (json_get_string(v, path, &name, e, sizeof(e)) != 0) {
-                herr(err, errlen, "%s: chat_template%s", label, e);
+                tandem_set_err(err, errlen, "%s: chat_template%s", label, e);
                 return -EINVAL;
             }
             snprintf(path, sizeof(path), "[%zu].template", i);
             if (json_get_string(v, path, &tmpl, e, sizeof(e)) != 0) {
-                herr(err, errlen, "%s: chat_template%s", label, e);
+                tandem_set_err(err, errlen, "%s: chat_template%s", label, e);
                 return -EINVAL;
             }
             if (strcmp(name, "default") == 0) {
@@ -599,8 +590,8 @@ static int chat_template(const char *label, struct json_object *tc, char **out, 
             return 0;
         }
     } else {
-        herr(err, errlen, "%s: chat_template: expected string or array, got %s", label,
-             json_type_label(v));
+        tandem_set_err(err, errlen, "%s: chat_template: expected string or array, got %s", label,
+                       json_type_label(v));
         return -EINVAL;
     }
     *out = strdup(s);
@@ -621,7 +612,7 @@ static int hf_tokenizer(model *m, char *err, size_t errlen)
         goto out;
     }
     if (stat(m->hf_tokenizer_json, &st) != 0 || !S_ISREG(st.st_mode)) {
-        herr(err, errlen, "%s: missing tokenizer.json", m->path);
+        tandem_set_err(err, errlen, "%s: missing tokenizer.json", m->path);
         rc = -ENOENT;
         goto out;
     }
@@ -642,7 +633,7 @@ static int hf_tokenizer(model *m, char *err, size_t errlen)
     }
 out:
     if (rc == -ENOMEM) {
-        herr(err, errlen, "%s: out of memory", m->path);
+        tandem_set_err(err, errlen, "%s: out of memory", m->path);
     }
     json_object_put(tc);
     free(tc_path);

@@ -7,7 +7,6 @@
 #include "engine/model/model.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,23 +15,10 @@
 
 #include "engine/model/model_internal.h"
 #include "lib/common.h"
+#include "lib/err.h"
 
 #define MODEL_MAX_DIM    (1 << 24) /* bound on any hyperparameter */
 #define MODEL_MAX_LAYERS 4096
-
-static void merr(char *err, size_t errlen, const char *fmt, ...) TANDEM_PRINTF(3, 4);
-
-static void merr(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0) {
-        return;
-    }
-    va_list ap;
-    va_start(ap, fmt);
-    /* NOLINTNEXTLINE(clang-analyzer-valist.Uninitialized): clang 14 false positive */
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 const char *model_arch_name(model_arch a)
 {
@@ -147,38 +133,40 @@ int model__check_config(const model *m, const char *label, char *err, size_t err
     };
     for (size_t i = 0; i < ARRAY_SIZE(ranges); i++) {
         if (ranges[i].v < 1 || ranges[i].v > ranges[i].max) {
-            merr(err, errlen, "%s: %s = %d is out of range (1..%d)", label, ranges[i].name,
-                 ranges[i].v, ranges[i].max);
+            tandem_set_err(err, errlen, "%s: %s = %d is out of range (1..%d)", label,
+                           ranges[i].name, ranges[i].v, ranges[i].max);
             return -EINVAL;
         }
     }
     if (c->n_head_kv > c->n_head || c->n_head % c->n_head_kv != 0) {
-        merr(err, errlen, "%s: n_head = %d is not a multiple of n_head_kv = %d", label, c->n_head,
-             c->n_head_kv);
+        tandem_set_err(err, errlen, "%s: n_head = %d is not a multiple of n_head_kv = %d", label,
+                       c->n_head, c->n_head_kv);
         return -EINVAL;
     }
     if ((int64_t)c->n_head * c->head_dim > MODEL_MAX_DIM) {
-        merr(err, errlen, "%s: n_head x head_dim is too large", label);
+        tandem_set_err(err, errlen, "%s: n_head x head_dim is too large", label);
         return -EINVAL;
     }
     if (c->head_dim % 2 != 0) {
-        merr(err, errlen, "%s: head_dim = %d must be even for RoPE", label, c->head_dim);
+        tandem_set_err(err, errlen, "%s: head_dim = %d must be even for RoPE", label, c->head_dim);
         return -EINVAL;
     }
     if (c->n_rot != c->head_dim) {
-        merr(err, errlen,
-             "%s: rotary dimension %d differs from head_dim %d (partial rotary embeddings are not "
-             "supported)",
-             label, c->n_rot, c->head_dim);
+        tandem_set_err(
+            err, errlen,
+            "%s: rotary dimension %d differs from head_dim %d (partial rotary embeddings are not "
+            "supported)",
+            label, c->n_rot, c->head_dim);
         return -EINVAL;
     }
     if (!(c->rms_eps > 0.0f && c->rms_eps < 1.0f)) {
-        merr(err, errlen, "%s: rms_norm_eps = %g is out of range (0, 1)", label,
-             (double)c->rms_eps);
+        tandem_set_err(err, errlen, "%s: rms_norm_eps = %g is out of range (0, 1)", label,
+                       (double)c->rms_eps);
         return -EINVAL;
     }
     if (!(c->rope_base > 0.0f && c->rope_base < 1e30f)) {
-        merr(err, errlen, "%s: rope base = %g is out of range", label, (double)c->rope_base);
+        tandem_set_err(err, errlen, "%s: rope base = %g is out of range", label,
+                       (double)c->rope_base);
         return -EINVAL;
     }
     return 0;
@@ -192,9 +180,10 @@ static void missing_tensor(const model *m, const char *name, char *err, size_t e
         model__hf_name(name, hf, sizeof(hf));
     }
     if (hf[0]) {
-        merr(err, errlen, "%s: missing tensor '%s' (Hugging Face name '%s')", m->path, name, hf);
+        tandem_set_err(err, errlen, "%s: missing tensor '%s' (Hugging Face name '%s')", m->path,
+                       name, hf);
     } else {
-        merr(err, errlen, "%s: missing tensor '%s'", m->path, name);
+        tandem_set_err(err, errlen, "%s: missing tensor '%s'", m->path, name);
     }
 }
 
@@ -216,16 +205,18 @@ static int bind(const model *m, const char *name, int64_t ne0, int64_t ne1, bool
     }
     int64_t want[4] = {ne0, ne1 ? ne1 : 1, 1, 1};
     if (memcmp(t->ne, want, sizeof(want)) != 0) {
-        merr(err, errlen,
-             "%s: tensor '%s' has shape {%lld, %lld, %lld, %lld}, expected {%lld, %lld} from the "
-             "hyperparameters",
-             m->path, name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
-             (long long)t->ne[3], (long long)want[0], (long long)want[1]);
+        tandem_set_err(
+            err, errlen,
+            "%s: tensor '%s' has shape {%lld, %lld, %lld, %lld}, expected {%lld, %lld} from the "
+            "hyperparameters",
+            m->path, name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+            (long long)t->ne[3], (long long)want[0], (long long)want[1]);
         return -EINVAL;
     }
     if (ne1 == 0 && t->type != TD_F32) {
-        merr(err, errlen, "%s: tensor '%s' has type %s; norm weights and biases must be F32",
-             m->path, name, td_name(t->type));
+        tandem_set_err(err, errlen,
+                       "%s: tensor '%s' has type %s; norm weights and biases must be F32", m->path,
+                       name, td_name(t->type));
         return -EINVAL;
     }
     return 0;
@@ -269,8 +260,8 @@ static int bind_layer(model *m, int il, char *err, size_t errlen)
         }
         if (*specs[i].out && !specs[i].required) {
             /* present but not used by this architecture: say so instead of ignoring it */
-            merr(err, errlen, "%s: tensor '%s' is not used by architecture %s", m->path, name,
-                 model_arch_name(c->arch));
+            tandem_set_err(err, errlen, "%s: tensor '%s' is not used by architecture %s", m->path,
+                           name, model_arch_name(c->arch));
             return -EINVAL;
         }
     }
@@ -282,10 +273,11 @@ int model__finish(model *m, char *err, size_t errlen)
     for (size_t i = 0; i < m->n_tensors; i++) {
         const model_tensor *t = &m->tensors[i];
         if (!td_supported((uint32_t)t->type)) {
-            merr(err, errlen,
-                 "%s: tensor '%s' has type %s (%u), which is not supported (supported: F32, F16, "
-                 "BF16, Q8_0, Q4_0)",
-                 m->path, t->name, td_name((uint32_t)t->type), (unsigned)t->type);
+            tandem_set_err(
+                err, errlen,
+                "%s: tensor '%s' has type %s (%u), which is not supported (supported: F32, F16, "
+                "BF16, Q8_0, Q4_0)",
+                m->path, t->name, td_name((uint32_t)t->type), (unsigned)t->type);
             return -EINVAL;
         }
         m->n_params += (size_t)t->ne[0] * (size_t)t->ne[1] * (size_t)t->ne[2] * (size_t)t->ne[3];
@@ -297,13 +289,14 @@ int model__finish(model *m, char *err, size_t errlen)
         return -EINVAL;
     }
     if (embd->ne[1] < 1 || embd->ne[1] > INT32_MAX) {
-        merr(err, errlen, "%s: tensor 'token_embd.weight' has an invalid vocabulary size", m->path);
+        tandem_set_err(err, errlen, "%s: tensor 'token_embd.weight' has an invalid vocabulary size",
+                       m->path);
         return -EINVAL;
     }
     if (m->cfg.n_vocab != 0 && m->cfg.n_vocab != embd->ne[1]) {
-        merr(err, errlen,
-             "%s: vocabulary size %d differs from the %lld rows of 'token_embd.weight'", m->path,
-             m->cfg.n_vocab, (long long)embd->ne[1]);
+        tandem_set_err(err, errlen,
+                       "%s: vocabulary size %d differs from the %lld rows of 'token_embd.weight'",
+                       m->path, m->cfg.n_vocab, (long long)embd->ne[1]);
         return -EINVAL;
     }
     m->cfg.n_vocab = (int)embd->ne[1];
@@ -322,7 +315,7 @@ int model__finish(model *m, char *err, size_t errlen)
     }
     m->layers = calloc((size_t)m->cfg.n_layer, sizeof(*m->layers));
     if (!m->layers) {
-        merr(err, errlen, "%s: out of memory", m->path);
+        tandem_set_err(err, errlen, "%s: out of memory", m->path);
         return -ENOMEM;
     }
     for (int il = 0; il < m->cfg.n_layer; il++) {
@@ -334,8 +327,8 @@ int model__finish(model *m, char *err, size_t errlen)
     char name[64];
     snprintf(name, sizeof(name), "blk.%d.attn_q.weight", m->cfg.n_layer);
     if (model_find_tensor(m, name)) {
-        merr(err, errlen, "%s: tensor '%s' found but the model has %d layers", m->path, name,
-             m->cfg.n_layer);
+        tandem_set_err(err, errlen, "%s: tensor '%s' found but the model has %d layers", m->path,
+                       name, m->cfg.n_layer);
         return -EINVAL;
     }
     return 0;
@@ -357,11 +350,11 @@ static int gguf_hparam(const model *m, const gguf_ctx *g, const char *arch, cons
         return 0;
     }
     if (rc != 0) {
-        merr(err, errlen, "%s: %s", m->path, e);
+        tandem_set_err(err, errlen, "%s: %s", m->path, e);
         return rc;
     }
     if (v > INT32_MAX) {
-        merr(err, errlen, "%s: %s = %u is out of range", m->path, full, v);
+        tandem_set_err(err, errlen, "%s: %s = %u is out of range", m->path, full, v);
         return -EINVAL;
     }
     *out = (int)v;
@@ -379,7 +372,7 @@ static int gguf_hparam_f32(const model *m, const gguf_ctx *g, const char *arch, 
         return 0;
     }
     if (rc != 0) {
-        merr(err, errlen, "%s: %s", m->path, e);
+        tandem_set_err(err, errlen, "%s: %s", m->path, e);
     }
     return rc;
 }
@@ -389,7 +382,7 @@ static int gguf_config(model *m, const gguf_ctx *g, char *err, size_t errlen)
     char e[192];
     model_str arch;
     if (gguf_get_str(g, "general.architecture", &arch, e, sizeof(e)) != 0) {
-        merr(err, errlen, "%s: %s", m->path, e);
+        tandem_set_err(err, errlen, "%s: %s", m->path, e);
         return -EINVAL;
     }
     char a[32];
@@ -402,9 +395,10 @@ static int gguf_config(model *m, const gguf_ctx *g, char *err, size_t errlen)
     } else if (arch.len == 5 && memcmp(arch.s, "qwen3", 5) == 0) {
         c->arch = MODEL_ARCH_QWEN3;
     } else {
-        merr(err, errlen,
-             "%s: general.architecture '%s' is not supported (supported: llama, qwen2, qwen3)",
-             m->path, a);
+        tandem_set_err(
+            err, errlen,
+            "%s: general.architecture '%s' is not supported (supported: llama, qwen2, qwen3)",
+            m->path, a);
         return -EINVAL;
     }
     c->rope_neox = c->arch != MODEL_ARCH_LLAMA;
@@ -417,7 +411,7 @@ static int gguf_config(model *m, const gguf_ctx *g, char *err, size_t errlen)
         return rc;
     }
     if (c->n_head < 1) {
-        merr(err, errlen, "%s: %s.attention.head_count must be > 0", m->path, a);
+        tandem_set_err(err, errlen, "%s: %s.attention.head_count must be > 0", m->path, a);
         return -EINVAL;
     }
     rc = gguf_hparam(m, g, a, "attention.head_count_kv", c->n_head, &c->n_head_kv, err, errlen);
@@ -430,16 +424,17 @@ static int gguf_config(model *m, const gguf_ctx *g, char *err, size_t errlen)
     char key[96];
     snprintf(key, sizeof(key), "%s.attention.key_length", a);
     if (!gguf_find_kv(g, key) && c->n_embd % c->n_head != 0) {
-        merr(err, errlen,
-             "%s: embedding_length %d is not a multiple of head_count %d and %s is absent", m->path,
-             c->n_embd, c->n_head, key);
+        tandem_set_err(
+            err, errlen,
+            "%s: embedding_length %d is not a multiple of head_count %d and %s is absent", m->path,
+            c->n_embd, c->n_head, key);
         return -EINVAL;
     }
     int v_len;
     rc = gguf_hparam(m, g, a, "attention.value_length", c->head_dim, &v_len, err, errlen);
     if (rc == 0 && v_len != c->head_dim) {
-        merr(err, errlen, "%s: %s.attention.value_length %d differs from key_length %d", m->path, a,
-             v_len, c->head_dim);
+        tandem_set_err(err, errlen, "%s: %s.attention.value_length %d differs from key_length %d",
+                       m->path, a, v_len, c->head_dim);
         return -EINVAL;
     }
     rc =
@@ -457,13 +452,14 @@ static int gguf_config(model *m, const gguf_ctx *g, char *err, size_t errlen)
     model_str st;
     if (gguf_get_str(g, key, &st, e, sizeof(e)) == 0 &&
         !(st.len == 4 && memcmp(st.s, "none", 4) == 0)) {
-        merr(err, errlen, "%s: %s '%.*s' is not supported", m->path, key,
-             (int)(st.len < 32 ? st.len : 32), st.s);
+        tandem_set_err(err, errlen, "%s: %s '%.*s' is not supported", m->path, key,
+                       (int)(st.len < 32 ? st.len : 32), st.s);
         return -EINVAL;
     }
     if (gguf_find_tensor(g, "rope_freqs.weight")) {
-        merr(err, errlen,
-             "%s: tensor 'rope_freqs.weight' (Llama 3.1 RoPE scaling) is not supported", m->path);
+        tandem_set_err(err, errlen,
+                       "%s: tensor 'rope_freqs.weight' (Llama 3.1 RoPE scaling) is not supported",
+                       m->path);
         return -EINVAL;
     }
     c->tied_output = gguf_find_tensor(g, "output.weight") == NULL;
@@ -486,12 +482,12 @@ static int vocab_id(model *m, const gguf_ctx *g, const char *key, int32_t *out, 
         return 0;
     }
     if (rc != 0) {
-        merr(err, errlen, "%s: %s", m->path, e);
+        tandem_set_err(err, errlen, "%s: %s", m->path, e);
         return rc;
     }
     if (v >= m->vocab.n_tokens) {
-        merr(err, errlen, "%s: %s = %u is out of range (%zu tokens)", m->path, key, v,
-             m->vocab.n_tokens);
+        tandem_set_err(err, errlen, "%s: %s = %u is out of range (%zu tokens)", m->path, key, v,
+                       m->vocab.n_tokens);
         return -EINVAL;
     }
     *out = (int32_t)v;
@@ -509,7 +505,7 @@ static int vocab_flag(model *m, const gguf_ctx *g, const char *key, int *out, ch
         return 0;
     }
     if (rc != 0) {
-        merr(err, errlen, "%s: %s", m->path, e);
+        tandem_set_err(err, errlen, "%s: %s", m->path, e);
         return rc;
     }
     *out = b ? 1 : 0;
@@ -528,11 +524,11 @@ static int gguf_opt_cstr(model *m, const gguf_ctx *g, const char *key, char **ou
         return 0;
     }
     if (rc != 0) {
-        merr(err, errlen, "%s: %s", m->path, e);
+        tandem_set_err(err, errlen, "%s: %s", m->path, e);
         return rc;
     }
     if (memchr(s.s, '\0', s.len)) {
-        merr(err, errlen, "%s: %s contains a NUL byte", m->path, key);
+        tandem_set_err(err, errlen, "%s: %s contains a NUL byte", m->path, key);
         return -EINVAL;
     }
     if (owned) {
@@ -541,7 +537,7 @@ static int gguf_opt_cstr(model *m, const gguf_ctx *g, const char *key, char **ou
         *out = strndup(s.s, s.len);
     }
     if (!*out) {
-        merr(err, errlen, "%s: out of memory", m->path);
+        tandem_set_err(err, errlen, "%s: out of memory", m->path);
         return -ENOMEM;
     }
     return 0;
@@ -559,17 +555,17 @@ static int vocab_array(model *m, const gguf_ctx *g, const char *key, gguf_type e
         return 0;
     }
     if (rc != 0) {
-        merr(err, errlen, "%s: %s", m->path, e);
+        tandem_set_err(err, errlen, "%s: %s", m->path, e);
         return rc;
     }
     if (kv->n != m->vocab.n_tokens) {
-        merr(err, errlen, "%s: %s has %llu entries but tokenizer.ggml.tokens has %zu", m->path, key,
-             (unsigned long long)kv->n, m->vocab.n_tokens);
+        tandem_set_err(err, errlen, "%s: %s has %llu entries but tokenizer.ggml.tokens has %zu",
+                       m->path, key, (unsigned long long)kv->n, m->vocab.n_tokens);
         return -EINVAL;
     }
     void *p = model__alloc(m, (size_t)kv->n * 4);
     if (!p) {
-        merr(err, errlen, "%s: out of memory", m->path);
+        tandem_set_err(err, errlen, "%s: out of memory", m->path);
         return -ENOMEM;
     }
     memcpy(p, kv->data, (size_t)kv->n * 4);
@@ -595,12 +591,13 @@ static int gguf_vocab(model *m, const gguf_ctx *g, char *err, size_t errlen)
         v->tokens = kv->strs;
         v->n_tokens = (size_t)kv->n;
     } else if (rc != -ENOENT || model_name) {
-        merr(err, errlen, "%s: %s", m->path, e);
+        tandem_set_err(err, errlen, "%s: %s", m->path, e);
         return -EINVAL;
     }
     if (v->n_tokens > (size_t)m->cfg.n_vocab && m->cfg.n_vocab > 0) {
-        merr(err, errlen, "%s: tokenizer.ggml.tokens has %zu tokens but the model has %d rows",
-             m->path, v->n_tokens, m->cfg.n_vocab);
+        tandem_set_err(err, errlen,
+                       "%s: tokenizer.ggml.tokens has %zu tokens but the model has %d rows",
+                       m->path, v->n_tokens, m->cfg.n_vocab);
         return -EINVAL;
     }
     const void *scores, *types;
@@ -617,7 +614,7 @@ static int gguf_vocab(model *m, const gguf_ctx *g, char *err, size_t errlen)
         v->merges = kv->strs;
         v->n_merges = (size_t)kv->n;
     } else if (rc != -ENOENT) {
-        merr(err, errlen, "%s: %s", m->path, e);
+        tandem_set_err(err, errlen, "%s: %s", m->path, e);
         return rc;
     }
     rc = vocab_id(m, g, "tokenizer.ggml.bos_token_id", &v->bos_id, err, errlen);
@@ -642,7 +639,7 @@ static int gguf_vocab(model *m, const gguf_ctx *g, char *err, size_t errlen)
         m->eos_token = strndup(v->tokens[v->eos_id].s, v->tokens[v->eos_id].len);
     }
     if ((v->bos_id >= 0 && !m->bos_token) || (v->eos_id >= 0 && !m->eos_token)) {
-        merr(err, errlen, "%s: out of memory", m->path);
+        tandem_set_err(err, errlen, "%s: out of memory", m->path);
         return -ENOMEM;
     }
     return 0;
@@ -676,7 +673,7 @@ static int load_gguf(model *m, char *err, size_t errlen)
     }
     m->tensors = calloc(g->n_tensors ? g->n_tensors : 1, sizeof(*m->tensors));
     if (!m->tensors) {
-        merr(err, errlen, "%s: out of memory", m->path);
+        tandem_set_err(err, errlen, "%s: out of memory", m->path);
         return -ENOMEM;
     }
     m->n_tensors = g->n_tensors;
@@ -693,7 +690,7 @@ static int load_gguf(model *m, char *err, size_t errlen)
             /* general.alignment below 32: copy so that model.h's alignment promise holds */
             void *copy = model__alloc(m, t->nbytes);
             if (!copy) {
-                merr(err, errlen, "%s: out of memory", m->path);
+                tandem_set_err(err, errlen, "%s: out of memory", m->path);
                 return -ENOMEM;
             }
             memcpy(copy, t->data, t->nbytes);
@@ -723,12 +720,12 @@ model *model_load(const char *path, char *err, size_t errlen)
         err[0] = '\0';
     }
     if (!path) {
-        merr(err, errlen, "model path is NULL");
+        tandem_set_err(err, errlen, "model path is NULL");
         return NULL;
     }
     struct stat st;
     if (stat(path, &st) != 0) {
-        merr(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        tandem_set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
     model *m = calloc(1, sizeof(*m));
@@ -739,7 +736,7 @@ model *model_load(const char *path, char *err, size_t errlen)
             free(m->path);
         }
         free(m);
-        merr(err, errlen, "%s: out of memory", path);
+        tandem_set_err(err, errlen, "%s: out of memory", path);
         return NULL;
     }
     m->priv = priv;
@@ -760,7 +757,7 @@ model *model_load(const char *path, char *err, size_t errlen)
     }
     if (rc != 0) {
         if (err && errlen && err[0] == '\0') {
-            merr(err, errlen, "%s: cannot load model: %s", path, strerror(-rc));
+            tandem_set_err(err, errlen, "%s: cannot load model: %s", path, strerror(-rc));
         }
         model_free(m);
         return NULL;

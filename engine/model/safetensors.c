@@ -6,7 +6,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,26 +13,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "lib/err.h"
 #include "lib/json.h"
 
 typedef struct st_priv {
     void *map;
     size_t map_size;
 } st_priv;
-
-static void st_err(char *err, size_t errlen, const char *fmt, ...) TANDEM_PRINTF(3, 4);
-
-static void st_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0) {
-        return;
-    }
-    va_list ap;
-    va_start(ap, fmt);
-    /* NOLINTNEXTLINE(clang-analyzer-valist.Uninitialized): clang 14 false positive */
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 static int st_dtype(const char *s, tdtype *out)
 {
@@ -57,27 +43,28 @@ static int st_parse_tensor(safetensors_file *f, const char *label, const char *n
     const char *dtype;
     struct json_object *shape, *offs;
     if (!json_object_is_type(o, json_type_object)) {
-        st_err(err, errlen, "%s: tensor '%s': expected object, got %s", label, name,
-               json_type_label(o));
+        tandem_set_err(err, errlen, "%s: tensor '%s': expected object, got %s", label, name,
+                       json_type_label(o));
         return -EINVAL;
     }
     if (json_get_string(o, "dtype", &dtype, jerr, sizeof(jerr)) != 0 ||
         json_get_array(o, "shape", &shape, jerr, sizeof(jerr)) != 0 ||
         json_get_array(o, "data_offsets", &offs, jerr, sizeof(jerr)) != 0) {
-        st_err(err, errlen, "%s: tensor '%s': %s", label, name, jerr);
+        tandem_set_err(err, errlen, "%s: tensor '%s': %s", label, name, jerr);
         return -EINVAL;
     }
     if (st_dtype(dtype, &t->type) != 0) {
-        st_err(err, errlen,
-               "%s: tensor '%s' has dtype %.32s, which is not supported (supported: F32, F16, "
-               "BF16)",
-               label, name, dtype);
+        tandem_set_err(
+            err, errlen,
+            "%s: tensor '%s' has dtype %.32s, which is not supported (supported: F32, F16, "
+            "BF16)",
+            label, name, dtype);
         return -EINVAL;
     }
     size_t nd = json_object_array_length(shape);
     if (nd > SAFETENSORS_MAX_DIMS) {
-        st_err(err, errlen, "%s: tensor '%s': shape has %zu dimensions (at most %d)", label, name,
-               nd, SAFETENSORS_MAX_DIMS);
+        tandem_set_err(err, errlen, "%s: tensor '%s': shape has %zu dimensions (at most %d)", label,
+                       name, nd, SAFETENSORS_MAX_DIMS);
         return -EINVAL;
     }
     t->n_dims = (int)nd;
@@ -91,8 +78,8 @@ static int st_parse_tensor(safetensors_file *f, const char *label, const char *n
         snprintf(path, sizeof(path), "[%zu]", i);
         if (json_get_int64(shape, path, &d, jerr, sizeof(jerr)) != 0 || d < 0 ||
             __builtin_mul_overflow(t->n_elems, d, &t->n_elems)) {
-            st_err(err, errlen, "%s: tensor '%s': shape[%zu] is not a valid dimension", label, name,
-                   i);
+            tandem_set_err(err, errlen, "%s: tensor '%s': shape[%zu] is not a valid dimension",
+                           label, name, i);
             return -EINVAL;
         }
         t->shape[i] = d;
@@ -101,33 +88,35 @@ static int st_parse_tensor(safetensors_file *f, const char *label, const char *n
     if (json_object_array_length(offs) != 2 ||
         json_get_int64(offs, "[0]", &begin, jerr, sizeof(jerr)) != 0 ||
         json_get_int64(offs, "[1]", &end, jerr, sizeof(jerr)) != 0) {
-        st_err(err, errlen, "%s: tensor '%s': data_offsets must be [begin, end] integers", label,
-               name);
+        tandem_set_err(err, errlen, "%s: tensor '%s': data_offsets must be [begin, end] integers",
+                       label, name);
         return -EINVAL;
     }
     size_t data_size = f->size - f->data_offset;
     if (begin < 0 || end < begin || (uint64_t)end > data_size) {
-        st_err(err, errlen,
-               "%s: tensor '%s': data_offsets [%lld, %lld] lie outside the data section (%zu "
-               "bytes)",
-               label, name, (long long)begin, (long long)end, data_size);
+        tandem_set_err(
+            err, errlen,
+            "%s: tensor '%s': data_offsets [%lld, %lld] lie outside the data section (%zu "
+            "bytes)",
+            label, name, (long long)begin, (long long)end, data_size);
         return -EINVAL;
     }
     size_t want;
     if (__builtin_mul_overflow((size_t)t->n_elems, td_block_bytes(t->type), &want) ||
         want != (size_t)(end - begin)) {
-        st_err(err, errlen,
-               "%s: tensor '%s': data_offsets span %lld bytes but shape x %s needs %lld elements "
-               "x %zu bytes",
-               label, name, (long long)(end - begin), dtype, (long long)t->n_elems,
-               td_block_bytes(t->type));
+        tandem_set_err(
+            err, errlen,
+            "%s: tensor '%s': data_offsets span %lld bytes but shape x %s needs %lld elements "
+            "x %zu bytes",
+            label, name, (long long)(end - begin), dtype, (long long)t->n_elems,
+            td_block_bytes(t->type));
         return -EINVAL;
     }
     t->nbytes = want;
     t->data = f->base + f->data_offset + begin;
     t->name = strdup(name);
     if (!t->name) {
-        st_err(err, errlen, "%s: out of memory", label);
+        tandem_set_err(err, errlen, "%s: out of memory", label);
         return -ENOMEM;
     }
     return 0;
@@ -155,7 +144,7 @@ static int st_check_overlap(safetensors_file *f, const char *label, char *err, s
     }
     size_t *order = calloc(f->n_tensors, sizeof(*order));
     if (!order) {
-        st_err(err, errlen, "%s: out of memory", label);
+        tandem_set_err(err, errlen, "%s: out of memory", label);
         return -ENOMEM;
     }
     for (size_t i = 0; i < f->n_tensors; i++) {
@@ -170,7 +159,8 @@ static int st_check_overlap(safetensors_file *f, const char *label, char *err, s
             continue;
         }
         if (prev && (const uint8_t *)prev->data + prev->nbytes > (const uint8_t *)t->data) {
-            st_err(err, errlen, "%s: tensors '%s' and '%s' overlap", label, prev->name, t->name);
+            tandem_set_err(err, errlen, "%s: tensors '%s' and '%s' overlap", label, prev->name,
+                           t->name);
             rc = -EINVAL;
             break;
         }
@@ -184,14 +174,15 @@ static int st_parse(safetensors_file *f, const char *label, char *err, size_t er
 {
     uint64_t hlen;
     if (f->size < 8) {
-        st_err(err, errlen, "%s: file truncated (%zu bytes, the header length needs 8)", label,
-               f->size);
+        tandem_set_err(err, errlen, "%s: file truncated (%zu bytes, the header length needs 8)",
+                       label, f->size);
         return -EINVAL;
     }
     memcpy(&hlen, f->base, 8);
     if (hlen > SAFETENSORS_MAX_HEADER || hlen > f->size - 8) {
-        st_err(err, errlen, "%s: header length %llu exceeds the file size or the %u-byte limit",
-               label, (unsigned long long)hlen, SAFETENSORS_MAX_HEADER);
+        tandem_set_err(err, errlen,
+                       "%s: header length %llu exceeds the file size or the %u-byte limit", label,
+                       (unsigned long long)hlen, SAFETENSORS_MAX_HEADER);
         return -EINVAL;
     }
     f->data_offset = 8 + (size_t)hlen;
@@ -199,19 +190,21 @@ static int st_parse(safetensors_file *f, const char *label, char *err, size_t er
     struct json_object *root =
         json_parse((const char *)f->base + 8, (size_t)hlen, jerr, sizeof(jerr));
     if (!root) {
-        st_err(err, errlen, "%s: header: %s", label, jerr[0] ? jerr : "null is not an object");
+        tandem_set_err(err, errlen, "%s: header: %s", label,
+                       jerr[0] ? jerr : "null is not an object");
         return -EINVAL;
     }
     int rc = 0;
     if (!json_object_is_type(root, json_type_object)) {
-        st_err(err, errlen, "%s: header: expected object, got %s", label, json_type_label(root));
+        tandem_set_err(err, errlen, "%s: header: expected object, got %s", label,
+                       json_type_label(root));
         rc = -EINVAL;
         goto out_put;
     }
     size_t n = (size_t)json_object_object_length(root);
     f->tensors = calloc(n ? n : 1, sizeof(*f->tensors));
     if (!f->tensors) {
-        st_err(err, errlen, "%s: out of memory", label);
+        tandem_set_err(err, errlen, "%s: out of memory", label);
         rc = -ENOMEM;
         goto out_put;
     }
@@ -221,7 +214,7 @@ static int st_parse(safetensors_file *f, const char *label, char *err, size_t er
             continue;
         }
         if (key[0] == '\0') {
-            st_err(err, errlen, "%s: empty tensor name", label);
+            tandem_set_err(err, errlen, "%s: empty tensor name", label);
             rc = -EINVAL;
             goto out_put;
         }
@@ -252,7 +245,7 @@ safetensors_file *safetensors_open_buffer(const void *data, size_t size, const c
     if (!f || !priv) {
         free(f);
         free(priv);
-        st_err(err, errlen, "%s: out of memory", label);
+        tandem_set_err(err, errlen, "%s: out of memory", label);
         return NULL;
     }
     f->priv = priv;
@@ -272,12 +265,12 @@ safetensors_file *safetensors_open(const char *path, char *err, size_t errlen)
     }
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        st_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        tandem_set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        st_err(err, errlen, "%s: not a regular file", path);
+        tandem_set_err(err, errlen, "%s: not a regular file", path);
         close(fd);
         return NULL;
     }
@@ -286,7 +279,7 @@ safetensors_file *safetensors_open(const char *path, char *err, size_t errlen)
     if (size > 0) {
         map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (map == MAP_FAILED) {
-            st_err(err, errlen, "%s: mmap failed: %s", path, strerror(errno));
+            tandem_set_err(err, errlen, "%s: mmap failed: %s", path, strerror(errno));
             close(fd);
             return NULL;
         }
@@ -300,7 +293,7 @@ safetensors_file *safetensors_open(const char *path, char *err, size_t errlen)
         if (map) {
             munmap(map, size);
         }
-        st_err(err, errlen, "%s: out of memory", path);
+        tandem_set_err(err, errlen, "%s: out of memory", path);
         return NULL;
     }
     priv->map = map;
