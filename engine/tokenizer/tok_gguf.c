@@ -9,6 +9,7 @@
 
 #include "engine/tokenizer/tok_internal.h"
 #include "lib/common.h"
+#include "lib/err.h"
 
 /* llama.cpp src/llama-vocab.cpp regex_exprs per pre-tokenizer type (applied in order, each an
  * Isolated split of the pieces the previous one produced). */
@@ -126,7 +127,7 @@ static int gguf_build(const model_gguf_vocab *v, tokenizer *t, char *err, size_t
     t->kind = spm ? TOKENIZER_SPM : TOKENIZER_BPE;
     for (size_t i = 0; i < v->n_tokens; i++) {
         if (!v->tokens[i].s && v->tokens[i].len > 0) {
-            return tok__fail(err, errlen, -EINVAL, "tokenizer.ggml.tokens[%zu]: no data", i);
+            return tandem_fail(err, errlen, -EINVAL, "tokenizer.ggml.tokens[%zu]: no data", i);
         }
         int rc =
             tok__set_text(t, (int32_t)i, v->tokens[i].s ? v->tokens[i].s : "", v->tokens[i].len);
@@ -163,8 +164,8 @@ static int gguf_build(const model_gguf_vocab *v, tokenizer *t, char *err, size_t
             k++;
         }
         if (k == ARRAY_SIZE(presets)) {
-            return tok__fail(err, errlen, -EINVAL,
-                             "tokenizer.ggml.pre: unsupported pre-tokenizer \"%.64s\"", pre);
+            return tandem_fail(err, errlen, -EINVAL,
+                               "tokenizer.ggml.pre: unsupported pre-tokenizer \"%.64s\"", pre);
         }
         for (const char *const *r = presets[k].regexes; *r; r++) {
             rc = add_regex(t, *r, err, errlen);
@@ -186,8 +187,8 @@ static int gguf_build(const model_gguf_vocab *v, tokenizer *t, char *err, size_t
             const model_str *m = &v->merges[i];
             const char *sp = m->s ? memchr(m->s, ' ', m->len) : NULL;
             if (!sp || sp == m->s || (size_t)(sp - m->s) + 1 >= m->len) {
-                return tok__fail(err, errlen, -EINVAL,
-                                 "tokenizer.ggml.merges[%zu]: expected \"left right\"", i);
+                return tandem_fail(err, errlen, -EINVAL,
+                                   "tokenizer.ggml.merges[%zu]: expected \"left right\"", i);
             }
             size_t la = (size_t)(sp - m->s), lb = m->len - la - 1;
             int32_t a = tokenizer_token_id(t, m->s, la), b = tokenizer_token_id(t, sp + 1, lb);
@@ -200,8 +201,8 @@ static int gguf_build(const model_gguf_vocab *v, tokenizer *t, char *err, size_t
             int32_t r = tokenizer_token_id(t, cat, la + lb);
             free(cat);
             if (a < 0 || b < 0 || r < 0) {
-                return tok__fail(err, errlen, -EINVAL,
-                                 "tokenizer.ggml.merges[%zu]: tokens not in the vocabulary", i);
+                return tandem_fail(err, errlen, -EINVAL,
+                                   "tokenizer.ggml.merges[%zu]: tokens not in the vocabulary", i);
             }
             (void)tok__add_merge(t, a, b, r, (int32_t)i);
         }
@@ -217,8 +218,8 @@ static int gguf_build(const model_gguf_vocab *v, tokenizer *t, char *err, size_t
     t->eos = v->eos_id;
     t->unk_id = v->unk_id;
     if ((t->n_prefix && t->bos < 0) || (t->n_suffix && t->eos < 0)) {
-        return tok__fail(err, errlen, -EINVAL,
-                         "tokenizer.ggml: add_bos/add_eos set but bos/eos token id missing");
+        return tandem_fail(err, errlen, -EINVAL,
+                           "tokenizer.ggml: add_bos/add_eos set but bos/eos token id missing");
     }
     t->prefix_ids[0] = t->bos;
     t->suffix_ids[0] = t->eos;
@@ -258,29 +259,29 @@ static int gguf_build(const model_gguf_vocab *v, tokenizer *t, char *err, size_t
 int tokenizer_load_gguf(const model_gguf_vocab *v, tokenizer **out, char *err, size_t errlen)
 {
     if (!v || !out) {
-        return tok__fail(err, errlen, -EINVAL, "no vocabulary");
+        return tandem_fail(err, errlen, -EINVAL, "no vocabulary");
     }
     *out = NULL;
     if (!v->model || (strcmp(v->model, "llama") != 0 && strcmp(v->model, "gpt2") != 0)) {
-        return tok__fail(err, errlen, -EINVAL,
-                         "tokenizer.ggml.model: unsupported \"%.64s\" (llama or gpt2)",
-                         v->model ? v->model : "(missing)");
+        return tandem_fail(err, errlen, -EINVAL,
+                           "tokenizer.ggml.model: unsupported \"%.64s\" (llama or gpt2)",
+                           v->model ? v->model : "(missing)");
     }
     if (v->n_tokens == 0 || v->n_tokens > TOKENIZER_MAX_VOCAB || !v->tokens) {
-        return tok__fail(err, errlen, -EINVAL, "tokenizer.ggml.tokens: missing or too many (%zu)",
-                         v->n_tokens);
+        return tandem_fail(err, errlen, -EINVAL, "tokenizer.ggml.tokens: missing or too many (%zu)",
+                           v->n_tokens);
     }
     int32_t n = (int32_t)v->n_tokens;
     const int32_t ids[] = {v->bos_id, v->eos_id, v->unk_id, v->eot_id, v->pad_id};
     for (size_t i = 0; i < ARRAY_SIZE(ids); i++) {
         if (ids[i] < -1 || ids[i] >= n) {
-            return tok__fail(err, errlen, -EINVAL,
-                             "tokenizer.ggml: special token id %d out of range (vocab %d)", ids[i],
-                             n);
+            return tandem_fail(err, errlen, -EINVAL,
+                               "tokenizer.ggml: special token id %d out of range (vocab %d)",
+                               ids[i], n);
         }
     }
     if (strcmp(v->model, "gpt2") == 0 && v->n_merges > 0 && !v->merges) {
-        return tok__fail(err, errlen, -EINVAL, "tokenizer.ggml.merges: missing");
+        return tandem_fail(err, errlen, -EINVAL, "tokenizer.ggml.merges: missing");
     }
     tokenizer *t = tok__alloc(n);
     if (!t) {
@@ -298,13 +299,13 @@ int tokenizer_load_gguf(const model_gguf_vocab *v, tokenizer **out, char *err, s
 int tokenizer_from_model(const model *m, tokenizer **out, char *err, size_t errlen)
 {
     if (!m || !out) {
-        return tok__fail(err, errlen, -EINVAL, "no model");
+        return tandem_fail(err, errlen, -EINVAL, "no model");
     }
     if (m->format == MODEL_FORMAT_GGUF) {
         return tokenizer_load_gguf(&m->vocab, out, err, errlen);
     }
     if (!m->hf_tokenizer_json) {
-        return tok__fail(err, errlen, -ENOENT, "%s: no tokenizer.json", m->path ? m->path : "");
+        return tandem_fail(err, errlen, -ENOENT, "%s: no tokenizer.json", m->path ? m->path : "");
     }
     return tokenizer_load_hf(m->hf_tokenizer_json, m->hf_tokenizer_config, out, err, errlen);
 }

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "engine/tokenizer/tok_internal.h"
+#include "lib/err.h"
 #include "lib/json.h"
 
 typedef struct hf_ctx {
@@ -22,7 +23,7 @@ typedef struct hf_ctx {
 /* err = "<what>: <field>: <msg>" with the message from a json_get_* failure. */
 static int hf_fail(hf_ctx *c, int rc, const char *field, const char *msg)
 {
-    return tok__fail(c->err, c->errlen, rc, "%s: %s%s%s", c->what, field, *msg ? ": " : "", msg);
+    return tandem_fail(c->err, c->errlen, rc, "%s: %s%s%s", c->what, field, *msg ? ": " : "", msg);
 }
 
 /* Fetches an optional string/bool at key of obj; errors are prefixed with field. */
@@ -741,26 +742,26 @@ int tokenizer_load_hf_mem(const char *json, size_t len, const char *config_json,
 {
     hf_ctx c = {.t = NULL, .what = what ? what : "tokenizer.json", .err = err, .errlen = errlen};
     if (!json || !out) {
-        return tok__fail(err, errlen, -EINVAL, "%s: no data", c.what);
+        return tandem_fail(err, errlen, -EINVAL, "%s: no data", c.what);
     }
     *out = NULL;
     char e[256];
     struct json_object *root = NULL, *cfg = NULL;
     int rc = json_parse_one(json, len, &root, e, sizeof(e));
     if (rc) {
-        return tok__fail(err, errlen, rc, "%s: %s", c.what, e);
+        return tandem_fail(err, errlen, rc, "%s: %s", c.what, e);
     }
     if (!root || !json_object_is_type(root, json_type_object)) {
         json_object_put(root);
-        return tok__fail(err, errlen, -EINVAL, "%s: expected a JSON object", c.what);
+        return tandem_fail(err, errlen, -EINVAL, "%s: expected a JSON object", c.what);
     }
     if (config_json) {
         rc = json_parse_one(config_json, config_len, &cfg, e, sizeof(e));
         if (rc || !cfg || !json_object_is_type(cfg, json_type_object)) {
             json_object_put(root);
             json_object_put(cfg);
-            return tok__fail(err, errlen, rc ? rc : -EINVAL, "tokenizer_config.json: %s",
-                             rc ? e : "expected a JSON object");
+            return tandem_fail(err, errlen, rc ? rc : -EINVAL, "tokenizer_config.json: %s",
+                               rc ? e : "expected a JSON object");
         }
     }
     rc = hf_build(&c, root, cfg);
@@ -779,13 +780,13 @@ static int read_file(const char *path, size_t max, char **data, size_t *len, cha
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        return tok__fail(err, errlen, -errno, "%s: cannot open: %s", path, strerror(errno));
+        return tandem_fail(err, errlen, -errno, "%s: cannot open: %s", path, strerror(errno));
     }
     struct stat st;
     if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size > max) {
         fclose(f);
-        return tok__fail(err, errlen, -EINVAL, "%s: not a regular file or larger than %zu bytes",
-                         path, max);
+        return tandem_fail(err, errlen, -EINVAL, "%s: not a regular file or larger than %zu bytes",
+                           path, max);
     }
     size_t n = (size_t)st.st_size;
     char *buf = malloc(n + 1);
@@ -797,7 +798,7 @@ static int read_file(const char *path, size_t max, char **data, size_t *len, cha
     fclose(f);
     if (got != n) {
         free(buf);
-        return tok__fail(err, errlen, -EIO, "%s: short read", path);
+        return tandem_fail(err, errlen, -EIO, "%s: short read", path);
     }
     buf[n] = '\0';
     *data = buf;
@@ -809,7 +810,7 @@ int tokenizer_load_hf(const char *tokenizer_json, const char *tokenizer_config_j
                       tokenizer **out, char *err, size_t errlen)
 {
     if (!tokenizer_json || !out) {
-        return tok__fail(err, errlen, -EINVAL, "no tokenizer.json path");
+        return tandem_fail(err, errlen, -EINVAL, "no tokenizer.json path");
     }
     char path[4096], cpath[4096];
     const char *cfg_path = tokenizer_config_json;

@@ -7,7 +7,6 @@
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
-#include <stdarg.h>
 
 #include "engine/tokenizer/tokenizer.h"
 
@@ -105,10 +104,6 @@ struct tokenizer {
     char *dec_from, *dec_to; /* decoder Replace (literal), or NULL */
     size_t dec_from_len, dec_to_len;
 };
-
-/* Formats into err (if non-NULL) and returns rc. */
-int tok__fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
 
 /* Allocates an empty tokenizer with n_vocab slots (all arrays zeroed, ids -1). */
 tokenizer *tok__alloc(int32_t n_vocab);

@@ -15,20 +15,9 @@
 #include "engine/tokenizer/tok_internal.h"
 #include "lib/buf.h"
 #include "lib/common.h"
+#include "lib/err.h"
 
 /* ---------------------------------------------------------------- helpers */
-
-int tok__fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    if (err && errlen > 0) {
-        /* the analyzer misses va_start above */
-        vsnprintf(err, errlen, fmt, ap); // NOLINT(clang-analyzer-valist.Uninitialized)
-    }
-    va_end(ap);
-    return rc;
-}
 
 size_t tok__utf8_put(uint32_t cp, char *out)
 {
@@ -416,7 +405,7 @@ int tok__finish(tokenizer *t, char *err, size_t errlen)
     }
     int rc = tok__build_map(t);
     if (rc) {
-        return tok__fail(err, errlen, rc, "out of memory");
+        return tandem_fail(err, errlen, rc, "out of memory");
     }
     for (int b = 0; b < 256; b++) {
         char sym[4];
@@ -433,8 +422,8 @@ int tok__finish(tokenizer *t, char *err, size_t errlen)
     if (t->byte_level) {
         for (int b = 0; b < 256; b++) {
             if (t->byte_sym[b] < 0) {
-                return tok__fail(err, errlen, -EINVAL,
-                                 "byte-level vocabulary lacks the symbol for byte 0x%02X", b);
+                return tandem_fail(err, errlen, -EINVAL,
+                                   "byte-level vocabulary lacks the symbol for byte 0x%02X", b);
             }
         }
     }
@@ -448,7 +437,7 @@ int tok__finish(tokenizer *t, char *err, size_t errlen)
     for (int32_t id = 0; id < t->n_vocab; id++) {
         rc = make_piece(t, id, cp_to_byte);
         if (rc) {
-            return tok__fail(err, errlen, rc, "out of memory");
+            return tandem_fail(err, errlen, rc, "out of memory");
         }
     }
     static const char *const eog_names[] = {
@@ -476,8 +465,8 @@ pcre2_code *tok__compile(const char *pat, size_t len, char *err, size_t errlen, 
     if (!re) {
         PCRE2_UCHAR msg[160];
         pcre2_get_error_message(ec, msg, sizeof(msg));
-        tok__fail(err, errlen, -EINVAL, "%s: bad regex at offset %zu: %s", what, (size_t)off,
-                  (const char *)msg);
+        tandem_fail(err, errlen, -EINVAL, "%s: bad regex at offset %zu: %s", what, (size_t)off,
+                    (const char *)msg);
         return NULL;
     }
     (void)pcre2_jit_compile(re, PCRE2_JIT_COMPLETE); /* interpreter fallback when JIT fails */
