@@ -14,7 +14,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +23,7 @@
 #include "engine/tools/genquant.h"
 #include "engine/tools/genvocab.h"
 #include "lib/buf.h"
+#include "lib/err.h"
 #include "lib/json.h"
 
 enum { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3 };
@@ -55,15 +55,6 @@ typedef struct tspec {
 } tspec;
 
 static const char *const arch_names[] = {"llama", "qwen2", "qwen3"};
-
-TANDEM_PRINTF(3, 4)
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 static uint64_t name_hash(const char *s)
 {
@@ -288,7 +279,7 @@ static int write_gguf(const gen_opts *o, const genvocab *v, const tspec *specs, 
 {
     gguf_writer *w = gguf_writer_new(0);
     if (w == NULL) {
-        seterr(err, errlen, "out of memory");
+        tandem_set_err(err, errlen, "out of memory");
         return -ENOMEM;
     }
     int rc = set_hparams(w, o);
@@ -296,7 +287,7 @@ static int write_gguf(const gen_opts *o, const genvocab *v, const tspec *specs, 
         rc = set_tokenizer(w, v);
     }
     if (rc < 0) {
-        seterr(err, errlen, "setting GGUF metadata: %s", strerror(-rc));
+        tandem_set_err(err, errlen, "setting GGUF metadata: %s", strerror(-rc));
         goto out;
     }
     for (size_t i = 0; i < n_specs; i++) {
@@ -309,7 +300,7 @@ static int write_gguf(const gen_opts *o, const genvocab *v, const tspec *specs, 
         void *data = x != NULL && bytes > 0 ? malloc(bytes) : NULL;
         if (data == NULL) {
             free(x);
-            seterr(err, errlen, "%s: out of memory", t->gguf);
+            tandem_set_err(err, errlen, "%s: out of memory", t->gguf);
             rc = -ENOMEM;
             goto out;
         }
@@ -319,7 +310,7 @@ static int write_gguf(const gen_opts *o, const genvocab *v, const tspec *specs, 
         free(x);
         free(data);
         if (rc < 0) {
-            seterr(err, errlen, "%s: adding tensor: %s", t->gguf, strerror(-rc));
+            tandem_set_err(err, errlen, "%s: adding tensor: %s", t->gguf, strerror(-rc));
             goto out;
         }
     }
@@ -335,14 +326,14 @@ static int write_bytes(const char *path, const void *data, size_t len, char *err
 {
     FILE *f = fopen(path, "wb");
     if (f == NULL) {
-        seterr(err, errlen, "%s: %s", path, strerror(errno));
+        tandem_set_err(err, errlen, "%s: %s", path, strerror(errno));
         return -EIO;
     }
     size_t put = fwrite(data, 1, len, f);
     int bad = put != len;
     bad |= fclose(f) != 0;
     if (bad) {
-        seterr(err, errlen, "%s: write failed", path);
+        tandem_set_err(err, errlen, "%s: write failed", path);
         return -EIO;
     }
     return 0;
@@ -360,7 +351,7 @@ static int write_json(const char *dir, const char *file, struct json_object *o, 
         rc = buf_appends(&b, "\n");
     }
     if (rc < 0) {
-        seterr(err, errlen, "%s: serializing: %s", path, strerror(-rc));
+        tandem_set_err(err, errlen, "%s: serializing: %s", path, strerror(-rc));
     } else {
         rc = write_bytes(path, b.data, b.len, err, errlen);
     }
@@ -425,7 +416,7 @@ static int write_safetensors(const gen_opts *o, const tspec *specs, size_t n_spe
     }
     f = fopen(path, "wb");
     if (f == NULL) {
-        seterr(err, errlen, "%s: %s", path, strerror(errno));
+        tandem_set_err(err, errlen, "%s: %s", path, strerror(errno));
         rc = -EIO;
         goto out;
     }
@@ -462,11 +453,11 @@ static int write_safetensors(const gen_opts *o, const tspec *specs, size_t n_spe
     f = NULL;
     rc = bad ? -EIO : 0;
     if (bad) {
-        seterr(err, errlen, "%s: write failed", path);
+        tandem_set_err(err, errlen, "%s: write failed", path);
     }
 out:
     if (rc == -ENOMEM) {
-        seterr(err, errlen, "%s: out of memory", path);
+        tandem_set_err(err, errlen, "%s: out of memory", path);
     }
     if (f != NULL) {
         fclose(f);
@@ -480,7 +471,7 @@ static int write_hf(const gen_opts *o, const genvocab *v, const tspec *specs, si
                     char *err, size_t errlen)
 {
     if (mkdir(o->out, 0755) != 0 && errno != EEXIST) {
-        seterr(err, errlen, "%s: %s", o->out, strerror(errno));
+        tandem_set_err(err, errlen, "%s: %s", o->out, strerror(errno));
         return -EIO;
     }
     static const char *const hf_arch[] = {"LlamaForCausalLM", "Qwen2ForCausalLM",
@@ -543,7 +534,7 @@ static int write_hf(const gen_opts *o, const genvocab *v, const tspec *specs, si
     }
 out:
     if (rc == -ENOMEM) {
-        seterr(err, errlen, "%s: out of memory", o->out);
+        tandem_set_err(err, errlen, "%s: out of memory", o->out);
     }
     json_object_put(cfg);
     json_object_put(gen);

@@ -5,28 +5,16 @@
 #include "engine/tools/genvocab.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "lib/buf.h"
+#include "lib/err.h"
 #include "lib/json.h"
 
 #define GENV_FILE_MAX ((size_t)256 << 20) /* largest tokenizer file read */
 #define GENV_JSON_MAX ((size_t)512 << 20) /* largest JSON text written */
-
-TANDEM_PRINTF(3, 4)
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    if (err != NULL && errlen > 0) {
-        /* the analyzer loses va_start on some paths into this function */
-        vsnprintf(err, errlen, fmt, ap); /* NOLINT(clang-analyzer-valist.Uninitialized) */
-    }
-    va_end(ap);
-}
 
 /* ---- token table ---------------------------------------------------------------------- */
 
@@ -582,8 +570,9 @@ int genvocab_synthetic(genvocab *v, int64_t vocab_size, int64_t ctx, char *err, 
 {
     memset(v, 0, sizeof(*v));
     if (vocab_size < 260 || vocab_size > (int64_t)GENV_MAX_TOKENS) {
-        seterr(err, errlen, "--vocab: %lld is out of range (260..%u for the synthetic tokenizer)",
-               (long long)vocab_size, GENV_MAX_TOKENS);
+        tandem_set_err(err, errlen,
+                       "--vocab: %lld is out of range (260..%u for the synthetic tokenizer)",
+                       (long long)vocab_size, GENV_MAX_TOKENS);
         return -EINVAL;
     }
     size_t n = (size_t)vocab_size;
@@ -648,7 +637,7 @@ int genvocab_synthetic(genvocab *v, int64_t vocab_size, int64_t ctx, char *err, 
     }
     return 0;
 fail:
-    seterr(err, errlen, "synthetic tokenizer: out of memory");
+    tandem_set_err(err, errlen, "synthetic tokenizer: out of memory");
     genvocab_free(v);
     return rc;
 }
@@ -660,7 +649,7 @@ static int read_file(const char *path, char **out, size_t *out_len, char *err, s
     FILE *f = fopen(path, "rb");
     if (f == NULL) {
         int e = errno;
-        seterr(err, errlen, "%s: %s", path, strerror(e));
+        tandem_set_err(err, errlen, "%s: %s", path, strerror(e));
         return e == ENOENT ? -ENOENT : -EINVAL;
     }
     struct buf b;
@@ -671,12 +660,12 @@ static int read_file(const char *path, char **out, size_t *out_len, char *err, s
     while ((got = fread(chunk, 1, sizeof(chunk), f)) > 0) {
         rc = buf_append(&b, chunk, got);
         if (rc < 0) {
-            seterr(err, errlen, "%s: too large or out of memory", path);
+            tandem_set_err(err, errlen, "%s: too large or out of memory", path);
             break;
         }
     }
     if (rc == 0 && ferror(f)) {
-        seterr(err, errlen, "%s: read error", path);
+        tandem_set_err(err, errlen, "%s: read error", path);
         rc = -EINVAL;
     }
     fclose(f);
@@ -845,11 +834,11 @@ static int hf_tokens(genvocab *v, struct json_object *tok, const char *tpath, in
     struct json_object *vocab = json_get(tok, "model.vocab");
     struct json_object *added = json_get(tok, "added_tokens");
     if (vocab == NULL || !json_object_is_type(vocab, json_type_object)) {
-        seterr(err, errlen, "%s: model.vocab: expected an object", tpath);
+        tandem_set_err(err, errlen, "%s: model.vocab: expected an object", tpath);
         return -EINVAL;
     }
     if (added != NULL && !json_object_is_type(added, json_type_array)) {
-        seterr(err, errlen, "%s: added_tokens: expected an array", tpath);
+        tandem_set_err(err, errlen, "%s: added_tokens: expected an array", tpath);
         return -EINVAL;
     }
     int64_t max_id = -1;
@@ -858,7 +847,7 @@ static int hf_tokens(genvocab *v, struct json_object *tok, const char *tpath, in
         (void)key;
         int64_t id = json_object_get_int64(val);
         if (!json_object_is_type(val, json_type_int) || id < 0 || id >= (int64_t)GENV_MAX_TOKENS) {
-            seterr(err, errlen, "%s: model.vocab[\"%s\"]: bad token id", tpath, key);
+            tandem_set_err(err, errlen, "%s: model.vocab[\"%s\"]: bad token id", tpath, key);
             return -EINVAL;
         }
         max_id = id > max_id ? id : max_id;
@@ -871,13 +860,13 @@ static int hf_tokens(genvocab *v, struct json_object *tok, const char *tpath, in
         if (idv == NULL || !json_object_is_type(idv, json_type_int) || id < 0 ||
             id >= (int64_t)GENV_MAX_TOKENS || content == NULL ||
             !json_object_is_type(content, json_type_string)) {
-            seterr(err, errlen, "%s: added_tokens[%zu]: bad id or content", tpath, i);
+            tandem_set_err(err, errlen, "%s: added_tokens[%zu]: bad id or content", tpath, i);
             return -EINVAL;
         }
         max_id = id > max_id ? id : max_id;
     }
     if (max_id < 0) {
-        seterr(err, errlen, "%s: model.vocab: no tokens", tpath);
+        tandem_set_err(err, errlen, "%s: model.vocab: no tokens", tpath);
         return -EINVAL;
     }
     size_t n = (size_t)(max_id + 1);
@@ -938,7 +927,7 @@ static int hf_merges(genvocab *v, struct json_object *tok, const char *tpath, ch
 {
     struct json_object *merges = json_get(tok, "model.merges");
     if (merges == NULL || !json_object_is_type(merges, json_type_array)) {
-        seterr(err, errlen, "%s: model.merges: expected an array", tpath);
+        tandem_set_err(err, errlen, "%s: model.merges: expected an array", tpath);
         return -EINVAL;
     }
     size_t nm = json_object_array_length(merges);
@@ -966,7 +955,8 @@ static int hf_merges(genvocab *v, struct json_object *tok, const char *tpath, ch
         const char *a, *b;
         size_t la, lb;
         if (merge_parts(json_object_array_get_idx(merges, i), &a, &la, &b, &lb) < 0) {
-            seterr(err, errlen, "%s: model.merges[%zu]: expected \"a b\" or [a, b]", tpath, i);
+            tandem_set_err(err, errlen, "%s: model.merges[%zu]: expected \"a b\" or [a, b]", tpath,
+                           i);
             rc = -EINVAL;
             break;
         }
@@ -1049,7 +1039,7 @@ static int hf_specials(genvocab *v, struct json_object *tok, struct json_object 
             }
         }
     } else if (ct != NULL) {
-        seterr(err, errlen, "%s: chat_template: expected a string or a list", cpath);
+        tandem_set_err(err, errlen, "%s: chat_template: expected a string or a list", cpath);
         return -EINVAL;
     }
     if (tmpl != NULL) {
@@ -1067,17 +1057,17 @@ static int from_parsed(genvocab *v, struct json_object *tok, struct json_object 
                        int64_t min_vocab, char *err, size_t errlen)
 {
     if (!json_object_is_type(tok, json_type_object)) {
-        seterr(err, errlen, "%s: expected a JSON object", tpath);
+        tandem_set_err(err, errlen, "%s: expected a JSON object", tpath);
         return -EINVAL;
     }
     if (cfg != NULL && !json_object_is_type(cfg, json_type_object)) {
-        seterr(err, errlen, "%s: expected a JSON object", cpath);
+        tandem_set_err(err, errlen, "%s: expected a JSON object", cpath);
         return -EINVAL;
     }
     struct json_object *type = json_get(tok, "model.type");
     if (type == NULL || !json_object_is_type(type, json_type_string) ||
         strcmp(json_object_get_string(type), "BPE") != 0) {
-        seterr(err, errlen, "%s: model.type: only BPE tokenizers are supported", tpath);
+        tandem_set_err(err, errlen, "%s: model.type: only BPE tokenizers are supported", tpath);
         return -EINVAL;
     }
     struct json_object *bf = json_get(tok, "model.byte_fallback");
@@ -1132,14 +1122,14 @@ int genvocab_from_hf_json(genvocab *v, const char *tok_json, size_t tok_len, con
     }
     tok = json_parse(tok_json, tok_len, perr, sizeof(perr));
     if (tok == NULL) {
-        seterr(err, errlen, "tokenizer.json: %s", perr);
+        tandem_set_err(err, errlen, "tokenizer.json: %s", perr);
         rc = -EINVAL;
         goto fail;
     }
     if (cfg_json != NULL) {
         cfg = json_parse(cfg_json, cfg_len, perr, sizeof(perr));
         if (cfg == NULL) {
-            seterr(err, errlen, "tokenizer_config.json: %s", perr);
+            tandem_set_err(err, errlen, "tokenizer_config.json: %s", perr);
             rc = -EINVAL;
             goto fail;
         }
@@ -1154,7 +1144,7 @@ int genvocab_from_hf_json(genvocab *v, const char *tok_json, size_t tok_len, con
     return 0;
 fail:
     if (rc == -ENOMEM) {
-        seterr(err, errlen, "tokenizer: out of memory");
+        tandem_set_err(err, errlen, "tokenizer: out of memory");
     }
     json_object_put(tok);
     json_object_put(cfg);
@@ -1194,7 +1184,7 @@ int genvocab_from_hf(genvocab *v, const char *path, const char *pre_override, in
         rc = genvocab_from_hf_json(v, tok_text, tok_len, cfg_text, cfg_len, pre_override, min_vocab,
                                    inner, sizeof(inner));
         if (rc < 0) {
-            seterr(err, errlen, "%s: %s", path, inner);
+            tandem_set_err(err, errlen, "%s: %s", path, inner);
         }
     }
     free(tok_text);
