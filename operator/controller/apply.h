@@ -1,5 +1,5 @@
 /*
- * Create-or-update of the objects the operator owns, and the context every reconciler runs with.
+ * Create-or-update of the objects the operator owns (the context is reconcile.h's).
  *
  * Strategy (docs/operations.md, "How objects are written"): read the live object from the
  * informer cache; missing → POST; present and desired_needs_update() → PUT a merge of the two
@@ -27,33 +27,9 @@
 #include "lib/kube/events.h"
 #include "operator/controller/desired.h"
 #include "operator/controller/cache.h"
+#include "operator/controller/reconcile.h"
 
 /* APPLY_EOWNED (lib/err.h): the name is taken by an object another owner controls. */
-
-/* Everything a reconcile needs. The pointers are borrowed; the counters are updated with atomic
- * adds (several workers share one context). */
-struct reconcile_ctx {
-    struct kube_client *client;
-    struct opctl_cache *cache;
-    struct kube_event_recorder *events; /* NULL: no Events */
-    struct desired_opts opts;           /* images */
-    time_t (*now)(void);                /* NULL → time(NULL); tests pin the clock */
-    /* Writes this context made (tests and logs). */
-    unsigned long created, updated, deleted, status_writes;
-};
-
-/* What a reconcile asks of its queue besides success or error (controller-runtime's Result). */
-struct reconcile_result {
-    int requeue;           /* requeue through the rate limiter (the cache was stale) */
-    long requeue_after_ms; /* > 0: look again after this long (waiting for something unwatched) */
-};
-
-/* The current time as the context sees it. */
-time_t reconcile_now(const struct reconcile_ctx *ctx);
-
-/* Records an Event about obj when ctx->events is set (best effort; a full queue drops it). */
-void reconcile_event(struct reconcile_ctx *ctx, struct json_object *obj, const char *type,
-                     const char *reason, const char *fmt, ...) TANDEM_PRINTF(5, 6);
 
 enum apply_action {
     APPLY_NONE,     /* live already has everything desired says */
@@ -79,8 +55,9 @@ enum apply_result { APPLY_UNCHANGED, APPLY_CREATED, APPLY_UPDATED };
  * Makes the cluster hold desired (an object from desired.h with apiVersion, kind and
  * metadata.name/namespace). *live_out (may be NULL) gets the object as it now is (the server's
  * answer after a write, else the cached one; a new reference). *res (may be NULL) says what was
- * done. Returns 0; KUBE_EEXISTS (created meanwhile: requeue), KUBE_ECONFLICT (changed meanwhile:
- * requeue), APPLY_EOWNED (err->message says who owns it), another KUBE_E* or negative errno.
+ * done. Returns 0; KUBE_EEXISTS (created meanwhile) or KUBE_ECONFLICT (changed meanwhile), both
+ * stale (reconcile_requeue_stale); APPLY_EOWNED (err->message says who owns it); another KUBE_E*
+ * or a negative errno.
  * Writes are counted in ctx and reported as Events (Created / Updated) on owner (may be NULL).
  */
 int apply_object(struct reconcile_ctx *ctx, struct json_object *owner, struct json_object *desired,
@@ -102,24 +79,9 @@ int apply_delete_unwanted(struct reconcile_ctx *ctx, struct json_object *owner,
  * Writes status (a whole status object) through the /status subresource of live (the object as
  * cached: its resourceVersion guards the write) when status_differs(live's status, status);
  * otherwise sends nothing. *written (may be NULL) says whether it wrote. 0, KUBE_ECONFLICT (stale
- * cache: requeue), another KUBE_E* or negative errno.
+ * cache: reconcile_requeue_stale), another KUBE_E* or negative errno.
  */
 int apply_status(struct reconcile_ctx *ctx, const struct kube_resource *r, struct json_object *live,
                  struct json_object *status, int *written, struct kube_error *err);
-
-/* A deep copy of live's status, or a new empty object (NULL on OOM). */
-struct json_object *reconcile_status_copy(struct json_object *live);
-
-/*
- * Reports a problem that stops the reconcile (status_set_problem: Ready=False, Progressing=False,
- * Degraded=True with reason and message) through apply_status, and a Warning Event when the
- * Ready reason changes to it. Returns as apply_status.
- */
-int reconcile_set_problem(struct reconcile_ctx *ctx, const struct kube_resource *r,
-                          struct json_object *live, const char *reason, const char *message,
-                          struct kube_error *err);
-
-/* 1 for the return codes that mean "the cache was stale, try again" (conflict, already exists). */
-int apply_is_stale(int rc);
 
 #endif /* TANDEM_OPERATOR_APPLY_H */

@@ -286,7 +286,7 @@ struct manager;
 struct controller {
     struct manager *m;
     const char *name;
-    int (*reconcile)(struct reconcile_ctx *, const char *, const char *, struct reconcile_result *);
+    reconcile_fn reconcile;
     struct kube_workqueue *q;
     pthread_t *threads;
     int nthreads;

@@ -10,6 +10,7 @@
 
 #include "lib/json.h"
 #include "lib/log.h"
+#include "operator/controller/apply.h"
 #include "operator/controller/status.h"
 
 /* "prefill", "decode", "worker": the workload's name in messages. */
@@ -31,11 +32,7 @@ static int problem(struct reconcile_ctx *ctx, struct json_object *live, const ch
 {
     struct kube_error kerr = {0};
     int rc = reconcile_set_problem(ctx, opctl_resource(OPCTL_MODEL), live, reason, message, &kerr);
-    if (apply_is_stale(rc)) {
-        res->requeue = 1;
-        return 0;
-    }
-    return rc;
+    return reconcile_requeue_stale(rc, res);
 }
 
 static int count_pods(struct reconcile_ctx *ctx, const struct spec_model *model,
@@ -176,10 +173,9 @@ static int reconcile_valid(struct reconcile_ctx *ctx, struct json_object *live,
     if (failed == 0) {
         failed = sweep(ctx, live, pool, model, &run);
     }
-    if (failed != 0 && apply_is_stale(failed)) {
+    if (reconcile_is_stale(failed)) {
         run_free(&run);
-        res->requeue = 1;
-        return 0;
+        return reconcile_requeue_stale(failed, res);
     }
     if (failed != 0 && !run.err_reason) {
         run_free(&run);
@@ -219,10 +215,7 @@ static int reconcile_valid(struct reconcile_ctx *ctx, struct json_object *live,
     }
     json_object_put(status);
     run_free(&run);
-    if (apply_is_stale(rc)) {
-        res->requeue = 1;
-        rc = 0;
-    }
+    rc = reconcile_requeue_stale(rc, res);
     if (failed != 0) {
         log_warn("InferenceModel %s/%s: %s", model->ns, model->name, run.err_msg);
         return failed;

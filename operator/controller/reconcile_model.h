@@ -12,12 +12,12 @@
 #ifndef TANDEM_OPERATOR_RECONCILE_MODEL_H
 #define TANDEM_OPERATOR_RECONCILE_MODEL_H
 
-#include "operator/controller/apply.h"
+#include "operator/controller/reconcile.h"
 
 /* How long a model whose pool is missing waits before looking again. */
 #define RECONCILE_MODEL_RECHECK_MS 30000
 
-/* Reconciles the model ns/name; return values as reconcile_pool. */
+/* Reconciles the model ns/name (a reconcile_fn); return values as reconcile_pool. */
 int reconcile_model(struct reconcile_ctx *ctx, const char *ns, const char *name,
                     struct reconcile_result *res);
 

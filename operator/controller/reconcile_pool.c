@@ -9,6 +9,7 @@
 
 #include "lib/json.h"
 #include "lib/log.h"
+#include "operator/controller/apply.h"
 #include "operator/controller/eppconfig.h"
 #include "operator/controller/status.h"
 
@@ -191,7 +192,7 @@ static int reconcile_valid(struct reconcile_ctx *ctx, struct json_object *live,
                 res->requeue_after_ms = RECONCILE_POOL_RECHECK_MS;
             }
             rc = reconcile_set_problem(ctx, opctl_resource(OPCTL_POOL), live, reason, msg, &kerr);
-            return apply_is_stale(rc) ? (res->requeue = 1, 0) : rc;
+            return reconcile_requeue_stale(rc, res);
         }
     }
     struct spec_errors errs;
@@ -202,7 +203,7 @@ static int reconcile_valid(struct reconcile_ctx *ctx, struct json_object *live,
         errors_text(&errs, msg, sizeof(msg));
         rc = reconcile_set_problem(ctx, opctl_resource(OPCTL_POOL), live, REASON_INVALID_SPEC, msg,
                                    &kerr);
-        return apply_is_stale(rc) ? (res->requeue = 1, 0) : rc;
+        return reconcile_requeue_stale(rc, res);
     }
     if (rc != 0) {
         return rc;
@@ -216,11 +217,9 @@ static int reconcile_valid(struct reconcile_ctx *ctx, struct json_object *live,
         failed = sweep(ctx, live, pool, objs, &err_reason, err_msg, sizeof(err_msg));
     }
     json_object_put(objs);
-    if (failed != 0 && apply_is_stale(failed)) {
-        /* The cache lags behind a write: look again once it caught up (no status noise). */
+    if (reconcile_is_stale(failed)) { /* no status noise about it */
         json_object_put(epp);
-        res->requeue = 1;
-        return 0;
+        return reconcile_requeue_stale(failed, res);
     }
     if (failed != 0 && !err_reason) {
         json_object_put(epp);
@@ -258,10 +257,7 @@ static int reconcile_valid(struct reconcile_ctx *ctx, struct json_object *live,
     }
     json_object_put(status);
     json_object_put(epp);
-    if (apply_is_stale(rc)) {
-        res->requeue = 1;
-        rc = 0;
-    }
+    rc = reconcile_requeue_stale(rc, res);
     if (failed != 0) {
         log_warn("InferencePool %s/%s: %s", pool->ns, pool->name, err_msg);
         return failed;
@@ -292,10 +288,7 @@ int reconcile_pool(struct reconcile_ctx *ctx, const char *ns, const char *name,
         errors_text(&errs, msg, sizeof(msg));
         rc = reconcile_set_problem(ctx, opctl_resource(OPCTL_POOL), live, REASON_INVALID_SPEC, msg,
                                    &kerr);
-        if (apply_is_stale(rc)) {
-            res->requeue = 1;
-            rc = 0;
-        }
+        rc = reconcile_requeue_stale(rc, res);
     } else if (rc == 0) {
         rc = reconcile_valid(ctx, live, &pool, res);
     }

@@ -14,15 +14,15 @@
 #ifndef TANDEM_OPERATOR_RECONCILE_POOL_H
 #define TANDEM_OPERATOR_RECONCILE_POOL_H
 
-#include "operator/controller/apply.h"
+#include "operator/controller/reconcile.h"
 
 /* How long a pool waiting for its referenced ConfigMap waits before looking again. */
 #define RECONCILE_POOL_RECHECK_MS 30000
 
 /*
- * Reconciles the pool ns/name. 0: done (res says whether to requeue); a negative value: failed
- * (requeue with backoff; the status says why when it could be written). A pool that is gone or
- * being deleted is left to garbage collection (0).
+ * Reconciles the pool ns/name (a reconcile_fn): a negative value when it failed, the status
+ * saying why when it could be written. A pool that is gone or being deleted is left to garbage
+ * collection (0).
  */
 int reconcile_pool(struct reconcile_ctx *ctx, const char *ns, const char *name,
                    struct reconcile_result *res);

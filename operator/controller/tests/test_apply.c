@@ -330,9 +330,15 @@ static void test_merge_owner_refs(void **state)
     json_object_put(m);
     json_object_put(live);
     assert_null(apply_merge(NULL, d));
-    assert_true(apply_is_stale(KUBE_ECONFLICT));
-    assert_true(apply_is_stale(KUBE_EEXISTS));
-    assert_false(apply_is_stale(KUBE_EINVALID));
+    assert_true(reconcile_is_stale(KUBE_ECONFLICT));
+    assert_true(reconcile_is_stale(KUBE_EEXISTS));
+    assert_false(reconcile_is_stale(KUBE_EINVALID));
+    struct reconcile_result res = {0};
+    assert_int_equal(reconcile_requeue_stale(KUBE_EINVALID, &res), KUBE_EINVALID);
+    assert_int_equal(reconcile_requeue_stale(0, &res), 0);
+    assert_int_equal(res.requeue, 0);
+    assert_int_equal(reconcile_requeue_stale(KUBE_ECONFLICT, &res), 0);
+    assert_int_equal(res.requeue, 1);
 }
 
 int main(void)
