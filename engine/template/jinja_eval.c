@@ -34,15 +34,6 @@ const struct jinja_limits jinja_default_limits = {
     .max_depth = 64,
 };
 
-enum jv_kind { JV_UNDEF, JV_VAL, JV_NS, JV_MACRO, JV_FUNC };
-
-struct jv {
-    enum jv_kind kind;
-    struct json_object *j;    /* owned reference (JV_VAL: NULL is none; JV_NS: the object) */
-    const struct jnode *node; /* JV_MACRO: the macro; JV_UNDEF: where it came from (or NULL) */
-    const char *name; /* JV_UNDEF: the missing name, for messages (or NULL); JV_FUNC: the global */
-};
-
 struct var {
     const char *name;
     struct jv val;
@@ -54,41 +45,10 @@ struct frame {
     struct frame *parent;
 };
 
-struct rs {
-    struct json_object *ctx;
-    struct jinja_limits lim;
-    uint64_t iterations;
-    int depth;
-    int loop_ctl;   /* 1 after {% break %}, 2 after {% continue %} */
-    int eval_depth; /* nesting of eval() and exec_body() calls, bounded by JINJA_MAX_EVAL_DEPTH */
-    struct frame *root;
-    char *err;
-    size_t errlen;
-};
-
-enum vtype {
-    VT_UNDEF,
-    VT_NONE,
-    VT_BOOL,
-    VT_INT,
-    VT_FLOAT,
-    VT_STR,
-    VT_LIST,
-    VT_DICT,
-    VT_NS,
-    VT_MACRO
-};
-
-static const char *const VT_NAMES[] = {"undefined", "none", "boolean", "integer",   "float",
-                                       "string",    "list", "dict",    "namespace", "callable"};
-
 /* ---- errors --------------------------------------------------------------------------------- */
 
-static void rfail_msg(struct rs *rs, const struct jnode *at, const char *fmt, ...)
-    TANDEM_PRINTF(3, 4);
-
 /* Writes "line L column C: message" into the caller's error buffer. */
-static void rfail_msg(struct rs *rs, const struct jnode *at, const char *fmt, ...)
+void jinja__fail_msg(struct rs *rs, const struct jnode *at, const char *fmt, ...)
 {
     if (!rs->err || rs->errlen == 0) {
         return;
@@ -104,10 +64,7 @@ static void rfail_msg(struct rs *rs, const struct jnode *at, const char *fmt, ..
     va_end(ap);
 }
 
-/* Records the message and evaluates to rc (a macro, so the value is visible at the call). */
-#define rfail(rs, at, rc, ...) (rfail_msg((rs), (at), __VA_ARGS__), (rc))
-
-static int room(struct rs *rs)
+int jinja__oom(struct rs *rs)
 {
     if (rs->err && rs->errlen > 0) {
         snprintf(rs->err, rs->errlen, "out of memory");
@@ -117,218 +74,72 @@ static int room(struct rs *rs)
 
 /* ---- values --------------------------------------------------------------------------------- */
 
-static struct jv jv_undef(const char *name, const struct jnode *at)
-{
-    struct jv v = {.kind = JV_UNDEF, .name = name, .node = at};
-    return v;
-}
-
 /* Tuples are json arrays carrying this marker as userdata: they print as (a, b). */
 static char TUPLE_MARK;
 
-static void mark_tuple(struct json_object *arr)
+void jinja__mark_tuple(struct json_object *arr)
 {
     json_object_set_userdata(arr, &TUPLE_MARK, NULL);
 }
 
-static bool is_tuple(struct json_object *arr)
+bool jinja__is_tuple(struct json_object *arr)
 {
     return json_object_get_userdata(arr) == &TUPLE_MARK;
 }
 
-/* Takes ownership of j. */
-static struct jv jv_own(struct json_object *j)
-{
-    struct jv v = {.kind = JV_VAL, .j = j};
-    return v;
-}
-
-/* Takes a new reference to j. */
-static struct jv jv_ref(struct json_object *j)
-{
-    return jv_own(j ? json_object_get(j) : NULL);
-}
-
-static void jv_put(struct jv *v)
-{
-    if (v->j) {
-        json_object_put(v->j);
-    }
-    v->j = NULL;
-    v->kind = JV_UNDEF;
-}
-
-static struct jv jv_copy(const struct jv *v)
-{
-    struct jv c = *v;
-    if (c.j) {
-        json_object_get(c.j);
-    }
-    return c;
-}
-
-static enum vtype vt(const struct jv *v)
-{
-    switch (v->kind) {
-    case JV_UNDEF:
-        return VT_UNDEF;
-    case JV_NS:
-        return VT_NS;
-    case JV_MACRO:
-    case JV_FUNC:
-        return VT_MACRO;
-    case JV_VAL:
-        break;
-    }
-    if (!v->j) {
-        return VT_NONE;
-    }
-    switch (json_object_get_type(v->j)) {
-    case json_type_null:
-        return VT_NONE;
-    case json_type_boolean:
-        return VT_BOOL;
-    case json_type_int:
-        return VT_INT;
-    case json_type_double:
-        return VT_FLOAT;
-    case json_type_string:
-        return VT_STR;
-    case json_type_array:
-        return VT_LIST;
-    case json_type_object:
-        return VT_DICT;
-    }
-    return VT_NONE;
-}
-
-static const char *vt_name(const struct jv *v)
-{
-    return VT_NAMES[vt(v)];
-}
-
-static bool jv_is_num(const struct jv *v)
-{
-    enum vtype t = vt(v);
-    return t == VT_INT || t == VT_FLOAT || t == VT_BOOL;
-}
-
-static bool jv_is_int(const struct jv *v)
-{
-    enum vtype t = vt(v);
-    return t == VT_INT || t == VT_BOOL;
-}
-
-static int64_t jv_int(const struct jv *v)
-{
-    return vt(v) == VT_BOOL ? (int64_t)json_object_get_boolean(v->j) : json_object_get_int64(v->j);
-}
-
-static double jv_num(const struct jv *v)
-{
-    return vt(v) == VT_FLOAT ? json_object_get_double(v->j) : (double)jv_int(v);
-}
-
-static const char *jv_str(const struct jv *v, size_t *len)
-{
-    *len = (size_t)json_object_get_string_len(v->j);
-    return json_object_get_string(v->j);
-}
-
-static bool jv_truthy(const struct jv *v)
-{
-    switch (vt(v)) {
-    case VT_UNDEF:
-    case VT_NONE:
-        return false;
-    case VT_BOOL:
-        return json_object_get_boolean(v->j);
-    case VT_INT:
-        return json_object_get_int64(v->j) != 0;
-    case VT_FLOAT:
-        return json_object_get_double(v->j) != 0.0;
-    case VT_STR:
-        return json_object_get_string_len(v->j) > 0;
-    case VT_LIST:
-        return json_object_array_length(v->j) > 0;
-    case VT_DICT:
-        return json_object_object_length(v->j) > 0;
-    case VT_NS:
-    case VT_MACRO:
-        return true;
-    }
-    return false;
-}
-
-/* A plain json value to store in a container: namespaces are copied (no cycles), the rest of
- * the non-json kinds become none. Returns a new reference (NULL is none). */
-static struct json_object *jv_to_json(const struct jv *v)
-{
-    if (v->kind == JV_VAL) {
-        return v->j ? json_object_get(v->j) : NULL;
-    }
-    if (v->kind == JV_NS) {
-        struct json_object *copy = NULL;
-        if (json_object_deep_copy(v->j, &copy, NULL) != 0) {
-            return NULL;
-        }
-        return copy;
-    }
-    return NULL;
-}
-
-static int new_str(struct rs *rs, const struct jnode *at, const char *s, size_t len, struct jv *out)
+int jinja__new_str(struct rs *rs, const struct jnode *at, const char *s, size_t len, struct jv *out)
 {
     if (len > rs->lim.max_output) {
-        return rfail(rs, at, -E2BIG, "string of %zu bytes exceeds the output limit", len);
+        return jinja__fail(rs, at, -E2BIG, "string of %zu bytes exceeds the output limit", len);
     }
     struct json_object *j = json_object_new_string_len(s, (int)len);
     if (!j) {
-        return room(rs);
+        return jinja__oom(rs);
     }
     *out = jv_own(j);
     return 0;
 }
 
-static int new_buf_str(struct rs *rs, const struct jnode *at, struct buf *b, struct jv *out)
+int jinja__new_buf_str(struct rs *rs, const struct jnode *at, struct buf *b, struct jv *out)
 {
-    int rc = new_str(rs, at, b->data ? b->data : "", b->len, out);
+    int rc = jinja__new_str(rs, at, b->data ? b->data : "", b->len, out);
     buf_free(b);
     return rc;
 }
 
-static int buf_add(struct rs *rs, const struct jnode *at, struct buf *b, const char *s, size_t n)
+int jinja__buf_add(struct rs *rs, const struct jnode *at, struct buf *b, const char *s, size_t n)
 {
     int rc = buf_append(b, s, n);
     if (rc == -ENOSPC) {
-        return rfail(rs, at, -E2BIG, "output exceeds the limit of %zu bytes", rs->lim.max_output);
+        return jinja__fail(rs, at, -E2BIG, "output exceeds the limit of %zu bytes",
+                           rs->lim.max_output);
     }
-    return rc ? room(rs) : 0;
+    return rc ? jinja__oom(rs) : 0;
 }
 
-static int buf_adds(struct rs *rs, const struct jnode *at, struct buf *b, const char *s)
+int jinja__buf_adds(struct rs *rs, const struct jnode *at, struct buf *b, const char *s)
 {
-    return buf_add(rs, at, b, s, strlen(s));
+    return jinja__buf_add(rs, at, b, s, strlen(s));
 }
 
 /* ---- UTF-8 helpers (strings count code points, as Python's do) ---------------------------- */
 
-static size_t u8_len(const unsigned char *s, size_t n, size_t i)
+size_t jinja__u8_len(const unsigned char *s, size_t n, size_t i)
 {
     size_t l = tandem_utf8_seq_len(s + i, n - i);
     return l ? l : 1; /* an invalid byte counts as one character */
 }
 
-static size_t u8_count(const char *s, size_t n)
+size_t jinja__u8_count(const char *s, size_t n)
 {
     size_t c = 0;
-    for (size_t i = 0; i < n; i += u8_len((const unsigned char *)s, n, i)) {
+    for (size_t i = 0; i < n; i += jinja__u8_len((const unsigned char *)s, n, i)) {
         c++;
     }
     return c;
 }
 
-static unsigned long u8_decode(const unsigned char *s, size_t l)
+unsigned long jinja__u8_decode(const unsigned char *s, size_t l)
 {
     if (l == 1) {
         return s[0];
@@ -341,7 +152,7 @@ static unsigned long u8_decode(const unsigned char *s, size_t l)
 }
 
 /* Python's str.isspace() code points. */
-static bool u_isspace(unsigned long cp)
+bool jinja__isspace(unsigned long cp)
 {
     return (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x20) || cp == 0x85 || cp == 0xA0 ||
            cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 ||
@@ -352,10 +163,10 @@ static bool u_isspace(unsigned long cp)
 static bool in_strip_set(const char *s, size_t l, const char *chars, size_t clen)
 {
     if (!chars) {
-        return u_isspace(u8_decode((const unsigned char *)s, l));
+        return jinja__isspace(jinja__u8_decode((const unsigned char *)s, l));
     }
     for (size_t i = 0; i < clen;) {
-        size_t cl = u8_len((const unsigned char *)chars, clen, i);
+        size_t cl = jinja__u8_len((const unsigned char *)chars, clen, i);
         if (cl == l && memcmp(chars + i, s, l) == 0) {
             return true;
         }
@@ -365,13 +176,13 @@ static bool in_strip_set(const char *s, size_t l, const char *chars, size_t clen
 }
 
 /* Python str.strip, lstrip and rstrip: [*start, *end) delimits the kept bytes. */
-static void strip_range(const char *s, size_t n, const char *chars, size_t clen, bool left,
+void jinja__strip_range(const char *s, size_t n, const char *chars, size_t clen, bool left,
                         bool right, size_t *start, size_t *end)
 {
     size_t a = 0, b = n;
     if (left) {
         while (a < b) {
-            size_t l = u8_len((const unsigned char *)s, n, a);
+            size_t l = jinja__u8_len((const unsigned char *)s, n, a);
             if (!in_strip_set(s + a, l, chars, clen)) {
                 break;
             }
@@ -384,7 +195,7 @@ static void strip_range(const char *s, size_t n, const char *chars, size_t clen,
             while (k > a && ((unsigned char)s[k] & 0xC0) == 0x80 && b - k < 4) {
                 k--;
             }
-            size_t l = u8_len((const unsigned char *)s, n, k);
+            size_t l = jinja__u8_len((const unsigned char *)s, n, k);
             if (k + l != b) { /* not a whole sequence: treat the last byte alone */
                 k = b - 1;
                 l = 1;
@@ -402,13 +213,13 @@ static void strip_range(const char *s, size_t n, const char *chars, size_t clen,
 /* Byte offsets of every character start, plus n at the end. Caller frees. */
 static size_t *char_offsets(const char *s, size_t n, size_t *count)
 {
-    size_t c = u8_count(s, n);
+    size_t c = jinja__u8_count(s, n);
     size_t *off = malloc((c + 1) * sizeof(*off));
     if (!off) {
         return NULL;
     }
     size_t k = 0;
-    for (size_t i = 0; i < n; i += u8_len((const unsigned char *)s, n, i)) {
+    for (size_t i = 0; i < n; i += jinja__u8_len((const unsigned char *)s, n, i)) {
         off[k++] = i;
     }
     off[k] = n;
@@ -419,7 +230,7 @@ static size_t *char_offsets(const char *s, size_t n, size_t *count)
 /* ---- string conversion ---------------------------------------------------------------------- */
 
 /* Python repr() of a float. */
-static void fmt_float(double d, char out[40])
+void jinja__fmt_float(double d, char out[40])
 {
     if (isnan(d)) {
         strcpy(out, "nan");
@@ -464,28 +275,28 @@ static int append_str_repr(struct rs *rs, const struct jnode *at, const char *s,
 {
     bool has_sq = memchr(s, '\'', n) != NULL, has_dq = memchr(s, '"', n) != NULL;
     char q = (has_sq && !has_dq) ? '"' : '\'';
-    int rc = buf_add(rs, at, b, &q, 1);
+    int rc = jinja__buf_add(rs, at, b, &q, 1);
     for (size_t i = 0; !rc && i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         char esc[8];
         if (c == '\\' || c == (unsigned char)q) {
             esc[0] = '\\';
             esc[1] = (char)c;
-            rc = buf_add(rs, at, b, esc, 2);
+            rc = jinja__buf_add(rs, at, b, esc, 2);
         } else if (c == '\n') {
-            rc = buf_adds(rs, at, b, "\\n");
+            rc = jinja__buf_adds(rs, at, b, "\\n");
         } else if (c == '\r') {
-            rc = buf_adds(rs, at, b, "\\r");
+            rc = jinja__buf_adds(rs, at, b, "\\r");
         } else if (c == '\t') {
-            rc = buf_adds(rs, at, b, "\\t");
+            rc = jinja__buf_adds(rs, at, b, "\\t");
         } else if (c < 0x20 || c == 0x7F) {
             snprintf(esc, sizeof(esc), "\\x%02x", c);
-            rc = buf_adds(rs, at, b, esc);
+            rc = jinja__buf_adds(rs, at, b, esc);
         } else {
-            rc = buf_add(rs, at, b, (const char *)&c, 1);
+            rc = jinja__buf_add(rs, at, b, (const char *)&c, 1);
         }
     }
-    return rc ? rc : buf_add(rs, at, b, &q, 1);
+    return rc ? rc : jinja__buf_add(rs, at, b, &q, 1);
 }
 
 static int append_repr(struct rs *rs, const struct jnode *at, struct json_object *j, struct buf *b,
@@ -493,41 +304,41 @@ static int append_repr(struct rs *rs, const struct jnode *at, struct json_object
 {
     char num[40];
     if (depth > 64) {
-        return rfail(rs, at, -E2BIG, "value nested too deeply to print");
+        return jinja__fail(rs, at, -E2BIG, "value nested too deeply to print");
     }
     switch (j ? json_object_get_type(j) : json_type_null) {
     case json_type_null:
-        return buf_adds(rs, at, b, "None");
+        return jinja__buf_adds(rs, at, b, "None");
     case json_type_boolean:
-        return buf_adds(rs, at, b, json_object_get_boolean(j) ? "True" : "False");
+        return jinja__buf_adds(rs, at, b, json_object_get_boolean(j) ? "True" : "False");
     case json_type_int:
         snprintf(num, sizeof(num), "%lld", (long long)json_object_get_int64(j));
-        return buf_adds(rs, at, b, num);
+        return jinja__buf_adds(rs, at, b, num);
     case json_type_double:
-        fmt_float(json_object_get_double(j), num);
-        return buf_adds(rs, at, b, num);
+        jinja__fmt_float(json_object_get_double(j), num);
+        return jinja__buf_adds(rs, at, b, num);
     case json_type_string:
         return append_str_repr(rs, at, json_object_get_string(j),
                                (size_t)json_object_get_string_len(j), b);
     case json_type_array: {
-        bool tuple = is_tuple(j);
-        int rc = buf_adds(rs, at, b, tuple ? "(" : "[");
+        bool tuple = jinja__is_tuple(j);
+        int rc = jinja__buf_adds(rs, at, b, tuple ? "(" : "[");
         size_t n = json_object_array_length(j);
         for (size_t i = 0; !rc && i < n; i++) {
             if (i) {
-                rc = buf_adds(rs, at, b, ", ");
+                rc = jinja__buf_adds(rs, at, b, ", ");
             }
             if (!rc) {
                 rc = append_repr(rs, at, json_object_array_get_idx(j, i), b, depth + 1);
             }
         }
         if (!rc && tuple && n == 1) {
-            rc = buf_adds(rs, at, b, ",");
+            rc = jinja__buf_adds(rs, at, b, ",");
         }
-        return rc ? rc : buf_adds(rs, at, b, tuple ? ")" : "]");
+        return rc ? rc : jinja__buf_adds(rs, at, b, tuple ? ")" : "]");
     }
     case json_type_object: {
-        int rc = buf_adds(rs, at, b, "{");
+        int rc = jinja__buf_adds(rs, at, b, "{");
         bool first = true;
         json_object_object_foreach(j, key, val)
         {
@@ -535,59 +346,59 @@ static int append_repr(struct rs *rs, const struct jnode *at, struct json_object
                 break;
             }
             if (!first) {
-                rc = buf_adds(rs, at, b, ", ");
+                rc = jinja__buf_adds(rs, at, b, ", ");
             }
             first = false;
             if (!rc) {
                 rc = append_str_repr(rs, at, key, strlen(key), b);
             }
             if (!rc) {
-                rc = buf_adds(rs, at, b, ": ");
+                rc = jinja__buf_adds(rs, at, b, ": ");
             }
             if (!rc) {
                 rc = append_repr(rs, at, val, b, depth + 1);
             }
         }
-        return rc ? rc : buf_adds(rs, at, b, "}");
+        return rc ? rc : jinja__buf_adds(rs, at, b, "}");
     }
     }
     return 0;
 }
 
 /* str(v) appended to b. */
-static int append_str(struct rs *rs, const struct jnode *at, const struct jv *v, struct buf *b)
+int jinja__append_str(struct rs *rs, const struct jnode *at, const struct jv *v, struct buf *b)
 {
-    switch (vt(v)) {
+    switch (jv_type(v)) {
     case VT_UNDEF:
         return 0;
     case VT_STR: {
         size_t n;
         const char *s = jv_str(v, &n);
-        return buf_add(rs, at, b, s, n);
+        return jinja__buf_add(rs, at, b, s, n);
     }
     case VT_NS:
-        return buf_adds(rs, at, b, "<Namespace>");
+        return jinja__buf_adds(rs, at, b, "<Namespace>");
     case VT_MACRO:
-        return buf_adds(rs, at, b, v->kind == JV_FUNC ? "<function>" : "<Macro>");
+        return jinja__buf_adds(rs, at, b, v->kind == JV_FUNC ? "<function>" : "<Macro>");
     default:
         return append_repr(rs, at, v->j, b, 0);
     }
 }
 
-static int to_str(struct rs *rs, const struct jnode *at, const struct jv *v, struct jv *out)
+int jinja__to_str(struct rs *rs, const struct jnode *at, const struct jv *v, struct jv *out)
 {
-    if (vt(v) == VT_STR) {
+    if (jv_type(v) == VT_STR) {
         *out = jv_copy(v);
         return 0;
     }
     struct buf b;
     buf_init(&b, rs->lim.max_output);
-    int rc = append_str(rs, at, v, &b);
+    int rc = jinja__append_str(rs, at, v, &b);
     if (rc) {
         buf_free(&b);
         return rc;
     }
-    return new_buf_str(rs, at, &b, out);
+    return jinja__new_buf_str(rs, at, &b, out);
 }
 
 /* Python json.dumps(ensure_ascii=False, indent=indent, sort_keys=sort) of j. */
@@ -597,7 +408,7 @@ static int append_json(struct rs *rs, const struct jnode *at, struct json_object
 static int append_json_str(struct rs *rs, const struct jnode *at, const char *s, size_t n,
                            struct buf *b)
 {
-    int rc = buf_adds(rs, at, b, "\"");
+    int rc = jinja__buf_adds(rs, at, b, "\"");
     size_t run = 0;
     for (size_t i = 0; !rc && i < n; i++) {
         unsigned char c = (unsigned char)s[i];
@@ -632,24 +443,24 @@ static int append_json_str(struct rs *rs, const struct jnode *at, const char *s,
             }
         }
         if (esc) {
-            rc = buf_add(rs, at, b, s + run, i - run);
+            rc = jinja__buf_add(rs, at, b, s + run, i - run);
             if (!rc) {
-                rc = buf_adds(rs, at, b, esc);
+                rc = jinja__buf_adds(rs, at, b, esc);
             }
             run = i + 1;
         }
     }
     if (!rc) {
-        rc = buf_add(rs, at, b, s + run, n - run);
+        rc = jinja__buf_add(rs, at, b, s + run, n - run);
     }
-    return rc ? rc : buf_adds(rs, at, b, "\"");
+    return rc ? rc : jinja__buf_adds(rs, at, b, "\"");
 }
 
 static int json_newline(struct rs *rs, const struct jnode *at, int indent, int level, struct buf *b)
 {
-    int rc = buf_adds(rs, at, b, "\n");
+    int rc = jinja__buf_adds(rs, at, b, "\n");
     for (int i = 0; !rc && i < indent * level; i++) {
-        rc = buf_adds(rs, at, b, " ");
+        rc = jinja__buf_adds(rs, at, b, " ");
     }
     return rc;
 }
@@ -664,26 +475,26 @@ static int append_json(struct rs *rs, const struct jnode *at, struct json_object
 {
     char num[40];
     if (level > 64) {
-        return rfail(rs, at, -E2BIG, "tojson: value nested too deeply");
+        return jinja__fail(rs, at, -E2BIG, "tojson: value nested too deeply");
     }
     switch (j ? json_object_get_type(j) : json_type_null) {
     case json_type_null:
-        return buf_adds(rs, at, b, "null");
+        return jinja__buf_adds(rs, at, b, "null");
     case json_type_boolean:
-        return buf_adds(rs, at, b, json_object_get_boolean(j) ? "true" : "false");
+        return jinja__buf_adds(rs, at, b, json_object_get_boolean(j) ? "true" : "false");
     case json_type_int:
         snprintf(num, sizeof(num), "%lld", (long long)json_object_get_int64(j));
-        return buf_adds(rs, at, b, num);
+        return jinja__buf_adds(rs, at, b, num);
     case json_type_double: {
         double d = json_object_get_double(j);
         if (isnan(d)) {
-            return buf_adds(rs, at, b, "NaN");
+            return jinja__buf_adds(rs, at, b, "NaN");
         }
         if (isinf(d)) {
-            return buf_adds(rs, at, b, d < 0 ? "-Infinity" : "Infinity");
+            return jinja__buf_adds(rs, at, b, d < 0 ? "-Infinity" : "Infinity");
         }
-        fmt_float(d, num);
-        return buf_adds(rs, at, b, num);
+        jinja__fmt_float(d, num);
+        return jinja__buf_adds(rs, at, b, num);
     }
     case json_type_string:
         return append_json_str(rs, at, json_object_get_string(j),
@@ -691,12 +502,12 @@ static int append_json(struct rs *rs, const struct jnode *at, struct json_object
     case json_type_array: {
         size_t n = json_object_array_length(j);
         if (n == 0) {
-            return buf_adds(rs, at, b, "[]");
+            return jinja__buf_adds(rs, at, b, "[]");
         }
-        int rc = buf_adds(rs, at, b, "[");
+        int rc = jinja__buf_adds(rs, at, b, "[");
         for (size_t i = 0; !rc && i < n; i++) {
             if (i) {
-                rc = buf_adds(rs, at, b, indent >= 0 ? "," : ", ");
+                rc = jinja__buf_adds(rs, at, b, indent >= 0 ? "," : ", ");
             }
             if (!rc && indent >= 0) {
                 rc = json_newline(rs, at, indent, level + 1, b);
@@ -709,16 +520,16 @@ static int append_json(struct rs *rs, const struct jnode *at, struct json_object
         if (!rc && indent >= 0) {
             rc = json_newline(rs, at, indent, level, b);
         }
-        return rc ? rc : buf_adds(rs, at, b, "]");
+        return rc ? rc : jinja__buf_adds(rs, at, b, "]");
     }
     case json_type_object: {
         size_t n = (size_t)json_object_object_length(j);
         if (n == 0) {
-            return buf_adds(rs, at, b, "{}");
+            return jinja__buf_adds(rs, at, b, "{}");
         }
         const char **keys = malloc(n * sizeof(*keys));
         if (!keys) {
-            return room(rs);
+            return jinja__oom(rs);
         }
         size_t k = 0;
         json_object_object_foreach(j, key, val)
@@ -729,10 +540,10 @@ static int append_json(struct rs *rs, const struct jnode *at, struct json_object
         if (sort) {
             qsort(keys, k, sizeof(*keys), cmp_keys);
         }
-        int rc = buf_adds(rs, at, b, "{");
+        int rc = jinja__buf_adds(rs, at, b, "{");
         for (size_t i = 0; !rc && i < k; i++) {
             if (i) {
-                rc = buf_adds(rs, at, b, indent >= 0 ? "," : ", ");
+                rc = jinja__buf_adds(rs, at, b, indent >= 0 ? "," : ", ");
             }
             if (!rc && indent >= 0) {
                 rc = json_newline(rs, at, indent, level + 1, b);
@@ -741,7 +552,7 @@ static int append_json(struct rs *rs, const struct jnode *at, struct json_object
                 rc = append_json_str(rs, at, keys[i], strlen(keys[i]), b);
             }
             if (!rc) {
-                rc = buf_adds(rs, at, b, ": ");
+                rc = jinja__buf_adds(rs, at, b, ": ");
             }
             if (!rc) {
                 struct json_object *member = NULL;
@@ -753,7 +564,7 @@ static int append_json(struct rs *rs, const struct jnode *at, struct json_object
         if (!rc && indent >= 0) {
             rc = json_newline(rs, at, indent, level, b);
         }
-        return rc ? rc : buf_adds(rs, at, b, "}");
+        return rc ? rc : jinja__buf_adds(rs, at, b, "}");
     }
     }
     return 0;
@@ -763,9 +574,9 @@ static int append_json(struct rs *rs, const struct jnode *at, struct json_object
 
 static bool json_equal(struct json_object *a, struct json_object *b, int depth);
 
-static bool jv_equal(const struct jv *a, const struct jv *b)
+bool jinja__equal(const struct jv *a, const struct jv *b)
 {
-    enum vtype ta = vt(a), tb = vt(b);
+    enum vtype ta = jv_type(a), tb = jv_type(b);
     if (ta == VT_UNDEF || tb == VT_UNDEF) {
         return ta == tb;
     }
@@ -778,7 +589,7 @@ static bool jv_equal(const struct jv *a, const struct jv *b)
 static bool json_equal(struct json_object *a, struct json_object *b, int depth)
 {
     struct jv va = jv_own(a), vb = jv_own(b);
-    enum vtype ta = vt(&va), tb = vt(&vb);
+    enum vtype ta = jv_type(&va), tb = jv_type(&vb);
     if (depth > 64) {
         return false;
     }
@@ -830,8 +641,8 @@ static bool json_equal(struct json_object *a, struct json_object *b, int depth)
 }
 
 /* Ordering of numbers, strings (bytewise = code point order) and lists. -EINVAL if unordered. */
-static int jv_order(struct rs *rs, const struct jnode *at, const struct jv *a, const struct jv *b,
-                    int *out)
+int jinja__order(struct rs *rs, const struct jnode *at, const struct jv *a, const struct jv *b,
+                 int *out)
 {
     if (jv_is_num(a) && jv_is_num(b)) {
         if (jv_is_int(a) && jv_is_int(b)) {
@@ -843,26 +654,27 @@ static int jv_order(struct rs *rs, const struct jnode *at, const struct jv *a, c
         }
         return 0;
     }
-    if (vt(a) == VT_STR && vt(b) == VT_STR) {
+    if (jv_type(a) == VT_STR && jv_type(b) == VT_STR) {
         size_t na, nb;
         const char *sa = jv_str(a, &na), *sb = jv_str(b, &nb);
         int c = memcmp(sa, sb, na < nb ? na : nb);
         *out = c ? (c > 0 ? 1 : -1) : (na > nb) - (na < nb);
         return 0;
     }
-    if (vt(a) == VT_LIST && vt(b) == VT_LIST) {
+    if (jv_type(a) == VT_LIST && jv_type(b) == VT_LIST) {
         size_t na = json_object_array_length(a->j), nb = json_object_array_length(b->j);
         for (size_t i = 0; i < na && i < nb; i++) {
             struct jv ea = jv_own(json_object_array_get_idx(a->j, i));
             struct jv eb = jv_own(json_object_array_get_idx(b->j, i));
-            if (!jv_equal(&ea, &eb)) {
-                return jv_order(rs, at, &ea, &eb, out);
+            if (!jinja__equal(&ea, &eb)) {
+                return jinja__order(rs, at, &ea, &eb, out);
             }
         }
         *out = (na > nb) - (na < nb);
         return 0;
     }
-    return rfail(rs, at, -EINVAL, "cannot compare %s with %s", vt_name(a), vt_name(b));
+    return jinja__fail(rs, at, -EINVAL, "cannot compare %s with %s", jv_type_name(a),
+                       jv_type_name(b));
 }
 
 /* ---- scopes --------------------------------------------------------------------------------- */
@@ -889,7 +701,7 @@ static int frame_set(struct rs *rs, struct frame *f, const char *name, struct jv
     v = malloc(sizeof(*v));
     if (!v) {
         jv_put(&val);
-        return room(rs);
+        return jinja__oom(rs);
     }
     v->name = name;
     v->val = val;
@@ -940,16 +752,6 @@ static struct jv lookup(struct rs *rs, struct frame *f, const char *name, const 
 static int eval(struct rs *rs, struct frame *f, const struct jnode *n, struct jv *out);
 static int exec_body(struct rs *rs, struct frame *f, const struct jnode *body, struct buf *out);
 
-#define MAX_ARGS 8
-
-struct args {
-    struct jv pos[MAX_ARGS];
-    int n_pos;
-    const char *kw_name[MAX_ARGS];
-    struct jv kw[MAX_ARGS];
-    int n_kw;
-};
-
 static void args_free(struct args *a)
 {
     for (int i = 0; i < a->n_pos; i++) {
@@ -967,9 +769,9 @@ static int eval_args(struct rs *rs, struct frame *f, const struct jnode *owner, 
     for (size_t i = 0; i < owner->n_items; i++) {
         const struct jnode *arg = owner->items[i];
         bool kw = arg->kind == JN_KWARG;
-        if ((kw ? a->n_kw : a->n_pos) >= MAX_ARGS) {
+        if ((kw ? a->n_kw : a->n_pos) >= JINJA_MAX_ARGS) {
             args_free(a);
-            return rfail(rs, arg, -EINVAL, "too many arguments (at most %d)", MAX_ARGS);
+            return jinja__fail(rs, arg, -EINVAL, "too many arguments (at most %d)", JINJA_MAX_ARGS);
         }
         struct jv v = {0};
         int rc = eval(rs, f, kw ? arg->a : arg, &v);
@@ -988,7 +790,7 @@ static int eval_args(struct rs *rs, struct frame *f, const struct jnode *owner, 
 }
 
 /* Argument idx (positional) or name (keyword); NULL when not given. */
-static const struct jv *arg_get(const struct args *a, int idx, const char *name)
+const struct jv *jinja__arg(const struct args *a, int idx, const char *name)
 {
     if (idx >= 0 && idx < a->n_pos) {
         return &a->pos[idx];
@@ -1001,57 +803,57 @@ static const struct jv *arg_get(const struct args *a, int idx, const char *name)
     return NULL;
 }
 
-static int want_str(struct rs *rs, const struct jnode *at, const struct jv *v, const char *what,
+int jinja__want_str(struct rs *rs, const struct jnode *at, const struct jv *v, const char *what,
                     const char **s, size_t *n)
 {
     *s = NULL;
     *n = 0;
-    if (!v || vt(v) != VT_STR) {
-        return rfail(rs, at, -EINVAL, "%s must be a string, got %s", what,
-                     v ? vt_name(v) : "nothing");
+    if (!v || jv_type(v) != VT_STR) {
+        return jinja__fail(rs, at, -EINVAL, "%s must be a string, got %s", what,
+                           v ? jv_type_name(v) : "nothing");
     }
     *s = jv_str(v, n);
     return 0;
 }
 
-static int want_int(struct rs *rs, const struct jnode *at, const struct jv *v, const char *what,
+int jinja__want_int(struct rs *rs, const struct jnode *at, const struct jv *v, const char *what,
                     int64_t *out)
 {
     if (!v || !jv_is_int(v)) {
-        return rfail(rs, at, -EINVAL, "%s must be an integer, got %s", what,
-                     v ? vt_name(v) : "nothing");
+        return jinja__fail(rs, at, -EINVAL, "%s must be an integer, got %s", what,
+                           v ? jv_type_name(v) : "nothing");
     }
     *out = jv_int(v);
     return 0;
 }
 
-static int count_iterations(struct rs *rs, const struct jnode *at, uint64_t n)
+int jinja__count_iterations(struct rs *rs, const struct jnode *at, uint64_t n)
 {
     rs->iterations += n;
     if (rs->iterations > rs->lim.max_iterations) {
-        return rfail(rs, at, -E2BIG, "more than %llu loop iterations",
-                     (unsigned long long)rs->lim.max_iterations);
+        return jinja__fail(rs, at, -E2BIG, "more than %llu loop iterations",
+                           (unsigned long long)rs->lim.max_iterations);
     }
     return 0;
 }
 
 /* The items of an iterable as a json array (new reference): lists themselves, dict keys,
  * string characters; undefined iterates as empty. */
-static int iter_items(struct rs *rs, const struct jnode *at, const struct jv *v,
+int jinja__iter_items(struct rs *rs, const struct jnode *at, const struct jv *v,
                       struct json_object **out)
 {
-    switch (vt(v)) {
+    switch (jv_type(v)) {
     case VT_LIST:
         *out = json_object_get(v->j);
         return 0;
     case VT_UNDEF:
         *out = json_object_new_array();
-        return *out ? 0 : room(rs);
+        return *out ? 0 : jinja__oom(rs);
     case VT_DICT:
     case VT_NS: {
         struct json_object *arr = json_object_new_array();
         if (!arr) {
-            return room(rs);
+            return jinja__oom(rs);
         }
         json_object_object_foreach(v->j, key, val)
         {
@@ -1060,7 +862,7 @@ static int iter_items(struct rs *rs, const struct jnode *at, const struct jv *v,
             if (!k || json_object_array_add(arr, k) != 0) {
                 json_object_put(k);
                 json_object_put(arr);
-                return room(rs);
+                return jinja__oom(rs);
             }
         }
         *out = arr;
@@ -1071,15 +873,15 @@ static int iter_items(struct rs *rs, const struct jnode *at, const struct jv *v,
         const char *s = jv_str(v, &n);
         struct json_object *arr = json_object_new_array();
         if (!arr) {
-            return room(rs);
+            return jinja__oom(rs);
         }
         for (size_t i = 0; i < n;) {
-            size_t l = u8_len((const unsigned char *)s, n, i);
+            size_t l = jinja__u8_len((const unsigned char *)s, n, i);
             struct json_object *c = json_object_new_string_len(s + i, (int)l);
             if (!c || json_object_array_add(arr, c) != 0) {
                 json_object_put(c);
                 json_object_put(arr);
-                return room(rs);
+                return jinja__oom(rs);
             }
             i += l;
         }
@@ -1087,20 +889,20 @@ static int iter_items(struct rs *rs, const struct jnode *at, const struct jv *v,
         return 0;
     }
     default:
-        return rfail(rs, at, -EINVAL, "%s is not iterable", vt_name(v));
+        return jinja__fail(rs, at, -EINVAL, "%s is not iterable", jv_type_name(v));
     }
 }
 
 /* Attribute or item `name` of obj (the value of `obj.name` / `obj['name']`). */
-static int get_member(struct rs *rs, const struct jnode *at, const struct jv *obj, const char *name,
+int jinja__get_member(struct rs *rs, const struct jnode *at, const struct jv *obj, const char *name,
                       struct jv *out)
 {
-    switch (vt(obj)) {
+    switch (jv_type(obj)) {
     case VT_UNDEF:
         if (obj->name) {
-            return rfail(rs, at, -EINVAL, "'%s' is undefined", obj->name);
+            return jinja__fail(rs, at, -EINVAL, "'%s' is undefined", obj->name);
         }
-        return rfail(rs, at, -EINVAL, "undefined value has no attribute '%s'", name);
+        return jinja__fail(rs, at, -EINVAL, "undefined value has no attribute '%s'", name);
     case VT_DICT:
     case VT_NS: {
         struct json_object *j = NULL;
@@ -1132,12 +934,12 @@ static int resolve_index(int64_t i, size_t n, size_t *out)
 static int get_item(struct rs *rs, const struct jnode *at, const struct jv *obj,
                     const struct jv *key, struct jv *out)
 {
-    enum vtype t = vt(obj);
+    enum vtype t = jv_type(obj);
     if (t == VT_UNDEF) {
-        return get_member(rs, at, obj, "[]", out);
+        return jinja__get_member(rs, at, obj, "[]", out);
     }
-    if ((t == VT_DICT || t == VT_NS) && vt(key) == VT_STR) {
-        return get_member(rs, at, obj, json_object_get_string(key->j), out);
+    if ((t == VT_DICT || t == VT_NS) && jv_type(key) == VT_STR) {
+        return jinja__get_member(rs, at, obj, json_object_get_string(key->j), out);
     }
     if ((t == VT_LIST || t == VT_STR) && jv_is_int(key)) {
         size_t idx;
@@ -1153,13 +955,13 @@ static int get_item(struct rs *rs, const struct jnode *at, const struct jv *obj,
         const char *s = jv_str(obj, &n);
         size_t *off = char_offsets(s, n, &count);
         if (!off) {
-            return room(rs);
+            return jinja__oom(rs);
         }
         int rc = 0;
         if (resolve_index(jv_int(key), count, &idx) != 0) {
             *out = jv_undef(NULL, at);
         } else {
-            rc = new_str(rs, at, s + off[idx], off[idx + 1] - off[idx], out);
+            rc = jinja__new_str(rs, at, s + off[idx], off[idx + 1] - off[idx], out);
         }
         free(off);
         return rc;
@@ -1210,22 +1012,22 @@ static int eval_slice(struct rs *rs, struct frame *f, const struct jnode *at, co
     for (int k = 0; k < 3 && !rc; k++) {
         if (pn[k]) {
             rc = eval(rs, f, pn[k], &parts[k]);
-            if (!rc && vt(&parts[k]) != VT_NONE && !jv_is_int(&parts[k])) {
-                rc = rfail(rs, pn[k], -EINVAL, "slice indices must be integers, got %s",
-                           vt_name(&parts[k]));
+            if (!rc && jv_type(&parts[k]) != VT_NONE && !jv_is_int(&parts[k])) {
+                rc = jinja__fail(rs, pn[k], -EINVAL, "slice indices must be integers, got %s",
+                                 jv_type_name(&parts[k]));
             }
         }
     }
-    const struct jv *start = pn[0] && vt(&parts[0]) != VT_NONE ? &parts[0] : NULL;
-    const struct jv *stop = pn[1] && vt(&parts[1]) != VT_NONE ? &parts[1] : NULL;
-    int64_t step = pn[2] && vt(&parts[2]) != VT_NONE ? jv_int(&parts[2]) : 1;
+    const struct jv *start = pn[0] && jv_type(&parts[0]) != VT_NONE ? &parts[0] : NULL;
+    const struct jv *stop = pn[1] && jv_type(&parts[1]) != VT_NONE ? &parts[1] : NULL;
+    int64_t step = pn[2] && jv_type(&parts[2]) != VT_NONE ? jv_int(&parts[2]) : 1;
     if (!rc && step == 0) {
-        rc = rfail(rs, at, -EINVAL, "slice step cannot be zero");
+        rc = jinja__fail(rs, at, -EINVAL, "slice step cannot be zero");
     }
-    enum vtype t = vt(obj);
+    enum vtype t = jv_type(obj);
     if (!rc && t != VT_LIST && t != VT_STR) {
-        rc = t == VT_UNDEF ? get_member(rs, at, obj, "[:]", out)
-                           : rfail(rs, at, -EINVAL, "cannot slice %s", vt_name(obj));
+        rc = t == VT_UNDEF ? jinja__get_member(rs, at, obj, "[:]", out)
+                           : jinja__fail(rs, at, -EINVAL, "cannot slice %s", jv_type_name(obj));
     }
     if (!rc) {
         size_t n = 0, count = 0;
@@ -1235,7 +1037,7 @@ static int eval_slice(struct rs *rs, struct frame *f, const struct jnode *at, co
             s = jv_str(obj, &n);
             off = char_offsets(s, n, &count);
             if (!off) {
-                rc = room(rs);
+                rc = jinja__oom(rs);
             }
         } else {
             count = json_object_array_length(obj->j);
@@ -1248,17 +1050,17 @@ static int eval_slice(struct rs *rs, struct frame *f, const struct jnode *at, co
         if (!rc && t == VT_LIST) {
             arr = json_object_new_array();
             if (!arr) {
-                rc = room(rs);
+                rc = jinja__oom(rs);
             }
         }
         for (int64_t i = lo; !rc && (step > 0 ? i < hi : i > hi); i += step) {
             if (t == VT_STR) {
-                rc = buf_add(rs, at, &b, s + off[i], off[i + 1] - off[i]);
+                rc = jinja__buf_add(rs, at, &b, s + off[i], off[i + 1] - off[i]);
             } else {
                 struct json_object *e = json_object_array_get_idx(obj->j, (size_t)i);
                 if (json_object_array_add(arr, e ? json_object_get(e) : NULL) != 0) {
                     json_object_put(e);
-                    rc = room(rs);
+                    rc = jinja__oom(rs);
                 }
             }
         }
@@ -1267,7 +1069,7 @@ static int eval_slice(struct rs *rs, struct frame *f, const struct jnode *at, co
             if (rc) {
                 buf_free(&b);
             } else {
-                rc = new_buf_str(rs, at, &b, out);
+                rc = jinja__new_buf_str(rs, at, &b, out);
             }
         } else if (rc) {
             json_object_put(arr);
@@ -1281,17 +1083,17 @@ static int eval_slice(struct rs *rs, struct frame *f, const struct jnode *at, co
     return rc;
 }
 
-static int contains(struct rs *rs, const struct jnode *at, const struct jv *needle,
+int jinja__contains(struct rs *rs, const struct jnode *at, const struct jv *needle,
                     const struct jv *hay, bool *out)
 {
-    switch (vt(hay)) {
+    switch (jv_type(hay)) {
     case VT_UNDEF:
         *out = false;
         return 0;
     case VT_STR: {
-        if (vt(needle) != VT_STR) {
-            return rfail(rs, at, -EINVAL, "'in <string>' requires a string, got %s",
-                         vt_name(needle));
+        if (jv_type(needle) != VT_STR) {
+            return jinja__fail(rs, at, -EINVAL, "'in <string>' requires a string, got %s",
+                               jv_type_name(needle));
         }
         size_t hn, nn;
         const char *h = jv_str(hay, &hn), *nd = jv_str(needle, &nn);
@@ -1303,53 +1105,54 @@ static int contains(struct rs *rs, const struct jnode *at, const struct jv *need
         *out = false;
         for (size_t i = 0; i < n && !*out; i++) {
             struct jv e = jv_own(json_object_array_get_idx(hay->j, i));
-            *out = jv_equal(&e, needle);
+            *out = jinja__equal(&e, needle);
         }
         return 0;
     }
     case VT_DICT:
     case VT_NS:
-        *out = vt(needle) == VT_STR &&
+        *out = jv_type(needle) == VT_STR &&
                json_object_object_get_ex(hay->j, json_object_get_string(needle->j), NULL);
         return 0;
     default:
-        return rfail(rs, at, -EINVAL, "argument of 'in' is %s, not a container", vt_name(hay));
+        return jinja__fail(rs, at, -EINVAL, "argument of 'in' is %s, not a container",
+                           jv_type_name(hay));
     }
 }
 
 static int undefined_error(struct rs *rs, const struct jnode *at, const struct jv *v)
 {
     if (v->name) {
-        return rfail(rs, at, -EINVAL, "'%s' is undefined", v->name);
+        return jinja__fail(rs, at, -EINVAL, "'%s' is undefined", v->name);
     }
-    return rfail(rs, at, -EINVAL, "operation on an undefined value");
+    return jinja__fail(rs, at, -EINVAL, "operation on an undefined value");
 }
 
-static int new_int(struct rs *rs, int64_t i, struct jv *out)
+int jinja__new_int(struct rs *rs, int64_t i, struct jv *out)
 {
     struct json_object *j = json_object_new_int64(i);
     if (!j) {
-        return room(rs);
+        return jinja__oom(rs);
     }
     *out = jv_own(j);
     return 0;
 }
 
-static int new_float(struct rs *rs, double d, struct jv *out)
+int jinja__new_float(struct rs *rs, double d, struct jv *out)
 {
     struct json_object *j = json_object_new_double(d);
     if (!j) {
-        return room(rs);
+        return jinja__oom(rs);
     }
     *out = jv_own(j);
     return 0;
 }
 
-static int new_bool(struct rs *rs, bool b, struct jv *out)
+int jinja__new_bool(struct rs *rs, bool b, struct jv *out)
 {
     struct json_object *j = json_object_new_boolean(b);
     if (!j) {
-        return room(rs);
+        return jinja__oom(rs);
     }
     *out = jv_own(j);
     return 0;
@@ -1361,12 +1164,12 @@ static int list_concat(struct rs *rs, const struct jnode *at, struct json_object
 {
     struct json_object *arr = json_object_new_array();
     if (!arr) {
-        return room(rs);
+        return jinja__oom(rs);
     }
     size_t na = json_object_array_length(a), nb = b ? json_object_array_length(b) : 0;
     if (times > 0 && (uint64_t)times * (na + 1) > rs->lim.max_iterations) {
         json_object_put(arr);
-        return rfail(rs, at, -E2BIG, "list repetition too large");
+        return jinja__fail(rs, at, -E2BIG, "list repetition too large");
     }
     for (int64_t t = 0; t < (b ? 1 : times); t++) {
         for (size_t i = 0; i < na + nb; i++) {
@@ -1375,7 +1178,7 @@ static int list_concat(struct rs *rs, const struct jnode *at, struct json_object
             if (json_object_array_add(arr, e ? json_object_get(e) : NULL) != 0) {
                 json_object_put(e);
                 json_object_put(arr);
-                return room(rs);
+                return jinja__oom(rs);
             }
         }
     }
@@ -1383,10 +1186,10 @@ static int list_concat(struct rs *rs, const struct jnode *at, struct json_object
     return 0;
 }
 
-static int arith(struct rs *rs, const struct jnode *at, const char *op, const struct jv *a,
+int jinja__arith(struct rs *rs, const struct jnode *at, const char *op, const struct jv *a,
                  const struct jv *b, struct jv *out)
 {
-    enum vtype ta = vt(a), tb = vt(b);
+    enum vtype ta = jv_type(a), tb = jv_type(b);
     if (ta == VT_UNDEF) {
         return undefined_error(rs, at, a);
     }
@@ -1397,15 +1200,15 @@ static int arith(struct rs *rs, const struct jnode *at, const char *op, const st
         size_t na, nb;
         const char *sa = jv_str(a, &na), *sb = jv_str(b, &nb);
         if (na + nb > rs->lim.max_output) {
-            return rfail(rs, at, -E2BIG, "string exceeds the output limit");
+            return jinja__fail(rs, at, -E2BIG, "string exceeds the output limit");
         }
         char *s = malloc(na + nb + 1);
         if (!s) {
-            return room(rs);
+            return jinja__oom(rs);
         }
         memcpy(s, sa, na);
         memcpy(s + na, sb, nb);
-        int rc = new_str(rs, at, s, na + nb, out);
+        int rc = jinja__new_str(rs, at, s, na + nb, out);
         free(s);
         return rc;
     }
@@ -1416,34 +1219,34 @@ static int arith(struct rs *rs, const struct jnode *at, const char *op, const st
         const struct jv *seq = (ta == VT_STR || ta == VT_LIST) ? a : b;
         const struct jv *cnt = seq == a ? b : a;
         if (!jv_is_int(cnt)) {
-            return rfail(rs, at, -EINVAL, "can't multiply sequence by %s", vt_name(cnt));
+            return jinja__fail(rs, at, -EINVAL, "can't multiply sequence by %s", jv_type_name(cnt));
         }
         int64_t times = jv_int(cnt);
-        if (vt(seq) == VT_LIST) {
+        if (jv_type(seq) == VT_LIST) {
             return list_concat(rs, at, seq->j, NULL, times < 0 ? 0 : times, out);
         }
         size_t n;
         const char *s = jv_str(seq, &n);
         if (times <= 0 || n == 0) {
-            return new_str(rs, at, "", 0, out);
+            return jinja__new_str(rs, at, "", 0, out);
         }
         if ((uint64_t)times > rs->lim.max_output / n) {
-            return rfail(rs, at, -E2BIG, "string repetition exceeds the output limit");
+            return jinja__fail(rs, at, -E2BIG, "string repetition exceeds the output limit");
         }
         struct buf sb;
         buf_init(&sb, rs->lim.max_output);
         for (int64_t i = 0; i < times; i++) {
-            int rc = buf_add(rs, at, &sb, s, n);
+            int rc = jinja__buf_add(rs, at, &sb, s, n);
             if (rc) {
                 buf_free(&sb);
                 return rc;
             }
         }
-        return new_buf_str(rs, at, &sb, out);
+        return jinja__new_buf_str(rs, at, &sb, out);
     }
     if (!jv_is_num(a) || !jv_is_num(b)) {
-        return rfail(rs, at, -EINVAL, "unsupported operand types for %s: %s and %s", op, vt_name(a),
-                     vt_name(b));
+        return jinja__fail(rs, at, -EINVAL, "unsupported operand types for %s: %s and %s", op,
+                           jv_type_name(a), jv_type_name(b));
     }
     bool ints = jv_is_int(a) && jv_is_int(b);
     if (ints && strcmp(op, "/") != 0) {
@@ -1459,7 +1262,7 @@ static int arith(struct rs *rs, const struct jnode *at, const char *op, const st
         case '*':
             if (op[1] == '*') {
                 if (y < 0) {
-                    return new_float(rs, pow((double)x, (double)y), out);
+                    return jinja__new_float(rs, pow((double)x, (double)y), out);
                 }
                 r = 1;
                 for (int64_t k = 0; k < y && !ovf; k++) {
@@ -1478,7 +1281,7 @@ static int arith(struct rs *rs, const struct jnode *at, const char *op, const st
         case '/':
         case '%':
             if (y == 0) {
-                return rfail(rs, at, -EINVAL, "integer division or modulo by zero");
+                return jinja__fail(rs, at, -EINVAL, "integer division or modulo by zero");
             }
             if (x == INT64_MIN && y == -1) {
                 ovf = true;
@@ -1500,9 +1303,9 @@ static int arith(struct rs *rs, const struct jnode *at, const char *op, const st
             break;
         }
         if (ovf) {
-            return rfail(rs, at, -EINVAL, "integer overflow in %s", op);
+            return jinja__fail(rs, at, -EINVAL, "integer overflow in %s", op);
         }
-        return new_int(rs, r, out);
+        return jinja__new_int(rs, r, out);
     }
     double x = jv_num(a), y = jv_num(b), r = 0;
     switch (op[0]) {
@@ -1518,7 +1321,7 @@ static int arith(struct rs *rs, const struct jnode *at, const char *op, const st
     case '/':
     case '%':
         if (y == 0) {
-            return rfail(rs, at, -EINVAL, "float division by zero");
+            return jinja__fail(rs, at, -EINVAL, "float division by zero");
         }
         if (op[0] == '%') {
             r = fmod(x, y);
@@ -1532,25 +1335,25 @@ static int arith(struct rs *rs, const struct jnode *at, const char *op, const st
     default:
         break;
     }
-    return new_float(rs, r, out);
+    return jinja__new_float(rs, r, out);
 }
 
-static int compare_op(struct rs *rs, const struct jnode *at, const char *op, const struct jv *a,
-                      const struct jv *b, bool *out)
+int jinja__compare(struct rs *rs, const struct jnode *at, const char *op, const struct jv *a,
+                   const struct jv *b, bool *out)
 {
     if (strcmp(op, "==") == 0 || strcmp(op, "!=") == 0) {
-        *out = jv_equal(a, b) == (op[0] == '=');
+        *out = jinja__equal(a, b) == (op[0] == '=');
         return 0;
     }
     if (strcmp(op, "in") == 0 || strcmp(op, "notin") == 0) {
-        int rc = contains(rs, at, a, b, out);
+        int rc = jinja__contains(rs, at, a, b, out);
         if (!rc && op[0] == 'n') {
             *out = !*out;
         }
         return rc;
     }
     int c;
-    int rc = jv_order(rs, at, a, b, &c);
+    int rc = jinja__order(rs, at, a, b, &c);
     if (rc) {
         return rc;
     }
@@ -1571,8 +1374,8 @@ static int compare_op(struct rs *rs, const struct jnode *at, const char *op, con
 static int apply_test(struct rs *rs, const struct jnode *at, const char *name, const struct jv *v,
                       const struct args *a, bool *out)
 {
-    enum vtype t = vt(v);
-    const struct jv *arg = arg_get(a, 0, NULL);
+    enum vtype t = jv_type(v);
+    const struct jv *arg = jinja__arg(a, 0, NULL);
     static const struct {
         const char *name, *op;
     } CMP[] = {{"eq", "=="}, {"equalto", "=="}, {"==", "=="},      {"ne", "!="},
@@ -1582,9 +1385,9 @@ static int apply_test(struct rs *rs, const struct jnode *at, const char *name, c
     for (size_t i = 0; i < ARRAY_SIZE(CMP); i++) {
         if (strcmp(name, CMP[i].name) == 0) {
             if (!arg) {
-                return rfail(rs, at, -EINVAL, "test '%s' needs an argument", name);
+                return jinja__fail(rs, at, -EINVAL, "test '%s' needs an argument", name);
             }
-            return compare_op(rs, at, CMP[i].op, v, arg, out);
+            return jinja__compare(rs, at, CMP[i].op, v, arg, out);
         }
     }
     if (strcmp(name, "defined") == 0) {
@@ -1617,11 +1420,11 @@ static int apply_test(struct rs *rs, const struct jnode *at, const char *name, c
         *out = t == VT_MACRO;
     } else if (strcmp(name, "sameas") == 0) {
         if (!arg) {
-            return rfail(rs, at, -EINVAL, "test 'sameas' needs an argument");
+            return jinja__fail(rs, at, -EINVAL, "test 'sameas' needs an argument");
         }
-        enum vtype ta = vt(arg);
+        enum vtype ta = jv_type(arg);
         *out = (t == ta && (t == VT_NONE || t == VT_UNDEF)) ||
-               (t == VT_BOOL && ta == VT_BOOL && jv_equal(v, arg)) ||
+               (t == VT_BOOL && ta == VT_BOOL && jinja__equal(v, arg)) ||
                (v->j != NULL && v->j == arg->j);
     } else if (strcmp(name, "lower") == 0 || strcmp(name, "upper") == 0) {
         *out = false;
@@ -1641,22 +1444,23 @@ static int apply_test(struct rs *rs, const struct jnode *at, const char *name, c
     } else if (strcmp(name, "odd") == 0 || strcmp(name, "even") == 0 ||
                strcmp(name, "divisibleby") == 0) {
         if (!jv_is_int(v)) {
-            return rfail(rs, at, -EINVAL, "test '%s' needs an integer, got %s", name, vt_name(v));
+            return jinja__fail(rs, at, -EINVAL, "test '%s' needs an integer, got %s", name,
+                               jv_type_name(v));
         }
         int64_t x = jv_int(v), d = 2;
         if (name[0] == 'd') {
-            int rc = want_int(rs, at, arg, "divisibleby argument", &d);
+            int rc = jinja__want_int(rs, at, arg, "divisibleby argument", &d);
             if (rc) {
                 return rc;
             }
             if (d == 0) {
-                return rfail(rs, at, -EINVAL, "divisibleby 0");
+                return jinja__fail(rs, at, -EINVAL, "divisibleby 0");
             }
         }
         int64_t r = (d == -1) ? 0 : x % d;
         *out = name[0] == 'o' ? r != 0 : r == 0;
     } else {
-        return rfail(rs, at, -EINVAL, "unknown test '%s'", name);
+        return jinja__fail(rs, at, -EINVAL, "unknown test '%s'", name);
     }
     return 0;
 }
@@ -1778,7 +1582,7 @@ static int case_map(struct rs *rs, const struct jnode *at, const struct jv *v, c
                     struct jv *out)
 {
     struct jv sv = {0};
-    int rc = to_str(rs, at, v, &sv);
+    int rc = jinja__to_str(rs, at, v, &sv);
     if (rc) {
         return rc;
     }
@@ -1790,12 +1594,12 @@ static int case_map(struct rs *rs, const struct jnode *at, const struct jv *v, c
     for (size_t i = 0; !rc && i < n;) {
         size_t l = tandem_utf8_seq_len((const unsigned char *)s + i, n - i);
         if (l == 0) { /* invalid byte: copied, and ends a word */
-            rc = buf_add(rs, at, &b, s + i, 1);
+            rc = jinja__buf_add(rs, at, &b, s + i, 1);
             word_start = mode == 't';
             i++;
             continue;
         }
-        unsigned long c = u8_decode((const unsigned char *)s + i, l), m;
+        unsigned long c = jinja__u8_decode((const unsigned char *)s + i, l), m;
         switch (mode) {
         case 'u':
             m = cp_upper(c);
@@ -1817,11 +1621,11 @@ static int case_map(struct rs *rs, const struct jnode *at, const struct jv *v, c
         }
         char enc[4];
         if (mode == 'u' && c == 0xDF) { /* the two length-changing mappings Python applies */
-            rc = buf_adds(rs, at, &b, "SS");
+            rc = jinja__buf_adds(rs, at, &b, "SS");
         } else if (mode == 'l' && c == 0x130) {
-            rc = buf_adds(rs, at, &b, "i\xCC\x87");
+            rc = jinja__buf_adds(rs, at, &b, "i\xCC\x87");
         } else {
-            rc = buf_add(rs, at, &b, enc, put_utf8(enc, m));
+            rc = jinja__buf_add(rs, at, &b, enc, put_utf8(enc, m));
         }
         i += l;
     }
@@ -1830,7 +1634,7 @@ static int case_map(struct rs *rs, const struct jnode *at, const struct jv *v, c
         buf_free(&b);
         return rc;
     }
-    return new_buf_str(rs, at, &b, out);
+    return jinja__new_buf_str(rs, at, &b, out);
 }
 
 static int str_replace(struct rs *rs, const struct jnode *at, const char *s, size_t n,
@@ -1844,30 +1648,30 @@ static int str_replace(struct rs *rs, const struct jnode *at, const char *s, siz
     size_t i = 0;
     if (fn == 0) { /* Python inserts `to` between characters */
         while (!rc && (count < 0 || done < count) && i <= n) {
-            rc = buf_add(rs, at, &b, to, tn);
+            rc = jinja__buf_add(rs, at, &b, to, tn);
             done++;
             if (!rc && i < n) {
-                size_t l = u8_len((const unsigned char *)s, n, i);
-                rc = buf_add(rs, at, &b, s + i, l);
+                size_t l = jinja__u8_len((const unsigned char *)s, n, i);
+                rc = jinja__buf_add(rs, at, &b, s + i, l);
                 i += l;
             } else {
                 i++;
             }
         }
         if (!rc && i < n) {
-            rc = buf_add(rs, at, &b, s + i, n - i);
+            rc = jinja__buf_add(rs, at, &b, s + i, n - i);
         }
     } else {
         while (!rc && i < n) {
             const char *hit = (count < 0 || done < count) ? memmem(s + i, n - i, from, fn) : NULL;
             if (!hit) {
-                rc = buf_add(rs, at, &b, s + i, n - i);
+                rc = jinja__buf_add(rs, at, &b, s + i, n - i);
                 break;
             }
             size_t k = (size_t)(hit - s);
-            rc = buf_add(rs, at, &b, s + i, k - i);
+            rc = jinja__buf_add(rs, at, &b, s + i, k - i);
             if (!rc) {
-                rc = buf_add(rs, at, &b, to, tn);
+                rc = jinja__buf_add(rs, at, &b, to, tn);
             }
             done++;
             i = k + fn;
@@ -1877,7 +1681,7 @@ static int str_replace(struct rs *rs, const struct jnode *at, const char *s, siz
         buf_free(&b);
         return rc;
     }
-    return new_buf_str(rs, at, &b, out);
+    return jinja__new_buf_str(rs, at, &b, out);
 }
 
 static int push_str(struct rs *rs, struct json_object *arr, const char *s, size_t n)
@@ -1885,7 +1689,7 @@ static int push_str(struct rs *rs, struct json_object *arr, const char *s, size_
     struct json_object *e = json_object_new_string_len(s, (int)n);
     if (!e || json_object_array_add(arr, e) != 0) {
         json_object_put(e);
-        return room(rs);
+        return jinja__oom(rs);
     }
     return 0;
 }
@@ -1896,13 +1700,13 @@ static int str_split(struct rs *rs, const struct jnode *at, const char *s, size_
 {
     struct json_object *arr = json_object_new_array();
     if (!arr) {
-        return room(rs);
+        return jinja__oom(rs);
     }
     int rc = 0;
     int64_t splits = 0;
     if (sep && sn == 0) {
         json_object_put(arr);
-        return rfail(rs, at, -EINVAL, "split: empty separator");
+        return jinja__fail(rs, at, -EINVAL, "split: empty separator");
     }
     size_t i = 0;
     if (sep) {
@@ -1920,8 +1724,8 @@ static int str_split(struct rs *rs, const struct jnode *at, const char *s, size_
     } else {
         for (;;) {
             while (i < n) {
-                size_t l = u8_len((const unsigned char *)s, n, i);
-                if (!u_isspace(u8_decode((const unsigned char *)s + i, l))) {
+                size_t l = jinja__u8_len((const unsigned char *)s, n, i);
+                if (!jinja__isspace(jinja__u8_decode((const unsigned char *)s + i, l))) {
                     break;
                 }
                 i += l;
@@ -1931,14 +1735,14 @@ static int str_split(struct rs *rs, const struct jnode *at, const char *s, size_
             }
             if (maxsplit >= 0 && splits >= maxsplit) {
                 size_t a, e;
-                strip_range(s + i, n - i, NULL, 0, false, true, &a, &e);
+                jinja__strip_range(s + i, n - i, NULL, 0, false, true, &a, &e);
                 rc = push_str(rs, arr, s + i, e);
                 break;
             }
             size_t start = i;
             while (i < n) {
-                size_t l = u8_len((const unsigned char *)s, n, i);
-                if (u_isspace(u8_decode((const unsigned char *)s + i, l))) {
+                size_t l = jinja__u8_len((const unsigned char *)s, n, i);
+                if (jinja__isspace(jinja__u8_decode((const unsigned char *)s + i, l))) {
                     break;
                 }
                 i += l;
@@ -1951,7 +1755,7 @@ static int str_split(struct rs *rs, const struct jnode *at, const char *s, size_
         }
     }
     if (!rc) {
-        rc = count_iterations(rs, at, json_object_array_length(arr));
+        rc = jinja__count_iterations(rs, at, json_object_array_length(arr));
     }
     if (rc) {
         json_object_put(arr);
@@ -1966,7 +1770,7 @@ static int str_affix(struct rs *rs, const struct jnode *at, const char *s, size_
                      const struct jv *affix, bool suffix, bool *out)
 {
     *out = false;
-    if (affix && vt(affix) == VT_LIST) {
+    if (affix && jv_type(affix) == VT_LIST) {
         size_t m = json_object_array_length(affix->j);
         for (size_t i = 0; i < m && !*out; i++) {
             struct jv e = jv_own(json_object_array_get_idx(affix->j, i));
@@ -1979,7 +1783,8 @@ static int str_affix(struct rs *rs, const struct jnode *at, const char *s, size_
     }
     const char *p;
     size_t pn;
-    int rc = want_str(rs, at, affix, suffix ? "endswith argument" : "startswith argument", &p, &pn);
+    int rc = jinja__want_str(rs, at, affix, suffix ? "endswith argument" : "startswith argument",
+                             &p, &pn);
     if (rc) {
         return rc;
     }
@@ -1996,25 +1801,25 @@ static int join_values(struct rs *rs, const struct jnode *at, struct json_object
     int rc = 0;
     for (size_t i = 0; !rc && i < n; i++) {
         if (i) {
-            rc = buf_add(rs, at, &b, sep, sn);
+            rc = jinja__buf_add(rs, at, &b, sep, sn);
         }
         struct jv e = jv_own(json_object_array_get_idx(items, i));
         struct jv m = {0};
         if (!rc && attr) {
-            rc = get_member(rs, at, &e, attr, &m);
+            rc = jinja__get_member(rs, at, &e, attr, &m);
             if (!rc) {
-                rc = append_str(rs, at, &m, &b);
+                rc = jinja__append_str(rs, at, &m, &b);
             }
             jv_put(&m);
         } else if (!rc) {
-            rc = append_str(rs, at, &e, &b);
+            rc = jinja__append_str(rs, at, &e, &b);
         }
     }
     if (rc) {
         buf_free(&b);
         return rc;
     }
-    return new_buf_str(rs, at, &b, out);
+    return jinja__new_buf_str(rs, at, &b, out);
 }
 
 /* ---- methods -------------------------------------------------------------------------------- */
@@ -2022,49 +1827,49 @@ static int join_values(struct rs *rs, const struct jnode *at, struct json_object
 static int call_method(struct rs *rs, const struct jnode *at, const struct jv *obj,
                        const char *name, const struct args *a, struct jv *out)
 {
-    enum vtype t = vt(obj);
+    enum vtype t = jv_type(obj);
     if (t == VT_STR) {
         size_t n;
         const char *s = jv_str(obj, &n);
-        const struct jv *a0 = arg_get(a, 0, NULL), *a1 = arg_get(a, 1, NULL);
+        const struct jv *a0 = jinja__arg(a, 0, NULL), *a1 = jinja__arg(a, 1, NULL);
         if (strcmp(name, "strip") == 0 || strcmp(name, "lstrip") == 0 ||
             strcmp(name, "rstrip") == 0) {
             const char *chars = NULL;
             size_t cn = 0;
-            if (a0 && vt(a0) != VT_NONE) {
-                int rc = want_str(rs, at, a0, "strip argument", &chars, &cn);
+            if (a0 && jv_type(a0) != VT_NONE) {
+                int rc = jinja__want_str(rs, at, a0, "strip argument", &chars, &cn);
                 if (rc) {
                     return rc;
                 }
             }
             size_t lo, hi;
-            strip_range(s, n, chars, cn, name[0] != 'r', name[0] != 'l', &lo, &hi);
-            return new_str(rs, at, s + lo, hi - lo, out);
+            jinja__strip_range(s, n, chars, cn, name[0] != 'r', name[0] != 'l', &lo, &hi);
+            return jinja__new_str(rs, at, s + lo, hi - lo, out);
         }
         if (strcmp(name, "startswith") == 0 || strcmp(name, "endswith") == 0) {
             bool r;
             int rc = str_affix(rs, at, s, n, a0, name[0] == 'e', &r);
-            return rc ? rc : new_bool(rs, r, out);
+            return rc ? rc : jinja__new_bool(rs, r, out);
         }
         if (strcmp(name, "split") == 0 || strcmp(name, "rsplit") == 0) {
             const char *sep = NULL;
             size_t sn = 0;
             int64_t maxsplit = -1;
-            const struct jv *sv = arg_get(a, 0, "sep"), *mv = arg_get(a, 1, "maxsplit");
-            if (sv && vt(sv) != VT_NONE) {
-                int rc = want_str(rs, at, sv, "split separator", &sep, &sn);
+            const struct jv *sv = jinja__arg(a, 0, "sep"), *mv = jinja__arg(a, 1, "maxsplit");
+            if (sv && jv_type(sv) != VT_NONE) {
+                int rc = jinja__want_str(rs, at, sv, "split separator", &sep, &sn);
                 if (rc) {
                     return rc;
                 }
             }
             if (mv) {
-                int rc = want_int(rs, at, mv, "maxsplit", &maxsplit);
+                int rc = jinja__want_int(rs, at, mv, "maxsplit", &maxsplit);
                 if (rc) {
                     return rc;
                 }
             }
             if (name[0] == 'r' && maxsplit >= 0) {
-                return rfail(rs, at, -EINVAL, "rsplit with maxsplit is not supported");
+                return jinja__fail(rs, at, -EINVAL, "rsplit with maxsplit is not supported");
             }
             return str_split(rs, at, s, n, sep, sn, maxsplit, out);
         }
@@ -2091,42 +1896,43 @@ static int call_method(struct rs *rs, const struct jnode *at, const struct jv *o
             const char *from = NULL, *to = NULL;
             size_t fn = 0, tn = 0;
             int64_t count = -1;
-            int rc = want_str(rs, at, a0, "replace argument", &from, &fn);
+            int rc = jinja__want_str(rs, at, a0, "replace argument", &from, &fn);
             if (!rc) {
-                rc = want_str(rs, at, a1, "replace argument", &to, &tn);
+                rc = jinja__want_str(rs, at, a1, "replace argument", &to, &tn);
             }
-            if (!rc && arg_get(a, 2, "count")) {
-                rc = want_int(rs, at, arg_get(a, 2, "count"), "replace count", &count);
+            if (!rc && jinja__arg(a, 2, "count")) {
+                rc = jinja__want_int(rs, at, jinja__arg(a, 2, "count"), "replace count", &count);
             }
             return rc ? rc : str_replace(rs, at, s, n, from, fn, to, tn, count, out);
         }
         if (strcmp(name, "find") == 0 || strcmp(name, "count") == 0) {
             const char *sub;
             size_t sn;
-            int rc = want_str(rs, at, a0, "argument", &sub, &sn);
+            int rc = jinja__want_str(rs, at, a0, "argument", &sub, &sn);
             if (rc) {
                 return rc;
             }
             if (name[0] == 'f') {
                 const char *hit = sn == 0 ? s : memmem(s, n, sub, sn);
-                return new_int(rs, hit ? (int64_t)u8_count(s, (size_t)(hit - s)) : -1, out);
+                return jinja__new_int(rs, hit ? (int64_t)jinja__u8_count(s, (size_t)(hit - s)) : -1,
+                                      out);
             }
             int64_t c = 0;
             if (sn == 0) {
-                c = (int64_t)u8_count(s, n) + 1;
+                c = (int64_t)jinja__u8_count(s, n) + 1;
             } else {
                 for (const char *h = s; (h = memmem(h, n - (size_t)(h - s), sub, sn)); h += sn) {
                     c++;
                 }
             }
-            return new_int(rs, c, out);
+            return jinja__new_int(rs, c, out);
         }
         if (strcmp(name, "join") == 0) {
             struct json_object *items = NULL;
             if (!a0) {
-                return rfail(rs, at, -EINVAL, "join needs an argument");
+                return jinja__fail(rs, at, -EINVAL, "join needs an argument");
             }
-            int rc = iter_items(rs, at, a0, &items);
+            int rc = jinja__iter_items(rs, at, a0, &items);
             if (rc) {
                 return rc;
             }
@@ -2134,16 +1940,16 @@ static int call_method(struct rs *rs, const struct jnode *at, const struct jv *o
             json_object_put(items);
             return rc;
         }
-        return rfail(rs, at, -EINVAL, "string has no method '%s'", name);
+        return jinja__fail(rs, at, -EINVAL, "string has no method '%s'", name);
     }
     if (t == VT_DICT || t == VT_NS) {
         if (strcmp(name, "get") == 0) {
-            const struct jv *k = arg_get(a, 0, NULL), *def = arg_get(a, 1, "default");
+            const struct jv *k = jinja__arg(a, 0, NULL), *def = jinja__arg(a, 1, "default");
             if (!k) {
-                return rfail(rs, at, -EINVAL, "get needs a key");
+                return jinja__fail(rs, at, -EINVAL, "get needs a key");
             }
             struct json_object *j = NULL;
-            if (vt(k) == VT_STR &&
+            if (jv_type(k) == VT_STR &&
                 json_object_object_get_ex(obj->j, json_object_get_string(k->j), &j)) {
                 *out = jv_ref(j);
             } else {
@@ -2155,7 +1961,7 @@ static int call_method(struct rs *rs, const struct jnode *at, const struct jv *o
             strcmp(name, "values") == 0) {
             struct json_object *arr = json_object_new_array();
             if (!arr) {
-                return room(rs);
+                return jinja__oom(rs);
             }
             json_object_object_foreach(obj->j, key, val)
             {
@@ -2168,7 +1974,7 @@ static int call_method(struct rs *rs, const struct jnode *at, const struct jv *o
                     if (k && name[0] == 'i') {
                         e = json_object_new_array();
                         if (e) {
-                            mark_tuple(e);
+                            jinja__mark_tuple(e);
                         }
                         if (!e || json_object_array_add(e, k) != 0 ||
                             json_object_array_add(e, val ? json_object_get(val) : NULL) != 0) {
@@ -2179,24 +1985,24 @@ static int call_method(struct rs *rs, const struct jnode *at, const struct jv *o
                     }
                     if (!k) {
                         json_object_put(arr);
-                        return room(rs);
+                        return jinja__oom(rs);
                     }
                 }
                 if (json_object_array_add(arr, e) != 0) {
                     json_object_put(e);
                     json_object_put(arr);
-                    return room(rs);
+                    return jinja__oom(rs);
                 }
             }
             *out = jv_own(arr);
             return 0;
         }
-        return rfail(rs, at, -EINVAL, "dict has no method '%s'", name);
+        return jinja__fail(rs, at, -EINVAL, "dict has no method '%s'", name);
     }
     if (t == VT_UNDEF) {
-        return get_member(rs, at, obj, name, out);
+        return jinja__get_member(rs, at, obj, name, out);
     }
-    return rfail(rs, at, -EINVAL, "%s has no method '%s'", vt_name(obj), name);
+    return jinja__fail(rs, at, -EINVAL, "%s has no method '%s'", jv_type_name(obj), name);
 }
 
 /* ---- filters -------------------------------------------------------------------------------- */
@@ -2220,9 +2026,9 @@ static int sort_cmp(struct sort_ctx *sc, struct json_object *x, struct json_obje
         return 0;
     }
     if (sc->attr) {
-        sc->rc = get_member(sc->rs, sc->at, &a, sc->attr, &ma);
+        sc->rc = jinja__get_member(sc->rs, sc->at, &a, sc->attr, &ma);
         if (!sc->rc) {
-            sc->rc = get_member(sc->rs, sc->at, &b, sc->attr, &mb);
+            sc->rc = jinja__get_member(sc->rs, sc->at, &b, sc->attr, &mb);
         }
     } else {
         ma = a;
@@ -2230,7 +2036,7 @@ static int sort_cmp(struct sort_ctx *sc, struct json_object *x, struct json_obje
     }
     if (!sc->rc) {
         /* case-insensitive for strings, as Jinja's sort(case_sensitive=False) */
-        if (vt(&ma) == VT_STR && vt(&mb) == VT_STR) {
+        if (jv_type(&ma) == VT_STR && jv_type(&mb) == VT_STR) {
             size_t na, nb;
             const char *sa = jv_str(&ma, &na), *sb = jv_str(&mb, &nb);
             for (size_t i = 0; i < na && i < nb && c == 0; i++) {
@@ -2240,7 +2046,7 @@ static int sort_cmp(struct sort_ctx *sc, struct json_object *x, struct json_obje
                 c = (na > nb) - (na < nb);
             }
         } else {
-            sc->rc = jv_order(sc->rs, sc->at, &ma, &mb, &c);
+            sc->rc = jinja__order(sc->rs, sc->at, &ma, &mb, &c);
         }
     }
     if (sc->attr) {
@@ -2256,14 +2062,14 @@ static int sort_list(struct rs *rs, const struct jnode *at, struct json_object *
     size_t n = json_object_array_length(items);
     struct json_object **v = malloc((n ? n : 1) * sizeof(struct json_object *));
     if (!v) {
-        return room(rs);
+        return jinja__oom(rs);
     }
     for (size_t i = 0; i < n; i++) {
         v[i] = json_object_array_get_idx(items, i);
     }
     struct sort_ctx sc = {.rs = rs, .at = at, .attr = attr, .reverse = reverse};
     /* stable, like Python's sort; the iteration budget bounds the quadratic cost */
-    int rc = count_iterations(rs, at, n * n / 8 + n);
+    int rc = jinja__count_iterations(rs, at, n * n / 8 + n);
     for (size_t i = 1; !rc && i < n && !sc.rc; i++) {
         struct json_object *x = v[i];
         size_t k = i;
@@ -2278,12 +2084,12 @@ static int sort_list(struct rs *rs, const struct jnode *at, struct json_object *
     }
     struct json_object *arr = rc ? NULL : json_object_new_array();
     if (!rc && !arr) {
-        rc = room(rs);
+        rc = jinja__oom(rs);
     }
     for (size_t i = 0; !rc && i < n; i++) {
         if (json_object_array_add(arr, v[i] ? json_object_get(v[i]) : NULL) != 0) {
             json_object_put(v[i]);
-            rc = room(rs);
+            rc = jinja__oom(rs);
         }
     }
     free(v);
@@ -2310,22 +2116,22 @@ static int filter_seq(struct rs *rs, struct frame *f, const struct jnode *at, co
     int first_extra = 0;
     int rc = 0;
     if (is_map) {
-        const struct jv *av = arg_get(a, -1, "attribute");
+        const struct jv *av = jinja__arg(a, -1, "attribute");
         if (av) {
-            rc = want_str(rs, at, av, "map attribute", &attr, &len);
+            rc = jinja__want_str(rs, at, av, "map attribute", &attr, &len);
         } else {
-            rc = want_str(rs, at, arg_get(a, 0, NULL), "map filter name", &fname, &len);
+            rc = jinja__want_str(rs, at, jinja__arg(a, 0, NULL), "map filter name", &fname, &len);
             first_extra = 1;
         }
     } else if (by_attr) {
-        rc = want_str(rs, at, arg_get(a, 0, NULL), "attribute name", &attr, &len);
+        rc = jinja__want_str(rs, at, jinja__arg(a, 0, NULL), "attribute name", &attr, &len);
         first_extra = 1;
     }
     const char *test = NULL;
     if (!rc && !is_map) {
-        const struct jv *tv = arg_get(a, first_extra, NULL);
+        const struct jv *tv = jinja__arg(a, first_extra, NULL);
         if (tv) {
-            rc = want_str(rs, at, tv, "test name", &test, &len);
+            rc = jinja__want_str(rs, at, tv, "test name", &test, &len);
         }
     }
     if (rc) {
@@ -2343,18 +2149,18 @@ static int filter_seq(struct rs *rs, struct frame *f, const struct jnode *at, co
             extra.kw[extra.n_kw++] = a->kw[i];
         }
     }
-    const struct jv *map_default = is_map ? arg_get(a, -1, "default") : NULL;
+    const struct jv *map_default = is_map ? jinja__arg(a, -1, "default") : NULL;
     struct json_object *arr = json_object_new_array();
     if (!arr) {
-        return room(rs);
+        return jinja__oom(rs);
     }
     size_t n = json_object_array_length(items);
-    rc = count_iterations(rs, at, n);
+    rc = jinja__count_iterations(rs, at, n);
     for (size_t i = 0; !rc && i < n; i++) {
         struct jv e = jv_own(json_object_array_get_idx(items, i));
         struct jv m = {0};
         if (attr) {
-            rc = get_member(rs, at, &e, attr, &m);
+            rc = jinja__get_member(rs, at, &e, attr, &m);
         } else {
             m = jv_copy(&e);
         }
@@ -2365,7 +2171,7 @@ static int filter_seq(struct rs *rs, struct frame *f, const struct jnode *at, co
             struct jv r = {0};
             if (fname) {
                 rc = apply_filter(rs, f, at, fname, &m, &extra, &r);
-            } else if (vt(&m) == VT_UNDEF && map_default) {
+            } else if (jv_type(&m) == VT_UNDEF && map_default) {
                 r = jv_copy(map_default);
             } else {
                 r = jv_copy(&m);
@@ -2374,7 +2180,7 @@ static int filter_seq(struct rs *rs, struct frame *f, const struct jnode *at, co
                 struct json_object *j = jv_to_json(&r);
                 if (json_object_array_add(arr, j) != 0) {
                     json_object_put(j);
-                    rc = room(rs);
+                    rc = jinja__oom(rs);
                 }
             }
             jv_put(&r);
@@ -2386,7 +2192,7 @@ static int filter_seq(struct rs *rs, struct frame *f, const struct jnode *at, co
             if (!rc && keep != reject) {
                 if (json_object_array_add(arr, e.j ? json_object_get(e.j) : NULL) != 0) {
                     json_object_put(e.j);
-                    rc = room(rs);
+                    rc = jinja__oom(rs);
                 }
             }
         }
@@ -2404,29 +2210,29 @@ static int filter_seq(struct rs *rs, struct frame *f, const struct jnode *at, co
 static int filter_indent(struct rs *rs, const struct jnode *at, const struct jv *v,
                          const struct args *a, struct jv *out)
 {
-    const struct jv *wv = arg_get(a, 0, "width"), *fv = arg_get(a, 1, "first"),
-                    *bv = arg_get(a, 2, "blank");
+    const struct jv *wv = jinja__arg(a, 0, "width"), *fv = jinja__arg(a, 1, "first"),
+                    *bv = jinja__arg(a, 2, "blank");
     char spaces[257];
     const char *pad = spaces;
     size_t padn = 4;
     int rc = 0;
-    if (wv && vt(wv) == VT_STR) {
+    if (wv && jv_type(wv) == VT_STR) {
         pad = jv_str(wv, &padn);
     } else if (wv) {
         int64_t width;
-        rc = want_int(rs, at, wv, "indent width", &width);
+        rc = jinja__want_int(rs, at, wv, "indent width", &width);
         if (rc) {
             return rc;
         }
         if (width < 0 || width > 256) {
-            return rfail(rs, at, -EINVAL, "indent width out of range");
+            return jinja__fail(rs, at, -EINVAL, "indent width out of range");
         }
         padn = (size_t)width;
     }
     memset(spaces, ' ', sizeof(spaces));
     bool first = fv && jv_truthy(fv), blank = bv && jv_truthy(bv);
     struct jv sv = {0};
-    rc = to_str(rs, at, v, &sv);
+    rc = jinja__to_str(rs, at, v, &sv);
     if (rc) {
         return rc;
     }
@@ -2440,10 +2246,10 @@ static int filter_indent(struct rs *rs, const struct jnode *at, const struct jv 
         const char *nl = memchr(s + i, '\n', n - i);
         size_t e = nl ? (size_t)(nl - s) : n;
         if ((!line_first || first) && (e > i || blank)) {
-            rc = buf_add(rs, at, &b, pad, padn);
+            rc = jinja__buf_add(rs, at, &b, pad, padn);
         }
         if (!rc) {
-            rc = buf_add(rs, at, &b, s + i, e - i + (nl ? 1 : 0));
+            rc = jinja__buf_add(rs, at, &b, s + i, e - i + (nl ? 1 : 0));
         }
         line_first = false;
         i = e + (nl ? 1 : 0);
@@ -2453,7 +2259,7 @@ static int filter_indent(struct rs *rs, const struct jnode *at, const struct jv 
         buf_free(&b);
         return rc;
     }
-    return new_buf_str(rs, at, &b, out);
+    return jinja__new_buf_str(rs, at, &b, out);
 }
 
 /* The int/float filters' result for a value that is not a number: the default (0). */
@@ -2463,7 +2269,7 @@ static int num_fallback(struct rs *rs, const struct jv *def, bool want_float, st
         *out = jv_copy(def);
         return 0;
     }
-    return want_float ? new_float(rs, 0.0, out) : new_int(rs, 0, out);
+    return want_float ? jinja__new_float(rs, 0.0, out) : jinja__new_int(rs, 0, out);
 }
 
 static const char *const FILTERS[] = {
@@ -2476,21 +2282,22 @@ static const char *const FILTERS[] = {
 static int apply_filter(struct rs *rs, struct frame *f, const struct jnode *at, const char *name,
                         const struct jv *v, const struct args *a, struct jv *out)
 {
-    enum vtype t = vt(v);
-    const struct jv *a0 = arg_get(a, 0, NULL);
+    enum vtype t = jv_type(v);
+    const struct jv *a0 = jinja__arg(a, 0, NULL);
     int rc = 0;
     bool known = false;
     for (size_t i = 0; i < ARRAY_SIZE(FILTERS) && !known; i++) {
         known = strcmp(FILTERS[i], name) == 0;
     }
     if (!known) {
-        return rfail(rs, at, -EINVAL, "unknown filter '%s'", name);
+        return jinja__fail(rs, at, -EINVAL, "unknown filter '%s'", name);
     }
     if (strcmp(name, "default") == 0 || strcmp(name, "d") == 0) {
-        const struct jv *def = arg_get(a, 0, "default_value"), *boolean = arg_get(a, 1, "boolean");
+        const struct jv *def = jinja__arg(a, 0, "default_value"),
+                        *boolean = jinja__arg(a, 1, "boolean");
         bool use_default = t == VT_UNDEF || (boolean && jv_truthy(boolean) && !jv_truthy(v));
         if (use_default && !def) {
-            return new_str(rs, at, "", 0, out);
+            return jinja__new_str(rs, at, "", 0, out);
         }
         if (use_default) {
             *out = jv_copy(def);
@@ -2504,22 +2311,23 @@ static int apply_filter(struct rs *rs, struct frame *f, const struct jnode *at, 
         return 0;
     }
     if (strcmp(name, "string") == 0) {
-        return to_str(rs, at, v, out);
+        return jinja__to_str(rs, at, v, out);
     }
     if (strcmp(name, "tojson") == 0) {
         int64_t indent = -1;
-        const struct jv *iv = arg_get(a, 0, "indent"), *sk = arg_get(a, -1, "sort_keys");
-        if (iv && vt(iv) != VT_NONE) {
-            rc = want_int(rs, at, iv, "tojson indent", &indent);
+        const struct jv *iv = jinja__arg(a, 0, "indent"), *sk = jinja__arg(a, -1, "sort_keys");
+        if (iv && jv_type(iv) != VT_NONE) {
+            rc = jinja__want_int(rs, at, iv, "tojson indent", &indent);
             if (rc) {
                 return rc;
             }
             if (indent < 0 || indent > 64) {
-                return rfail(rs, at, -EINVAL, "tojson indent out of range");
+                return jinja__fail(rs, at, -EINVAL, "tojson indent out of range");
             }
         }
         if (t == VT_UNDEF || t == VT_MACRO) {
-            return rfail(rs, at, -EINVAL, "tojson: %s is not JSON serializable", vt_name(v));
+            return jinja__fail(rs, at, -EINVAL, "tojson: %s is not JSON serializable",
+                               jv_type_name(v));
         }
         struct buf b;
         buf_init(&b, rs->lim.max_output);
@@ -2528,31 +2336,31 @@ static int apply_filter(struct rs *rs, struct frame *f, const struct jnode *at, 
             buf_free(&b);
             return rc;
         }
-        return new_buf_str(rs, at, &b, out);
+        return jinja__new_buf_str(rs, at, &b, out);
     }
     if (strcmp(name, "length") == 0 || strcmp(name, "count") == 0) {
         switch (t) {
         case VT_STR: {
             size_t n;
             const char *s = jv_str(v, &n);
-            return new_int(rs, (int64_t)u8_count(s, n), out);
+            return jinja__new_int(rs, (int64_t)jinja__u8_count(s, n), out);
         }
         case VT_LIST:
-            return new_int(rs, (int64_t)json_object_array_length(v->j), out);
+            return jinja__new_int(rs, (int64_t)json_object_array_length(v->j), out);
         case VT_DICT:
         case VT_NS:
-            return new_int(rs, json_object_object_length(v->j), out);
+            return jinja__new_int(rs, json_object_object_length(v->j), out);
         case VT_UNDEF:
-            return new_int(rs, 0, out);
+            return jinja__new_int(rs, 0, out);
         default:
-            return rfail(rs, at, -EINVAL, "object of type %s has no length", vt_name(v));
+            return jinja__fail(rs, at, -EINVAL, "object of type %s has no length", jv_type_name(v));
         }
     }
     if (strcmp(name, "trim") == 0 || strcmp(name, "upper") == 0 || strcmp(name, "lower") == 0 ||
         strcmp(name, "title") == 0 || strcmp(name, "capitalize") == 0 ||
         strcmp(name, "escape") == 0 || strcmp(name, "e") == 0 || strcmp(name, "replace") == 0) {
         struct jv sv = {0};
-        rc = to_str(rs, at, v, &sv);
+        rc = jinja__to_str(rs, at, v, &sv);
         if (rc) {
             return rc;
         }
@@ -2561,13 +2369,13 @@ static int apply_filter(struct rs *rs, struct frame *f, const struct jnode *at, 
         if (strcmp(name, "trim") == 0) {
             const char *chars = NULL;
             size_t cn = 0;
-            if (a0 && vt(a0) != VT_NONE) {
-                rc = want_str(rs, at, a0, "trim argument", &chars, &cn);
+            if (a0 && jv_type(a0) != VT_NONE) {
+                rc = jinja__want_str(rs, at, a0, "trim argument", &chars, &cn);
             }
             size_t lo = 0, hi = 0;
             if (!rc) {
-                strip_range(s, n, chars, cn, true, true, &lo, &hi);
-                rc = new_str(rs, at, s + lo, hi - lo, out);
+                jinja__strip_range(s, n, chars, cn, true, true, &lo, &hi);
+                rc = jinja__new_str(rs, at, s + lo, hi - lo, out);
             }
         } else if (strcmp(name, "replace") == 0) {
             struct args ma = *a;
@@ -2596,12 +2404,12 @@ static int apply_filter(struct rs *rs, struct frame *f, const struct jnode *at, 
                 default:
                     break;
                 }
-                rc = rep ? buf_adds(rs, at, &b, rep) : buf_add(rs, at, &b, s + i, 1);
+                rc = rep ? jinja__buf_adds(rs, at, &b, rep) : jinja__buf_add(rs, at, &b, s + i, 1);
             }
             if (rc) {
                 buf_free(&b);
             } else {
-                rc = new_buf_str(rs, at, &b, out);
+                rc = jinja__new_buf_str(rs, at, &b, out);
             }
         } else {
             rc = case_map(rs, at, &sv, name[0] == 't' ? 'T' : name[0], out);
@@ -2625,7 +2433,7 @@ static int apply_filter(struct rs *rs, struct frame *f, const struct jnode *at, 
             const char *s = jv_str(v, &n);
             char tmp[64];
             size_t lo, hi;
-            strip_range(s, n, NULL, 0, true, true, &lo, &hi);
+            jinja__strip_range(s, n, NULL, 0, true, true, &lo, &hi);
             if (hi - lo >= sizeof(tmp) || hi == lo) {
                 return num_fallback(rs, a0, want_float, out);
             }
@@ -2646,41 +2454,42 @@ static int apply_filter(struct rs *rs, struct frame *f, const struct jnode *at, 
         } else if (name[0] == 'i' || name[0] == 'f') {
             return num_fallback(rs, a0, want_float, out);
         } else {
-            return rfail(rs, at, -EINVAL, "filter '%s' needs a number, got %s", name, vt_name(v));
+            return jinja__fail(rs, at, -EINVAL, "filter '%s' needs a number, got %s", name,
+                               jv_type_name(v));
         }
         switch (name[0]) {
         case 'i':
             if (is_int) {
-                return new_int(rs, i, out);
+                return jinja__new_int(rs, i, out);
             }
             if (!(d > -9.2e18 && d < 9.2e18)) {
-                return rfail(rs, at, -EINVAL, "int: %g out of range", d);
+                return jinja__fail(rs, at, -EINVAL, "int: %g out of range", d);
             }
-            return new_int(rs, (int64_t)d, out);
+            return jinja__new_int(rs, (int64_t)d, out);
         case 'f':
-            return new_float(rs, is_int ? (double)i : d, out);
+            return jinja__new_float(rs, is_int ? (double)i : d, out);
         case 'a':
             if (is_int) {
                 if (i == INT64_MIN) {
-                    return rfail(rs, at, -EINVAL, "abs: integer overflow");
+                    return jinja__fail(rs, at, -EINVAL, "abs: integer overflow");
                 }
-                return new_int(rs, i < 0 ? -i : i, out);
+                return jinja__new_int(rs, i < 0 ? -i : i, out);
             }
-            return new_float(rs, fabs(d), out);
+            return jinja__new_float(rs, fabs(d), out);
         default: { /* round(precision=0, method='common') → float */
             int64_t prec = 0;
-            const struct jv *pv = arg_get(a, 0, "precision");
+            const struct jv *pv = jinja__arg(a, 0, "precision");
             if (pv) {
-                rc = want_int(rs, at, pv, "round precision", &prec);
+                rc = jinja__want_int(rs, at, pv, "round precision", &prec);
                 if (rc) {
                     return rc;
                 }
             }
             if (prec < 0 || prec > 15) {
-                return rfail(rs, at, -EINVAL, "round precision out of range");
+                return jinja__fail(rs, at, -EINVAL, "round precision out of range");
             }
             double x = is_int ? (double)i : d, m = pow(10.0, (double)prec);
-            return new_float(rs, round(x * m) / m, out);
+            return jinja__new_float(rs, round(x * m) / m, out);
         }
         }
     }
@@ -2690,50 +2499,52 @@ static int apply_filter(struct rs *rs, struct frame *f, const struct jnode *at, 
         if (t == VT_UNDEF) {
             struct json_object *empty = json_object_new_array();
             if (!empty) {
-                return room(rs);
+                return jinja__oom(rs);
             }
             *out = jv_own(empty);
             return 0;
         }
         if (t != VT_DICT && t != VT_NS) {
-            return rfail(rs, at, -EINVAL, "items: expected a mapping, got %s", vt_name(v));
+            return jinja__fail(rs, at, -EINVAL, "items: expected a mapping, got %s",
+                               jv_type_name(v));
         }
         return call_method(rs, at, v, "items", a, out);
     }
     if (strcmp(name, "dictsort") == 0) {
         if (t != VT_DICT && t != VT_NS) {
-            return rfail(rs, at, -EINVAL, "dictsort: expected a mapping, got %s", vt_name(v));
+            return jinja__fail(rs, at, -EINVAL, "dictsort: expected a mapping, got %s",
+                               jv_type_name(v));
         }
         struct jv pairs = {0};
         rc = call_method(rs, at, v, "items", a, &pairs);
         if (rc) {
             return rc;
         }
-        const struct jv *rv = arg_get(a, 2, "reverse");
+        const struct jv *rv = jinja__arg(a, 2, "reverse");
         /* sort by key: element 0 of each pair compares first */
         rc = sort_list(rs, at, pairs.j, NULL, rv && jv_truthy(rv), out);
         jv_put(&pairs);
         return rc;
     }
-    rc = iter_items(rs, at, v, &items);
+    rc = jinja__iter_items(rs, at, v, &items);
     if (rc) {
         return rc;
     }
     size_t n = json_object_array_length(items);
     if (strcmp(name, "list") == 0) {
-        if (is_tuple(items)) {
+        if (jinja__is_tuple(items)) {
             struct json_object *copy = json_object_new_array();
             for (size_t i = 0; copy && !rc && i < n; i++) {
                 struct json_object *e = json_object_array_get_idx(items, i);
                 if (json_object_array_add(copy, e ? json_object_get(e) : NULL) != 0) {
                     json_object_put(e);
-                    rc = room(rs);
+                    rc = jinja__oom(rs);
                 }
             }
             json_object_put(items);
             if (!copy || rc) {
                 json_object_put(copy);
-                return rc ? rc : room(rs);
+                return rc ? rc : jinja__oom(rs);
             }
             items = copy;
         }
@@ -2752,24 +2563,24 @@ static int apply_filter(struct rs *rs, struct frame *f, const struct jnode *at, 
             buf_init(&b, rs->lim.max_output);
             for (size_t i = n; !rc && i > 0; i--) {
                 struct json_object *c = json_object_array_get_idx(items, i - 1);
-                rc = buf_add(rs, at, &b, json_object_get_string(c),
-                             (size_t)json_object_get_string_len(c));
+                rc = jinja__buf_add(rs, at, &b, json_object_get_string(c),
+                                    (size_t)json_object_get_string_len(c));
             }
             if (rc) {
                 buf_free(&b);
             } else {
-                rc = new_buf_str(rs, at, &b, out);
+                rc = jinja__new_buf_str(rs, at, &b, out);
             }
         } else {
             struct json_object *arr = json_object_new_array();
             if (!arr) {
-                rc = room(rs);
+                rc = jinja__oom(rs);
             }
             for (size_t i = n; !rc && i > 0; i--) {
                 struct json_object *e = json_object_array_get_idx(items, i - 1);
                 if (json_object_array_add(arr, e ? json_object_get(e) : NULL) != 0) {
                     json_object_put(e);
-                    rc = room(rs);
+                    rc = jinja__oom(rs);
                 }
             }
             if (rc) {
@@ -2781,39 +2592,39 @@ static int apply_filter(struct rs *rs, struct frame *f, const struct jnode *at, 
     } else if (strcmp(name, "join") == 0) {
         const char *sep = "";
         size_t sn = 0;
-        const struct jv *sv = arg_get(a, 0, "d"), *av = arg_get(a, 1, "attribute");
+        const struct jv *sv = jinja__arg(a, 0, "d"), *av = jinja__arg(a, 1, "attribute");
         const char *attr = NULL;
         size_t an;
         if (sv) {
-            rc = want_str(rs, at, sv, "join separator", &sep, &sn);
+            rc = jinja__want_str(rs, at, sv, "join separator", &sep, &sn);
         }
         if (!rc && av) {
-            rc = want_str(rs, at, av, "join attribute", &attr, &an);
+            rc = jinja__want_str(rs, at, av, "join attribute", &attr, &an);
         }
         if (!rc) {
             rc = join_values(rs, at, items, sep, sn, attr, out);
         }
     } else if (strcmp(name, "sort") == 0) {
-        const struct jv *rv = arg_get(a, 0, "reverse"), *av = arg_get(a, 2, "attribute");
+        const struct jv *rv = jinja__arg(a, 0, "reverse"), *av = jinja__arg(a, 2, "attribute");
         const char *attr = NULL;
         size_t an;
         if (av) {
-            rc = want_str(rs, at, av, "sort attribute", &attr, &an);
+            rc = jinja__want_str(rs, at, av, "sort attribute", &attr, &an);
         }
         if (!rc) {
             rc = sort_list(rs, at, items, attr, rv && jv_truthy(rv), out);
         }
     } else if (strcmp(name, "unique") == 0) {
         struct json_object *arr = json_object_new_array();
-        rc = arr ? count_iterations(rs, at, n * n / 16 + n) : room(rs);
+        rc = arr ? jinja__count_iterations(rs, at, n * n / 16 + n) : jinja__oom(rs);
         for (size_t i = 0; !rc && i < n; i++) {
             struct jv e = jv_own(json_object_array_get_idx(items, i));
             bool seen = false;
             struct jv have = jv_own(arr);
-            rc = contains(rs, at, &e, &have, &seen);
+            rc = jinja__contains(rs, at, &e, &have, &seen);
             if (!rc && !seen && json_object_array_add(arr, e.j ? json_object_get(e.j) : NULL)) {
                 json_object_put(e.j);
-                rc = room(rs);
+                rc = jinja__oom(rs);
             }
         }
         if (rc) {
@@ -2832,7 +2643,7 @@ static int apply_filter(struct rs *rs, struct frame *f, const struct jnode *at, 
             }
             struct jv ve = jv_own(e), vb = jv_own(best);
             int c = 0;
-            rc = jv_order(rs, at, &ve, &vb, &c);
+            rc = jinja__order(rs, at, &ve, &vb, &c);
             if (!rc && (name[1] == 'i' ? c < 0 : c > 0)) {
                 best = e;
             }
@@ -2842,19 +2653,19 @@ static int apply_filter(struct rs *rs, struct frame *f, const struct jnode *at, 
         }
     } else if (strcmp(name, "sum") == 0) {
         struct jv acc = {0};
-        const struct jv *start = arg_get(a, 1, "start");
-        rc = start ? (acc = jv_copy(start), 0) : new_int(rs, 0, &acc);
-        const struct jv *av = arg_get(a, 0, "attribute");
+        const struct jv *start = jinja__arg(a, 1, "start");
+        rc = start ? (acc = jv_copy(start), 0) : jinja__new_int(rs, 0, &acc);
+        const struct jv *av = jinja__arg(a, 0, "attribute");
         const char *attr = NULL;
         size_t an;
         if (!rc && av) {
-            rc = want_str(rs, at, av, "sum attribute", &attr, &an);
+            rc = jinja__want_str(rs, at, av, "sum attribute", &attr, &an);
         }
         for (size_t i = 0; !rc && i < n; i++) {
             struct jv e = jv_own(json_object_array_get_idx(items, i)), m = {0}, r = {0};
-            rc = attr ? get_member(rs, at, &e, attr, &m) : (m = jv_copy(&e), 0);
+            rc = attr ? jinja__get_member(rs, at, &e, attr, &m) : (m = jv_copy(&e), 0);
             if (!rc) {
-                rc = arith(rs, at, "+", &acc, &m, &r);
+                rc = jinja__arith(rs, at, "+", &acc, &m, &r);
             }
             jv_put(&m);
             if (!rc) {
@@ -2874,7 +2685,7 @@ static int apply_filter(struct rs *rs, struct frame *f, const struct jnode *at, 
     } else if (strcmp(name, "indent") == 0) {
         rc = filter_indent(rs, at, v, a, out);
     } else {
-        rc = rfail(rs, at, -EINVAL, "unknown filter '%s'", name);
+        rc = jinja__fail(rs, at, -EINVAL, "unknown filter '%s'", name);
     }
     json_object_put(items);
     return rc;
@@ -2886,18 +2697,18 @@ static int call_macro(struct rs *rs, const struct jnode *at, const struct jnode 
                       const struct args *a, struct jv *out)
 {
     if (rs->depth >= rs->lim.max_depth) {
-        return rfail(rs, at, -E2BIG, "macro calls nested deeper than %d", rs->lim.max_depth);
+        return jinja__fail(rs, at, -E2BIG, "macro calls nested deeper than %d", rs->lim.max_depth);
     }
     if ((size_t)a->n_pos > macro->n_items) {
-        return rfail(rs, at, -EINVAL, "macro '%s' takes %zu arguments, got %d", macro->str,
-                     macro->n_items, a->n_pos);
+        return jinja__fail(rs, at, -EINVAL, "macro '%s' takes %zu arguments, got %d", macro->str,
+                           macro->n_items, a->n_pos);
     }
     struct frame mf = {.vars = NULL, .parent = rs->root};
     int rc = 0;
     for (size_t i = 0; !rc && i < macro->n_items; i++) {
         const struct jnode *param = macro->items[i];
         const char *pname = param->str;
-        const struct jv *given = arg_get(a, (int)i, pname);
+        const struct jv *given = jinja__arg(a, (int)i, pname);
         struct jv val = {0};
         if (given) {
             val = jv_copy(given);
@@ -2924,7 +2735,7 @@ static int call_macro(struct rs *rs, const struct jnode *at, const struct jnode 
         buf_free(&b);
         return rc;
     }
-    return new_buf_str(rs, at, &b, out);
+    return jinja__new_buf_str(rs, at, &b, out);
 }
 
 static int call_global(struct rs *rs, const struct jnode *at, const char *name,
@@ -2933,8 +2744,8 @@ static int call_global(struct rs *rs, const struct jnode *at, const char *name,
     *handled = true;
     if (strcmp(name, "raise_exception") == 0) {
         struct jv msg = {0};
-        const struct jv *m = arg_get(a, 0, NULL);
-        int rc = m ? to_str(rs, at, m, &msg) : new_str(rs, at, "", 0, &msg);
+        const struct jv *m = jinja__arg(a, 0, NULL);
+        int rc = m ? jinja__to_str(rs, at, m, &msg) : jinja__new_str(rs, at, "", 0, &msg);
         if (rc) {
             return rc;
         }
@@ -2948,20 +2759,20 @@ static int call_global(struct rs *rs, const struct jnode *at, const char *name,
         int64_t start = 0, stop = 0, step = 1;
         int rc = 0;
         if (a->n_pos == 1) {
-            rc = want_int(rs, at, &a->pos[0], "range argument", &stop);
+            rc = jinja__want_int(rs, at, &a->pos[0], "range argument", &stop);
         } else if (a->n_pos == 2 || a->n_pos == 3) {
-            rc = want_int(rs, at, &a->pos[0], "range argument", &start);
+            rc = jinja__want_int(rs, at, &a->pos[0], "range argument", &start);
             if (!rc) {
-                rc = want_int(rs, at, &a->pos[1], "range argument", &stop);
+                rc = jinja__want_int(rs, at, &a->pos[1], "range argument", &stop);
             }
             if (!rc && a->n_pos == 3) {
-                rc = want_int(rs, at, &a->pos[2], "range argument", &step);
+                rc = jinja__want_int(rs, at, &a->pos[2], "range argument", &step);
             }
         } else {
-            rc = rfail(rs, at, -EINVAL, "range takes 1 to 3 arguments");
+            rc = jinja__fail(rs, at, -EINVAL, "range takes 1 to 3 arguments");
         }
         if (!rc && step == 0) {
-            rc = rfail(rs, at, -EINVAL, "range step cannot be zero");
+            rc = jinja__fail(rs, at, -EINVAL, "range step cannot be zero");
         }
         if (rc) {
             return rc;
@@ -2970,16 +2781,16 @@ static int call_global(struct rs *rs, const struct jnode *at, const char *name,
         if (count < 0) {
             count = 0;
         }
-        rc = count_iterations(rs, at, (uint64_t)count);
+        rc = jinja__count_iterations(rs, at, (uint64_t)count);
         struct json_object *arr = rc ? NULL : json_object_new_array();
         if (!rc && !arr) {
-            rc = room(rs);
+            rc = jinja__oom(rs);
         }
         for (int64_t i = 0; !rc && i < (int64_t)count; i++) {
             struct json_object *e = json_object_new_int64(start + i * step);
             if (!e || json_object_array_add(arr, e) != 0) {
                 json_object_put(e);
-                rc = room(rs);
+                rc = jinja__oom(rs);
             }
         }
         if (rc) {
@@ -2992,18 +2803,19 @@ static int call_global(struct rs *rs, const struct jnode *at, const char *name,
     if (strcmp(name, "namespace") == 0 || strcmp(name, "dict") == 0) {
         struct json_object *obj = json_object_new_object();
         if (!obj) {
-            return room(rs);
+            return jinja__oom(rs);
         }
         int rc = 0;
         for (int i = 0; !rc && i < a->n_pos; i++) {
-            if (vt(&a->pos[i]) != VT_DICT && vt(&a->pos[i]) != VT_NS) {
-                rc = rfail(rs, at, -EINVAL, "%s() positional argument must be a mapping", name);
+            if (jv_type(&a->pos[i]) != VT_DICT && jv_type(&a->pos[i]) != VT_NS) {
+                rc = jinja__fail(rs, at, -EINVAL, "%s() positional argument must be a mapping",
+                                 name);
                 break;
             }
             json_object_object_foreach(a->pos[i].j, key, val)
             {
                 if (json_object_object_add(obj, key, val ? json_object_get(val) : NULL) != 0) {
-                    rc = room(rs);
+                    rc = jinja__oom(rs);
                     break;
                 }
             }
@@ -3012,7 +2824,7 @@ static int call_global(struct rs *rs, const struct jnode *at, const char *name,
             struct json_object *j = jv_to_json(&a->kw[i]);
             if (json_object_object_add(obj, a->kw_name[i], j) != 0) {
                 json_object_put(j);
-                rc = room(rs);
+                rc = jinja__oom(rs);
             }
         }
         if (rc) {
@@ -3028,7 +2840,7 @@ static int call_global(struct rs *rs, const struct jnode *at, const char *name,
     if (strcmp(name, "strftime_now") == 0) {
         const char *fmt;
         size_t fn;
-        int rc = want_str(rs, at, arg_get(a, 0, NULL), "strftime_now format", &fmt, &fn);
+        int rc = jinja__want_str(rs, at, jinja__arg(a, 0, NULL), "strftime_now format", &fmt, &fn);
         if (rc) {
             return rc;
         }
@@ -3039,17 +2851,17 @@ static int call_global(struct rs *rs, const struct jnode *at, const char *name,
             json_object_get_type(pin) == json_type_int) {
             now = (time_t)json_object_get_int64(pin);
             if (!gmtime_r(&now, &tm)) {
-                return rfail(rs, at, -EINVAL, "%s out of range", JINJA_NOW_VAR);
+                return jinja__fail(rs, at, -EINVAL, "%s out of range", JINJA_NOW_VAR);
             }
         } else {
             now = time(NULL);
             if (!localtime_r(&now, &tm)) {
-                return rfail(rs, at, -EINVAL, "strftime_now: no local time");
+                return jinja__fail(rs, at, -EINVAL, "strftime_now: no local time");
             }
         }
         char tb[256];
         size_t n = fn > 0 && fn < 128 ? strftime(tb, sizeof(tb), fmt, &tm) : 0;
-        return new_str(rs, at, tb, n, out);
+        return jinja__new_str(rs, at, tb, n, out);
     }
     *handled = false;
     return 0;
@@ -3088,9 +2900,9 @@ static int eval_call(struct rs *rs, struct frame *f, const struct jnode *n, stru
             rc = call_global(rs, n, fn.name, &a, out, &handled);
             TANDEM_ASSERT(handled);
         } else if (fn.kind == JV_UNDEF && fn.name) {
-            rc = rfail(rs, callee, -EINVAL, "'%s' is undefined", fn.name);
+            rc = jinja__fail(rs, callee, -EINVAL, "'%s' is undefined", fn.name);
         } else {
-            rc = rfail(rs, n, -EINVAL, "%s is not callable", vt_name(&fn));
+            rc = jinja__fail(rs, n, -EINVAL, "%s is not callable", jv_type_name(&fn));
         }
     }
     jv_put(&fn);
@@ -3105,16 +2917,16 @@ static int eval_container(struct rs *rs, struct frame *f, const struct jnode *n,
     bool dict = n->kind == JN_DICT;
     struct json_object *c = dict ? json_object_new_object() : json_object_new_array();
     if (!c) {
-        return room(rs);
+        return jinja__oom(rs);
     }
     int rc = 0;
     for (size_t i = 0; !rc && i < n->n_items; i += dict ? 2 : 1) {
         struct jv k = {0}, v = {0};
         if (dict) {
             rc = eval(rs, f, n->items[i], &k);
-            if (!rc && vt(&k) != VT_STR) {
-                rc = rfail(rs, n->items[i], -EINVAL, "dict keys must be strings, got %s",
-                           vt_name(&k));
+            if (!rc && jv_type(&k) != VT_STR) {
+                rc = jinja__fail(rs, n->items[i], -EINVAL, "dict keys must be strings, got %s",
+                                 jv_type_name(&k));
             }
         }
         if (!rc) {
@@ -3126,7 +2938,7 @@ static int eval_container(struct rs *rs, struct frame *f, const struct jnode *n,
                            : json_object_array_add(c, j);
             if (add != 0) {
                 json_object_put(j);
-                rc = room(rs);
+                rc = jinja__oom(rs);
             }
         }
         jv_put(&k);
@@ -3137,7 +2949,7 @@ static int eval_container(struct rs *rs, struct frame *f, const struct jnode *n,
         return rc;
     }
     if (n->kind == JN_TUPLE) {
-        mark_tuple(c);
+        jinja__mark_tuple(c);
     }
     *out = jv_own(c);
     return 0;
@@ -3153,13 +2965,13 @@ static int eval_inner(struct rs *rs, struct frame *f, const struct jnode *n, str
             *out = jv_ref(NULL);
             return 0;
         }
-        return new_bool(rs, n->ival == 1, out);
+        return jinja__new_bool(rs, n->ival == 1, out);
     case JN_INT:
-        return new_int(rs, n->ival, out);
+        return jinja__new_int(rs, n->ival, out);
     case JN_FLOAT:
-        return new_float(rs, n->fval, out);
+        return jinja__new_float(rs, n->fval, out);
     case JN_STR:
-        return new_str(rs, n, n->str, n->len, out);
+        return jinja__new_str(rs, n, n->str, n->len, out);
     case JN_NAME:
         *out = lookup(rs, f, n->str, n);
         return 0;
@@ -3170,7 +2982,7 @@ static int eval_inner(struct rs *rs, struct frame *f, const struct jnode *n, str
     case JN_ATTR:
         rc = eval(rs, f, n->a, &a);
         if (!rc) {
-            rc = get_member(rs, n, &a, n->str, out);
+            rc = jinja__get_member(rs, n, &a, n->str, out);
         }
         jv_put(&a);
         return rc;
@@ -3214,23 +3026,24 @@ static int eval_inner(struct rs *rs, struct frame *f, const struct jnode *n, str
             }
         }
         jv_put(&a);
-        return rc ? rc : new_bool(rs, r != (n->ival != 0), out);
+        return rc ? rc : jinja__new_bool(rs, r != (n->ival != 0), out);
     }
     case JN_UNARY:
         rc = eval(rs, f, n->a, &a);
         if (!rc && n->str[0] == 'n') {
-            rc = new_bool(rs, !jv_truthy(&a), out);
+            rc = jinja__new_bool(rs, !jv_truthy(&a), out);
         } else if (!rc) {
             if (!jv_is_num(&a)) {
-                rc =
-                    rfail(rs, n, -EINVAL, "bad operand type for unary %s: %s", n->str, vt_name(&a));
+                rc = jinja__fail(rs, n, -EINVAL, "bad operand type for unary %s: %s", n->str,
+                                 jv_type_name(&a));
             } else if (n->str[0] == '+') {
-                rc = jv_is_int(&a) ? new_int(rs, jv_int(&a), out) : new_float(rs, jv_num(&a), out);
+                rc = jv_is_int(&a) ? jinja__new_int(rs, jv_int(&a), out)
+                                   : jinja__new_float(rs, jv_num(&a), out);
             } else if (jv_is_int(&a)) {
-                rc = jv_int(&a) == INT64_MIN ? rfail(rs, n, -EINVAL, "integer overflow")
-                                             : new_int(rs, -jv_int(&a), out);
+                rc = jv_int(&a) == INT64_MIN ? jinja__fail(rs, n, -EINVAL, "integer overflow")
+                                             : jinja__new_int(rs, -jv_int(&a), out);
             } else {
-                rc = new_float(rs, -jv_num(&a), out);
+                rc = jinja__new_float(rs, -jv_num(&a), out);
             }
         }
         jv_put(&a);
@@ -3253,17 +3066,17 @@ static int eval_inner(struct rs *rs, struct frame *f, const struct jnode *n, str
         if (!rc && n->str[0] == '~') {
             struct buf sb;
             buf_init(&sb, rs->lim.max_output);
-            rc = append_str(rs, n, &a, &sb);
+            rc = jinja__append_str(rs, n, &a, &sb);
             if (!rc) {
-                rc = append_str(rs, n, &b, &sb);
+                rc = jinja__append_str(rs, n, &b, &sb);
             }
             if (rc) {
                 buf_free(&sb);
             } else {
-                rc = new_buf_str(rs, n, &sb, out);
+                rc = jinja__new_buf_str(rs, n, &sb, out);
             }
         } else if (!rc) {
-            rc = arith(rs, n, n->str, &a, &b, out);
+            rc = jinja__arith(rs, n, n->str, &a, &b, out);
         }
         jv_put(&a);
         jv_put(&b);
@@ -3275,14 +3088,14 @@ static int eval_inner(struct rs *rs, struct frame *f, const struct jnode *n, str
             const struct jnode *op = n->items[i];
             rc = eval(rs, f, op->a, &b);
             if (!rc) {
-                rc = compare_op(rs, op, op->str, &a, &b, &r);
+                rc = jinja__compare(rs, op, op->str, &a, &b, &r);
             }
             jv_put(&a);
             a = b;
             b = (struct jv){0};
         }
         jv_put(&a);
-        return rc ? rc : new_bool(rs, r, out);
+        return rc ? rc : jinja__new_bool(rs, r, out);
     }
     case JN_COND:
         rc = eval(rs, f, n->b, &a);
@@ -3302,7 +3115,7 @@ static int eval_inner(struct rs *rs, struct frame *f, const struct jnode *n, str
             return 0;
         }
     default:
-        return rfail(rs, n, -EINVAL, "not an expression");
+        return jinja__fail(rs, n, -EINVAL, "not an expression");
     }
 }
 
@@ -3312,10 +3125,10 @@ static int eval(struct rs *rs, struct frame *f, const struct jnode *n, struct jv
      * so their depth is bounded here, across macro calls too, to keep the C stack bounded. */
     *out = (struct jv){0};
     if (rs->eval_depth >= JINJA_MAX_EVAL_DEPTH) {
-        return rfail(rs, n, -E2BIG,
-                     "template nested deeper than %d (blocks, expressions and "
-                     "macro calls)",
-                     JINJA_MAX_EVAL_DEPTH);
+        return jinja__fail(rs, n, -E2BIG,
+                           "template nested deeper than %d (blocks, expressions and "
+                           "macro calls)",
+                           JINJA_MAX_EVAL_DEPTH);
     }
     rs->eval_depth++;
     int rc = eval_inner(rs, f, n, out);
@@ -3335,13 +3148,13 @@ static int assign(struct rs *rs, struct frame *f, const struct jnode *target, st
         struct jv ns = lookup(rs, f, target->a->str, target->a);
         int rc = 0;
         if (ns.kind != JV_NS) {
-            rc = rfail(rs, target, -EINVAL, "cannot assign attribute on %s (only namespace())",
-                       vt_name(&ns));
+            rc = jinja__fail(rs, target, -EINVAL,
+                             "cannot assign attribute on %s (only namespace())", jv_type_name(&ns));
         } else {
             struct json_object *j = jv_to_json(&v);
             if (json_object_object_add(ns.j, target->str, j) != 0) {
                 json_object_put(j);
-                rc = room(rs);
+                rc = jinja__oom(rs);
             }
         }
         jv_put(&ns);
@@ -3350,9 +3163,9 @@ static int assign(struct rs *rs, struct frame *f, const struct jnode *target, st
     }
     /* tuple unpacking */
     int rc = 0;
-    if (vt(&v) != VT_LIST || json_object_array_length(v.j) != target->n_items) {
-        rc = rfail(rs, target, -EINVAL, "cannot unpack %s into %zu names", vt_name(&v),
-                   target->n_items);
+    if (jv_type(&v) != VT_LIST || json_object_array_length(v.j) != target->n_items) {
+        rc = jinja__fail(rs, target, -EINVAL, "cannot unpack %s into %zu names", jv_type_name(&v),
+                         target->n_items);
     }
     for (size_t i = 0; !rc && i < target->n_items; i++) {
         rc = frame_set(rs, f, target->items[i]->str, jv_ref(json_object_array_get_idx(v.j, i)));
@@ -3366,7 +3179,7 @@ static int set_loop_var(struct rs *rs, struct frame *f, struct json_object *item
 {
     struct json_object *loop = json_object_new_object();
     if (!loop) {
-        return room(rs);
+        return jinja__oom(rs);
     }
     struct json_object *prev = i > 0 ? json_object_array_get_idx(items, i - 1) : NULL;
     struct json_object *next = i + 1 < n ? json_object_array_get_idx(items, i + 1) : NULL;
@@ -3381,7 +3194,7 @@ static int set_loop_var(struct rs *rs, struct frame *f, struct json_object *item
         (i + 1 < n &&
          json_object_object_add(loop, "nextitem", next ? json_object_get(next) : NULL))) {
         json_object_put(loop);
-        return room(rs);
+        return jinja__oom(rs);
     }
     return frame_set(rs, f, "loop", jv_own(loop));
 }
@@ -3394,20 +3207,20 @@ static int exec_for(struct rs *rs, struct frame *f, const struct jnode *n, struc
         return rc;
     }
     struct json_object *items = NULL;
-    rc = iter_items(rs, n->b, &it, &items);
+    rc = jinja__iter_items(rs, n->b, &it, &items);
     jv_put(&it);
     if (rc) {
         return rc;
     }
     if (n->e) { /* {% for x in y if cond %}: filter first, so loop.length counts kept items */
         struct json_object *kept = json_object_new_array();
-        rc = kept ? 0 : room(rs);
+        rc = kept ? 0 : jinja__oom(rs);
         size_t total = json_object_array_length(items);
         for (size_t i = 0; !rc && i < total; i++) {
             struct frame ff = {.vars = NULL, .parent = f};
             struct json_object *e = json_object_array_get_idx(items, i);
             struct jv cond = {0};
-            rc = count_iterations(rs, n, 1);
+            rc = jinja__count_iterations(rs, n, 1);
             if (!rc) {
                 rc = assign(rs, &ff, n->a, jv_ref(e));
             }
@@ -3417,7 +3230,7 @@ static int exec_for(struct rs *rs, struct frame *f, const struct jnode *n, struc
             if (!rc && jv_truthy(&cond) &&
                 json_object_array_add(kept, e ? json_object_get(e) : NULL) != 0) {
                 json_object_put(e);
-                rc = room(rs);
+                rc = jinja__oom(rs);
             }
             jv_put(&cond);
             frame_clear(&ff);
@@ -3432,7 +3245,7 @@ static int exec_for(struct rs *rs, struct frame *f, const struct jnode *n, struc
     size_t count = json_object_array_length(items);
     for (size_t i = 0; !rc && i < count; i++) {
         struct frame lf = {.vars = NULL, .parent = f};
-        rc = count_iterations(rs, n, 1);
+        rc = jinja__count_iterations(rs, n, 1);
         if (!rc) {
             rc = set_loop_var(rs, &lf, items, i, count);
         }
@@ -3464,11 +3277,11 @@ static int exec_stmt(struct rs *rs, struct frame *f, const struct jnode *n, stru
     struct jv v = {0};
     switch (n->kind) {
     case JN_TEXT:
-        return buf_add(rs, n, out, n->str, n->len);
+        return jinja__buf_add(rs, n, out, n->str, n->len);
     case JN_OUTPUT:
         rc = eval(rs, f, n->a, &v);
         if (!rc) {
-            rc = append_str(rs, n, &v, out);
+            rc = jinja__append_str(rs, n, &v, out);
         }
         jv_put(&v);
         return rc;
@@ -3498,7 +3311,7 @@ static int exec_stmt(struct rs *rs, struct frame *f, const struct jnode *n, stru
         buf_init(&b, rs->lim.max_output);
         rc = exec_body(rs, f, n->c, &b);
         if (!rc) {
-            rc = new_buf_str(rs, n, &b, &v);
+            rc = jinja__new_buf_str(rs, n, &b, &v);
         } else {
             buf_free(&b);
         }
@@ -3517,17 +3330,17 @@ static int exec_stmt(struct rs *rs, struct frame *f, const struct jnode *n, stru
     case JN_BODY:
         return exec_body(rs, f, n, out);
     default:
-        return rfail(rs, n, -EINVAL, "not a statement");
+        return jinja__fail(rs, n, -EINVAL, "not a statement");
     }
 }
 
 static int exec_body(struct rs *rs, struct frame *f, const struct jnode *body, struct buf *out)
 {
     if (rs->eval_depth >= JINJA_MAX_EVAL_DEPTH) {
-        return rfail(rs, body, -E2BIG,
-                     "template nested deeper than %d (blocks, expressions and "
-                     "macro calls)",
-                     JINJA_MAX_EVAL_DEPTH);
+        return jinja__fail(rs, body, -E2BIG,
+                           "template nested deeper than %d (blocks, expressions and "
+                           "macro calls)",
+                           JINJA_MAX_EVAL_DEPTH);
     }
     rs->eval_depth++;
     int rc = 0;
@@ -3604,7 +3417,7 @@ int jinja_render_ex(const jinja_template *t, struct json_object *ctx,
         .errlen = errlen,
     };
     if (ctx && !rs.ctx) {
-        return rfail(&rs, NULL, -EINVAL, "render context must be a JSON object");
+        return jinja__fail(&rs, NULL, -EINVAL, "render context must be a JSON object");
     }
     struct buf b;
     buf_init(&b, rs.lim.max_output);
@@ -3616,7 +3429,7 @@ int jinja_render_ex(const jinja_template *t, struct json_object *ctx,
     }
     *out = buf_detach(&b, out_len);
     if (!*out) {
-        return room(&rs);
+        return jinja__oom(&rs);
     }
     return 0;
 }

@@ -1,9 +1,13 @@
 /*
  * Module-internal interface of the Jinja interpreter: the syntax tree jinja_parse.c builds and
- * jinja_eval.c walks. Nothing here is part of the public API (see jinja.h).
+ * jinja_eval.c walks, and the render-time values and helpers the evaluator shares with the
+ * filters and methods. Nothing here is part of the public API (see jinja.h).
  *
  * Ownership: every node and string of a template lives in the template's arena and is freed with
  * it; nodes hold no json-c references (literals are materialised when evaluated).
+ *
+ * Names: jv_* are the inline accessors of struct jv below; jinja__* are functions defined in one
+ * file of the module and used from another.
  */
 #ifndef TANDEM_ENGINE_TEMPLATE_JINJA_INTERNAL_H
 #define TANDEM_ENGINE_TEMPLATE_JINJA_INTERNAL_H
@@ -12,8 +16,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <json-c/json.h>
+
 #include "engine/template/jinja.h"
 #include "lib/arena.h"
+#include "lib/buf.h"
+#include "lib/common.h"
 
 enum jnode_kind {
     /* statements */
@@ -70,5 +78,304 @@ struct jinja_template {
 /* Parses the source into t->root (allocating from t->arena). 0, or -EINVAL / -ENOMEM / -E2BIG
  * with a "line L column C: ..." message in err. */
 int jinja__parse(struct jinja_template *t, const char *src, size_t len, char *err, size_t errlen);
+
+/* ---- render-time values ------------------------------------------------------------------- */
+
+enum jv_kind { JV_UNDEF, JV_VAL, JV_NS, JV_MACRO, JV_FUNC };
+
+/* A value while rendering: a json-c object (one owned reference; NULL is none) or one of the
+ * kinds json cannot hold. Owners release it with jv_put; a borrowed view (jv_own of a reference
+ * someone else holds) must not be put. */
+struct jv {
+    enum jv_kind kind;
+    struct json_object *j;    /* owned reference (JV_VAL: NULL is none; JV_NS: the object) */
+    const struct jnode *node; /* JV_MACRO: the macro; JV_UNDEF: where it came from (or NULL) */
+    const char *name; /* JV_UNDEF: the missing name, for messages (or NULL); JV_FUNC: the global */
+};
+
+/* The Jinja-level type of a value, as tests and messages see it. */
+enum vtype {
+    VT_UNDEF,
+    VT_NONE,
+    VT_BOOL,
+    VT_INT,
+    VT_FLOAT,
+    VT_STR,
+    VT_LIST,
+    VT_DICT,
+    VT_NS,
+    VT_MACRO
+};
+
+struct frame; /* a scope of variables (jinja_eval.c) */
+
+/* The state of one render. */
+struct rs {
+    struct json_object *ctx; /* the render context (borrowed), or NULL */
+    struct jinja_limits lim;
+    uint64_t iterations; /* counted against lim.max_iterations */
+    int depth;           /* nesting of macro calls, bounded by lim.max_depth */
+    int loop_ctl;        /* 1 after {% break %}, 2 after {% continue %} */
+    int eval_depth; /* nesting of eval() and exec_body() calls, bounded by JINJA_MAX_EVAL_DEPTH */
+    struct frame *root;
+    char *err; /* the caller's error buffer (may be NULL) */
+    size_t errlen;
+};
+
+/* Most positional, and most keyword, arguments of one call, filter or test. */
+#define JINJA_MAX_ARGS 8
+
+/* The evaluated arguments of a call, filter or test (owned; released by the evaluator). */
+struct args {
+    struct jv pos[JINJA_MAX_ARGS];
+    int n_pos;
+    const char *kw_name[JINJA_MAX_ARGS];
+    struct jv kw[JINJA_MAX_ARGS];
+    int n_kw;
+};
+
+/* Undefined: name is the missing variable (or NULL), at where it came from (or NULL). */
+static inline struct jv jv_undef(const char *name, const struct jnode *at)
+{
+    struct jv v = {.kind = JV_UNDEF, .name = name, .node = at};
+    return v;
+}
+
+/* Takes ownership of j. */
+static inline struct jv jv_own(struct json_object *j)
+{
+    struct jv v = {.kind = JV_VAL, .j = j};
+    return v;
+}
+
+/* Takes a new reference to j. */
+static inline struct jv jv_ref(struct json_object *j)
+{
+    return jv_own(j ? json_object_get(j) : NULL);
+}
+
+/* Drops v's reference; v becomes undefined. */
+static inline void jv_put(struct jv *v)
+{
+    if (v->j) {
+        json_object_put(v->j);
+    }
+    v->j = NULL;
+    v->kind = JV_UNDEF;
+}
+
+/* Another owned reference to the same value. */
+static inline struct jv jv_copy(const struct jv *v)
+{
+    struct jv c = *v;
+    if (c.j) {
+        json_object_get(c.j);
+    }
+    return c;
+}
+
+/* The Jinja type of v. */
+static inline enum vtype jv_type(const struct jv *v)
+{
+    switch (v->kind) {
+    case JV_UNDEF:
+        return VT_UNDEF;
+    case JV_NS:
+        return VT_NS;
+    case JV_MACRO:
+    case JV_FUNC:
+        return VT_MACRO;
+    case JV_VAL:
+        break;
+    }
+    if (!v->j) {
+        return VT_NONE;
+    }
+    switch (json_object_get_type(v->j)) {
+    case json_type_null:
+        return VT_NONE;
+    case json_type_boolean:
+        return VT_BOOL;
+    case json_type_int:
+        return VT_INT;
+    case json_type_double:
+        return VT_FLOAT;
+    case json_type_string:
+        return VT_STR;
+    case json_type_array:
+        return VT_LIST;
+    case json_type_object:
+        return VT_DICT;
+    }
+    return VT_NONE;
+}
+
+/* The type's name for messages ("integer", "list", ...). */
+static inline const char *jv_type_name(const struct jv *v)
+{
+    static const char *const names[] = {"undefined", "none", "boolean", "integer",   "float",
+                                        "string",    "list", "dict",    "namespace", "callable"};
+    return names[jv_type(v)];
+}
+
+/* Numbers are integers, floats and booleans (as Python's bool is an int). */
+static inline bool jv_is_num(const struct jv *v)
+{
+    enum vtype t = jv_type(v);
+    return t == VT_INT || t == VT_FLOAT || t == VT_BOOL;
+}
+
+static inline bool jv_is_int(const struct jv *v)
+{
+    enum vtype t = jv_type(v);
+    return t == VT_INT || t == VT_BOOL;
+}
+
+/* The value of a jv_is_int / jv_is_num value; jv_str needs a string. */
+static inline int64_t jv_int(const struct jv *v)
+{
+    return jv_type(v) == VT_BOOL ? (int64_t)json_object_get_boolean(v->j)
+                                 : json_object_get_int64(v->j);
+}
+
+static inline double jv_num(const struct jv *v)
+{
+    return jv_type(v) == VT_FLOAT ? json_object_get_double(v->j) : (double)jv_int(v);
+}
+
+static inline const char *jv_str(const struct jv *v, size_t *len)
+{
+    *len = (size_t)json_object_get_string_len(v->j);
+    return json_object_get_string(v->j);
+}
+
+/* Python truthiness. */
+static inline bool jv_truthy(const struct jv *v)
+{
+    switch (jv_type(v)) {
+    case VT_UNDEF:
+    case VT_NONE:
+        return false;
+    case VT_BOOL:
+        return json_object_get_boolean(v->j);
+    case VT_INT:
+        return json_object_get_int64(v->j) != 0;
+    case VT_FLOAT:
+        return json_object_get_double(v->j) != 0.0;
+    case VT_STR:
+        return json_object_get_string_len(v->j) > 0;
+    case VT_LIST:
+        return json_object_array_length(v->j) > 0;
+    case VT_DICT:
+        return json_object_object_length(v->j) > 0;
+    case VT_NS:
+    case VT_MACRO:
+        return true;
+    }
+    return false;
+}
+
+/* A plain json value to store in a container: namespaces are copied (no cycles), the rest of
+ * the non-json kinds become none. Returns a new reference (NULL is none). */
+static inline struct json_object *jv_to_json(const struct jv *v)
+{
+    if (v->kind == JV_VAL) {
+        return v->j ? json_object_get(v->j) : NULL;
+    }
+    if (v->kind == JV_NS) {
+        struct json_object *copy = NULL;
+        if (json_object_deep_copy(v->j, &copy, NULL) != 0) {
+            return NULL;
+        }
+        return copy;
+    }
+    return NULL;
+}
+
+/* ---- shared helpers (jinja_eval.c) ---------------------------------------------------------- */
+
+/* Writes "line L column C: message" (at NULL: the message alone) into the caller's buffer. */
+void jinja__fail_msg(struct rs *rs, const struct jnode *at, const char *fmt, ...)
+    TANDEM_PRINTF(3, 4);
+
+/* Records the message and evaluates to rc (a macro, so the value is visible at the call). */
+#define jinja__fail(rs, at, rc, ...) (jinja__fail_msg((rs), (at), __VA_ARGS__), (rc))
+
+/* "out of memory" into the caller's buffer; returns -ENOMEM. */
+int jinja__oom(struct rs *rs);
+
+/* Tuples are json arrays with a mark: they print as (a, b). */
+void jinja__mark_tuple(struct json_object *arr);
+bool jinja__is_tuple(struct json_object *arr);
+
+/* New values into *out: 0, -ENOMEM, or -E2BIG for a string over the output limit.
+ * jinja__new_buf_str takes b's bytes and frees b either way. */
+int jinja__new_str(struct rs *rs, const struct jnode *at, const char *s, size_t len,
+                   struct jv *out);
+int jinja__new_buf_str(struct rs *rs, const struct jnode *at, struct buf *b, struct jv *out);
+int jinja__new_int(struct rs *rs, int64_t i, struct jv *out);
+int jinja__new_float(struct rs *rs, double d, struct jv *out);
+int jinja__new_bool(struct rs *rs, bool b, struct jv *out);
+
+/* Appends to b (capped at the output limit): 0, -E2BIG or -ENOMEM with the message set. */
+int jinja__buf_add(struct rs *rs, const struct jnode *at, struct buf *b, const char *s, size_t n);
+int jinja__buf_adds(struct rs *rs, const struct jnode *at, struct buf *b, const char *s);
+
+/* UTF-8, counted in code points as Python counts characters: the length of the character at
+ * s[i] (an invalid byte is one character), the number of characters, a character's code point,
+ * Python's str.isspace. */
+size_t jinja__u8_len(const unsigned char *s, size_t n, size_t i);
+size_t jinja__u8_count(const char *s, size_t n);
+unsigned long jinja__u8_decode(const unsigned char *s, size_t l);
+bool jinja__isspace(unsigned long cp);
+
+/* Python str.strip/lstrip/rstrip of the characters of chars (NULL: whitespace): [*start, *end)
+ * delimits the kept bytes of s. */
+void jinja__strip_range(const char *s, size_t n, const char *chars, size_t clen, bool left,
+                        bool right, size_t *start, size_t *end);
+
+/* Python repr() of a float into out. */
+void jinja__fmt_float(double d, char out[40]);
+
+/* str(v): appended to b, or as a new string value. */
+int jinja__append_str(struct rs *rs, const struct jnode *at, const struct jv *v, struct buf *b);
+int jinja__to_str(struct rs *rs, const struct jnode *at, const struct jv *v, struct jv *out);
+
+/* Python ==, and ordering (-1/0/1 into *out; -EINVAL for unorderable types). */
+bool jinja__equal(const struct jv *a, const struct jv *b);
+int jinja__order(struct rs *rs, const struct jnode *at, const struct jv *a, const struct jv *b,
+                 int *out);
+
+/* Argument idx (positional) or name (keyword); NULL when not given. */
+const struct jv *jinja__arg(const struct args *a, int idx, const char *name);
+
+/* The bytes (s, n) of an argument that must be a string, or the value (out) of one that must be
+ * an integer; v may be NULL (not given). -EINVAL naming `what` otherwise. */
+int jinja__want_str(struct rs *rs, const struct jnode *at, const struct jv *v, const char *what,
+                    const char **s, size_t *n);
+int jinja__want_int(struct rs *rs, const struct jnode *at, const struct jv *v, const char *what,
+                    int64_t *out);
+
+/* Counts n iterations against the limit: 0 or -E2BIG. */
+int jinja__count_iterations(struct rs *rs, const struct jnode *at, uint64_t n);
+
+/* The items of an iterable as a json array (a new reference): a list itself, dict keys, string
+ * characters; undefined iterates as empty; -EINVAL for anything else. */
+int jinja__iter_items(struct rs *rs, const struct jnode *at, const struct jv *v,
+                      struct json_object **out);
+
+/* `obj.name`: the member, or undefined; an error on an undefined obj. */
+int jinja__get_member(struct rs *rs, const struct jnode *at, const struct jv *obj, const char *name,
+                      struct jv *out);
+
+/* `needle in hay`. */
+int jinja__contains(struct rs *rs, const struct jnode *at, const struct jv *needle,
+                    const struct jv *hay, bool *out);
+
+/* Binary arithmetic (op: + - * / // % **) and comparison (== != < <= > >= in notin). */
+int jinja__arith(struct rs *rs, const struct jnode *at, const char *op, const struct jv *a,
+                 const struct jv *b, struct jv *out);
+int jinja__compare(struct rs *rs, const struct jnode *at, const char *op, const struct jv *a,
+                   const struct jv *b, bool *out);
 
 #endif /* TANDEM_ENGINE_TEMPLATE_JINJA_INTERNAL_H */
