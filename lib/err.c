@@ -49,11 +49,12 @@ const char *tandem_strerror(int code)
     return unknown;
 }
 
-static void set_errv(char *err, size_t errlen, const char *fmt, va_list ap)
+void tandem_set_errv(char *err, size_t errlen, const char *fmt, va_list ap)
 {
     if (!err || errlen == 0) {
         return;
     }
+    /* NOLINTNEXTLINE(clang-analyzer-valist.Uninitialized): clang 14 false positive */
     vsnprintf(err, errlen, fmt, ap);
 }
 
@@ -61,7 +62,7 @@ void tandem_set_err(char *err, size_t errlen, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    set_errv(err, errlen, fmt, ap);
+    tandem_set_errv(err, errlen, fmt, ap);
     va_end(ap);
 }
 
@@ -69,7 +70,7 @@ int tandem_fail(char *err, size_t errlen, int code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    set_errv(err, errlen, fmt, ap);
+    tandem_set_errv(err, errlen, fmt, ap);
     va_end(ap);
     return code;
 }

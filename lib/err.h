@@ -15,6 +15,7 @@
 #define TANDEM_LIB_ERR_H
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stddef.h>
 
 #include "lib/common.h"
@@ -83,6 +84,9 @@ const char *tandem_err_name(int code);
 
 /* Formats a message into err (NULL or errlen 0: nothing is written). Always NUL-terminates. */
 void tandem_set_err(char *err, size_t errlen, const char *fmt, ...) TANDEM_PRINTF(3, 4);
+
+/* tandem_set_err with a va_list, for formatters that add a prefix of their own first. */
+void tandem_set_errv(char *err, size_t errlen, const char *fmt, va_list ap) TANDEM_PRINTF(3, 0);
 
 /* tandem_set_err, then returns code: `return tandem_fail(err, errlen, -EINVAL, "...", ...);`. */
 int tandem_fail(char *err, size_t errlen, int code, const char *fmt, ...) TANDEM_PRINTF(4, 5);

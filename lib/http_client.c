@@ -18,21 +18,23 @@
 #include <string.h>
 #include <strings.h>
 
+#include "lib/err.h"
+#include "lib/list.h"
 #include "lib/log.h"
 
 struct poll_ctx {
     uv_poll_t poll;
     curl_socket_t fd;
     struct http_client *c;
-    struct poll_ctx *prev, *next;
+    struct list_node link; /* in c->polls */
 };
 
 struct http_client {
     uv_loop_t *loop;
     CURLM *multi;
     uv_timer_t timer;
-    struct poll_ctx *polls;
-    struct http_client_req *reqs;
+    struct list_node polls; /* struct poll_ctx, newest first */
+    struct list_node reqs;  /* struct http_client_req, newest first */
     size_t nreqs;
     int in_curl; /* inside curl_multi_socket_action: no removals now */
     int in_done; /* dispatching completions */
@@ -59,8 +61,10 @@ struct http_client_req {
     size_t max_response;
     char *error; /* our own error text, wins over curl's */
     char errbuf[CURL_ERROR_SIZE];
-    struct http_client_req *prev, *next;
+    struct list_node link; /* in c->reqs */
 };
+
+#define req_of(node) list_entry(node, struct http_client_req, link)
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static int curl_init_rc;
@@ -69,15 +73,6 @@ static void curl_init_once(void)
 {
     curl_init_rc = (int)curl_global_init(CURL_GLOBAL_DEFAULT);
 }
-
-/* Error text for the caller's buffer. A macro rather than a variadic function: clang-tidy 14's
- * analyzer reports a false "uninitialized va_list" in vsnprintf wrappers. */
-#define set_err(err, errlen, ...)                                                                  \
-    do {                                                                                           \
-        if ((err) && (errlen) > 0) {                                                               \
-            snprintf((err), (errlen), __VA_ARGS__);                                                \
-        }                                                                                          \
-    } while (0)
 
 /* ---- responses ---- */
 
@@ -133,15 +128,7 @@ void http_response_free(struct http_response *resp)
 
 static void req_unlink(struct http_client *c, struct http_client_req *r)
 {
-    if (r->prev) {
-        r->prev->next = r->next;
-    } else {
-        c->reqs = r->next;
-    }
-    if (r->next) {
-        r->next->prev = r->prev;
-    }
-    r->prev = r->next = NULL;
+    list_unlink(&r->link);
     c->nreqs--;
 }
 
@@ -282,16 +269,16 @@ struct http_client_req *http_client_start(struct http_client *c, const struct ht
 {
     if (!c || c->freeing || !o || !o->url || !o->on_done || (o->on_data && o->on_event) ||
         (o->body_len > 0 && !o->body)) {
-        set_err(err, errlen, "%s", "http_client: invalid options");
+        tandem_set_err(err, errlen, "%s", "http_client: invalid options");
         return NULL;
     }
     if (strncasecmp(o->url, "http://", 7) != 0 && strncasecmp(o->url, "https://", 8) != 0) {
-        set_err(err, errlen, "http_client: unsupported URL scheme: %s", o->url);
+        tandem_set_err(err, errlen, "http_client: unsupported URL scheme: %s", o->url);
         return NULL;
     }
     struct http_client_req *r = calloc(1, sizeof(*r));
     if (!r) {
-        set_err(err, errlen, "%s", "http_client: out of memory");
+        tandem_set_err(err, errlen, "%s", "http_client: out of memory");
         return NULL;
     }
     r->c = c;
@@ -310,7 +297,7 @@ struct http_client_req *http_client_start(struct http_client *c, const struct ht
     }
     r->easy = curl_easy_init();
     if (!r->easy) {
-        set_err(err, errlen, "%s", "http_client: curl_easy_init failed");
+        tandem_set_err(err, errlen, "%s", "http_client: curl_easy_init failed");
         goto err_free;
     }
     CURL *e = r->easy;
@@ -345,7 +332,7 @@ struct http_client_req *http_client_start(struct http_client *c, const struct ht
     for (const char *const *h = o->headers; h && *h; h++) {
         struct curl_slist *l = curl_slist_append(r->headers, *h);
         if (!l) {
-            set_err(err, errlen, "%s", "http_client: out of memory");
+            tandem_set_err(err, errlen, "%s", "http_client: out of memory");
             goto err_free;
         }
         r->headers = l;
@@ -353,7 +340,7 @@ struct http_client_req *http_client_start(struct http_client *c, const struct ht
     if (r->use_sse && !has_header(o->headers, "Accept")) {
         struct curl_slist *l = curl_slist_append(r->headers, "Accept: text/event-stream");
         if (!l) {
-            set_err(err, errlen, "%s", "http_client: out of memory");
+            tandem_set_err(err, errlen, "%s", "http_client: out of memory");
             goto err_free;
         }
         r->headers = l;
@@ -362,15 +349,11 @@ struct http_client_req *http_client_start(struct http_client *c, const struct ht
         curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->headers);
     }
 
-    r->next = c->reqs;
-    if (c->reqs) {
-        c->reqs->prev = r;
-    }
-    c->reqs = r;
+    list_push_front(&c->reqs, &r->link);
     c->nreqs++;
     CURLMcode mc = curl_multi_add_handle(c->multi, e);
     if (mc != CURLM_OK) {
-        set_err(err, errlen, "http_client: %s", curl_multi_strerror(mc));
+        tandem_set_err(err, errlen, "http_client: %s", curl_multi_strerror(mc));
         req_destroy(r);
         return NULL;
     }
@@ -437,13 +420,12 @@ static void check_done(struct http_client *c)
         }
     }
     /* requests cancelled from inside curl callbacks that are still attached */
-    struct http_client_req *r = c->reqs;
-    while (r) {
-        struct http_client_req *next = r->next;
-        if (r->cancelled) {
-            req_destroy(r);
+    struct list_node *n, *tmp;
+    list_for_each_safe(&c->reqs, n, tmp)
+    {
+        if (req_of(n)->cancelled) {
+            req_destroy(req_of(n));
         }
-        r = next;
     }
     c->in_done--;
 }
@@ -462,8 +444,8 @@ void http_client_cancel(struct http_client_req *r)
 size_t http_client_active(const struct http_client *c)
 {
     size_t n = 0;
-    for (const struct http_client_req *r = c->reqs; r; r = r->next) {
-        n += !r->cancelled;
+    for (const struct list_node *l = c->reqs.next; l != &c->reqs; l = l->next) {
+        n += !req_of(l)->cancelled;
     }
     return n;
 }
@@ -519,14 +501,7 @@ static void on_poll_closed(uv_handle_t *h)
 
 static void poll_close(struct http_client *c, struct poll_ctx *p)
 {
-    if (p->prev) {
-        p->prev->next = p->next;
-    } else {
-        c->polls = p->next;
-    }
-    if (p->next) {
-        p->next->prev = p->prev;
-    }
+    list_unlink(&p->link);
     uv_poll_stop(&p->poll);
     c->closing++;
     uv_close((uv_handle_t *)&p->poll, on_poll_closed);
@@ -556,11 +531,7 @@ static int socket_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *s
         }
         p->fd = s;
         p->c = c;
-        p->next = c->polls;
-        if (c->polls) {
-            c->polls->prev = p;
-        }
-        c->polls = p;
+        list_push_front(&c->polls, &p->link);
         curl_multi_assign(c->multi, s, p);
     }
     int events = 0;
@@ -598,19 +569,21 @@ struct http_client *http_client_new(uv_loop_t *loop, char *err, size_t errlen)
     TANDEM_ASSERT(loop != NULL);
     pthread_once(&curl_once, curl_init_once);
     if (curl_init_rc != 0) {
-        set_err(err, errlen, "%s", "http_client: curl_global_init failed");
+        tandem_set_err(err, errlen, "%s", "http_client: curl_global_init failed");
         return NULL;
     }
     struct http_client *c = calloc(1, sizeof(*c));
     if (!c) {
-        set_err(err, errlen, "%s", "http_client: out of memory");
+        tandem_set_err(err, errlen, "%s", "http_client: out of memory");
         return NULL;
     }
     c->loop = loop;
+    list_init(&c->polls);
+    list_init(&c->reqs);
     c->multi = curl_multi_init();
     if (!c->multi) {
         free(c);
-        set_err(err, errlen, "%s", "http_client: curl_multi_init failed");
+        tandem_set_err(err, errlen, "%s", "http_client: curl_multi_init failed");
         return NULL;
     }
     uv_timer_init(loop, &c->timer);
@@ -630,16 +603,15 @@ void http_client_free(struct http_client *c)
     }
     TANDEM_ASSERT(!c->in_curl && !c->in_done && !c->freeing);
     c->freeing = 1;
-    struct http_client_req *r = c->reqs;
-    while (r) {
-        struct http_client_req *next = r->next;
-        req_destroy(r);
-        r = next;
+    struct list_node *n, *tmp;
+    list_for_each_safe(&c->reqs, n, tmp)
+    {
+        req_destroy(req_of(n));
     }
     curl_multi_cleanup(c->multi); /* closes cached connections (socket_cb may see REMOVEs) */
     c->multi = NULL;
-    while (c->polls) {
-        poll_close(c, c->polls);
+    while (!list_empty(&c->polls)) {
+        poll_close(c, list_entry(list_first(&c->polls), struct poll_ctx, link));
     }
     uv_timer_stop(&c->timer);
     c->closing++;

@@ -35,6 +35,8 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "lib/err.h"
+#include "lib/list.h"
 #include "lib/log.h"
 
 enum srv_state { SRV_NEW, SRV_RUNNING, SRV_DRAINING, SRV_CLOSING, SRV_CLOSED };
@@ -60,7 +62,7 @@ struct http_conn {
     struct http_server *srv;     /* owner */
     h2o_socket_t *sock;          /* NULL once h2o has closed the socket */
     struct http_request *active; /* the request being answered (HTTP/1: at most one) */
-    struct http_conn *prev, *next;
+    struct list_node link;       /* in srv->conns */
 };
 
 struct srv_handler {
@@ -103,8 +105,8 @@ struct http_server {
     int port;
     struct http_route **routes;
     size_t nroutes, cap_routes;
-    struct http_conn *conns;
-    struct http_request *requests;
+    struct list_node conns;    /* open connections, newest first */
+    struct list_node requests; /* live requests, newest first */
     struct http_server_stats stats;
     struct metrics_registry *metrics;
     int own_metrics;
@@ -136,7 +138,7 @@ struct http_request {
     uint64_t start_ns;
     struct arena *arena;
     char *peer;
-    struct http_request *prev, *next;
+    struct list_node link; /* in srv->requests */
 };
 
 static const char *const method_labels[] = {"GET",    "HEAD",  "POST",    "PUT",
@@ -217,15 +219,6 @@ static char *xstrdup(const char *s)
     return s ? strdup(s) : NULL;
 }
 
-/* Error text for the caller's buffer. A macro rather than a variadic function: clang-tidy 14's
- * analyzer reports a false "uninitialized va_list" in vsnprintf wrappers. */
-#define set_err(err, errlen, ...)                                                                  \
-    do {                                                                                           \
-        if ((err) && (errlen) > 0) {                                                               \
-            snprintf((err), (errlen), __VA_ARGS__);                                                \
-        }                                                                                          \
-    } while (0)
-
 /* ---- metrics ---- */
 
 static void record_request(struct http_server *srv, const char *route, int method_idx, int status,
@@ -259,7 +252,7 @@ static int setup_metrics(struct http_server *srv, char *err, size_t errlen)
         srv->metrics = metrics_registry_new();
         srv->own_metrics = 1;
         if (!srv->metrics) {
-            set_err(err, errlen, "%s", "http_server: out of memory");
+            tandem_set_err(err, errlen, "%s", "http_server: out of memory");
             return -ENOMEM;
         }
     }
@@ -267,8 +260,8 @@ static int setup_metrics(struct http_server *srv, char *err, size_t errlen)
     srv->m_requests = metrics_counter_new(
         srv->metrics, name, "HTTP requests served, by route, method and status code.", 3, labels);
     if (!srv->m_requests) {
-        set_err(err, errlen, "http_server: cannot register metric %s (invalid or duplicate name)",
-                name);
+        tandem_set_err(err, errlen,
+                       "http_server: cannot register metric %s (invalid or duplicate name)", name);
         return -EINVAL;
     }
     snprintf(name, sizeof(name), "%shttp_request_duration_seconds", prefix);
@@ -276,8 +269,8 @@ static int setup_metrics(struct http_server *srv, char *err, size_t errlen)
         srv->metrics, name, "Time from the request reaching a handler to the end of its response.",
         3, labels, buckets, ARRAY_SIZE(buckets));
     if (!srv->m_duration) {
-        set_err(err, errlen, "http_server: cannot register metric %s (invalid or duplicate name)",
-                name);
+        tandem_set_err(err, errlen,
+                       "http_server: cannot register metric %s (invalid or duplicate name)", name);
         return -EINVAL;
     }
     snprintf(name, sizeof(name), "%shttp_requests_in_flight", prefix);
@@ -285,8 +278,8 @@ static int setup_metrics(struct http_server *srv, char *err, size_t errlen)
         srv->metrics, name, "Requests handed to a handler and not finished.", 0, NULL);
     srv->m_inflight = f ? metrics_child(f, NULL) : NULL;
     if (!srv->m_inflight) {
-        set_err(err, errlen, "http_server: cannot register metric %s (invalid or duplicate name)",
-                name);
+        tandem_set_err(err, errlen,
+                       "http_server: cannot register metric %s (invalid or duplicate name)", name);
         return -EINVAL;
     }
     return 0;
@@ -294,51 +287,8 @@ static int setup_metrics(struct http_server *srv, char *err, size_t errlen)
 
 /* ---- lists ---- */
 
-static void conn_link(struct http_server *srv, struct http_conn *c)
-{
-    c->prev = NULL;
-    c->next = srv->conns;
-    if (srv->conns) {
-        srv->conns->prev = c;
-    }
-    srv->conns = c;
-}
-
-static void conn_unlink(struct http_server *srv, struct http_conn *c)
-{
-    if (c->prev) {
-        c->prev->next = c->next;
-    } else {
-        srv->conns = c->next;
-    }
-    if (c->next) {
-        c->next->prev = c->prev;
-    }
-    c->prev = c->next = NULL;
-}
-
-static void req_link(struct http_server *srv, struct http_request *r)
-{
-    r->prev = NULL;
-    r->next = srv->requests;
-    if (srv->requests) {
-        srv->requests->prev = r;
-    }
-    srv->requests = r;
-}
-
-static void req_unlink(struct http_server *srv, struct http_request *r)
-{
-    if (r->prev) {
-        r->prev->next = r->next;
-    } else {
-        srv->requests = r->next;
-    }
-    if (r->next) {
-        r->next->prev = r->prev;
-    }
-    r->prev = r->next = NULL;
-}
+#define conn_of(node) list_entry(node, struct http_conn, link)
+#define req_of(node)  list_entry(node, struct http_request, link)
 
 /* ---- JSON errors ---- */
 
@@ -375,7 +325,7 @@ static void on_conn_closed(uv_handle_t *h)
 {
     struct http_conn *c = (struct http_conn *)h;
     struct http_server *srv = c->srv;
-    conn_unlink(srv, c);
+    list_unlink(&c->link);
     srv->stats.connections_open--;
     free(c);
     maybe_finish_drain(srv);
@@ -435,7 +385,7 @@ static void on_connection(uv_stream_t *listener, int status)
     }
     uv_tcp_nodelay(&c->tcp, 1);
     c->srv = srv;
-    conn_link(srv, c);
+    list_push_front(&srv->conns, &c->link);
     srv->stats.connections_accepted++;
     srv->stats.connections_open++;
     h2o_socket_t *sock = h2o_uv_socket_create((uv_stream_t *)&c->tcp, on_conn_closed);
@@ -478,7 +428,7 @@ static void request_dispose(void *p)
     record_request(srv, r->route, r->method_idx, status, secs);
     metric_inc(srv->m_inflight, -1);
     srv->stats.requests_in_flight--;
-    req_unlink(srv, r);
+    list_unlink(&r->link);
     if (r->conn && r->conn->active == r) {
         r->conn->active = NULL;
         if (srv->state == SRV_DRAINING) {
@@ -619,15 +569,15 @@ static int client_gone(const struct http_conn *c)
 static void on_probe(uv_timer_t *t)
 {
     struct http_server *srv = t->data;
-    struct http_request *r = srv->requests;
-    while (r) {
-        struct http_request *next = r->next;
+    struct list_node *n, *tmp;
+    list_for_each_safe(&srv->requests, n, tmp)
+    {
+        struct http_request *r = req_of(n);
         if (!r->aborted && (r->state == REQ_WAITING || r->state == REQ_STREAMING) &&
             client_gone(r->conn)) {
             log_debug("http_server: client of %s %s went away", r->method, r->target);
             abort_live_request(r, "client disconnected", 499);
         }
-        r = next;
     }
 }
 
@@ -750,7 +700,7 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
     }
     buf_init(&r->pending, srv->cfg.max_stream_buffer);
     buf_init(&r->inflight, SIZE_MAX);
-    req_link(srv, r);
+    list_push_front(&srv->requests, &r->link);
     if (r->conn) {
         r->conn->active = r;
     }
@@ -861,19 +811,21 @@ struct http_server *http_server_new(uv_loop_t *loop, const struct http_server_co
 {
     TANDEM_ASSERT(loop != NULL && cfg != NULL);
     if (cfg->port < 0 || cfg->port > 65535) {
-        set_err(err, errlen, "http_server: port %d out of range", cfg->port);
+        tandem_set_err(err, errlen, "http_server: port %d out of range", cfg->port);
         return NULL;
     }
     if (cfg->metrics_path && cfg->metrics_path[0] != '/') {
-        set_err(err, errlen, "%s", "http_server: metrics_path must start with '/'");
+        tandem_set_err(err, errlen, "%s", "http_server: metrics_path must start with '/'");
         return NULL;
     }
     struct http_server *srv = calloc(1, sizeof(*srv));
     if (!srv) {
-        set_err(err, errlen, "%s", "http_server: out of memory");
+        tandem_set_err(err, errlen, "%s", "http_server: out of memory");
         return NULL;
     }
     srv->loop = loop;
+    list_init(&srv->conns);
+    list_init(&srv->requests);
     srv->cfg = *cfg;
     srv->port = -1;
     srv->host = xstrdup(cfg->host ? cfg->host : "127.0.0.1");
@@ -882,7 +834,7 @@ struct http_server *http_server_new(uv_loop_t *loop, const struct http_server_co
     srv->metrics_path = xstrdup(cfg->metrics_path);
     if (!srv->host || !srv->server_name || !srv->metrics_prefix ||
         (cfg->metrics_path && !srv->metrics_path)) {
-        set_err(err, errlen, "%s", "http_server: out of memory");
+        tandem_set_err(err, errlen, "%s", "http_server: out of memory");
         goto err_free;
     }
     srv->cfg.host = srv->host;
@@ -929,7 +881,7 @@ struct http_server *http_server_new(uv_loop_t *loop, const struct http_server_co
 
     if (srv->metrics_path &&
         http_server_route(srv, "GET", srv->metrics_path, 0, metrics_handler, srv) != 0) {
-        set_err(err, errlen, "%s", "http_server: out of memory");
+        tandem_set_err(err, errlen, "%s", "http_server: out of memory");
         http_server_free(srv);
         return NULL;
     }
@@ -998,7 +950,7 @@ static int resolve(const char *host, int port, struct sockaddr_storage *ss, sock
     char h[256];
     size_t n = strlen(host);
     if (n >= sizeof(h)) {
-        set_err(err, errlen, "%s", "http_server: host name too long");
+        tandem_set_err(err, errlen, "%s", "http_server: host name too long");
         return -EINVAL;
     }
     memcpy(h, host, n + 1);
@@ -1022,7 +974,7 @@ static int resolve(const char *host, int port, struct sockaddr_storage *ss, sock
     snprintf(portstr, sizeof(portstr), "%d", port);
     int rc = getaddrinfo(h, portstr, &hints, &res);
     if (rc != 0 || !res) {
-        set_err(err, errlen, "http_server: cannot resolve %s: %s", host, gai_strerror(rc));
+        tandem_set_err(err, errlen, "http_server: cannot resolve %s: %s", host, gai_strerror(rc));
         return -EINVAL;
     }
     memcpy(ss, res->ai_addr, res->ai_addrlen);
@@ -1059,7 +1011,7 @@ int http_server_start(struct http_server *srv, char *err, size_t errlen)
     struct sockaddr_storage ss;
     socklen_t sslen;
     if (srv->state != SRV_NEW) {
-        set_err(err, errlen, "%s", "http_server: already started");
+        tandem_set_err(err, errlen, "%s", "http_server: already started");
         return -EINVAL;
     }
     int rc = resolve(srv->host, srv->cfg.port, &ss, &sslen, err, errlen);
@@ -1071,15 +1023,15 @@ int http_server_start(struct http_server *srv, char *err, size_t errlen)
     int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) {
         rc = -errno;
-        set_err(err, errlen, "http_server: socket: %s", strerror(errno));
+        tandem_set_err(err, errlen, "http_server: socket: %s", strerror(errno));
         return rc;
     }
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (bind(fd, (struct sockaddr *)&ss, sslen) != 0 || listen(fd, srv->cfg.backlog) != 0) {
         rc = -errno;
-        set_err(err, errlen, "http_server: bind/listen %s:%d: %s", srv->host, srv->cfg.port,
-                strerror(errno));
+        tandem_set_err(err, errlen, "http_server: bind/listen %s:%d: %s", srv->host, srv->cfg.port,
+                       strerror(errno));
         close(fd);
         return rc;
     }
@@ -1093,7 +1045,7 @@ int http_server_start(struct http_server *srv, char *err, size_t errlen)
     uv_tcp_t *l = malloc(sizeof(*l));
     if (!l) {
         close(fd);
-        set_err(err, errlen, "%s", "http_server: out of memory");
+        tandem_set_err(err, errlen, "%s", "http_server: out of memory");
         return -ENOMEM;
     }
     uv_tcp_init(srv->loop, l);
@@ -1103,7 +1055,7 @@ int http_server_start(struct http_server *srv, char *err, size_t errlen)
         rc = uv_listen((uv_stream_t *)l, srv->cfg.backlog, on_connection);
     }
     if (rc != 0) {
-        set_err(err, errlen, "http_server: listen: %s", uv_strerror(rc));
+        tandem_set_err(err, errlen, "http_server: listen: %s", uv_strerror(rc));
         uv_close((uv_handle_t *)l, free_handle); /* closes fd too */
         srv->port = -1;
         return rc;
@@ -1165,7 +1117,7 @@ static void on_closed_stage1(uv_handle_t *h)
 
 static void maybe_finish_drain(struct http_server *srv)
 {
-    if (srv->state != SRV_DRAINING || srv->listener || srv->conns) {
+    if (srv->state != SRV_DRAINING || srv->listener || !list_empty(&srv->conns)) {
         return;
     }
     srv->state = SRV_CLOSING;
@@ -1183,14 +1135,14 @@ static void maybe_finish_drain(struct http_server *srv)
 
 static void force_close(struct http_server *srv)
 {
-    struct http_request *r = srv->requests;
-    while (r) {
-        struct http_request *next = r->next;
-        abort_live_request(r, "server shutting down", 503);
-        r = next;
+    struct list_node *n, *tmp;
+    list_for_each_safe(&srv->requests, n, tmp)
+    {
+        abort_live_request(req_of(n), "server shutting down", 503);
     }
-    for (struct http_conn *c = srv->conns; c; c = c->next) {
-        conn_shutdown(c);
+    list_for_each_safe(&srv->conns, n, tmp)
+    {
+        conn_shutdown(conn_of(n));
     }
 }
 
@@ -1240,12 +1192,15 @@ int http_server_drain(struct http_server *srv, uint64_t deadline_ms, http_draine
      * say "Connection: close"), without its HTTP/2 GOAWAY timer, which would hold a one-second
      * timeout entry that h2o_context_dispose asserts on. */
     srv->ctx.shutdown_requested = 1;
-    for (struct http_request *r = srv->requests; r; r = r->next) {
-        r->h2o->http1_is_persistent = 0;
+    struct list_node *n, *tmp;
+    list_for_each_safe(&srv->requests, n, tmp)
+    {
+        req_of(n)->h2o->http1_is_persistent = 0;
     }
-    for (struct http_conn *c = srv->conns; c; c = c->next) {
-        if (conn_is_idle(c)) {
-            conn_shutdown(c);
+    list_for_each_safe(&srv->conns, n, tmp)
+    {
+        if (conn_is_idle(conn_of(n))) {
+            conn_shutdown(conn_of(n));
         }
     }
     if (deadline_ms == 0) {

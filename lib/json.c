@@ -13,21 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/err.h"
+
 #define JSON_MAX_OUT_DEPTH 1000 /* nesting limit of json_to_buf */
 #define JSON_KEY_STACK     128  /* path keys shorter than this are copied on the stack */
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...) TANDEM_PRINTF(3, 4);
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0) {
-        return;
-    }
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* ---- parser ---- */
 
@@ -69,7 +58,7 @@ static void parse_fail(struct json_parser *p, const char *fmt, ...)
     }
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(p->err + n, p->errlen - (size_t)n, fmt, ap);
+    tandem_set_errv(p->err + n, p->errlen - (size_t)n, fmt, ap);
     va_end(ap);
 }
 
@@ -543,13 +532,13 @@ int json_parse_one(const char *data, size_t len, struct json_object **out, char 
 {
     TANDEM_ASSERT(out != NULL);
     *out = NULL;
-    set_err(err, errlen, "%s", "");
+    tandem_set_err(err, errlen, "%s", "");
     if (!data && len > 0) {
-        set_err(err, errlen, "no input");
+        tandem_set_err(err, errlen, "no input");
         return -EINVAL;
     }
     if (len > INT_MAX) {
-        set_err(err, errlen, "input larger than %d bytes", INT_MAX);
+        tandem_set_err(err, errlen, "input larger than %d bytes", INT_MAX);
         return -EINVAL;
     }
     struct json_parser p = {.s = data ? data : "", .len = len, .err = err, .errlen = errlen};
@@ -718,17 +707,17 @@ static int lookup(struct json_object *root, const char *path, int required,
     if (r == WALK_BAD_PARENT) {
         int want_array = path && path[bad_len] == '[';
         if (bad_len == 0) {
-            set_err(err, errlen, "%s: expected %s at the top level, got %s", shown,
-                    want_array ? "array" : "object", json_type_label(o));
+            tandem_set_err(err, errlen, "%s: expected %s at the top level, got %s", shown,
+                           want_array ? "array" : "object", json_type_label(o));
         } else {
-            set_err(err, errlen, "%.*s: expected %s, got %s", (int)bad_len, path,
-                    want_array ? "array" : "object", json_type_label(o));
+            tandem_set_err(err, errlen, "%.*s: expected %s, got %s", (int)bad_len, path,
+                           want_array ? "array" : "object", json_type_label(o));
         }
         return -EINVAL;
     }
     if (r == WALK_MISSING || !o) {
         if (required) {
-            set_err(err, errlen, "%s: required field is missing", shown);
+            tandem_set_err(err, errlen, "%s: required field is missing", shown);
         }
         return -ENOENT;
     }
@@ -739,8 +728,8 @@ static int lookup(struct json_object *root, const char *path, int required,
 static int wrong_type(const char *path, const char *want, struct json_object *o, char *err,
                       size_t errlen)
 {
-    set_err(err, errlen, "%s: expected %s, got %s", path && *path ? path : "(root)", want,
-            json_type_label(o));
+    tandem_set_err(err, errlen, "%s: expected %s, got %s", path && *path ? path : "(root)", want,
+                   json_type_label(o));
     return -EINVAL;
 }
 
@@ -754,8 +743,8 @@ static int to_int64(const char *path, struct json_object *o, int64_t *out, char 
 {
     if (json_object_is_type(o, json_type_int)) {
         if (int_is_big_unsigned(o)) {
-            set_err(err, errlen, "%s: %llu is out of range", path,
-                    (unsigned long long)json_object_get_uint64(o));
+            tandem_set_err(err, errlen, "%s: %llu is out of range", path,
+                           (unsigned long long)json_object_get_uint64(o));
             return -EINVAL;
         }
         *out = json_object_get_int64(o);
@@ -767,7 +756,7 @@ static int to_int64(const char *path, struct json_object *o, int64_t *out, char 
             return wrong_type(path, "integer", o, err, errlen);
         }
         if (d < -9223372036854775808.0 || d >= 9223372036854775808.0) {
-            set_err(err, errlen, "%s: %g is out of range", path, d);
+            tandem_set_err(err, errlen, "%s: %g is out of range", path, d);
             return -EINVAL;
         }
         *out = (int64_t)d;
@@ -804,7 +793,8 @@ static int to_int(const char *path, struct json_object *o, int *out, char *err, 
         return rc;
     }
     if (v < INT_MIN || v > INT_MAX) {
-        set_err(err, errlen, "%s: %lld is out of range for a 32-bit integer", path, (long long)v);
+        tandem_set_err(err, errlen, "%s: %lld is out of range for a 32-bit integer", path,
+                       (long long)v);
         return -EINVAL;
     }
     *out = (int)v;

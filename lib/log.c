@@ -17,6 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/clock.h"
+
 #define LOG_MSG_MAX      8192 /* formatted message, before escaping */
 #define LOG_LINE_MAX     (LOG_MSG_MAX * 2 + 512)
 #define LOG_SITES        1024 /* rate-limiter table size (power of two) */
@@ -108,13 +110,6 @@ int log_enabled(enum log_level level)
     return (int)level >= atomic_load(&g_level);
 }
 
-static int64_t monotonic_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static uint32_t site_hash(const char *file, int line)
 {
     uint32_t h = 2166136261u;
@@ -139,7 +134,7 @@ static int site_admit(const char *file, int line, int limit, unsigned long *drop
         if (!s->file) {
             s->file = file;
             s->line = line;
-            s->window_ms = monotonic_ms();
+            s->window_ms = tandem_now_ms();
             s->count = 0;
             s->dropped = 0;
             site = s;
@@ -153,7 +148,7 @@ static int site_admit(const char *file, int line, int limit, unsigned long *drop
     if (!site) {
         return 1; /* table crowded: this site is not limited */
     }
-    int64_t now = monotonic_ms();
+    int64_t now = tandem_now_ms();
     if (now - site->window_ms >= 1000) {
         site->window_ms = now;
         site->count = 0;

@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/err.h"
+
 #define METRICS_PARSE_MAX_LINE   (64 * 1024)
 #define METRICS_PARSE_MAX_LABELS 64
 
@@ -339,15 +341,12 @@ struct metric *metrics_child(struct metric_family *f, const char *const *label_v
             atomic_init(&m->bucket_counts[i], 0);
         }
     }
-    if (f->nseries == f->cap) {
-        size_t cap = f->cap ? f->cap * 2 : 8;
-        struct metric **series = realloc(f->series, cap * sizeof(struct metric *));
-        if (!series) {
-            goto err_free;
-        }
-        f->series = series;
-        f->cap = cap;
+    struct metric **series =
+        tandem_grow(f->series, &f->cap, f->nseries + 1, sizeof(struct metric *), 8);
+    if (!series) {
+        goto err_free;
     }
+    f->series = series;
     memmove(&f->series[lo + 1], &f->series[lo], (f->nseries - lo) * sizeof(struct metric *));
     f->series[lo] = m;
     f->nseries++;
@@ -606,7 +605,7 @@ static int text_fail(struct text_parser *t, const char *fmt, ...)
         if (n >= 0 && (size_t)n < t->errlen) {
             va_list ap;
             va_start(ap, fmt);
-            vsnprintf(t->err + n, t->errlen - (size_t)n, fmt, ap);
+            tandem_set_errv(t->err + n, t->errlen - (size_t)n, fmt, ap);
             va_end(ap);
         }
     }

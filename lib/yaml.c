@@ -17,6 +17,8 @@
 
 #include <yaml.h>
 
+#include "lib/err.h"
+
 #define TAG_PREFIX "tag:yaml.org,2002:"
 
 struct anchor {
@@ -69,7 +71,7 @@ static void fail_at(struct builder *b, int rc, yaml_mark_t mark, const char *fmt
     }
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(b->err + n, b->errlen - (size_t)n, fmt, ap);
+    tandem_set_errv(b->err + n, b->errlen - (size_t)n, fmt, ap);
     va_end(ap);
 }
 
