@@ -32,9 +32,12 @@
  *
  * Ownership: a parsed request owns its json-c root and some malloc'd arrays; every string and
  * json_object pointer in it is borrowed from the root and lives until openai_request_deinit. The
- * builders read their inputs and append to `out` (a bounded struct buf the caller owns); on error
- * out may hold a partial body. All text written into JSON is escaped per RFC 8259 and invalid
- * UTF-8 bytes become U+FFFD, so a body is always valid JSON.
+ * builders read their inputs and append to `out` (a bounded struct buf the caller owns). They
+ * fail with out's sticky failure (lib/buf.h: -ENOSPC past its cap, -ENOMEM) or, rarely, one of
+ * their own (-EINVAL: kv_transfer_params nested too deeply); out then holds a prefix of the body,
+ * never a body with a hole in it (openai_json_string and openai_sse_data append all or nothing).
+ * All text written into JSON is escaped per RFC 8259 and invalid UTF-8 bytes become U+FFFD, so a
+ * body is always valid JSON.
  */
 #ifndef TANDEM_ENGINE_SERVER_OPENAI_H
 #define TANDEM_ENGINE_SERVER_OPENAI_H

@@ -2,6 +2,11 @@
  * The response half of the OpenAI protocol layer (see openai.h): full bodies, streaming chunks,
  * SSE framing, /v1/models, /tokenize, /detokenize and error bodies written as JSON straight into
  * a struct buf, with vLLM's field names. The request half is openai_parse.c.
+ *
+ * The writers append without checking each call: struct buf's failure is sticky (lib/buf.h), so
+ * the first append past the cap (or out of memory) refuses every later one, and each public
+ * builder returns buf_error once at the end. A failed body is a prefix of the whole one, never a
+ * body with a hole in it.
  */
 #include "engine/server/openai.h"
 
@@ -28,14 +33,25 @@ int openai_error_body(const struct openai_error *err, struct buf *out)
 
 /* ---- JSON writing ---- */
 
+/* buf_error(out), and on failure out cut back to old bytes: a string or frame is all or nothing. */
+static int undo_on_error(struct buf *out, size_t old)
+{
+    int rc = buf_error(out);
+    if (rc != 0 && out->data) {
+        out->len = old;
+        out->data[old] = '\0';
+    }
+    return rc;
+}
+
 int openai_json_string(struct buf *out, const char *text, size_t len)
 {
     static const char hex[] = "0123456789abcdef";
     const unsigned char *p = (const unsigned char *)text;
     size_t old = out->len;
-    int rc = buf_append(out, "\"", 1);
+    buf_append(out, "\"", 1);
     size_t i = 0, run = 0; /* run: start of pending bytes copied as they are */
-    while (rc == 0 && i < len) {
+    while (i < len) {
         unsigned char c = p[i];
         const char *esc = NULL;
         char u[7];
@@ -71,41 +87,30 @@ int openai_json_string(struct buf *out, const char *text, size_t len)
             }
         }
         if (esc) {
-            if (i > run) {
-                rc = buf_append(out, p + run, i - run);
-            }
-            if (rc == 0) {
-                rc = buf_appends(out, esc);
-            }
+            buf_append(out, p + run, i - run);
+            buf_appends(out, esc);
             run = i + adv;
         }
         i += adv;
     }
-    if (rc == 0 && len > run) {
-        rc = buf_append(out, p + run, len - run);
+    if (len > run) {
+        buf_append(out, p + run, len - run);
     }
-    if (rc == 0) {
-        rc = buf_append(out, "\"", 1);
-    }
-    if (rc != 0) {
-        out->len = old;
-        if (out->data) {
-            out->data[old] = '\0';
-        }
-    }
-    return rc;
+    buf_append(out, "\"", 1);
+    return undo_on_error(out, old);
 }
 
-static int json_cstr(struct buf *out, const char *s)
+static void json_cstr(struct buf *out, const char *s)
 {
     if (!s) {
-        return buf_appends(out, "null");
+        buf_appends(out, "null");
+        return;
     }
-    return openai_json_string(out, s, strlen(s));
+    openai_json_string(out, s, strlen(s));
 }
 
 /* A float as JSON: finite, always with a '.' or exponent (vLLM writes -9999.0 for -inf). */
-static int json_float(struct buf *out, double v)
+static void json_float(struct buf *out, double v)
 {
     if (isnan(v) || v < SAMPLER_LOGPROB_FLOOR) {
         v = SAMPLER_LOGPROB_FLOOR;
@@ -125,12 +130,7 @@ static int json_float(struct buf *out, double v)
         size_t n = strlen(tmp);
         snprintf(tmp + n, sizeof(tmp) - n, ".0");
     }
-    return buf_appends(out, tmp);
-}
-
-static int json_raw_object(struct buf *out, struct json_object *o)
-{
-    return json_to_buf(o, 0, out);
+    buf_appends(out, tmp);
 }
 
 /* ---- response building ---- */
@@ -175,105 +175,86 @@ static const char *finish_str(enum openai_finish f)
     }
 }
 
-static int put_finish(struct buf *out, const struct openai_choice *c)
+static void put_finish(struct buf *out, const struct openai_choice *c)
 {
-    int rc = buf_appendf(out, "\"finish_reason\":%s,\"stop_reason\":", finish_str(c->finish));
-    if (rc != 0) {
-        return rc;
-    }
+    buf_appendf(out, "\"finish_reason\":%s,\"stop_reason\":", finish_str(c->finish));
     if (c->stop_str) {
-        return json_cstr(out, c->stop_str);
+        json_cstr(out, c->stop_str);
+    } else if (c->has_stop_token) {
+        buf_appendf(out, "%" PRId64, c->stop_token);
+    } else {
+        buf_appends(out, "null");
     }
-    if (c->has_stop_token) {
-        return buf_appendf(out, "%" PRId64, c->stop_token);
-    }
-    return buf_appends(out, "null");
 }
 
-static int put_head(struct buf *out, const struct openai_meta *meta, const char *object)
+static void put_head(struct buf *out, const struct openai_meta *meta, const char *object)
 {
-    int rc = buf_appends(out, "{\"id\":");
-    if (rc == 0) {
-        rc = json_cstr(out, meta->id ? meta->id : "");
-    }
-    if (rc == 0) {
-        rc = buf_appendf(out, ",\"object\":\"%s\",\"created\":%" PRId64 ",\"model\":", object,
-                         meta->created);
-    }
-    if (rc == 0) {
-        rc = json_cstr(out, meta->model ? meta->model : "");
-    }
-    return rc;
+    buf_appends(out, "{\"id\":");
+    json_cstr(out, meta->id ? meta->id : "");
+    buf_appendf(out, ",\"object\":\"%s\",\"created\":%" PRId64 ",\"model\":", object,
+                meta->created);
+    json_cstr(out, meta->model ? meta->model : "");
 }
 
-static int put_usage(struct buf *out, const struct openai_usage *u)
+static void put_usage(struct buf *out, const struct openai_usage *u)
 {
     if (!u) {
-        return buf_appends(out, "null");
+        buf_appends(out, "null");
+        return;
     }
-    int rc = buf_appendf(out,
-                         "{\"prompt_tokens\":%" PRId64 ",\"total_tokens\":%" PRId64
-                         ",\"completion_tokens\":%" PRId64 ",\"prompt_tokens_details\":",
-                         u->prompt_tokens, u->prompt_tokens + u->completion_tokens,
-                         u->completion_tokens);
-    if (rc == 0) {
-        rc = u->cached_tokens > 0
-                 ? buf_appendf(out, "{\"cached_tokens\":%" PRId64 "}}", u->cached_tokens)
-                 : buf_appends(out, "null}");
+    buf_appendf(out,
+                "{\"prompt_tokens\":%" PRId64 ",\"total_tokens\":%" PRId64
+                ",\"completion_tokens\":%" PRId64 ",\"prompt_tokens_details\":",
+                u->prompt_tokens, u->prompt_tokens + u->completion_tokens, u->completion_tokens);
+    if (u->cached_tokens > 0) {
+        buf_appendf(out, "{\"cached_tokens\":%" PRId64 "}}", u->cached_tokens);
+    } else {
+        buf_appends(out, "null}");
     }
-    return rc;
 }
 
+/* ,"kv_transfer_params": the object or null. Returns json_to_buf's code, which may be a failure
+ * of its own (nesting too deep) that leaves the buffer's sticky failure unset. */
 static int put_kv_params(struct buf *out, const struct openai_meta *meta)
 {
-    int rc = buf_appends(out, ",\"kv_transfer_params\":");
-    if (rc == 0) {
-        rc = meta->kv_transfer_params ? json_raw_object(out, meta->kv_transfer_params)
-                                      : buf_appends(out, "null");
+    buf_appends(out, ",\"kv_transfer_params\":");
+    if (!meta->kv_transfer_params) {
+        return buf_appends(out, "null");
     }
-    return rc;
+    return json_to_buf(meta->kv_transfer_params, 0, out);
 }
 
 /* Completions logprobs: {"text_offset","token_logprobs","tokens","top_logprobs"}. */
-static int put_completion_logprobs(struct buf *out, const struct openai_choice *c)
+static void put_completion_logprobs(struct buf *out, const struct openai_choice *c)
 {
     if (!c->logprobs) {
-        return buf_appends(out, "null");
+        buf_appends(out, "null");
+        return;
     }
-    int rc = buf_appends(out, "{\"text_offset\":[");
+    buf_appends(out, "{\"text_offset\":[");
     size_t off = c->text_offset;
-    for (size_t i = 0; rc == 0 && i < c->n_logprobs; i++) {
-        rc = buf_appendf(out, "%s%zu", i ? "," : "", off);
+    for (size_t i = 0; i < c->n_logprobs; i++) {
+        buf_appendf(out, "%s%zu", i ? "," : "", off);
         off += c->logprobs[i].text_len;
     }
-    if (rc == 0) {
-        rc = buf_appends(out, "],\"token_logprobs\":[");
+    buf_appends(out, "],\"token_logprobs\":[");
+    for (size_t i = 0; i < c->n_logprobs; i++) {
+        buf_appends(out, i ? "," : "");
+        json_float(out, c->logprobs[i].logprob);
     }
-    for (size_t i = 0; rc == 0 && i < c->n_logprobs; i++) {
-        rc = buf_appends(out, i ? "," : "");
-        if (rc == 0) {
-            rc = json_float(out, c->logprobs[i].logprob);
-        }
+    buf_appends(out, "],\"tokens\":[");
+    for (size_t i = 0; i < c->n_logprobs; i++) {
+        buf_appends(out, i ? "," : "");
+        openai_json_string(out, c->logprobs[i].text, c->logprobs[i].text_len);
     }
-    if (rc == 0) {
-        rc = buf_appends(out, "],\"tokens\":[");
-    }
-    for (size_t i = 0; rc == 0 && i < c->n_logprobs; i++) {
-        rc = buf_appends(out, i ? "," : "");
-        if (rc == 0) {
-            rc = openai_json_string(out, c->logprobs[i].text, c->logprobs[i].text_len);
-        }
-    }
-    if (rc == 0) {
-        rc = buf_appends(out, "],\"top_logprobs\":[");
-    }
-    for (size_t i = 0; rc == 0 && i < c->n_logprobs; i++) {
+    buf_appends(out, "],\"top_logprobs\":[");
+    for (size_t i = 0; i < c->n_logprobs; i++) {
         const struct openai_token_logprob *t = &c->logprobs[i];
-        rc = buf_appends(out, i ? ",{" : "{");
+        buf_appends(out, i ? ",{" : "{");
         size_t written = 0;
         /* top entries, then the sampled token when it is not among them; a key (token text)
          * appears once (the first, most likely, wins), as in a Python dict keyed by text */
-        for (size_t j = 0; rc == 0 && j <= t->n_top; j++) {
+        for (size_t j = 0; j <= t->n_top; j++) {
             const char *s = j < t->n_top ? t->top[j].text : t->text;
             size_t sl = j < t->n_top ? t->top[j].text_len : t->text_len;
             float lp = j < t->n_top ? t->top[j].logprob : t->logprob;
@@ -284,328 +265,197 @@ static int put_completion_logprobs(struct buf *out, const struct openai_choice *
             if (dup) {
                 continue;
             }
-            rc = buf_appends(out, written ? "," : "");
-            if (rc == 0) {
-                rc = openai_json_string(out, s, sl);
-            }
-            if (rc == 0) {
-                rc = buf_appends(out, ":");
-            }
-            if (rc == 0) {
-                rc = json_float(out, lp);
-            }
+            buf_appends(out, written ? "," : "");
+            openai_json_string(out, s, sl);
+            buf_appends(out, ":");
+            json_float(out, lp);
             written++;
         }
-        if (rc == 0) {
-            rc = buf_appends(out, "}");
-        }
+        buf_appends(out, "}");
     }
-    if (rc == 0) {
-        rc = buf_appends(out, "]}");
-    }
-    return rc;
+    buf_appends(out, "]}");
 }
 
-static int put_bytes(struct buf *out, const char *s, size_t len)
+static void put_bytes(struct buf *out, const char *s, size_t len)
 {
-    int rc = buf_appends(out, "[");
-    for (size_t i = 0; rc == 0 && i < len; i++) {
-        rc = buf_appendf(out, "%s%u", i ? "," : "", (unsigned)(unsigned char)s[i]);
+    buf_appends(out, "[");
+    for (size_t i = 0; i < len; i++) {
+        buf_appendf(out, "%s%u", i ? "," : "", (unsigned)(unsigned char)s[i]);
     }
-    if (rc == 0) {
-        rc = buf_appends(out, "]");
-    }
-    return rc;
+    buf_appends(out, "]");
 }
 
 /* One {"token","logprob","bytes"} entry (without the closing brace). */
-static int put_chat_token(struct buf *out, const char *s, size_t len, float lp)
+static void put_chat_token(struct buf *out, const char *s, size_t len, float lp)
 {
-    int rc = buf_appends(out, "{\"token\":");
-    if (rc == 0) {
-        rc = openai_json_string(out, s, len);
-    }
-    if (rc == 0) {
-        rc = buf_appends(out, ",\"logprob\":");
-    }
-    if (rc == 0) {
-        rc = json_float(out, lp);
-    }
-    if (rc == 0) {
-        rc = buf_appends(out, ",\"bytes\":");
-    }
-    if (rc == 0) {
-        rc = put_bytes(out, s, len);
-    }
-    return rc;
+    buf_appends(out, "{\"token\":");
+    openai_json_string(out, s, len);
+    buf_appends(out, ",\"logprob\":");
+    json_float(out, lp);
+    buf_appends(out, ",\"bytes\":");
+    put_bytes(out, s, len);
 }
 
 /* Chat logprobs: {"content":[{token, logprob, bytes, top_logprobs:[{token, logprob, bytes}]}]} */
-static int put_chat_logprobs(struct buf *out, const struct openai_choice *c)
+static void put_chat_logprobs(struct buf *out, const struct openai_choice *c)
 {
     if (!c->logprobs) {
-        return buf_appends(out, "null");
+        buf_appends(out, "null");
+        return;
     }
-    int rc = buf_appends(out, "{\"content\":[");
-    for (size_t i = 0; rc == 0 && i < c->n_logprobs; i++) {
+    buf_appends(out, "{\"content\":[");
+    for (size_t i = 0; i < c->n_logprobs; i++) {
         const struct openai_token_logprob *t = &c->logprobs[i];
-        rc = buf_appends(out, i ? "," : "");
-        if (rc == 0) {
-            rc = put_chat_token(out, t->text, t->text_len, t->logprob);
+        buf_appends(out, i ? "," : "");
+        put_chat_token(out, t->text, t->text_len, t->logprob);
+        buf_appends(out, ",\"top_logprobs\":[");
+        for (size_t j = 0; j < t->n_top; j++) {
+            buf_appends(out, j ? "," : "");
+            put_chat_token(out, t->top[j].text, t->top[j].text_len, t->top[j].logprob);
+            buf_appends(out, "}");
         }
-        if (rc == 0) {
-            rc = buf_appends(out, ",\"top_logprobs\":[");
-        }
-        for (size_t j = 0; rc == 0 && j < t->n_top; j++) {
-            rc = buf_appends(out, j ? "," : "");
-            if (rc == 0) {
-                rc = put_chat_token(out, t->top[j].text, t->top[j].text_len, t->top[j].logprob);
-            }
-            if (rc == 0) {
-                rc = buf_appends(out, "}");
-            }
-        }
-        if (rc == 0) {
-            rc = buf_appends(out, "]}");
-        }
+        buf_appends(out, "]}");
     }
-    if (rc == 0) {
-        rc = buf_appends(out, "]}");
-    }
-    return rc;
+    buf_appends(out, "]}");
 }
 
-static int put_text(struct buf *out, const struct openai_choice *c)
+static void put_text(struct buf *out, const struct openai_choice *c)
 {
-    return openai_json_string(out, c->text ? c->text : "", c->text ? c->text_len : 0);
+    openai_json_string(out, c->text ? c->text : "", c->text ? c->text_len : 0);
 }
 
 /* One completions choice: {"index","text","logprobs","finish_reason","stop_reason"} then tail
  * (which closes the object: full bodies add "prompt_logprobs" first). */
-static int put_completion_choice(struct buf *out, const struct openai_choice *c, bool comma,
-                                 const char *tail)
+static void put_completion_choice(struct buf *out, const struct openai_choice *c, bool comma,
+                                  const char *tail)
 {
-    int rc = buf_appendf(out, "%s{\"index\":%d,\"text\":", comma ? "," : "", c->index);
-    if (rc == 0) {
-        rc = put_text(out, c);
-    }
-    if (rc == 0) {
-        rc = buf_appends(out, ",\"logprobs\":");
-    }
-    if (rc == 0) {
-        rc = put_completion_logprobs(out, c);
-    }
-    if (rc == 0) {
-        rc = buf_appends(out, ",");
-    }
-    if (rc == 0) {
-        rc = put_finish(out, c);
-    }
-    if (rc == 0) {
-        rc = buf_appends(out, tail);
-    }
-    return rc;
+    buf_appendf(out, "%s{\"index\":%d,\"text\":", comma ? "," : "", c->index);
+    put_text(out, c);
+    buf_appends(out, ",\"logprobs\":");
+    put_completion_logprobs(out, c);
+    buf_appends(out, ",");
+    put_finish(out, c);
+    buf_appends(out, tail);
 }
 
 int openai_build_completion(const struct openai_meta *meta, const struct openai_choice *choices,
                             size_t n_choices, const struct openai_usage *usage, struct buf *out)
 {
-    int rc = put_head(out, meta, "text_completion");
-    if (rc == 0) {
-        rc = buf_appends(out, ",\"choices\":[");
+    put_head(out, meta, "text_completion");
+    buf_appends(out, ",\"choices\":[");
+    for (size_t i = 0; i < n_choices; i++) {
+        put_completion_choice(out, &choices[i], i > 0, ",\"prompt_logprobs\":null}");
     }
-    for (size_t i = 0; rc == 0 && i < n_choices; i++) {
-        rc = put_completion_choice(out, &choices[i], i > 0, ",\"prompt_logprobs\":null}");
+    buf_appends(out, "],\"usage\":");
+    put_usage(out, usage);
+    int rc = put_kv_params(out, meta);
+    if (rc != 0) {
+        return rc;
     }
-    if (rc == 0) {
-        rc = buf_appends(out, "],\"usage\":");
-    }
-    if (rc == 0) {
-        rc = put_usage(out, usage);
-    }
-    if (rc == 0) {
-        rc = put_kv_params(out, meta);
-    }
-    if (rc == 0) {
-        rc = buf_appends(out, "}");
-    }
-    return rc;
+    buf_appends(out, "}");
+    return buf_error(out);
 }
 
 int openai_build_chat(const struct openai_meta *meta, const struct openai_choice *choices,
                       size_t n_choices, const struct openai_usage *usage, struct buf *out)
 {
-    int rc = put_head(out, meta, "chat.completion");
-    if (rc == 0) {
-        rc = buf_appends(out, ",\"choices\":[");
-    }
-    for (size_t i = 0; rc == 0 && i < n_choices; i++) {
+    put_head(out, meta, "chat.completion");
+    buf_appends(out, ",\"choices\":[");
+    for (size_t i = 0; i < n_choices; i++) {
         const struct openai_choice *c = &choices[i];
-        rc = buf_appendf(out, "%s{\"index\":%d,\"message\":{\"role\":\"assistant\",\"content\":",
-                         i ? "," : "", c->index);
-        if (rc == 0) {
-            rc = put_text(out, c);
-        }
-        if (rc == 0) {
-            rc = buf_appends(out, ",\"reasoning_content\":null,\"tool_calls\":[]},\"logprobs\":");
-        }
-        if (rc == 0) {
-            rc = put_chat_logprobs(out, c);
-        }
-        if (rc == 0) {
-            rc = buf_appends(out, ",");
-        }
-        if (rc == 0) {
-            rc = put_finish(out, c);
-        }
-        if (rc == 0) {
-            rc = buf_appends(out, "}");
-        }
+        buf_appendf(out, "%s{\"index\":%d,\"message\":{\"role\":\"assistant\",\"content\":",
+                    i ? "," : "", c->index);
+        put_text(out, c);
+        buf_appends(out, ",\"reasoning_content\":null,\"tool_calls\":[]},\"logprobs\":");
+        put_chat_logprobs(out, c);
+        buf_appends(out, ",");
+        put_finish(out, c);
+        buf_appends(out, "}");
     }
-    if (rc == 0) {
-        rc = buf_appends(out, "],\"usage\":");
+    buf_appends(out, "],\"usage\":");
+    put_usage(out, usage);
+    buf_appends(out, ",\"prompt_logprobs\":null");
+    int rc = put_kv_params(out, meta);
+    if (rc != 0) {
+        return rc;
     }
-    if (rc == 0) {
-        rc = put_usage(out, usage);
-    }
-    if (rc == 0) {
-        rc = buf_appends(out, ",\"prompt_logprobs\":null");
-    }
-    if (rc == 0) {
-        rc = put_kv_params(out, meta);
-    }
-    if (rc == 0) {
-        rc = buf_appends(out, "}");
-    }
-    return rc;
+    buf_appends(out, "}");
+    return buf_error(out);
 }
 
-static int put_chunk_usage(struct buf *out, const struct openai_usage *usage)
+/* ,"usage":{...} of a chunk (continuous usage stats); nothing when usage is NULL. */
+static void put_chunk_usage(struct buf *out, const struct openai_usage *usage)
 {
-    if (!usage) {
-        return 0;
+    if (usage) {
+        buf_appends(out, ",\"usage\":");
+        put_usage(out, usage);
     }
-    int rc = buf_appends(out, ",\"usage\":");
-    if (rc == 0) {
-        rc = put_usage(out, usage);
-    }
-    return rc;
 }
 
 int openai_build_completion_chunk(const struct openai_meta *meta,
                                   const struct openai_choice *choices, size_t n_choices,
                                   const struct openai_usage *usage, struct buf *out)
 {
-    int rc = put_head(out, meta, "text_completion");
-    if (rc == 0) {
-        rc = buf_appends(out, ",\"choices\":[");
+    put_head(out, meta, "text_completion");
+    buf_appends(out, ",\"choices\":[");
+    for (size_t i = 0; i < n_choices; i++) {
+        put_completion_choice(out, &choices[i], i > 0, "}");
     }
-    for (size_t i = 0; rc == 0 && i < n_choices; i++) {
-        rc = put_completion_choice(out, &choices[i], i > 0, "}");
-    }
-    if (rc == 0) {
-        rc = buf_appends(out, "]");
-    }
-    if (rc == 0) {
-        rc = put_chunk_usage(out, usage);
-    }
-    if (rc == 0) {
-        rc = buf_appends(out, "}");
-    }
-    return rc;
+    buf_appends(out, "]");
+    put_chunk_usage(out, usage);
+    buf_appends(out, "}");
+    return buf_error(out);
 }
 
 int openai_build_chat_chunk(const struct openai_meta *meta, const struct openai_choice *choices,
                             size_t n_choices, int first, const struct openai_usage *usage,
                             struct buf *out)
 {
-    int rc = put_head(out, meta, "chat.completion.chunk");
-    if (rc == 0) {
-        rc = buf_appends(out, ",\"choices\":[");
-    }
-    for (size_t i = 0; rc == 0 && i < n_choices; i++) {
+    put_head(out, meta, "chat.completion.chunk");
+    buf_appends(out, ",\"choices\":[");
+    for (size_t i = 0; i < n_choices; i++) {
         const struct openai_choice *c = &choices[i];
-        rc = buf_appendf(out, "%s{\"index\":%d,\"delta\":", i ? "," : "", c->index);
-        if (rc == 0) {
-            if (first) {
-                rc = buf_appends(out, "{\"role\":\"assistant\",\"content\":");
-                if (rc == 0) {
-                    rc = put_text(out, c);
-                }
-                if (rc == 0) {
-                    rc = buf_appends(out, "}");
-                }
-            } else if (c->text_len == 0 && c->finish != OPENAI_FINISH_NONE) {
-                rc = buf_appends(out, "{}");
-            } else {
-                rc = buf_appends(out, "{\"content\":");
-                if (rc == 0) {
-                    rc = put_text(out, c);
-                }
-                if (rc == 0) {
-                    rc = buf_appends(out, "}");
-                }
-            }
+        buf_appendf(out, "%s{\"index\":%d,\"delta\":", i ? "," : "", c->index);
+        if (first) {
+            buf_appends(out, "{\"role\":\"assistant\",\"content\":");
+            put_text(out, c);
+            buf_appends(out, "}");
+        } else if (c->text_len == 0 && c->finish != OPENAI_FINISH_NONE) {
+            buf_appends(out, "{}");
+        } else {
+            buf_appends(out, "{\"content\":");
+            put_text(out, c);
+            buf_appends(out, "}");
         }
-        if (rc == 0) {
-            rc = buf_appends(out, ",\"logprobs\":");
-        }
-        if (rc == 0) {
-            rc = put_chat_logprobs(out, c);
-        }
-        if (rc == 0) {
-            rc = buf_appends(out, ",");
-        }
-        if (rc == 0) {
-            rc = put_finish(out, c);
-        }
-        if (rc == 0) {
-            rc = buf_appends(out, "}");
-        }
+        buf_appends(out, ",\"logprobs\":");
+        put_chat_logprobs(out, c);
+        buf_appends(out, ",");
+        put_finish(out, c);
+        buf_appends(out, "}");
     }
-    if (rc == 0) {
-        rc = buf_appends(out, "]");
-    }
-    if (rc == 0) {
-        rc = put_chunk_usage(out, usage);
-    }
-    if (rc == 0) {
-        rc = buf_appends(out, "}");
-    }
-    return rc;
+    buf_appends(out, "]");
+    put_chunk_usage(out, usage);
+    buf_appends(out, "}");
+    return buf_error(out);
 }
 
 int openai_build_usage_chunk(const struct openai_meta *meta, enum openai_kind kind,
                              const struct openai_usage *usage, struct buf *out)
 {
-    int rc = put_head(out, meta, kind == OPENAI_CHAT ? "chat.completion.chunk" : "text_completion");
-    if (rc == 0) {
-        rc = buf_appends(out, ",\"choices\":[],\"usage\":");
-    }
-    if (rc == 0) {
-        rc = put_usage(out, usage);
-    }
-    if (rc == 0) {
-        rc = buf_appends(out, "}");
-    }
-    return rc;
+    put_head(out, meta, kind == OPENAI_CHAT ? "chat.completion.chunk" : "text_completion");
+    buf_appends(out, ",\"choices\":[],\"usage\":");
+    put_usage(out, usage);
+    buf_appends(out, "}");
+    return buf_error(out);
 }
 
 int openai_sse_data(struct buf *out, const char *json, size_t len)
 {
     size_t old = out->len;
-    int rc = buf_append(out, "data: ", 6);
-    if (rc == 0) {
-        rc = buf_append(out, json, len);
-    }
-    if (rc == 0) {
-        rc = buf_append(out, "\n\n", 2);
-    }
-    if (rc != 0 && out->data) {
-        out->len = old;
-        out->data[old] = '\0';
-    }
-    return rc;
+    buf_append(out, "data: ", 6);
+    buf_append(out, json, len);
+    buf_append(out, "\n\n", 2);
+    return undo_on_error(out, old);
 }
 
 int openai_sse_done(struct buf *out)
@@ -618,74 +468,52 @@ int openai_build_models(const char *id, const char *root, int64_t created, int64
 {
     char perm_id[64];
     openai_make_id(perm_id, sizeof(perm_id), "modelperm-");
-    int rc = buf_appends(out, "{\"object\":\"list\",\"data\":[{\"id\":");
-    if (rc == 0) {
-        rc = json_cstr(out, id);
-    }
-    if (rc == 0) {
-        rc = buf_appendf(
-            out, ",\"object\":\"model\",\"created\":%" PRId64 ",\"owned_by\":\"vllm\",\"root\":",
-            created);
-    }
-    if (rc == 0) {
-        rc = json_cstr(out, root);
-    }
-    if (rc == 0) {
-        rc = buf_appendf(out,
-                         ",\"parent\":null,\"max_model_len\":%" PRId64
-                         ",\"permission\":[{\"id\":\"%s\",\"object\":\"model_permission\","
-                         "\"created\":%" PRId64
-                         ",\"allow_create_engine\":false,\"allow_sampling\":true,"
-                         "\"allow_logprobs\":true,\"allow_search_indices\":false,"
-                         "\"allow_view\":true,\"allow_fine_tuning\":false,\"organization\":\"*\","
-                         "\"group\":null,\"is_blocking\":false}]}]}",
-                         max_model_len, perm_id, created);
-    }
-    return rc;
+    buf_appends(out, "{\"object\":\"list\",\"data\":[{\"id\":");
+    json_cstr(out, id);
+    buf_appendf(
+        out,
+        ",\"object\":\"model\",\"created\":%" PRId64 ",\"owned_by\":\"vllm\",\"root\":", created);
+    json_cstr(out, root);
+    buf_appendf(out,
+                ",\"parent\":null,\"max_model_len\":%" PRId64
+                ",\"permission\":[{\"id\":\"%s\",\"object\":\"model_permission\","
+                "\"created\":%" PRId64 ",\"allow_create_engine\":false,\"allow_sampling\":true,"
+                "\"allow_logprobs\":true,\"allow_search_indices\":false,"
+                "\"allow_view\":true,\"allow_fine_tuning\":false,\"organization\":\"*\","
+                "\"group\":null,\"is_blocking\":false}]}]}",
+                max_model_len, perm_id, created);
+    return buf_error(out);
 }
 
 int openai_build_tokenize(const int32_t *tokens, size_t n, int64_t max_model_len,
                           const char *const *token_strs, const size_t *token_str_lens,
                           struct buf *out)
 {
-    int rc = buf_appendf(out, "{\"count\":%zu,\"max_model_len\":%" PRId64 ",\"tokens\":[", n,
-                         max_model_len);
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-        rc = buf_appendf(out, "%s%" PRId32, i ? "," : "", tokens[i]);
+    buf_appendf(out, "{\"count\":%zu,\"max_model_len\":%" PRId64 ",\"tokens\":[", n, max_model_len);
+    for (size_t i = 0; i < n; i++) {
+        buf_appendf(out, "%s%" PRId32, i ? "," : "", tokens[i]);
     }
-    if (rc == 0) {
-        rc = buf_appends(out, "],\"token_strs\":");
-    }
-    if (rc == 0 && !token_strs) {
-        rc = buf_appends(out, "null");
-    } else if (rc == 0) {
-        rc = buf_appends(out, "[");
-        for (size_t i = 0; rc == 0 && i < n; i++) {
+    buf_appends(out, "],\"token_strs\":");
+    if (!token_strs) {
+        buf_appends(out, "null");
+    } else {
+        buf_appends(out, "[");
+        for (size_t i = 0; i < n; i++) {
             const char *s = token_strs[i] ? token_strs[i] : "";
             size_t sl = token_str_lens ? token_str_lens[i] : strlen(s);
-            rc = buf_appends(out, i ? "," : "");
-            if (rc == 0) {
-                rc = openai_json_string(out, s, sl);
-            }
+            buf_appends(out, i ? "," : "");
+            openai_json_string(out, s, sl);
         }
-        if (rc == 0) {
-            rc = buf_appends(out, "]");
-        }
+        buf_appends(out, "]");
     }
-    if (rc == 0) {
-        rc = buf_appends(out, "}");
-    }
-    return rc;
+    buf_appends(out, "}");
+    return buf_error(out);
 }
 
 int openai_build_detokenize(const char *text, size_t len, struct buf *out)
 {
-    int rc = buf_appends(out, "{\"prompt\":");
-    if (rc == 0) {
-        rc = openai_json_string(out, text ? text : "", text ? len : 0);
-    }
-    if (rc == 0) {
-        rc = buf_appends(out, "}");
-    }
-    return rc;
+    buf_appends(out, "{\"prompt\":");
+    openai_json_string(out, text ? text : "", text ? len : 0);
+    buf_appends(out, "}");
+    return buf_error(out);
 }

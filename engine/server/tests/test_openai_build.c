@@ -1,6 +1,7 @@
 /* Golden tests of the bodies built by engine/server/openai.h: each is parsed back with the strict
  * lib/json parser and its fields checked (names, types, values, nulls), including logprobs,
- * streaming chunks, SSE framing, errors, /v1/models, /tokenize, /detokenize and UTF-8 repair. */
+ * streaming chunks, SSE framing, errors, /v1/models, /tokenize, /detokenize and UTF-8 repair;
+ * and every builder against a buffer too small for its body. */
 #include <errno.h>
 #include <math.h>
 #include <setjmp.h>
@@ -380,12 +381,145 @@ static void test_float_format(void **state)
     buf_free(&b);
 }
 
+/* Each builder at every cap below its body's length: the cap's -ENOSPC comes back, and what the
+ * buffer holds is a prefix of the whole body (sticky failure: no later, smaller append slips in
+ * after a failed one and leaves a hole). At the exact length the body is whole. */
+typedef int (*build_fn)(struct buf *out);
+
+static struct json_object *cap_kv;
+
+static int cap_completion(struct buf *out)
+{
+    struct openai_meta meta = {"cmpl-cap", "tiny", 7, cap_kv};
+    struct openai_choice ch[2];
+    memset(ch, 0, sizeof(ch));
+    ch[0].text = "Hello \"world\"\n";
+    ch[0].text_len = 14;
+    ch[0].finish = OPENAI_FINISH_STOP;
+    ch[0].stop_str = "!";
+    ch[0].logprobs = lps;
+    ch[0].n_logprobs = 2;
+    ch[1].index = 1;
+    ch[1].finish = OPENAI_FINISH_LENGTH;
+    struct openai_usage usage = {5, 2, 1};
+    return openai_build_completion(&meta, ch, 2, &usage, out);
+}
+
+static int cap_chat(struct buf *out)
+{
+    struct openai_meta meta = {"chatcmpl-cap", "tiny", 7, cap_kv};
+    struct openai_choice ch;
+    memset(&ch, 0, sizeof(ch));
+    ch.text = "\xc3\xa9t\xc3";
+    ch.text_len = 4;
+    ch.finish = OPENAI_FINISH_STOP;
+    ch.has_stop_token = 1;
+    ch.stop_token = 2;
+    ch.logprobs = lps;
+    ch.n_logprobs = 2;
+    struct openai_usage usage = {5, 2, 0};
+    return openai_build_chat(&meta, &ch, 1, &usage, out);
+}
+
+static int cap_chat_chunk(struct buf *out)
+{
+    struct openai_meta meta = {"chatcmpl-cap", "tiny", 7, NULL};
+    struct openai_choice ch;
+    memset(&ch, 0, sizeof(ch));
+    ch.text = "lo";
+    ch.text_len = 2;
+    ch.logprobs = lps;
+    ch.n_logprobs = 1;
+    struct openai_usage usage = {5, 1, 0};
+    return openai_build_chat_chunk(&meta, &ch, 1, 0, &usage, out);
+}
+
+static int cap_completion_chunk(struct buf *out)
+{
+    struct openai_meta meta = {"cmpl-cap", "tiny", 7, NULL};
+    struct openai_choice ch;
+    memset(&ch, 0, sizeof(ch));
+    ch.text = "lo";
+    ch.text_len = 2;
+    ch.logprobs = lps;
+    ch.n_logprobs = 2;
+    ch.finish = OPENAI_FINISH_ABORT;
+    struct openai_usage usage = {5, 1, 3};
+    return openai_build_completion_chunk(&meta, &ch, 1, &usage, out);
+}
+
+static int cap_usage_chunk(struct buf *out)
+{
+    struct openai_meta meta = {"cmpl-cap", "tiny", 7, NULL};
+    struct openai_usage usage = {5, 1, 3};
+    return openai_build_usage_chunk(&meta, OPENAI_CHAT, &usage, out);
+}
+
+static int cap_tokenize(struct buf *out)
+{
+    int32_t toks[] = {1, 15043, 3186};
+    const char *strs[] = {"<s>", "\xe2\x96\x81Hello", "\xc3"};
+    return openai_build_tokenize(toks, 3, 4096, strs, NULL, out);
+}
+
+static int cap_detokenize(struct buf *out)
+{
+    return openai_build_detokenize("a\"b\x01\xff", 5, out);
+}
+
+static int cap_sse(struct buf *out)
+{
+    return openai_sse_data(out, "{\"a\":1}", 7);
+}
+
+static void test_capped_buffer(void **state)
+{
+    (void)state;
+    cap_kv = json_object_new_object();
+    json_object_object_add(cap_kv, "remote_block_ids", json_object_new_array());
+    static const build_fn builders[] = {cap_completion,       cap_chat,        cap_chat_chunk,
+                                        cap_completion_chunk, cap_usage_chunk, cap_tokenize,
+                                        cap_detokenize,       cap_sse};
+    for (size_t k = 0; k < sizeof(builders) / sizeof(builders[0]); k++) {
+        struct buf whole;
+        buf_init(&whole, 1 << 20);
+        assert_int_equal(builders[k](&whole), 0);
+        assert_true(whole.len > 0);
+        for (size_t cap = 0; cap <= whole.len; cap++) {
+            struct buf b;
+            buf_init(&b, cap);
+            int rc = builders[k](&b);
+            if (cap == whole.len) {
+                assert_int_equal(rc, 0);
+                assert_int_equal(b.len, whole.len);
+            } else {
+                assert_int_equal(rc, -ENOSPC);
+                assert_int_equal(buf_error(&b), -ENOSPC);
+                assert_true(b.len < whole.len);
+            }
+            if (b.len > 0) {
+                assert_memory_equal(b.data, whole.data, b.len);
+            }
+            buf_free(&b);
+        }
+        buf_free(&whole);
+    }
+    /* an SSE frame is all or nothing: a frame that does not fit leaves the buffer as it was */
+    struct buf b;
+    buf_init(&b, 19); /* room for one frame and most of a second */
+    assert_int_equal(openai_sse_data(&b, "{}", 2), 0);
+    assert_int_equal(openai_sse_data(&b, "{}", 2), -ENOSPC);
+    assert_string_equal(buf_cstr(&b), "data: {}\n\n");
+    buf_free(&b);
+    json_object_put(cap_kv);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_completion_body), cmocka_unit_test(test_chat_body),
         cmocka_unit_test(test_stream_chunks),   cmocka_unit_test(test_misc_bodies),
-        cmocka_unit_test(test_float_format),
+        cmocka_unit_test(test_float_format),    cmocka_unit_test(test_capped_buffer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
