@@ -485,18 +485,23 @@ static int parse_common(struct openai_request *req, struct openai_error *err)
               iv);
         sp->min_tokens = iv;
     }
-    if ((rc = opt_bool(root, "ignore_eos", "ignore_eos", &sp->ignore_eos, err)) != 0 ||
-        (rc = opt_bool(root, "include_stop_str_in_output", "include_stop_str_in_output",
-                       &req->include_stop_str_in_output, err)) != 0 ||
-        (rc = opt_bool(root, "stream", "stream", &req->stream, err)) != 0 ||
-        (rc = opt_bool(root, "echo", "echo", &req->echo, err)) != 0 ||
-        (rc = opt_bool(root, "skip_special_tokens", "skip_special_tokens",
-                       &req->skip_special_tokens, err)) != 0 ||
-        (rc = opt_bool(root, "spaces_between_special_tokens", "spaces_between_special_tokens",
-                       &req->spaces_between_special_tokens, err)) != 0 ||
-        (rc = opt_bool(root, "add_special_tokens", "add_special_tokens", &req->add_special_tokens,
-                       err)) != 0) {
-        return rc;
+    /* the flags, in the order their errors are reported */
+    const struct {
+        const char *key;
+        int *dst;
+    } flags[] = {
+        {"ignore_eos", &sp->ignore_eos},
+        {"include_stop_str_in_output", &req->include_stop_str_in_output},
+        {"stream", &req->stream},
+        {"echo", &req->echo},
+        {"skip_special_tokens", &req->skip_special_tokens},
+        {"spaces_between_special_tokens", &req->spaces_between_special_tokens},
+        {"add_special_tokens", &req->add_special_tokens},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(flags); i++) {
+        if ((rc = opt_bool(root, flags[i].key, flags[i].key, flags[i].dst, err)) != 0) {
+            return rc;
+        }
     }
     if ((rc = opt_int(root, "priority", "priority", &iv, &present, err)) != 0) {
         return rc;
@@ -644,6 +649,69 @@ static int is_role(const char *r)
     return 0;
 }
 
+/* The text of part i of messages[idx].content: {"type": "text", "text": ...}. */
+static int content_part_text(struct json_object *part, size_t idx, size_t i, const char **text,
+                             struct openai_error *err)
+{
+    char pp[96];
+    const char *ptype = NULL;
+    *text = NULL;
+    snprintf(pp, sizeof(pp), "messages[%zu].content[%zu]", idx, i);
+    CHECK(json_object_get_type(part) == json_type_object, pp,
+          "'%s': input should be an object, got %s", pp, type_label(part));
+    snprintf(pp, sizeof(pp), "messages[%zu].content[%zu].type", idx, i);
+    int rc = opt_string(part, "type", pp, &ptype, err);
+    if (rc != 0) {
+        return rc;
+    }
+    CHECK(ptype && strcmp(ptype, "text") == 0, pp,
+          "'%s': content part type '%.40s' is not supported (only 'text')", pp,
+          ptype ? ptype : "null");
+    snprintf(pp, sizeof(pp), "messages[%zu].content[%zu].text", idx, i);
+    if ((rc = opt_string(part, "text", pp, text, err)) != 0) {
+        return rc;
+    }
+    CHECK(*text, pp, "'%s' is required", pp);
+    return 0;
+}
+
+/* messages[idx].content (param): a string, or an array of text parts joined with "\n", copied
+ * into out->content. */
+static int parse_content(struct json_object *c, size_t idx, const char *param,
+                         struct openai_message *out, struct openai_error *err)
+{
+    enum json_type t = json_object_get_type(c);
+    CHECK(t == json_type_string || t == json_type_array, param,
+          "'%s': input should be a string or an array of content parts, got %s", param,
+          type_label(c));
+    struct buf text;
+    buf_init(&text, SIZE_MAX / 2);
+    if (t == json_type_string) {
+        buf_append(&text, json_object_get_string(c), (size_t)json_object_get_string_len(c));
+    }
+    size_t n = t == json_type_array ? json_object_array_length(c) : 0;
+    for (size_t i = 0; i < n && !buf_error(&text); i++) {
+        const char *part;
+        int rc = content_part_text(json_object_array_get_idx(c, i), idx, i, &part, err);
+        if (rc != 0) {
+            buf_free(&text);
+            return rc;
+        }
+        if (i > 0) {
+            buf_append(&text, "\n", 1);
+        }
+        buf_appends(&text, part);
+    }
+    char *content = buf_error(&text) ? NULL : buf_detach(&text, &out->content_len);
+    buf_free(&text);
+    if (!content) {
+        openai_error_set(err, 500, NULL, "out of memory");
+        return -ENOMEM;
+    }
+    out->content = content;
+    return 0;
+}
+
 static int parse_message(struct json_object *m, size_t idx, struct openai_message *out,
                          struct openai_error *err)
 {
@@ -676,70 +744,7 @@ static int parse_message(struct json_object *m, size_t idx, struct openai_messag
               out->role);
         return 0;
     }
-    enum json_type t = json_object_get_type(c);
-    struct buf text;
-    buf_init(&text, SIZE_MAX / 2);
-    if (t == json_type_string) {
-        rc = buf_append(&text, json_object_get_string(c), (size_t)json_object_get_string_len(c));
-    } else if (t == json_type_array) {
-        size_t n = json_object_array_length(c);
-        for (size_t i = 0; i < n && rc == 0; i++) {
-            struct json_object *part = json_object_array_get_idx(c, i);
-            char pp[96];
-            const char *ptype = NULL, *ptext = NULL;
-            snprintf(pp, sizeof(pp), "messages[%zu].content[%zu]", idx, i);
-            if (json_object_get_type(part) != json_type_object) {
-                openai_error_set(err, 400, pp, "'%s': input should be an object, got %s", pp,
-                                 type_label(part));
-                rc = -EINVAL;
-                break;
-            }
-            snprintf(pp, sizeof(pp), "messages[%zu].content[%zu].type", idx, i);
-            if ((rc = opt_string(part, "type", pp, &ptype, err)) != 0) {
-                break;
-            }
-            if (!ptype || strcmp(ptype, "text") != 0) {
-                openai_error_set(err, 400, pp,
-                                 "'%s': content part type '%.40s' is not supported "
-                                 "(only 'text')",
-                                 pp, ptype ? ptype : "null");
-                rc = -EINVAL;
-                break;
-            }
-            snprintf(pp, sizeof(pp), "messages[%zu].content[%zu].text", idx, i);
-            if ((rc = opt_string(part, "text", pp, &ptext, err)) != 0) {
-                break;
-            }
-            if (!ptext) {
-                openai_error_set(err, 400, pp, "'%s' is required", pp);
-                rc = -EINVAL;
-                break;
-            }
-            if (i > 0) {
-                rc = buf_append(&text, "\n", 1);
-            }
-            if (rc == 0) {
-                rc = buf_appends(&text, ptext);
-            }
-        }
-    } else {
-        openai_error_set(err, 400, param,
-                         "'%s': input should be a string or an array of content parts, got %s",
-                         param, type_label(c));
-        rc = -EINVAL;
-    }
-    if (rc == 0) {
-        out->content = buf_detach(&text, &out->content_len);
-        if (!out->content) {
-            rc = -ENOMEM;
-        }
-    }
-    if (rc == -ENOMEM || rc == -ENOSPC) {
-        openai_error_set(err, 500, NULL, "out of memory");
-        rc = -ENOMEM;
-    }
-    buf_free(&text);
-    return rc;
+    return parse_content(c, idx, param, out, err);
 }
 
 static int parse_messages(struct openai_request *req, struct openai_error *err)
@@ -802,108 +807,109 @@ static int finish_parse(int rc, struct openai_request *req, struct openai_error 
     return rc;
 }
 
+/* The body of a /v1/completions request into req (defaults set). */
+static int completion_fields(const char *body, size_t len, struct openai_request *req,
+                             struct openai_error *err)
+{
+    int rc;
+    if ((rc = parse_body(body, len, req, err)) != 0 || (rc = parse_common(req, err)) != 0 ||
+        (rc = parse_prompt(req, 0, err)) != 0 ||
+        (rc = parse_max_tokens(req, "max_tokens", 1, err)) != 0 ||
+        (rc = check_min_max(req, "max_tokens", err)) != 0) {
+        return rc;
+    }
+    int present = 0, lp = 0;
+    if ((rc = opt_int(req->root, "logprobs", "logprobs", &lp, &present, err)) != 0) {
+        return rc;
+    }
+    if (present) {
+        CHECK(lp >= 0, "logprobs", "'logprobs' must be a positive value.");
+        CHECK(lp <= OPENAI_MAX_LOGPROBS, "logprobs",
+              "Requested sample 'logprobs' of %d, which is greater than max allowed: %d", lp,
+              OPENAI_MAX_LOGPROBS);
+        req->logprobs = lp;
+    }
+    req->sampling.logprobs = req->logprobs;
+    return 0;
+}
+
+/* The body of a /v1/chat/completions request into req (defaults set). */
+static int chat_fields(const char *body, size_t len, struct openai_request *req,
+                       struct openai_error *err)
+{
+    int rc;
+    if ((rc = parse_body(body, len, req, err)) != 0 || (rc = parse_common(req, err)) != 0 ||
+        (rc = parse_messages(req, err)) != 0 || (rc = parse_chat_template_fields(req, err)) != 0) {
+        return rc;
+    }
+    /* max_completion_tokens wins over the deprecated max_tokens */
+    struct json_object *v;
+    const char *max_key = member(req->root, "max_completion_tokens", &v) && v
+                              ? "max_completion_tokens"
+                              : "max_tokens";
+    if ((rc = parse_max_tokens(req, max_key, 0, err)) != 0 ||
+        (rc = check_min_max(req, max_key, err)) != 0) {
+        return rc;
+    }
+    int logprobs = 0, top = 0, present = 0;
+    if ((rc = opt_bool(req->root, "logprobs", "logprobs", &logprobs, err)) != 0 ||
+        (rc = opt_int(req->root, "top_logprobs", "top_logprobs", &top, &present, err)) != 0) {
+        return rc;
+    }
+    if (present) {
+        CHECK(top >= 0, "top_logprobs", "'top_logprobs' must be a positive value.");
+        CHECK(top <= OPENAI_MAX_LOGPROBS, "top_logprobs",
+              "Requested 'top_logprobs' of %d, which is greater than max allowed: %d", top,
+              OPENAI_MAX_LOGPROBS);
+        CHECK(top == 0 || logprobs, "top_logprobs",
+              "when using 'top_logprobs', 'logprobs' must be set to true.");
+    }
+    if (logprobs) {
+        req->logprobs = top;
+    }
+    req->sampling.logprobs = req->logprobs;
+    return 0;
+}
+
+/* The body of a /tokenize request into req (defaults set): messages or a text prompt. */
+static int tokenize_fields(const char *body, size_t len, struct openai_request *req,
+                           int *return_token_strs, struct openai_error *err)
+{
+    int rc = parse_body(body, len, req, err);
+    if (rc != 0) {
+        return rc;
+    }
+    struct json_object *v;
+    if (member(req->root, "messages", &v) && v) {
+        req->kind = OPENAI_CHAT;
+        req->add_special_tokens = 0;
+        if ((rc = parse_messages(req, err)) != 0 ||
+            (rc = parse_chat_template_fields(req, err)) != 0) {
+            return rc;
+        }
+    } else if ((rc = parse_prompt(req, 1, err)) != 0) {
+        return rc;
+    }
+    if ((rc = opt_string(req->root, "model", "model", &req->model, err)) != 0 ||
+        (rc = opt_bool(req->root, "add_special_tokens", "add_special_tokens",
+                       &req->add_special_tokens, err)) != 0) {
+        return rc;
+    }
+    return opt_bool(req->root, "return_token_strs", "return_token_strs", return_token_strs, err);
+}
+
 int openai_parse_completion(const char *body, size_t len, struct openai_request *req,
                             struct openai_error *err)
 {
     request_defaults(req, OPENAI_COMPLETION);
-    int rc = parse_body(body, len, req, err);
-    if (rc == 0) {
-        rc = parse_common(req, err);
-    }
-    if (rc == 0) {
-        rc = parse_prompt(req, 0, err);
-    }
-    if (rc == 0) {
-        rc = parse_max_tokens(req, "max_tokens", 1, err);
-    }
-    if (rc == 0) {
-        rc = check_min_max(req, "max_tokens", err);
-    }
-    if (rc == 0) {
-        int present = 0, lp = 0;
-        rc = opt_int(req->root, "logprobs", "logprobs", &lp, &present, err);
-        if (rc == 0 && present) {
-            if (lp < 0) {
-                openai_error_set(err, 400, "logprobs", "'logprobs' must be a positive value.");
-                rc = -EINVAL;
-            } else if (lp > OPENAI_MAX_LOGPROBS) {
-                openai_error_set(err, 400, "logprobs",
-                                 "Requested sample 'logprobs' of %d, which is greater than max "
-                                 "allowed: %d",
-                                 lp, OPENAI_MAX_LOGPROBS);
-                rc = -EINVAL;
-            } else {
-                req->logprobs = lp;
-            }
-        }
-    }
-    if (rc == 0) {
-        req->sampling.logprobs = req->logprobs;
-    }
-    return finish_parse(rc, req, err);
+    return finish_parse(completion_fields(body, len, req, err), req, err);
 }
 
 int openai_parse_chat(const char *body, size_t len, struct openai_request *req,
                       struct openai_error *err)
 {
     request_defaults(req, OPENAI_CHAT);
-    int rc = parse_body(body, len, req, err);
-    if (rc == 0) {
-        rc = parse_common(req, err);
-    }
-    if (rc == 0) {
-        rc = parse_messages(req, err);
-    }
-    if (rc == 0) {
-        rc = parse_chat_template_fields(req, err);
-    }
-    struct json_object *v;
-    if (rc == 0) {
-        /* max_completion_tokens wins over the deprecated max_tokens */
-        if (member(req->root, "max_completion_tokens", &v) && v) {
-            rc = parse_max_tokens(req, "max_completion_tokens", 0, err);
-        } else {
-            rc = parse_max_tokens(req, "max_tokens", 0, err);
-        }
-    }
-    if (rc == 0) {
-        rc = check_min_max(req,
-                           member(req->root, "max_completion_tokens", &v) && v
-                               ? "max_completion_tokens"
-                               : "max_tokens",
-                           err);
-    }
-    if (rc == 0) {
-        int logprobs = 0, top = 0, present = 0;
-        rc = opt_bool(req->root, "logprobs", "logprobs", &logprobs, err);
-        if (rc == 0) {
-            rc = opt_int(req->root, "top_logprobs", "top_logprobs", &top, &present, err);
-        }
-        if (rc == 0 && present) {
-            if (top < 0) {
-                openai_error_set(err, 400, "top_logprobs",
-                                 "'top_logprobs' must be a positive value.");
-                rc = -EINVAL;
-            } else if (top > OPENAI_MAX_LOGPROBS) {
-                openai_error_set(err, 400, "top_logprobs",
-                                 "Requested 'top_logprobs' of %d, which is greater than max "
-                                 "allowed: %d",
-                                 top, OPENAI_MAX_LOGPROBS);
-                rc = -EINVAL;
-            } else if (top > 0 && !logprobs) {
-                openai_error_set(err, 400, "top_logprobs",
-                                 "when using 'top_logprobs', 'logprobs' must be set to true.");
-                rc = -EINVAL;
-            }
-        }
-        if (rc == 0 && logprobs) {
-            req->logprobs = top;
-        }
-    }
-    if (rc == 0) {
-        req->sampling.logprobs = req->logprobs;
-    }
-    return finish_parse(rc, req, err);
+    return finish_parse(chat_fields(body, len, req, err), req, err);
 }
 
 int openai_parse_tokenize(const char *body, size_t len, struct openai_request *req,
@@ -911,29 +917,7 @@ int openai_parse_tokenize(const char *body, size_t len, struct openai_request *r
 {
     request_defaults(req, OPENAI_COMPLETION);
     *return_token_strs = 0;
-    int rc = parse_body(body, len, req, err);
-    struct json_object *v;
-    if (rc == 0 && member(req->root, "messages", &v) && v) {
-        req->kind = OPENAI_CHAT;
-        req->add_special_tokens = 0;
-        rc = parse_messages(req, err);
-        if (rc == 0) {
-            rc = parse_chat_template_fields(req, err);
-        }
-    } else if (rc == 0) {
-        rc = parse_prompt(req, 1, err);
-    }
-    if (rc == 0) {
-        rc = opt_string(req->root, "model", "model", &req->model, err);
-    }
-    if (rc == 0) {
-        rc = opt_bool(req->root, "add_special_tokens", "add_special_tokens",
-                      &req->add_special_tokens, err);
-    }
-    if (rc == 0) {
-        rc = opt_bool(req->root, "return_token_strs", "return_token_strs", return_token_strs, err);
-    }
-    return finish_parse(rc, req, err);
+    return finish_parse(tokenize_fields(body, len, req, return_token_strs, err), req, err);
 }
 
 int openai_parse_detokenize(const char *body, size_t len, struct json_object **root,
