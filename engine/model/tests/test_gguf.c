@@ -527,12 +527,32 @@ static void test_open_errors(void **state)
     assert_non_null(strstr(err, "<buffer>"));
 }
 
+/* A parse error names the input and the offset of the bad field in front of the message; a short
+ * buffer gets the same bytes cut short, NUL-terminated; a NULL buffer is left alone. */
+static void test_error_prefix(void **state)
+{
+    (void)state;
+    struct buf b;
+    header(&b, 1, 0, 0);
+    char err[256];
+    assert_null(gguf_open_buffer(b.data, b.len, "t.gguf", err, sizeof(err)));
+    assert_string_equal(err, "t.gguf: offset 4: GGUF version 1 is not supported (only versions 2 "
+                             "and 3)");
+    char small[12];
+    memset(small, 'x', sizeof(small));
+    assert_null(gguf_open_buffer(b.data, b.len, "t.gguf", small, sizeof(small)));
+    assert_string_equal(small, "t.gguf: off");
+    assert_null(gguf_open_buffer(b.data, b.len, "t.gguf", NULL, 0));
+    buf_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_trip),  cmocka_unit_test(test_all_value_types),
-        cmocka_unit_test(test_bad_headers), cmocka_unit_test(test_bad_tensors),
-        cmocka_unit_test(test_truncation),  cmocka_unit_test(test_open_errors),
+        cmocka_unit_test(test_round_trip),   cmocka_unit_test(test_all_value_types),
+        cmocka_unit_test(test_bad_headers),  cmocka_unit_test(test_bad_tensors),
+        cmocka_unit_test(test_truncation),   cmocka_unit_test(test_open_errors),
+        cmocka_unit_test(test_error_prefix),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
