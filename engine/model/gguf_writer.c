@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "lib/buf.h"
+#include "lib/common.h"
 #include "lib/err.h"
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -118,15 +119,11 @@ static int gw_set(gguf_writer *w, const char *key, struct buf *value)
             return 0;
         }
     }
-    if (w->n_kvs == w->cap_kvs) {
-        size_t cap = w->cap_kvs ? w->cap_kvs * 2 : 16;
-        gw_kv *kvs = realloc(w->kvs, cap * sizeof(*kvs));
-        if (!kvs) {
-            return -ENOMEM;
-        }
-        w->kvs = kvs;
-        w->cap_kvs = cap;
+    gw_kv *kvs = tandem_grow(w->kvs, &w->cap_kvs, w->n_kvs + 1, sizeof(*kvs), 16);
+    if (!kvs) {
+        return -ENOMEM;
     }
+    w->kvs = kvs;
     char *k = strdup(key);
     if (!k) {
         return -ENOMEM;
@@ -325,15 +322,11 @@ int gguf_writer_add_tensor(gguf_writer *w, const char *name, tdtype type, int n_
             return -EEXIST;
         }
     }
-    if (w->n_tensors == w->cap_tensors) {
-        size_t cap = w->cap_tensors ? w->cap_tensors * 2 : 16;
-        gw_tensor *ts = realloc(w->tensors, cap * sizeof(*ts));
-        if (!ts) {
-            return -ENOMEM;
-        }
-        w->tensors = ts;
-        w->cap_tensors = cap;
+    gw_tensor *ts = tandem_grow(w->tensors, &w->cap_tensors, w->n_tensors + 1, sizeof(*ts), 16);
+    if (!ts) {
+        return -ENOMEM;
     }
+    w->tensors = ts;
     gw_tensor t = {.type = type, .n_dims = n_dims, .nbytes = nbytes, .ne = {1, 1, 1, 1}};
     for (int i = 0; i < n_dims; i++) {
         t.ne[i] = ne[i];

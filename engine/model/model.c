@@ -39,16 +39,12 @@ int model__own(model *m, void *p)
     if (!p) {
         return -ENOMEM;
     }
-    if (priv->n_owned == priv->cap_owned) {
-        size_t cap = priv->cap_owned ? priv->cap_owned * 2 : 32;
-        void **v = realloc(priv->owned, cap * sizeof(*v));
-        if (!v) {
-            free(p);
-            return -ENOMEM;
-        }
-        priv->owned = v;
-        priv->cap_owned = cap;
+    void **v = tandem_grow(priv->owned, &priv->cap_owned, priv->n_owned + 1, sizeof(*v), 32);
+    if (!v) {
+        free(p);
+        return -ENOMEM;
     }
+    priv->owned = v;
     priv->owned[priv->n_owned++] = p;
     return 0;
 }

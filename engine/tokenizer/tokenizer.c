@@ -522,15 +522,11 @@ typedef struct idvec {
 
 static int idvec_push(idvec *iv, int32_t id)
 {
-    if (iv->n == iv->cap) {
-        size_t cap = iv->cap ? iv->cap * 2 : 64;
-        int32_t *v = realloc(iv->v, cap * sizeof(*v));
-        if (!v) {
-            return -ENOMEM;
-        }
-        iv->v = v;
-        iv->cap = cap;
+    int32_t *v = tandem_grow(iv->v, &iv->cap, iv->n + 1, sizeof(*v), 64);
+    if (!v) {
+        return -ENOMEM;
     }
+    iv->v = v;
     iv->v[iv->n++] = id;
     return 0;
 }
@@ -563,20 +559,19 @@ static int words_add2(words *w, const char *a, size_t na, const char *b, size_t 
     if (na + nb == 0) {
         return 0;
     }
-    if (w->n == w->cap) {
-        size_t cap = w->cap ? w->cap * 2 : 32;
-        size_t *o = realloc(w->off, cap * sizeof(*o));
-        if (!o) {
-            return -ENOMEM;
-        }
-        w->off = o;
-        size_t *l = realloc(w->len, cap * sizeof(*l));
-        if (!l) {
-            return -ENOMEM;
-        }
-        w->len = l;
-        w->cap = cap;
+    /* off and len share one capacity: grow each from a copy, then record it */
+    size_t off_cap = w->cap, len_cap = w->cap;
+    size_t *o = tandem_grow(w->off, &off_cap, w->n + 1, sizeof(*o), 32);
+    if (!o) {
+        return -ENOMEM;
     }
+    w->off = o;
+    size_t *l = tandem_grow(w->len, &len_cap, w->n + 1, sizeof(*l), 32);
+    if (!l) {
+        return -ENOMEM;
+    }
+    w->len = l;
+    w->cap = len_cap;
     w->off[w->n] = w->text.len;
     w->len[w->n] = na + nb;
     int rc = buf_append(&w->text, a, na);
@@ -931,15 +926,11 @@ static int normalize(const tokenizer *t, const char *s, size_t n, struct buf *ou
                                                                                                    \
     static int NAME##_push(NAME *h, TYPE c)                                                        \
     {                                                                                              \
-        if (h->n == h->cap) {                                                                      \
-            size_t cap = h->cap ? h->cap * 2 : 64;                                                 \
-            TYPE *v = realloc(h->v, cap * sizeof(*v));                                             \
-            if (!v) {                                                                              \
-                return -ENOMEM;                                                                    \
-            }                                                                                      \
-            h->v = v;                                                                              \
-            h->cap = cap;                                                                          \
+        TYPE *v = tandem_grow(h->v, &h->cap, h->n + 1, sizeof(*v), 64);                            \
+        if (!v) {                                                                                  \
+            return -ENOMEM;                                                                        \
         }                                                                                          \
+        h->v = v;                                                                                  \
         size_t i = h->n++;                                                                         \
         h->v[i] = c;                                                                               \
         while (i > 0) {                                                                            \

@@ -12,9 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "engine/tokenizer/tokenizer.h"
+#include "lib/clock.h"
+#include "lib/common.h"
 #include "lib/json.h"
 #ifdef TANDEM_HAVE_MODEL
 #include "engine/model/model.h"
@@ -42,14 +43,13 @@ static char *slurp(const char *path, size_t *len)
     }
     for (;;) {
         if (n == cap) {
-            char *nb = cap < ((size_t)1 << 30) ? realloc(b, cap * 2) : NULL;
+            char *nb = cap < ((size_t)1 << 30) ? tandem_grow(b, &cap, n + 1, 1, 0) : NULL;
             if (!nb) {
                 free(b);
                 fclose(f);
                 return NULL;
             }
             b = nb;
-            cap *= 2;
         }
         size_t got = fread(b + n, 1, cap - n, f);
         n += got;
@@ -60,13 +60,6 @@ static char *slurp(const char *path, size_t *len)
     fclose(f);
     *len = n;
     return b;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 static int run_corpus(const tokenizer *t, const char *corpus, bool special, bool parse_special,
@@ -143,7 +136,7 @@ static int run_bench(const tokenizer *t, const char *path, int repeat)
         return 1;
     }
     size_t total = 0;
-    double t0 = now_s();
+    double t0 = tandem_now_s();
     for (int r = 0; r < repeat; r++) {
         int32_t *ids = NULL;
         size_t n = 0;
@@ -156,7 +149,7 @@ static int run_bench(const tokenizer *t, const char *path, int repeat)
         }
         total += n;
     }
-    double dt = now_s() - t0;
+    double dt = tandem_now_s() - t0;
     fprintf(stderr, "%zu bytes x %d: %zu tokens in %.3f s = %.0f tokens/s, %.2f MB/s\n", len,
             repeat, total, dt, (double)total / dt, (double)len * repeat / dt / 1e6);
     free(data);

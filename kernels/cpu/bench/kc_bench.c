@@ -9,19 +9,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "kernels/cpu/kc_convert.h"
 #include "kernels/cpu/kc_cpu.h"
 #include "kernels/cpu/kc_matmul.h"
 #include "kernels/cpu/kc_pool.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "lib/clock.h"
 
 int main(int argc, char **argv)
 {
@@ -74,11 +67,11 @@ int main(int argc, char **argv)
                     int64_t n = ns[ni];
                     size_t wbytes = td_row_bytes(wt.type, wt.k) * (size_t)wt.m;
                     int reps = 0;
-                    double t0 = now_s(), t1;
+                    double t0 = tandem_now_s(), t1;
                     do {
                         kc_matmul(pool, &wt, x, n, y, wsp, kc_matmul_wsize(&wt, n));
                         reps++;
-                        t1 = now_s();
+                        t1 = tandem_now_s();
                     } while (t1 - t0 < min_s);
                     double per = (t1 - t0) / reps;
                     printf("%-5s %5ld %5ld %4ld %2d %10.1f %9.2f %9.2f\n", td_name(wt.type),
