@@ -1,7 +1,7 @@
 /*
- * The controller manager (see manager.h): informer cache, event → key mapping, work queues,
- * workers with controller-runtime's reconcile accounting and metrics, leader election, the HTTP
- * endpoints and the shutdown sequence.
+ * The controller manager (see manager.h): the controllers' work queues, fed by the informer cache
+ * (cache.h) through the watch table (watches.h); workers with controller-runtime's reconcile
+ * accounting and metrics; leader election; the HTTP endpoints; the shutdown sequence.
  *
  * Threads: the caller of manager_run runs the libuv loop (HTTP servers, signals, stop requests);
  * each informer has its own thread (event handlers only enqueue keys); the elector has its own
@@ -34,166 +34,11 @@
 #include "lib/log.h"
 #include "lib/metrics.h"
 #include "lib/shutdown.h"
-#include "operator/controller/apply.h"
 #include "operator/controller/reconcile_model.h"
 #include "operator/controller/reconcile_pool.h"
-#include "operator/controller/status.h"
+#include "operator/controller/watches.h"
 
 #define KEY_MAX 512 /* "namespace/name" */
-
-static const char *member_string(struct json_object *o, const char *key)
-{
-    struct json_object *v = NULL;
-    if (!o || !json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string)) {
-        return NULL;
-    }
-    return json_object_get_string(v);
-}
-
-/* ---- event → keys ---- */
-
-static int64_t generation_of(struct json_object *obj)
-{
-    int64_t g = 0;
-    json_opt_int64(obj, "metadata.generation", 0, &g, NULL, 0);
-    return g;
-}
-
-/* An update that only touched status (or metadata other than generation/deletion): skipped for
- * pools and models, whose reconcile does not depend on it. A resync (same resourceVersion) is not
- * skipped. */
-static int status_only_update(struct json_object *old_obj, struct json_object *obj)
-{
-    struct json_object *om = json_get(old_obj, "metadata"), *nm = json_get(obj, "metadata");
-    const char *orv = member_string(om, "resourceVersion");
-    const char *nrv = member_string(nm, "resourceVersion");
-    if (!orv || !nrv || strcmp(orv, nrv) == 0) {
-        return 0;
-    }
-    int old_del = json_get(old_obj, "metadata.deletionTimestamp") != NULL;
-    int new_del = json_get(obj, "metadata.deletionTimestamp") != NULL;
-    return generation_of(old_obj) == generation_of(obj) && old_del == new_del;
-}
-
-static void add_key(void (*add)(void *, const char *, const char *), void *ud,
-                    const char *controller, const char *ns, const char *name)
-{
-    char key[KEY_MAX];
-    if (!name || !name[0]) {
-        return;
-    }
-    int w = snprintf(key, sizeof(key), "%s/%s", ns ? ns : "", name);
-    if (w > 0 && (size_t)w < sizeof(key)) {
-        add(ud, controller, key);
-    }
-}
-
-static const char *ns_of(struct json_object *obj)
-{
-    return member_string(json_get(obj, "metadata"), "namespace");
-}
-
-static const char *name_of(struct json_object *obj)
-{
-    return member_string(json_get(obj, "metadata"), "name");
-}
-
-static const char *pool_ref_of(struct json_object *model)
-{
-    return member_string(json_get(model, "spec.poolRef"), "name");
-}
-
-/* Enqueues the controller owner of obj (an InferencePool or InferenceModel). */
-static void add_owner(void (*add)(void *, const char *, const char *), void *ud,
-                      struct json_object *obj)
-{
-    struct json_object *refs = json_get(obj, "metadata.ownerReferences");
-    size_t n =
-        refs && json_object_is_type(refs, json_type_array) ? json_object_array_length(refs) : 0;
-    for (size_t i = 0; i < n; i++) {
-        struct json_object *r = json_object_array_get_idx(refs, i), *ctl = NULL;
-        if (!json_object_object_get_ex(r, "controller", &ctl) || !json_object_get_boolean(ctl)) {
-            continue;
-        }
-        const char *kind = member_string(r, "kind"), *api = member_string(r, "apiVersion");
-        if (!kind || !api || strncmp(api, SPEC_GROUP "/", strlen(SPEC_GROUP) + 1) != 0) {
-            continue;
-        }
-        if (strcmp(kind, SPEC_POOL_KIND) == 0) {
-            add_key(add, ud, CONTROLLER_POOL, ns_of(obj), member_string(r, "name"));
-        } else if (strcmp(kind, SPEC_MODEL_KIND) == 0) {
-            add_key(add, ud, CONTROLLER_MODEL, ns_of(obj), member_string(r, "name"));
-        }
-    }
-}
-
-static const char *label_of(struct json_object *obj, const char *key)
-{
-    return member_string(json_get(obj, "metadata.labels"), key);
-}
-
-static int same_string(const char *a, const char *b)
-{
-    return (!a && !b) || (a && b && strcmp(a, b) == 0);
-}
-
-/* Whether a pod update changes anything the status counts. */
-static int pod_changed(struct json_object *old_obj, struct json_object *obj)
-{
-    struct status_pods a, b;
-    memset(&a, 0, sizeof(a));
-    memset(&b, 0, sizeof(b));
-    status_count_pod(&a, old_obj);
-    status_count_pod(&b, obj);
-    return a.total != b.total || a.ready != b.ready || a.running_unready != b.running_unready ||
-           a.failing != b.failing ||
-           !same_string(label_of(old_obj, LABEL_POOL), label_of(obj, LABEL_POOL)) ||
-           !same_string(label_of(old_obj, LABEL_MODEL), label_of(obj, LABEL_MODEL));
-}
-
-int manager_map_event(enum opctl_kind kind, enum opctl_event ev, struct json_object *old_obj,
-                      struct json_object *obj,
-                      void (*add)(void *ud, const char *controller, const char *key), void *ud)
-{
-    if (!obj) {
-        return 0;
-    }
-    switch (kind) {
-    case OPCTL_POOL:
-        if (ev == OPCTL_UPDATED && status_only_update(old_obj, obj)) {
-            return 0;
-        }
-        add_key(add, ud, CONTROLLER_POOL, ns_of(obj), name_of(obj));
-        return ev != OPCTL_UPDATED || generation_of(old_obj) != generation_of(obj);
-    case OPCTL_MODEL:
-        if (ev == OPCTL_UPDATED && status_only_update(old_obj, obj)) {
-            return 0;
-        }
-        add_key(add, ud, CONTROLLER_MODEL, ns_of(obj), name_of(obj));
-        add_key(add, ud, CONTROLLER_POOL, ns_of(obj), pool_ref_of(obj));
-        if (old_obj && !same_string(pool_ref_of(old_obj), pool_ref_of(obj))) {
-            add_key(add, ud, CONTROLLER_POOL, ns_of(old_obj), pool_ref_of(old_obj));
-        }
-        return 0;
-    case OPCTL_POD:
-        if (ev == OPCTL_UPDATED && !pod_changed(old_obj, obj)) {
-            return 0;
-        }
-        add_key(add, ud, CONTROLLER_MODEL, ns_of(obj), label_of(obj, LABEL_MODEL));
-        add_key(add, ud, CONTROLLER_POOL, ns_of(obj), label_of(obj, LABEL_POOL));
-        if (old_obj) {
-            add_key(add, ud, CONTROLLER_MODEL, ns_of(old_obj), label_of(old_obj, LABEL_MODEL));
-            add_key(add, ud, CONTROLLER_POOL, ns_of(old_obj), label_of(old_obj, LABEL_POOL));
-        }
-        return 0;
-    default:
-        add_owner(add, ud, obj);
-        if (old_obj) {
-            add_owner(add, ud, old_obj);
-        }
-        return 0;
-    }
-}
 
 /* ---- bind addresses ---- */
 
@@ -295,12 +140,21 @@ struct controller {
     struct metric *errors, *terminal, *panics, *time, *active_m, *max_m;
 };
 
+/* The controllers, by enum opctl_controller (watches.h says what wakes each). */
+static const struct {
+    const char *name; /* work queue name, controller label of the metrics */
+    reconcile_fn reconcile;
+} controllers[OPCTL_NCONTROLLERS] = {
+    [OPCTL_CTL_POOL] = {CONTROLLER_POOL, reconcile_pool},
+    [OPCTL_CTL_MODEL] = {CONTROLLER_MODEL, reconcile_model},
+};
+
 struct manager {
     struct kube_client *client;
     struct manager_options o; /* copy; strings and arrays borrowed */
     struct metrics_registry *reg;
     struct opctl_cache *cache;
-    struct controller ctl[2];
+    struct controller ctl[OPCTL_NCONTROLLERS]; /* by enum opctl_controller */
     struct kube_leader *le;
     struct kube_event_recorder *events;
     struct reconcile_ctx rctx;
@@ -333,36 +187,18 @@ static double mono_seconds(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static void enqueue(void *ud, const char *controller, const char *key)
+static void enqueue(void *ud, enum opctl_controller ctl, const char *key)
 {
     struct manager *m = ud;
-    for (int i = 0; i < 2; i++) {
-        if (strcmp(m->ctl[i].name, controller) == 0) {
-            kube_workqueue_add(m->ctl[i].q, key);
-        }
-    }
+    kube_workqueue_add(m->ctl[ctl].q, key);
 }
 
-/* Informer events: map to keys; a pool whose spec changed also enqueues its models. */
+/* Informer events: the watch table says which keys of which controller they wake. */
 static void on_event(void *ud, enum opctl_kind kind, enum opctl_event ev,
                      struct json_object *old_obj, struct json_object *obj)
 {
     struct manager *m = ud;
-    if (!manager_map_event(kind, ev, old_obj, obj, enqueue, m) || kind != OPCTL_POOL) {
-        return;
-    }
-    struct json_object **items = NULL;
-    size_t n = 0;
-    const char *ns = ns_of(obj), *pool = name_of(obj);
-    if (!pool || opctl_cache_list(m->cache, OPCTL_MODEL, ns, NULL, &items, &n) != 0) {
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (same_string(pool_ref_of(items[i]), pool)) {
-            add_key(enqueue, m, CONTROLLER_MODEL, ns, name_of(items[i]));
-        }
-    }
-    opctl_items_free(items, n);
+    watches_dispatch(m->cache, kind, ev, old_obj, obj, enqueue, m);
 }
 
 static void process(struct controller *ctl, const char *key)
@@ -402,13 +238,17 @@ static void process(struct controller *ctl, const char *key)
     }
 }
 
-/* Once both queues are empty after a burst of reconciles (each parses many cached objects and
+/* Once every queue is empty after a burst of reconciles (each parses many cached objects and
  * frees them), gives glibc's free pages back so that the resident size reflects the cache. At
  * most once per burst; cheap next to the reconciles themselves. */
 static void trim_when_idle(struct manager *m)
 {
-    if (kube_workqueue_len(m->ctl[0].q) != 0 || kube_workqueue_len(m->ctl[1].q) != 0 ||
-        atomic_exchange(&m->untrimmed, 0) == 0) {
+    for (size_t i = 0; i < ARRAY_SIZE(m->ctl); i++) {
+        if (kube_workqueue_len(m->ctl[i].q) != 0) {
+            return;
+        }
+    }
+    if (atomic_exchange(&m->untrimmed, 0) == 0) {
         return;
     }
 #ifdef __GLIBC__
@@ -452,7 +292,7 @@ static void start_workers(struct manager *m)
         return;
     }
     m->workers_started = 1;
-    for (int i = 0; i < 2; i++) {
+    for (size_t i = 0; i < ARRAY_SIZE(m->ctl); i++) {
         struct controller *ctl = &m->ctl[i];
         for (int w = 0; w < m->o.workers; w++) {
             if (pthread_create(&ctl->threads[ctl->nthreads], NULL, worker_main, ctl) == 0) {
@@ -722,7 +562,7 @@ static int register_metrics(struct manager *m)
         !kreq || !kretry || !kerr || !cached || !rss || !vsize || !cpu || !start || !fds) {
         return -ENOMEM;
     }
-    for (int i = 0; i < 2; i++) {
+    for (size_t i = 0; i < ARRAY_SIZE(m->ctl); i++) {
         struct controller *ctl = &m->ctl[i];
         const char *cl[] = {ctl->name};
         for (int k = 0; k < RESULT_N; k++) {
@@ -912,10 +752,10 @@ static int join_workers(struct manager *m)
         deadline.tv_nsec -= 1000000000L;
     }
     int rc = 0;
-    for (int i = 0; i < 2; i++) {
+    for (size_t i = 0; i < ARRAY_SIZE(m->ctl); i++) {
         kube_workqueue_shutdown(m->ctl[i].q);
     }
-    for (int i = 0; i < 2; i++) {
+    for (size_t i = 0; i < ARRAY_SIZE(m->ctl); i++) {
         struct controller *ctl = &m->ctl[i];
         for (int w = 0; w < ctl->nthreads; w++) {
             if (pthread_timedjoin_np(ctl->threads[w], NULL, &deadline) != 0) {
@@ -962,8 +802,10 @@ struct manager *manager_new(struct kube_client *c, const struct manager_options 
     }
     m->stop_async.data = m;
     m->async_open = 1;
-    m->ctl[0] = (struct controller){.m = m, .name = CONTROLLER_POOL, .reconcile = reconcile_pool};
-    m->ctl[1] = (struct controller){.m = m, .name = CONTROLLER_MODEL, .reconcile = reconcile_model};
+    for (size_t i = 0; i < ARRAY_SIZE(m->ctl); i++) {
+        m->ctl[i] = (struct controller){
+            .m = m, .name = controllers[i].name, .reconcile = controllers[i].reconcile};
+    }
     return m;
 }
 
@@ -986,11 +828,12 @@ int manager_run(struct manager *m)
         log_error("cannot register metrics");
         goto out_loop;
     }
-    for (int i = 0; i < 2; i++) {
-        struct kube_workqueue_options qo = {.controller = m->ctl[i].name};
-        m->ctl[i].q = kube_workqueue_new_opts(m->ctl[i].name, m->reg, &qo);
-        m->ctl[i].threads = calloc((size_t)o->workers, sizeof(pthread_t));
-        if (!m->ctl[i].q || !m->ctl[i].threads) {
+    for (size_t i = 0; i < ARRAY_SIZE(m->ctl); i++) {
+        struct controller *ctl = &m->ctl[i];
+        struct kube_workqueue_options qo = {.controller = ctl->name};
+        ctl->q = kube_workqueue_new_opts(ctl->name, m->reg, &qo);
+        ctl->threads = calloc((size_t)o->workers, sizeof(pthread_t));
+        if (!ctl->q || !ctl->threads) {
             log_error("out of memory");
             goto out_loop;
         }
@@ -1048,8 +891,8 @@ int manager_run(struct manager *m)
     opctl_cache_stop(m->cache);
     exit_code = startup_failed || atomic_load(&m->lost) ? 1 : 0;
     log_info("stopped (reconciles: pools %.0f, models %.0f)",
-             metric_value(m->ctl[0].total[RESULT_SUCCESS]),
-             metric_value(m->ctl[1].total[RESULT_SUCCESS]));
+             metric_value(m->ctl[OPCTL_CTL_POOL].total[RESULT_SUCCESS]),
+             metric_value(m->ctl[OPCTL_CTL_MODEL].total[RESULT_SUCCESS]));
 
 out_loop:
     if (m->async_open) {
@@ -1080,7 +923,7 @@ void manager_free(struct manager *m)
     kube_leader_free(m->le);
     opctl_cache_free(m->cache);
     kube_event_recorder_free(m->events);
-    for (int i = 0; i < 2; i++) {
+    for (size_t i = 0; i < ARRAY_SIZE(m->ctl); i++) {
         kube_workqueue_free(m->ctl[i].q);
         free(m->ctl[i].threads);
     }

@@ -11,7 +11,8 @@
  * non-zero and restarts, as with controller-runtime). docs/operations.md describes flags, metrics
  * and behaviour.
  *
- * The informer cache the reconcilers read is cache.h's.
+ * The informer cache the reconcilers read is cache.h's; which events wake which controller is the
+ * watch table's (watches.h).
  */
 #ifndef TANDEM_OPERATOR_MANAGER_H
 #define TANDEM_OPERATOR_MANAGER_H
@@ -87,15 +88,5 @@ int manager_parse_bind_address(const char *addr, char *host, size_t hostlen, int
 /* Parses a Go duration ("15s", "10m", "1h30m", "250ms", "0") into milliseconds (sub-millisecond
  * parts are rounded down). 0, or -EINVAL (malformed, negative, no unit, overflow). */
 int manager_parse_duration(const char *s, long *ms);
-
-/* Queue keys an informer event should enqueue, without cache lookups: the object's own key for
- * pools and models; the pool of a model (old and new poolRef); the controller owner of an owned
- * object; the model and pool named by a pod's labels. add(ud, controller, key) is called once per
- * key (controller is CONTROLLER_POOL or CONTROLLER_MODEL). Status-only updates of pools and
- * models (same generation, different resourceVersion) enqueue nothing. Returns 1 when the event is
- * a pool whose spec changed (or that was added/deleted): the caller also enqueues its models. */
-int manager_map_event(enum opctl_kind kind, enum opctl_event ev, struct json_object *old_obj,
-                      struct json_object *obj,
-                      void (*add)(void *ud, const char *controller, const char *key), void *ud);
 
 #endif /* TANDEM_OPERATOR_MANAGER_H */

@@ -25,6 +25,7 @@
 #include "lib/yaml.h"
 #include "operator/controller/manager.h"
 #include "operator/controller/spec.h"
+#include "operator/controller/watches.h"
 
 static struct lk g_lk;
 static struct kube_client *g_client;
@@ -90,11 +91,12 @@ struct keys {
     int n;
 };
 
-static void collect(void *ud, const char *controller, const char *key)
+static void collect(void *ud, enum opctl_controller ctl, const char *key)
 {
     struct keys *ks = ud;
     if (ks->n < 8) {
-        snprintf(ks->k[ks->n++], sizeof(ks->k[0]), "%s:%s", controller, key);
+        snprintf(ks->k[ks->n++], sizeof(ks->k[0]), "%s:%s",
+                 ctl == OPCTL_CTL_POOL ? CONTROLLER_POOL : CONTROLLER_MODEL, key);
     }
 }
 
@@ -118,7 +120,7 @@ static struct json_object *obj(const char *text)
     return o;
 }
 
-static void test_map_event(void **state)
+static void test_watches(void **state)
 {
     (void)state;
     struct keys ks = {0};
@@ -128,20 +130,20 @@ static void test_map_event(void **state)
                                   "generation: 1, resourceVersion: '6'}, status: {x: 1}}");
     struct json_object *p2 = obj("{kind: InferencePool, metadata: {name: p, namespace: team, "
                                  "generation: 2, resourceVersion: '7'}}");
-    assert_int_equal(manager_map_event(OPCTL_POOL, OPCTL_ADDED, NULL, p1, collect, &ks), 1);
-    assert_int_equal(ks.n, 1);
+    watches_dispatch(NULL, OPCTL_POOL, OPCTL_ADDED, NULL, p1, collect, &ks);
+    assert_int_equal(ks.n, 1); /* no cache: no models to find */
     assert_true(has(&ks, "inferencepool:team/p"));
     ks.n = 0; /* status only: nothing */
-    assert_int_equal(manager_map_event(OPCTL_POOL, OPCTL_UPDATED, p1, p1s, collect, &ks), 0);
+    watches_dispatch(NULL, OPCTL_POOL, OPCTL_UPDATED, p1, p1s, collect, &ks);
     assert_int_equal(ks.n, 0);
     /* resync (same resourceVersion): the pool, not its models */
-    assert_int_equal(manager_map_event(OPCTL_POOL, OPCTL_UPDATED, p1, p1, collect, &ks), 0);
+    watches_dispatch(NULL, OPCTL_POOL, OPCTL_UPDATED, p1, p1, collect, &ks);
     assert_int_equal(ks.n, 1);
     ks.n = 0; /* spec change: the pool and its models */
-    assert_int_equal(manager_map_event(OPCTL_POOL, OPCTL_UPDATED, p1s, p2, collect, &ks), 1);
+    watches_dispatch(NULL, OPCTL_POOL, OPCTL_UPDATED, p1s, p2, collect, &ks);
     assert_true(has(&ks, "inferencepool:team/p"));
     ks.n = 0;
-    assert_int_equal(manager_map_event(OPCTL_POOL, OPCTL_DELETED, NULL, p2, collect, &ks), 1);
+    watches_dispatch(NULL, OPCTL_POOL, OPCTL_DELETED, NULL, p2, collect, &ks);
     assert_int_equal(ks.n, 1);
 
     struct json_object *m1 =
@@ -151,12 +153,12 @@ static void test_map_event(void **state)
         obj("{kind: InferenceModel, metadata: {name: m, namespace: team, "
             "generation: 2, resourceVersion: '9'}, spec: {poolRef: {name: b}}}");
     ks.n = 0;
-    assert_int_equal(manager_map_event(OPCTL_MODEL, OPCTL_ADDED, NULL, m1, collect, &ks), 0);
+    watches_dispatch(NULL, OPCTL_MODEL, OPCTL_ADDED, NULL, m1, collect, &ks);
     assert_int_equal(ks.n, 2);
     assert_true(has(&ks, "inferencemodel:team/m"));
     assert_true(has(&ks, "inferencepool:team/a"));
     ks.n = 0; /* moved to another pool: both pools */
-    manager_map_event(OPCTL_MODEL, OPCTL_UPDATED, m1, m2, collect, &ks);
+    watches_dispatch(NULL, OPCTL_MODEL, OPCTL_UPDATED, m1, m2, collect, &ks);
     assert_int_equal(ks.n, 3);
     assert_true(has(&ks, "inferencepool:team/a"));
     assert_true(has(&ks, "inferencepool:team/b"));
@@ -174,14 +176,27 @@ static void test_map_event(void **state)
                                 "ownerReferences: [{apiVersion: tandem.dev/v1alpha1, kind: "
                                 "InferencePool, name: p, uid: v, controller: true}]}}");
     ks.n = 0;
-    manager_map_event(OPCTL_DEPLOYMENT, OPCTL_UPDATED, d, d, collect, &ks);
+    watches_dispatch(NULL, OPCTL_DEPLOYMENT, OPCTL_UPDATED, d, d, collect, &ks);
     assert_int_equal(ks.n, 2); /* once for new, once for old: the queue de-duplicates */
     assert_true(has(&ks, "inferencemodel:team/m"));
     ks.n = 0;
-    manager_map_event(OPCTL_DEPLOYMENT, OPCTL_ADDED, NULL, f, collect, &ks);
+    watches_dispatch(NULL, OPCTL_DEPLOYMENT, OPCTL_ADDED, NULL, f, collect, &ks);
     assert_int_equal(ks.n, 0);
-    manager_map_event(OPCTL_SERVICE, OPCTL_DELETED, NULL, s, collect, &ks);
+    watches_dispatch(NULL, OPCTL_SERVICE, OPCTL_DELETED, NULL, s, collect, &ks);
     assert_int_equal(ks.n, 1);
+    assert_true(has(&ks, "inferencepool:team/p"));
+    struct json_object *h =
+        obj("{kind: HorizontalPodAutoscaler, metadata: {name: m-decode, namespace: team, "
+            "ownerReferences: [{apiVersion: tandem.dev/v1alpha1, kind: InferenceModel, name: m, "
+            "uid: u, controller: true}]}}");
+    struct json_object *cm = obj("{kind: ConfigMap, metadata: {name: p-epp-config, namespace: "
+                                 "team, ownerReferences: [{apiVersion: tandem.dev/v1alpha1, kind: "
+                                 "InferencePool, name: p, uid: v, controller: true}]}}");
+    ks.n = 0;
+    watches_dispatch(NULL, OPCTL_HPA, OPCTL_UPDATED, h, h, collect, &ks);
+    watches_dispatch(NULL, OPCTL_CONFIGMAP, OPCTL_DELETED, NULL, cm, collect, &ks);
+    assert_int_equal(ks.n, 3);
+    assert_true(has(&ks, "inferencemodel:team/m"));
     assert_true(has(&ks, "inferencepool:team/p"));
 
     /* pods: by their labels; an update that changes nothing counted is dropped */
@@ -198,18 +213,20 @@ static void test_map_event(void **state)
             "tandem.dev/model: m}}, status: {phase: Running, conditions: [{type: Ready, status: "
             "'True'}]}}");
     ks.n = 0;
-    manager_map_event(OPCTL_POD, OPCTL_ADDED, NULL, pod_a, collect, &ks);
+    watches_dispatch(NULL, OPCTL_POD, OPCTL_ADDED, NULL, pod_a, collect, &ks);
     assert_int_equal(ks.n, 2);
     assert_true(has(&ks, "inferencemodel:team/m"));
     assert_true(has(&ks, "inferencepool:team/p"));
     ks.n = 0;
-    manager_map_event(OPCTL_POD, OPCTL_UPDATED, pod_a, pod_b, collect, &ks);
+    watches_dispatch(NULL, OPCTL_POD, OPCTL_UPDATED, pod_a, pod_b, collect, &ks);
     assert_int_equal(ks.n, 0);
-    manager_map_event(OPCTL_POD, OPCTL_UPDATED, pod_b, pod_c, collect, &ks);
+    watches_dispatch(NULL, OPCTL_POD, OPCTL_UPDATED, pod_b, pod_c, collect, &ks);
     assert_true(ks.n >= 2);
-    assert_int_equal(manager_map_event(OPCTL_POD, OPCTL_ADDED, NULL, NULL, collect, &ks), 0);
+    int before = ks.n;
+    watches_dispatch(NULL, OPCTL_POD, OPCTL_ADDED, NULL, NULL, collect, &ks);
+    assert_int_equal(ks.n, before);
 
-    struct json_object *all[] = {p1, p1s, p2, m1, m2, d, f, s, pod_a, pod_b, pod_c};
+    struct json_object *all[] = {p1, p1s, p2, m1, m2, d, f, s, h, cm, pod_a, pod_b, pod_c};
     for (size_t i = 0; i < ARRAY_SIZE(all); i++) {
         json_object_put(all[i]);
     }
@@ -735,19 +752,69 @@ static void test_steady_and_namespaces(void **state)
     assert_int_equal(run_stop(&r, 1), 0);
 }
 
+/* The watch table's map function that reads the cache: a pool whose spec changed (or that came or
+ * went) wakes the models that name it; a status-only update or a resync does not. */
+static void test_watch_models_of_pool(void **state)
+{
+    (void)state;
+    struct json_object *ns = obj("{apiVersion: v1, kind: Namespace, metadata: {name: team-w}}");
+    struct kube_error err = {0};
+    assert_int_equal(kube_create(g_client, &KUBE_NAMESPACES, NULL, ns, NULL, &err), 0);
+    json_object_put(ns);
+    create_file("manifests/examples/two-models-weighted.yaml", "team-w");
+    static const char *const only[] = {"team-w"};
+    struct opctl_cache *cache = opctl_cache_new(g_client, only, 1, 0, NULL, NULL);
+    assert_non_null(cache);
+    assert_int_equal(opctl_cache_start(cache), 0);
+    assert_int_equal(opctl_cache_wait_synced(cache, 10000), 0);
+    struct json_object *p = opctl_cache_get(cache, OPCTL_POOL, "team-w", "chat");
+    assert_non_null(p);
+    int64_t gen = 0;
+    assert_int_equal(json_get_int64(p, "metadata.generation", &gen, NULL, 0), 0);
+    struct json_object *status_only = NULL, *spec = NULL;
+    assert_int_equal(json_object_deep_copy(p, &status_only, NULL), 0);
+    json_object_object_add(json_get(status_only, "metadata"), "resourceVersion",
+                           json_object_new_string("status-only"));
+    assert_int_equal(json_object_deep_copy(status_only, &spec, NULL), 0);
+    json_object_object_add(json_get(spec, "metadata"), "generation",
+                           json_object_new_int64(gen + 1));
+
+    struct keys ks = {0};
+    watches_dispatch(cache, OPCTL_POOL, OPCTL_UPDATED, status_only, spec, collect, &ks);
+    assert_int_equal(ks.n, 3);
+    assert_true(has(&ks, "inferencepool:team-w/chat"));
+    assert_true(has(&ks, "inferencemodel:team-w/chat-stable"));
+    assert_true(has(&ks, "inferencemodel:team-w/chat-canary"));
+    ks.n = 0;
+    watches_dispatch(cache, OPCTL_POOL, OPCTL_ADDED, NULL, p, collect, &ks);
+    assert_int_equal(ks.n, 3);
+    ks.n = 0;
+    watches_dispatch(cache, OPCTL_POOL, OPCTL_DELETED, NULL, p, collect, &ks);
+    assert_int_equal(ks.n, 3);
+    ks.n = 0;
+    watches_dispatch(cache, OPCTL_POOL, OPCTL_UPDATED, p, status_only, collect, &ks);
+    assert_int_equal(ks.n, 0);
+    watches_dispatch(cache, OPCTL_POOL, OPCTL_UPDATED, p, p, collect, &ks); /* resync */
+    assert_int_equal(ks.n, 1);
+    assert_true(has(&ks, "inferencepool:team-w/chat"));
+    json_object_put(spec);
+    json_object_put(status_only);
+    json_object_put(p);
+    opctl_cache_free(cache);
+}
+
 int main(void)
 {
     const struct CMUnitTest pure[] = {
         cmocka_unit_test(test_parse_bind_address),
         cmocka_unit_test(test_parse_duration),
-        cmocka_unit_test(test_map_event),
+        cmocka_unit_test(test_watches),
         cmocka_unit_test(test_kinds),
     };
     const struct CMUnitTest live[] = {
-        cmocka_unit_test(test_manager_run),
-        cmocka_unit_test(test_leader_lost),
-        cmocka_unit_test(test_default_identity),
-        cmocka_unit_test(test_steady_and_namespaces),
+        cmocka_unit_test(test_manager_run),          cmocka_unit_test(test_leader_lost),
+        cmocka_unit_test(test_default_identity),     cmocka_unit_test(test_steady_and_namespaces),
+        cmocka_unit_test(test_watch_models_of_pool),
     };
     int failed = cmocka_run_group_tests_name("pure", pure, NULL, NULL);
     failed += cmocka_run_group_tests_name("localkube", live, group_setup, group_teardown);
