@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <uv.h>
@@ -21,6 +20,7 @@
 #include "engine/core/engine.h"
 #include "engine/server/server.h"
 #include "engine/template/chat_template.h"
+#include "lib/clock.h"
 #include "lib/common.h"
 #include "lib/http_server.h"
 #include "lib/log.h"
@@ -507,7 +507,7 @@ out:
 
 struct gen_state {
     int32_t *ids;
-    int32_t n, cap;
+    size_t n, cap;
     FILE *dump;
     int32_t n_vocab;
     int finished;
@@ -520,15 +520,9 @@ static void gen_output(void *user, const engine_output *o)
 {
     struct gen_state *g = user;
     if (o->token >= 0) {
-        if (g->n == g->cap) {
-            int32_t cap = g->cap ? g->cap * 2 : 64;
-            int32_t *p = realloc(g->ids, (size_t)cap * sizeof *p);
-            if (p) {
-                g->ids = p;
-                g->cap = cap;
-            }
-        }
-        if (g->n < g->cap) {
+        int32_t *p = tandem_grow(g->ids, &g->cap, g->n + 1, sizeof *p, 64);
+        if (p) {
+            g->ids = p;
             g->ids[g->n++] = o->token;
         }
         if (g->dump && o->logits &&
@@ -705,8 +699,7 @@ static int cmd_generate(struct args *a)
         .on_output = gen_output,
         .user = &g,
     };
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = tandem_now_s();
     int64_t id = engine_submit(e, &r, err, sizeof err);
     if (id < 0) {
         die("%s", err);
@@ -723,12 +716,11 @@ static int cmd_generate(struct args *a)
             goto out_engine;
         }
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double dt = tandem_now_s() - t0;
     print_ids("prompt_tokens", prompt_ids, n_prompt_ids);
-    print_ids("generated_tokens", g.ids, g.n);
+    print_ids("generated_tokens", g.ids, (int32_t)g.n);
     printf("text: %s\n", g.text.data ? g.text.data : "");
     printf("finish_reason: %s\n", sched_status_reason(g.status));
-    double dt = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
     fprintf(stderr, "tandem-engine: %d prompt + %d generated tokens in %.3f s\n", (int)n_prompt_ids,
             (int)g.n, dt);
     rc = g.dump_failed ? 1 : 0;
@@ -753,11 +745,6 @@ out:
 }
 
 /* ---- bench ---- */
-
-static double elapsed(const struct timespec *a, const struct timespec *b)
-{
-    return (double)(b->tv_sec - a->tv_sec) + (double)(b->tv_nsec - a->tv_nsec) * 1e-9;
-}
 
 static void mean_std(const double *v, int n, double *mean, double *sd)
 {
@@ -791,8 +778,7 @@ static double bench_run(const backend_ops *ops, backend *b, const model *m, int3
         *rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
         toks[i] = (int32_t)((*rng >> 33) % (uint64_t)m->cfg.n_vocab);
     }
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = tandem_now_s();
     int rc = 0;
     if (p > 0) {
         fwd_seq s = {.n_new = p,
@@ -814,9 +800,9 @@ static double bench_run(const backend_ops *ops, backend *b, const model *m, int3
             rc = ops->forward(b, &bt);
         }
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double dt = tandem_now_s() - t0;
     free(toks);
-    return rc == 0 ? elapsed(&t0, &t1) : -1;
+    return rc == 0 ? dt : -1;
 }
 
 static int parse_int_list(const char *s, const char *name, int32_t *out, int cap, int *n)

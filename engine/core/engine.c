@@ -13,12 +13,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "engine/sampler/stop.h"
 #include "lib/buf.h"
 #include "lib/common.h"
+#include "lib/clock.h"
 #include "lib/err.h"
+#include "lib/list.h"
 #include "lib/log.h"
 #include "lib/metrics.h"
 
@@ -41,7 +42,7 @@ typedef struct ereq {
     engine_output_fn cb;
     void *user;
     double t_arrival, t_first, t_last;
-    struct ereq *prev, *next; /* live list */
+    struct list_node live_node; /* in engine.live */
 } ereq;
 
 struct engine_metrics {
@@ -72,8 +73,8 @@ struct engine {
     bool stop_thread;
     bool shutting_down;
     uint64_t next_id;
-    ereq *live;       /* every unfinished request */
-    uint64_t *aborts; /* ids to abort at the next step boundary */
+    struct list_node live; /* every unfinished request (ereq.live_node), newest first */
+    uint64_t *aborts;      /* ids to abort at the next step boundary */
     size_t n_aborts, cap_aborts;
 
     /* step buffers */
@@ -90,13 +91,6 @@ struct engine {
     bool has_metrics;
     struct engine_metrics mx;
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* ---- metrics ---- */
 
@@ -239,19 +233,6 @@ static void ereq_free(ereq *r)
     free(r);
 }
 
-static void live_unlink(engine *e, ereq *r)
-{
-    if (r->prev) {
-        r->prev->next = r->next;
-    } else {
-        e->live = r->next;
-    }
-    if (r->next) {
-        r->next->prev = r->prev;
-    }
-    r->prev = r->next = NULL;
-}
-
 /* Reports a finished request and releases it. status is the FINISHED_* status to report. */
 static void finish_request(engine *e, ereq *r, sched_status status, const char *text,
                            size_t text_len, int32_t token, const float *logits,
@@ -278,7 +259,7 @@ static void finish_request(engine *e, ereq *r, sched_status status, const char *
         r->cb(r->user, &o);
     }
     if (e->has_metrics) {
-        double t = now_s();
+        double t = tandem_now_s();
         struct metric *succ = status == SCHED_FINISHED_STOPPED  ? e->mx.success_stop
                               : status == SCHED_FINISHED_LENGTH ? e->mx.success_length
                                                                 : e->mx.success_abort;
@@ -288,7 +269,7 @@ static void finish_request(engine *e, ereq *r, sched_status status, const char *
             metric_observe(e->mx.tpot, (r->t_last - r->t_first) / (sr->num_output_tokens - 1));
         }
     }
-    live_unlink(e, r);
+    list_unlink(&r->live_node);
     sched_req_free(e->s, sr);
     ereq_free(r);
 }
@@ -296,25 +277,33 @@ static void finish_request(engine *e, ereq *r, sched_status status, const char *
 static void apply_aborts(engine *e)
 {
     for (size_t i = 0; i < e->n_aborts; i++) {
-        for (ereq *r = e->live; r; r = r->next) {
-            /* the analyzer cannot see that finish_request unlinks r from e->live */
-            // NOLINTNEXTLINE(clang-analyzer-unix.Malloc)
+        ereq *found = NULL;
+        struct list_node *n, *tmp;
+        /* the analyzer cannot see that finish_request unlinked the last one found */
+        // NOLINTNEXTLINE(clang-analyzer-unix.Malloc)
+        list_for_each_safe(&e->live, n, tmp)
+        {
+            ereq *r = list_entry(n, ereq, live_node);
             if (r->id == e->aborts[i]) {
-                if (!sched_status_finished(r->sr->status)) {
-                    sched_abort(e->s, r->sr);
-                }
-                finish_request(e, r, SCHED_FINISHED_ABORTED, NULL, 0, -1, NULL, NULL, -1, -1);
+                found = r;
                 break;
             }
         }
+        if (!found) {
+            continue;
+        }
+        if (!sched_status_finished(found->sr->status)) {
+            sched_abort(e->s, found->sr);
+        }
+        finish_request(e, found, SCHED_FINISHED_ABORTED, NULL, 0, -1, NULL, NULL, -1, -1);
     }
     e->n_aborts = 0;
 }
 
 static void abort_all(engine *e)
 {
-    while (e->live) {
-        ereq *r = e->live;
+    while (!list_empty(&e->live)) {
+        ereq *r = list_entry(e->live.next, ereq, live_node);
         // NOLINTNEXTLINE(clang-analyzer-unix.Malloc): finish_request unlinked the old head
         if (!sched_status_finished(r->sr->status)) {
             sched_abort(e->s, r->sr);
@@ -370,6 +359,7 @@ engine *engine_new(const model *m, const tokenizer *tok, const engine_config *cf
     e->next_id = 1;
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
+    list_init(&e->live);
     sampler_scratch_init(&e->scratch);
     buf_init(&e->text, ENGINE_TEXT_CAP);
 
@@ -633,7 +623,7 @@ int64_t engine_submit(engine *e, const engine_request *r, char *err, size_t errl
     q->include_stop = r->include_stop_str_in_output;
     q->cb = r->on_output;
     q->user = r->user;
-    q->t_arrival = now_s();
+    q->t_arrival = tandem_now_s();
 
     int32_t max_tokens = r->max_tokens;
     if (q->n_teacher > 0 && (max_tokens <= 0 || max_tokens > q->n_teacher)) {
@@ -665,11 +655,7 @@ int64_t engine_submit(engine *e, const engine_request *r, char *err, size_t errl
         }
         goto err_free;
     }
-    q->next = e->live;
-    if (e->live) {
-        e->live->prev = q;
-    }
-    e->live = q;
+    list_push_front(&e->live, &q->live_node);
     if (e->has_metrics) {
         metric_set(e->mx.waiting, sched_num_waiting(e->s));
     }
@@ -711,7 +697,7 @@ static void emit_token(engine *e, ereq *r, int32_t token, const float *raw,
                        const struct sample_result *res)
 {
     sched_req *sr = r->sr;
-    double t = now_s();
+    double t = tandem_now_s();
     if (e->has_metrics) {
         if (sr->num_output_tokens == 1) {
             metric_observe(e->mx.ttft, t - r->t_arrival);

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <time.h>
 
+#include "lib/clock.h"
 #include "lib/common.h"
 
 void sampling_params_init(struct sampling_params *p)
@@ -75,9 +75,10 @@ static uint32_t hash_token(int32_t t)
 
 static int counts_grow(struct sampler_counts *c)
 {
-    size_t ncap = c->cap ? c->cap * 2 : 64;
-    int32_t *nk = malloc(ncap * sizeof(*nk));
-    int32_t *nv = malloc(ncap * sizeof(*nv));
+    /* fresh arrays (every key is rehashed); the capacity stays a power of two */
+    size_t ncap = c->cap;
+    int32_t *nk = tandem_grow(NULL, &ncap, c->cap + 1, sizeof(*nk), 64);
+    int32_t *nv = nk ? malloc(ncap * sizeof(*nv)) : NULL;
     if (!nk || !nv) {
         free(nk);
         free(nv);
@@ -182,9 +183,7 @@ int sampler_state_init(struct sampler_state *st, const struct sampling_params *p
     } else {
         uint64_t seed;
         if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != (ssize_t)sizeof(seed)) {
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            seed = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32) ^ (uint64_t)(uintptr_t)st;
+            seed = (uint64_t)tandem_now_ns() ^ (uint64_t)(uintptr_t)st;
         }
         rng_seed(st->rng, seed);
     }

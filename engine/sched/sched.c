@@ -1,6 +1,6 @@
 /*
  * Continuous-batching scheduler (see sched.h). Running requests live in an array in admission
- * order (FCFS preempts its tail); waiting requests in a doubly linked list (FCFS: arrival order,
+ * order (FCFS preempts its tail); waiting requests in a lib/list.h queue (FCFS: arrival order,
  * preempted ones pushed to the front; PRIORITY: kept sorted by (priority, arrival)).
  */
 #include "engine/sched/sched.h"
@@ -12,6 +12,7 @@
 
 #include "lib/common.h"
 #include "lib/err.h"
+#include "lib/list.h"
 
 struct sched {
     sched_config cfg;
@@ -19,8 +20,7 @@ struct sched {
     int32_t block_size;
     sched_req **running; /* [cfg.max_num_seqs] in admission order */
     int32_t n_running;
-    sched_req *wait_head;
-    sched_req *wait_tail;
+    struct list_node waiting; /* sched_req.wait_node, in queue order */
     int32_t n_waiting;
     uint64_t next_arrival;
     sched_output out;
@@ -117,6 +117,7 @@ sched *sched_new(const sched_config *cfg, kvc *kv, char *err, size_t errlen)
     }
     s->cfg = *cfg;
     s->cfg.block_size = bs;
+    list_init(&s->waiting);
     s->kv = kv;
     s->block_size = bs;
     size_t n = (size_t)cfg->max_num_seqs;
@@ -147,50 +148,31 @@ static bool prio_before(const sched_req *a, const sched_req *b)
     return a->priority != b->priority ? a->priority < b->priority : a->arrival < b->arrival;
 }
 
-static void wait_insert_after(sched *s, sched_req *pos, sched_req *r)
+static sched_req *wait_entry(struct list_node *n)
 {
-    r->prev = pos;
-    r->next = pos ? pos->next : s->wait_head;
-    if (r->next) {
-        r->next->prev = r;
-    } else {
-        s->wait_tail = r;
-    }
-    if (pos) {
-        pos->next = r;
-    } else {
-        s->wait_head = r;
-    }
-    s->n_waiting++;
+    return n ? list_entry(n, sched_req, wait_node) : NULL;
 }
 
 /* FCFS: at the tail (new) or the head (preempted). PRIORITY: in (priority, arrival) order. */
 static void wait_push(sched *s, sched_req *r, bool front)
 {
     if (s->cfg.policy == SCHED_PRIORITY) {
-        sched_req *pos = s->wait_tail;
-        while (pos && prio_before(r, pos)) {
+        struct list_node *pos = s->waiting.prev;
+        while (pos != &s->waiting && prio_before(r, wait_entry(pos))) {
             pos = pos->prev;
         }
-        wait_insert_after(s, pos, r);
+        list_insert_after(pos, &r->wait_node);
+    } else if (front) {
+        list_push_front(&s->waiting, &r->wait_node);
     } else {
-        wait_insert_after(s, front ? NULL : s->wait_tail, r);
+        list_push_back(&s->waiting, &r->wait_node);
     }
+    s->n_waiting++;
 }
 
 static void wait_remove(sched *s, sched_req *r)
 {
-    if (r->prev) {
-        r->prev->next = r->next;
-    } else {
-        s->wait_head = r->next;
-    }
-    if (r->next) {
-        r->next->prev = r->prev;
-    } else {
-        s->wait_tail = r->prev;
-    }
-    r->prev = r->next = NULL;
+    list_unlink(&r->wait_node);
     s->n_waiting--;
 }
 
@@ -356,8 +338,8 @@ void sched_free(sched *s)
     while (s->n_running > 0) {
         finish_internal(s, s->running[s->n_running - 1], SCHED_FINISHED_ABORTED);
     }
-    while (s->wait_head) {
-        finish_internal(s, s->wait_head, SCHED_FINISHED_ABORTED);
+    while (!list_empty(&s->waiting)) {
+        finish_internal(s, wait_entry(list_first(&s->waiting)), SCHED_FINISHED_ABORTED);
     }
     free(s->running);
     free(s->out.entries);
@@ -474,9 +456,9 @@ const sched_output *sched_schedule(sched *s)
     }
 
     /* Phase B: admit waiting requests, unless this step preempted. */
-    while (o->n_preempted == 0 && s->wait_head && budget > 0 &&
+    while (o->n_preempted == 0 && !list_empty(&s->waiting) && budget > 0 &&
            s->n_running < s->cfg.max_num_seqs) {
-        sched_req *r = s->wait_head;
+        sched_req *r = wait_entry(list_first(&s->waiting));
         int32_t hit = kvc_lookup(s->kv, &r->kv, r->tokens, r->n_tokens);
         TANDEM_ASSERT(hit >= 0);
         int32_t n_new = r->n_tokens - hit;

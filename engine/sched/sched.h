@@ -40,6 +40,7 @@
 
 #include "engine/cache/kvcache.h"
 #include "engine/core/batch.h"
+#include "lib/list.h"
 
 typedef enum sched_policy {
     SCHED_FCFS,     /* arrival order; preempt the newest running request */
@@ -111,10 +112,9 @@ typedef struct sched_req {
     char *cache_salt;          /* owned copies (NULL when none) */
     char *lora_name;
     /* scheduler internals */
-    struct sched_req *prev; /* waiting queue links */
-    struct sched_req *next;
-    int32_t running_idx; /* index in the running array, -1 when not running */
-    int32_t out_idx;     /* entry in the pending output, -1 when none */
+    struct list_node wait_node; /* in the waiting queue while WAITING/PREEMPTED */
+    int32_t running_idx;        /* index in the running array, -1 when not running */
+    int32_t out_idx;            /* entry in the pending output, -1 when none */
 } sched_req;
 
 /* One scheduled request of a step; directly a fwd_seq (engine/core/batch.h). */

@@ -17,8 +17,10 @@
 #include "engine/server/openai.h"
 #include "engine/template/chat_template.h"
 #include "lib/buf.h"
+#include "lib/clock.h"
 #include "lib/common.h"
 #include "lib/err.h"
+#include "lib/list.h"
 #include "lib/log.h"
 
 #define SERVER_MAX_TEXT     ((size_t)64 << 20) /* bytes of generated text per choice */
@@ -65,7 +67,7 @@ struct gen {
     size_t echo_len;
     int failed; /* a stream write failed: abort and stop writing */
     double t_start;
-    struct gen *prev, *next;
+    struct list_node node; /* in engine_server.gens */
 };
 
 struct out_event {
@@ -99,7 +101,7 @@ struct engine_server {
     pthread_mutex_t mu;
     struct out_event *head, *tail; /* queued outputs */
 
-    struct gen *gens; /* live generations */
+    struct list_node gens; /* live generations (gen.node), newest first */
     int n_gens;
 };
 
@@ -156,14 +158,7 @@ static void on_engine_output(void *user, const engine_output *o)
 static void gen_free(struct gen *g)
 {
     struct engine_server *s = g->s;
-    if (g->prev) {
-        g->prev->next = g->next;
-    } else if (s->gens == g) {
-        s->gens = g->next;
-    }
-    if (g->next) {
-        g->next->prev = g->prev;
-    }
+    list_unlink(&g->node);
     s->n_gens--;
     for (int i = 0; i < g->n; i++) {
         buf_free(&g->choices[i].text);
@@ -431,15 +426,9 @@ static void handle_event(struct engine_server *s, struct out_event *ev)
                 gen_abort_all(g);
             }
             if (ev->has_lp && g->o.logprobs >= 0) {
-                if (c->n_lps == c->cap_lps) {
-                    size_t cap = c->cap_lps ? c->cap_lps * 2 : 16;
-                    struct lp_entry *p = realloc(c->lps, cap * sizeof *p);
-                    if (p) {
-                        c->lps = p;
-                        c->cap_lps = cap;
-                    }
-                }
-                if (c->n_lps < c->cap_lps) {
+                struct lp_entry *p = tandem_grow(c->lps, &c->cap_lps, c->n_lps + 1, sizeof *p, 16);
+                if (p) {
+                    c->lps = p;
                     c->lps[c->n_lps++] = ev->lp;
                 }
             }
@@ -460,7 +449,7 @@ static void handle_event(struct engine_server *s, struct out_event *ev)
         log_info("request %s finished: prompt %" PRId64 " tokens (%" PRId64
                  " cached), generated %" PRId64 ", %.3f s",
                  g->id, u.prompt_tokens, u.cached_tokens, u.completion_tokens,
-                 (double)uv_hrtime() * 1e-9 - g->t_start);
+                 tandem_now_s() - g->t_start);
     }
     if (g->req) {
         if (g->o.stream) {
@@ -627,7 +616,7 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
     }
     g->s = s;
     g->kind = kind;
-    g->t_start = (double)uv_hrtime() * 1e-9;
+    g->t_start = tandem_now_s();
     int rc = kind == OPENAI_CHAT ? openai_parse_chat(body ? body : "", blen, &g->o, &err)
                                  : openai_parse_completion(body ? body : "", blen, &g->o, &err);
     if (rc != 0) {
@@ -705,11 +694,7 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
         }
     }
     g->req = req;
-    g->next = s->gens;
-    if (s->gens) {
-        s->gens->prev = g;
-    }
-    s->gens = g;
+    list_push_front(&s->gens, &g->node);
     s->n_gens++;
 
     engine_request er = {
@@ -940,6 +925,7 @@ struct engine_server *engine_server_new(uv_loop_t *loop, struct http_server *srv
     s->log_requests = cfg->log_requests;
     s->created = (int64_t)time(NULL);
     pthread_mutex_init(&s->mu, NULL);
+    list_init(&s->gens);
     if (!s->served_name || !s->model_root) {
         tandem_set_err(err, errlen, "out of memory");
         goto err_free;
@@ -995,8 +981,8 @@ void engine_server_free(struct engine_server *s)
         return;
     }
     drain_queue(s); /* final outputs of aborted sequences */
-    while (s->gens) {
-        struct gen *g = s->gens;
+    while (!list_empty(&s->gens)) {
+        struct gen *g = list_entry(s->gens.next, struct gen, node);
         g->req = NULL; // NOLINT(clang-analyzer-unix.Malloc): gen_free unlinked the old head
         gen_free(g);
     }

@@ -12,20 +12,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "engine/backend/tests/backend_test_model.h"
 #include "engine/core/backend.h"
 #include "kernels/cpu/kc_cpu.h"
+#include "lib/clock.h"
 
 #define BENCH_BLOCK 16
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int bench_int(const char *s)
 {
@@ -197,20 +190,20 @@ int main(int argc, char **argv)
         }
         rc |= step(b, bt, n_blocks, toks, n_prompt, 0, logits); /* warm-up */
         for (int r = 0; r < reps; r++) {
-            double t0 = now_s();
+            double t0 = tandem_now_s();
             rc |= step(b, bt, n_blocks, toks, n_prompt, 0, logits);
-            tps[r] = n_prompt / (now_s() - t0);
+            tps[r] = n_prompt / (tandem_now_s() - t0);
         }
         char name[32];
         snprintf(name, sizeof(name), "pp%d", n_prompt);
         report(name, threads[ti], tps, reps, &sp);
         rc |= step(b, bt, n_blocks, toks, 1, 0, logits); /* warm-up */
         for (int r = 0; r < reps; r++) {
-            double t0 = now_s();
+            double t0 = tandem_now_s();
             for (int32_t i = 0; i < n_gen; i++) {
                 rc |= step(b, bt, n_blocks, toks + i, 1, i, logits);
             }
-            tps[r] = n_gen / (now_s() - t0);
+            tps[r] = n_gen / (tandem_now_s() - t0);
         }
         snprintf(name, sizeof(name), "tg%d", n_gen);
         report(name, threads[ti], tps, reps, &sp);
