@@ -12,6 +12,7 @@
 
 #include "lib/buf.h"
 #include "lib/json.h"
+#include "lib/kube/validate.h"
 #include "operator/controller/eppconfig.h"
 
 /* ---- json builder: remembers OOM, never leaks ---- */
@@ -933,7 +934,7 @@ static int quantity_context(const char *key, const char *parent)
 static int quantity_of(struct json_object *v, long double *out)
 {
     if (json_object_is_type(v, json_type_string)) {
-        return spec_parse_quantity(json_object_get_string(v), out);
+        return kube_parse_quantity(json_object_get_string(v), out);
     }
     if (json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double)) {
         *out = (long double)json_object_get_double(v);

@@ -5,7 +5,6 @@
  */
 #include "operator/controller/spec.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -15,6 +14,7 @@
 #include <strings.h>
 
 #include "lib/json.h"
+#include "lib/kube/validate.h"
 #include "operator/controller/eppconfig.h"
 
 /* ---- errors ---- */
@@ -107,188 +107,6 @@ const char *spec_model_format_name(enum spec_model_format format)
 const char *spec_criticality_name(enum spec_criticality c)
 {
     return (unsigned)c < ARRAY_SIZE(criticalities) ? criticalities[c] : "unknown";
-}
-
-/* ---- syntax of Kubernetes names ---- */
-
-static int is_alnum_lower(char ch)
-{
-    return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9');
-}
-
-static int is_alnum(char ch)
-{
-    return isalnum((unsigned char)ch) != 0;
-}
-
-int spec_valid_dns_label(const char *name)
-{
-    size_t n = strlen(name);
-    if (n == 0 || n > 63 || !is_alnum_lower(name[0]) || !is_alnum_lower(name[n - 1])) {
-        return 0;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (!is_alnum_lower(name[i]) && name[i] != '-') {
-            return 0;
-        }
-    }
-    return 1;
-}
-
-int spec_valid_dns_subdomain(const char *name)
-{
-    size_t n = strlen(name);
-    if (n == 0 || n > 253) {
-        return 0;
-    }
-    char part[254];
-    size_t start = 0;
-    for (size_t i = 0; i <= n; i++) {
-        if (name[i] == '.' || name[i] == '\0') {
-            size_t len = i - start;
-            if (len == 0 || len > 63) {
-                return 0;
-            }
-            memcpy(part, name + start, len);
-            part[len] = '\0';
-            if (!spec_valid_dns_label(part)) {
-                return 0;
-            }
-            start = i + 1;
-        }
-    }
-    return 1;
-}
-
-/* A label name or label value body: [A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?, at most 63. */
-static int valid_qualified_part(const char *s, size_t n)
-{
-    if (n == 0 || n > 63 || !is_alnum(s[0]) || !is_alnum(s[n - 1])) {
-        return 0;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (!is_alnum(s[i]) && s[i] != '-' && s[i] != '_' && s[i] != '.') {
-            return 0;
-        }
-    }
-    return 1;
-}
-
-int spec_valid_label_key(const char *key)
-{
-    const char *slash = strchr(key, '/');
-    if (!slash) {
-        return valid_qualified_part(key, strlen(key));
-    }
-    size_t plen = (size_t)(slash - key);
-    if (plen == 0 || plen > 253) {
-        return 0;
-    }
-    char prefix[254];
-    memcpy(prefix, key, plen);
-    prefix[plen] = '\0';
-    return spec_valid_dns_subdomain(prefix) && valid_qualified_part(slash + 1, strlen(slash + 1));
-}
-
-int spec_valid_label_value(const char *value)
-{
-    size_t n = strlen(value);
-    return n == 0 || valid_qualified_part(value, n);
-}
-
-/* DNS-1035 label: a DNS-1123 label that starts with a letter. */
-static int valid_dns1035_label(const char *name)
-{
-    return spec_valid_dns_label(name) && name[0] >= 'a' && name[0] <= 'z';
-}
-
-int spec_parse_quantity(const char *s, long double *value)
-{
-    const char *p = s;
-    long double sign = 1;
-    if (*p == '+' || *p == '-') {
-        sign = *p == '-' ? -1 : 1;
-        p++;
-    }
-    long double mant = 0;
-    int digits = 0;
-    while (*p >= '0' && *p <= '9') {
-        mant = mant * 10 + (*p - '0');
-        p++;
-        digits++;
-    }
-    if (*p == '.') {
-        p++;
-        long double scale = 0.1L;
-        while (*p >= '0' && *p <= '9') {
-            mant += (*p - '0') * scale;
-            scale /= 10;
-            p++;
-            digits++;
-        }
-    }
-    if (digits == 0 || digits > 40) {
-        return -EINVAL;
-    }
-    long double mult = 1;
-    static const struct {
-        const char *suffix;
-        long double mult;
-    } suffixes[] = {
-        {"Ki", 1024.0L},
-        {"Mi", 1048576.0L},
-        {"Gi", 1073741824.0L},
-        {"Ti", 1099511627776.0L},
-        {"Pi", 1125899906842624.0L},
-        {"Ei", 1152921504606846976.0L},
-        {"n", 1e-9L},
-        {"u", 1e-6L},
-        {"m", 1e-3L},
-        {"k", 1e3L},
-        {"M", 1e6L},
-        {"G", 1e9L},
-        {"T", 1e12L},
-        {"P", 1e15L},
-        {"E", 1e18L},
-    };
-    if (*p == 'e' || *p == 'E') {
-        /* "1E" alone is the exa suffix; "1e3" an exponent. */
-        const char *q = p + 1;
-        int esign = 1;
-        if (*q == '+' || *q == '-') {
-            esign = *q == '-' ? -1 : 1;
-            q++;
-        }
-        if (*q >= '0' && *q <= '9') {
-            int e = 0;
-            while (*q >= '0' && *q <= '9') {
-                if (e > 1000) {
-                    return -EINVAL;
-                }
-                e = e * 10 + (*q - '0');
-                q++;
-            }
-            if (*q != '\0') {
-                return -EINVAL;
-            }
-            *value = sign * mant * powl(10.0L, esign * e);
-            return 0;
-        }
-    }
-    if (*p != '\0') {
-        size_t i;
-        for (i = 0; i < ARRAY_SIZE(suffixes); i++) {
-            if (strcmp(p, suffixes[i].suffix) == 0) {
-                mult = suffixes[i].mult;
-                break;
-            }
-        }
-        if (i == ARRAY_SIZE(suffixes)) {
-            return -EINVAL;
-        }
-    }
-    *value = sign * mant * mult;
-    return 0;
 }
 
 /* ---- the parse context: current field path and the error list ---- */
@@ -560,14 +378,14 @@ static void check_string_map(struct ctx *c, struct json_object *map, int label_v
     json_object_object_foreach(map, k, v)
     {
         count++;
-        if (!spec_valid_label_key(k)) {
+        if (!kube_valid_label_key(k)) {
             ctx_err(c, k,
                     "invalid label key (a DNS subdomain prefix and '/' are optional; the "
                     "name is at most 63 alphanumerics, '-', '_' or '.')");
         }
         if (!v || !json_object_is_type(v, json_type_string)) {
             ctx_err(c, k, "expected string, got %s", json_type_label(v));
-        } else if (label_values && !spec_valid_label_value(json_object_get_string(v))) {
+        } else if (label_values && !kube_valid_label_value(json_object_get_string(v))) {
             ctx_err(c, k,
                     "invalid label value \"%.64s\" (at most 63 alphanumerics, '-', '_' or "
                     "'.', starting and ending with an alphanumeric)",
@@ -627,7 +445,7 @@ static void parse_selector(struct ctx *c, struct json_object *o, const char *key
             get_string(c, e, "key", NULL, &k);
             if (!member(e, "key")) {
                 ctx_err(c, "key", "required field is missing");
-            } else if (k && !spec_valid_label_key(k)) {
+            } else if (k && !kube_valid_label_key(k)) {
                 ctx_err(c, "key", "invalid label key \"%.64s\"", k);
             }
             if (!member(e, "operator")) {
@@ -639,7 +457,7 @@ static void parse_selector(struct ctx *c, struct json_object *o, const char *key
             for (size_t j = 0; j < nv; j++) {
                 struct json_object *v = json_object_array_get_idx(values, j);
                 if (!v || !json_object_is_type(v, json_type_string) ||
-                    !spec_valid_label_value(json_object_get_string(v))) {
+                    !kube_valid_label_value(json_object_get_string(v))) {
                     size_t o4 = ctx_push(c, "values");
                     size_t o5 = ctx_push_index(c, j);
                     ctx_err(c, NULL, "must be a valid label value");
@@ -799,12 +617,12 @@ static void parse_resources(struct ctx *c, struct json_object *o, const char *ke
         size_t o2 = ctx_push(c, parts[p]);
         json_object_object_foreach(map, name, q)
         {
-            if (!spec_valid_label_key(name)) {
+            if (!kube_valid_label_key(name)) {
                 ctx_err(c, name, "invalid resource name");
             }
             long double value = 0;
             if (q && json_object_is_type(q, json_type_string)) {
-                if (spec_parse_quantity(json_object_get_string(q), &value) != 0) {
+                if (kube_parse_quantity(json_object_get_string(q), &value) != 0) {
                     ctx_err(c, name, "invalid quantity \"%.64s\" (e.g. 500m, 2, 4Gi)",
                             json_object_get_string(q));
                     continue;
@@ -833,12 +651,12 @@ static void parse_resources(struct ctx *c, struct json_object *o, const char *ke
                 continue;
             }
             if (json_object_is_type(q, json_type_string)) {
-                spec_parse_quantity(json_object_get_string(q), &rv);
+                kube_parse_quantity(json_object_get_string(q), &rv);
             } else {
                 rv = (long double)json_object_get_int64(q);
             }
             if (json_object_is_type(lim, json_type_string)) {
-                spec_parse_quantity(json_object_get_string(lim), &lv);
+                kube_parse_quantity(json_object_get_string(lim), &lv);
             } else {
                 lv = (long double)json_object_get_int64(lim);
             }
@@ -885,7 +703,7 @@ static void parse_tolerations(struct ctx *c, struct json_object *o, const char *
         get_enum(c, t, "operator", toleration_ops, ARRAY_SIZE(toleration_ops), 0, &op);
         get_enum(c, t, "effect", taint_effects, ARRAY_SIZE(taint_effects), -1, &effect);
         get_int64(c, t, "tolerationSeconds", 0, INT64_MIN, INT64_MAX, &secs);
-        if (k && k[0] && !spec_valid_label_key(k)) {
+        if (k && k[0] && !kube_valid_label_key(k)) {
             ctx_err(c, "key", "invalid key \"%.64s\"", k);
         }
         if (k && !k[0] && op != 1) {
@@ -894,7 +712,7 @@ static void parse_tolerations(struct ctx *c, struct json_object *o, const char *
         if (op == 1 && value && value[0]) {
             ctx_err(c, "value", "must be empty when operator is Exists");
         }
-        if (value && !spec_valid_label_value(value)) {
+        if (value && !kube_valid_label_value(value)) {
             ctx_err(c, "value", "invalid value \"%.64s\"", value);
         }
         if (member(t, "tolerationSeconds") && effect != 2) {
@@ -952,7 +770,7 @@ static void parse_metadata(struct ctx *c, struct json_object *obj, const char **
     }
     if ((*ns)[0] == '\0') {
         *ns = "default";
-    } else if (!spec_valid_dns_label(*ns)) {
+    } else if (!kube_valid_dns_label(*ns)) {
         ctx_err(c, "namespace", "must be a DNS-1123 label");
     }
     ctx_pop(c, old);
@@ -978,10 +796,8 @@ static void parse_routing(struct ctx *c, struct json_object *spec, struct spec_p
     p->routing.type = (enum spec_routing_type)type;
     get_string(c, rp, "schedulerProfile", "default", &p->routing.scheduler_profile);
     p->routing.has_scheduler_profile = member(rp, "schedulerProfile") != NULL;
-    if (p->routing.scheduler_profile &&
-        (!p->routing.scheduler_profile[0] ||
-         !valid_qualified_part(p->routing.scheduler_profile,
-                               strlen(p->routing.scheduler_profile)))) {
+    if (p->routing.scheduler_profile && (!p->routing.scheduler_profile[0] ||
+                                         !kube_valid_label_value(p->routing.scheduler_profile))) {
         ctx_err(c, "schedulerProfile",
                 "must be 1-63 alphanumerics, '-', '_' or '.', starting and ending with an "
                 "alphanumeric");
@@ -1009,7 +825,7 @@ static void parse_routing(struct ctx *c, struct json_object *spec, struct spec_p
             get_string(c, ref, "key", "config.yaml", &p->routing.cm_key);
             if (!p->routing.cm_name) {
                 ctx_err(c, "name", "required field is missing");
-            } else if (!spec_valid_dns_subdomain(p->routing.cm_name)) {
+            } else if (!kube_valid_dns_subdomain(p->routing.cm_name)) {
                 ctx_err(c, "name", "must be a DNS subdomain (a ConfigMap name)");
                 p->routing.cm_name = NULL;
             }
@@ -1189,7 +1005,7 @@ int spec_pool_parse(struct json_object *obj, struct spec_pool *out, struct spec_
     }
     parse_metadata(&c, obj, &out->name, &out->ns, &out->uid, &out->generation);
     if (out->name[0] &&
-        (strlen(out->name) > SPEC_POOL_NAME_MAX || !valid_dns1035_label(out->name))) {
+        (strlen(out->name) > SPEC_POOL_NAME_MAX || !kube_valid_dns1035_label(out->name))) {
         ctx_err(&c, "metadata.name",
                 "must be a DNS-1035 label of at most %d characters (the EPP Service "
                 "\"<name>-epp\" is named after it)",
@@ -1388,7 +1204,7 @@ static int parse_storage_uri(struct ctx *c, struct spec_model *m)
         if (!m->source.claim) {
             return -ENOMEM;
         }
-        if (!spec_valid_dns_subdomain(m->source.claim)) {
+        if (!kube_valid_dns_subdomain(m->source.claim)) {
             ctx_err(c, field, "pvc://<claim>[/path]: \"%.64s\" is not a valid claim name",
                     m->source.claim);
             return 0;
@@ -1722,8 +1538,8 @@ int spec_model_parse(struct json_object *obj, struct spec_model *out, struct spe
     }
     parse_metadata(&c, obj, &out->name, &out->ns, &out->uid, &out->generation);
     if (out->name[0] &&
-        (strlen(out->name) > SPEC_MODEL_NAME_MAX || !spec_valid_dns_subdomain(out->name) ||
-         !spec_valid_label_value(out->name))) {
+        (strlen(out->name) > SPEC_MODEL_NAME_MAX || !kube_valid_dns_subdomain(out->name) ||
+         !kube_valid_label_value(out->name))) {
         ctx_err(&c, "metadata.name",
                 "must be a DNS subdomain of at most %d characters (it is the %s label value)",
                 SPEC_MODEL_NAME_MAX, LABEL_MODEL);
@@ -1756,7 +1572,7 @@ int spec_model_parse(struct json_object *obj, struct spec_model *out, struct spe
             if (!member(ref, "name")) {
                 ctx_err(&c, "name", "required field is missing");
             }
-        } else if (!spec_valid_dns_subdomain(out->pool_name)) {
+        } else if (!kube_valid_dns_subdomain(out->pool_name)) {
             ctx_err(&c, "name", "must be a DNS subdomain (an InferencePool name)");
         }
         ctx_pop(&c, o2);

@@ -329,12 +329,4 @@ struct json_object *spec_pod_labels(const struct spec_pool *pool, const struct s
 /* Labels of the EPP pods of a pool (a new object). */
 struct json_object *spec_epp_pod_labels(const struct spec_pool *pool);
 
-/* Validation helpers shared with the builders and tests. */
-int spec_valid_label_key(const char *key);
-int spec_valid_label_value(const char *value);
-int spec_valid_dns_subdomain(const char *name);
-int spec_valid_dns_label(const char *name); /* DNS-1123 label */
-/* Parses a Kubernetes quantity ("500m", "1Gi", "2", "1e3"); 0 with *value set, or -EINVAL. */
-int spec_parse_quantity(const char *s, long double *value);
-
 #endif /* TANDEM_OPERATOR_SPEC_H */
