@@ -6,12 +6,7 @@
  * empty, and is an error to take an attribute of or to add to), namespace() objects (the only
  * mutable values, as in the sandbox) and macros. Tuples are json arrays.
  *
- * Filters: abs, capitalize, count, d, default, dictsort, e, escape, first, float, indent, int,
- * items, join, last, length, list, lower, map, max, min, reject, rejectattr, replace, reverse,
- * round, safe, select, selectattr, sort, string, sum, title, tojson, trim, unique, upper.
- * Tests: boolean, callable, defined, divisibleby, eq, equalto, even, false, float, ge, gt, in,
- * integer, iterable, le, lower, lt, mapping, ne, none, number, odd, sameas, sequence, string,
- * true, undefined, upper, and the operators ==, !=, <, <=, >, >=.
+ * Filters and tests are the tables of jinja_filters.c.
  * String methods: capitalize, count, endswith, find, join, lower, lstrip, replace, rstrip, split,
  * splitlines, startswith, strip, title, upper. Dict methods: get, items, keys, values.
  * Globals: dict, namespace, raise_exception, range, strftime_now.
@@ -401,175 +396,6 @@ int jinja__to_str(struct rs *rs, const struct jnode *at, const struct jv *v, str
     return jinja__new_buf_str(rs, at, &b, out);
 }
 
-/* Python json.dumps(ensure_ascii=False, indent=indent, sort_keys=sort) of j. */
-static int append_json(struct rs *rs, const struct jnode *at, struct json_object *j, int indent,
-                       bool sort, int level, struct buf *b);
-
-static int append_json_str(struct rs *rs, const struct jnode *at, const char *s, size_t n,
-                           struct buf *b)
-{
-    int rc = jinja__buf_adds(rs, at, b, "\"");
-    size_t run = 0;
-    for (size_t i = 0; !rc && i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        const char *esc = NULL;
-        char hex[8];
-        switch (c) {
-        case '"':
-            esc = "\\\"";
-            break;
-        case '\\':
-            esc = "\\\\";
-            break;
-        case '\n':
-            esc = "\\n";
-            break;
-        case '\r':
-            esc = "\\r";
-            break;
-        case '\t':
-            esc = "\\t";
-            break;
-        case '\b':
-            esc = "\\b";
-            break;
-        case '\f':
-            esc = "\\f";
-            break;
-        default:
-            if (c < 0x20) {
-                snprintf(hex, sizeof(hex), "\\u%04x", c);
-                esc = hex;
-            }
-        }
-        if (esc) {
-            rc = jinja__buf_add(rs, at, b, s + run, i - run);
-            if (!rc) {
-                rc = jinja__buf_adds(rs, at, b, esc);
-            }
-            run = i + 1;
-        }
-    }
-    if (!rc) {
-        rc = jinja__buf_add(rs, at, b, s + run, n - run);
-    }
-    return rc ? rc : jinja__buf_adds(rs, at, b, "\"");
-}
-
-static int json_newline(struct rs *rs, const struct jnode *at, int indent, int level, struct buf *b)
-{
-    int rc = jinja__buf_adds(rs, at, b, "\n");
-    for (int i = 0; !rc && i < indent * level; i++) {
-        rc = jinja__buf_adds(rs, at, b, " ");
-    }
-    return rc;
-}
-
-static int cmp_keys(const void *x, const void *y)
-{
-    return strcmp(*(const char *const *)x, *(const char *const *)y);
-}
-
-static int append_json(struct rs *rs, const struct jnode *at, struct json_object *j, int indent,
-                       bool sort, int level, struct buf *b)
-{
-    char num[40];
-    if (level > 64) {
-        return jinja__fail(rs, at, -E2BIG, "tojson: value nested too deeply");
-    }
-    switch (j ? json_object_get_type(j) : json_type_null) {
-    case json_type_null:
-        return jinja__buf_adds(rs, at, b, "null");
-    case json_type_boolean:
-        return jinja__buf_adds(rs, at, b, json_object_get_boolean(j) ? "true" : "false");
-    case json_type_int:
-        snprintf(num, sizeof(num), "%lld", (long long)json_object_get_int64(j));
-        return jinja__buf_adds(rs, at, b, num);
-    case json_type_double: {
-        double d = json_object_get_double(j);
-        if (isnan(d)) {
-            return jinja__buf_adds(rs, at, b, "NaN");
-        }
-        if (isinf(d)) {
-            return jinja__buf_adds(rs, at, b, d < 0 ? "-Infinity" : "Infinity");
-        }
-        jinja__fmt_float(d, num);
-        return jinja__buf_adds(rs, at, b, num);
-    }
-    case json_type_string:
-        return append_json_str(rs, at, json_object_get_string(j),
-                               (size_t)json_object_get_string_len(j), b);
-    case json_type_array: {
-        size_t n = json_object_array_length(j);
-        if (n == 0) {
-            return jinja__buf_adds(rs, at, b, "[]");
-        }
-        int rc = jinja__buf_adds(rs, at, b, "[");
-        for (size_t i = 0; !rc && i < n; i++) {
-            if (i) {
-                rc = jinja__buf_adds(rs, at, b, indent >= 0 ? "," : ", ");
-            }
-            if (!rc && indent >= 0) {
-                rc = json_newline(rs, at, indent, level + 1, b);
-            }
-            if (!rc) {
-                rc = append_json(rs, at, json_object_array_get_idx(j, i), indent, sort, level + 1,
-                                 b);
-            }
-        }
-        if (!rc && indent >= 0) {
-            rc = json_newline(rs, at, indent, level, b);
-        }
-        return rc ? rc : jinja__buf_adds(rs, at, b, "]");
-    }
-    case json_type_object: {
-        size_t n = (size_t)json_object_object_length(j);
-        if (n == 0) {
-            return jinja__buf_adds(rs, at, b, "{}");
-        }
-        const char **keys = malloc(n * sizeof(*keys));
-        if (!keys) {
-            return jinja__oom(rs);
-        }
-        size_t k = 0;
-        json_object_object_foreach(j, key, val)
-        {
-            (void)val;
-            keys[k++] = key;
-        }
-        if (sort) {
-            qsort(keys, k, sizeof(*keys), cmp_keys);
-        }
-        int rc = jinja__buf_adds(rs, at, b, "{");
-        for (size_t i = 0; !rc && i < k; i++) {
-            if (i) {
-                rc = jinja__buf_adds(rs, at, b, indent >= 0 ? "," : ", ");
-            }
-            if (!rc && indent >= 0) {
-                rc = json_newline(rs, at, indent, level + 1, b);
-            }
-            if (!rc) {
-                rc = append_json_str(rs, at, keys[i], strlen(keys[i]), b);
-            }
-            if (!rc) {
-                rc = jinja__buf_adds(rs, at, b, ": ");
-            }
-            if (!rc) {
-                struct json_object *member = NULL;
-                json_object_object_get_ex(j, keys[i], &member);
-                rc = append_json(rs, at, member, indent, sort, level + 1, b);
-            }
-        }
-        free(keys);
-        if (!rc && indent >= 0) {
-            rc = json_newline(rs, at, indent, level, b);
-        }
-        return rc ? rc : jinja__buf_adds(rs, at, b, "}");
-    }
-    }
-    return 0;
-}
-
 /* ---- comparison ----------------------------------------------------------------------------- */
 
 static bool json_equal(struct json_object *a, struct json_object *b, int depth);
@@ -675,6 +501,20 @@ int jinja__order(struct rs *rs, const struct jnode *at, const struct jv *a, cons
     }
     return jinja__fail(rs, at, -EINVAL, "cannot compare %s with %s", jv_type_name(a),
                        jv_type_name(b));
+}
+
+/* ---- tables ------------------------------------------------------------------------------- */
+
+static int cmp_entry_name(const void *key, const void *entry)
+{
+    /* every table entry starts with its name (C11 6.7.2.1: a struct's address is its first
+     * member's) */
+    return strcmp((const char *)key, *(const char *const *)entry);
+}
+
+const void *jinja__lookup(const void *table, size_t n, size_t size, const char *name)
+{
+    return bsearch(name, table, n, size, cmp_entry_name);
 }
 
 /* ---- scopes --------------------------------------------------------------------------------- */
@@ -1369,108 +1209,7 @@ int jinja__compare(struct rs *rs, const struct jnode *at, const char *op, const 
     return 0;
 }
 
-/* ---- tests ---------------------------------------------------------------------------------- */
-
-static int apply_test(struct rs *rs, const struct jnode *at, const char *name, const struct jv *v,
-                      const struct args *a, bool *out)
-{
-    enum vtype t = jv_type(v);
-    const struct jv *arg = jinja__arg(a, 0, NULL);
-    static const struct {
-        const char *name, *op;
-    } CMP[] = {{"eq", "=="}, {"equalto", "=="}, {"==", "=="},      {"ne", "!="},
-               {"!=", "!="}, {"lt", "<"},       {"lessthan", "<"}, {"<", "<"},
-               {"le", "<="}, {"<=", "<="},      {"gt", ">"},       {"greaterthan", ">"},
-               {">", ">"},   {"ge", ">="},      {">=", ">="},      {"in", "in"}};
-    for (size_t i = 0; i < ARRAY_SIZE(CMP); i++) {
-        if (strcmp(name, CMP[i].name) == 0) {
-            if (!arg) {
-                return jinja__fail(rs, at, -EINVAL, "test '%s' needs an argument", name);
-            }
-            return jinja__compare(rs, at, CMP[i].op, v, arg, out);
-        }
-    }
-    if (strcmp(name, "defined") == 0) {
-        *out = t != VT_UNDEF;
-    } else if (strcmp(name, "undefined") == 0) {
-        *out = t == VT_UNDEF;
-    } else if (strcmp(name, "none") == 0) {
-        *out = t == VT_NONE;
-    } else if (strcmp(name, "string") == 0) {
-        *out = t == VT_STR;
-    } else if (strcmp(name, "number") == 0) {
-        *out = t == VT_INT || t == VT_FLOAT || t == VT_BOOL;
-    } else if (strcmp(name, "integer") == 0) {
-        *out = t == VT_INT;
-    } else if (strcmp(name, "float") == 0) {
-        *out = t == VT_FLOAT;
-    } else if (strcmp(name, "boolean") == 0) {
-        *out = t == VT_BOOL;
-    } else if (strcmp(name, "true") == 0) {
-        *out = t == VT_BOOL && json_object_get_boolean(v->j);
-    } else if (strcmp(name, "false") == 0) {
-        *out = t == VT_BOOL && !json_object_get_boolean(v->j);
-    } else if (strcmp(name, "mapping") == 0) {
-        *out = t == VT_DICT;
-    } else if (strcmp(name, "iterable") == 0) {
-        *out = t == VT_LIST || t == VT_DICT || t == VT_STR || t == VT_UNDEF;
-    } else if (strcmp(name, "sequence") == 0) {
-        *out = t == VT_LIST || t == VT_DICT || t == VT_STR;
-    } else if (strcmp(name, "callable") == 0) {
-        *out = t == VT_MACRO;
-    } else if (strcmp(name, "sameas") == 0) {
-        if (!arg) {
-            return jinja__fail(rs, at, -EINVAL, "test 'sameas' needs an argument");
-        }
-        enum vtype ta = jv_type(arg);
-        *out = (t == ta && (t == VT_NONE || t == VT_UNDEF)) ||
-               (t == VT_BOOL && ta == VT_BOOL && jinja__equal(v, arg)) ||
-               (v->j != NULL && v->j == arg->j);
-    } else if (strcmp(name, "lower") == 0 || strcmp(name, "upper") == 0) {
-        *out = false;
-        if (t == VT_STR) {
-            size_t n;
-            const char *s = jv_str(v, &n);
-            bool upper = name[0] == 'u', cased = false, ok = true;
-            for (size_t i = 0; i < n; i++) {
-                char c = s[i];
-                if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
-                    cased = true;
-                    ok = ok && (upper ? !(c >= 'a' && c <= 'z') : !(c >= 'A' && c <= 'Z'));
-                }
-            }
-            *out = cased && ok;
-        }
-    } else if (strcmp(name, "odd") == 0 || strcmp(name, "even") == 0 ||
-               strcmp(name, "divisibleby") == 0) {
-        if (!jv_is_int(v)) {
-            return jinja__fail(rs, at, -EINVAL, "test '%s' needs an integer, got %s", name,
-                               jv_type_name(v));
-        }
-        int64_t x = jv_int(v), d = 2;
-        if (name[0] == 'd') {
-            int rc = jinja__want_int(rs, at, arg, "divisibleby argument", &d);
-            if (rc) {
-                return rc;
-            }
-            if (d == 0) {
-                return jinja__fail(rs, at, -EINVAL, "divisibleby 0");
-            }
-        }
-        int64_t r = (d == -1) ? 0 : x % d;
-        *out = name[0] == 'o' ? r != 0 : r == 0;
-    } else {
-        return jinja__fail(rs, at, -EINVAL, "unknown test '%s'", name);
-    }
-    return 0;
-}
-
 /* ---- string helpers ------------------------------------------------------------------------- */
-
-static char ascii_lower(char c)
-{
-    return (c >= 'A' && c <= 'Z') ? (char)(c + 32) : c;
-}
 
 static size_t put_utf8(char *o, unsigned long cp)
 {
@@ -1578,7 +1317,7 @@ static bool cp_cased(unsigned long c)
 }
 
 /* mode: 'u' upper, 'l' lower, 'c' capitalize, 't' str.title, 'T' Jinja's title filter */
-static int case_map(struct rs *rs, const struct jnode *at, const struct jv *v, char mode,
+int jinja__case_map(struct rs *rs, const struct jnode *at, const struct jv *v, char mode,
                     struct jv *out)
 {
     struct jv sv = {0};
@@ -1792,7 +1531,7 @@ static int str_affix(struct rs *rs, const struct jnode *at, const char *s, size_
     return 0;
 }
 
-static int join_values(struct rs *rs, const struct jnode *at, struct json_object *items,
+int jinja__join_values(struct rs *rs, const struct jnode *at, struct json_object *items,
                        const char *sep, size_t sn, const char *attr, struct jv *out)
 {
     struct buf b;
@@ -1824,7 +1563,7 @@ static int join_values(struct rs *rs, const struct jnode *at, struct json_object
 
 /* ---- methods -------------------------------------------------------------------------------- */
 
-static int call_method(struct rs *rs, const struct jnode *at, const struct jv *obj,
+int jinja__call_method(struct rs *rs, const struct jnode *at, const struct jv *obj,
                        const char *name, const struct args *a, struct jv *out)
 {
     enum vtype t = jv_type(obj);
@@ -1890,7 +1629,7 @@ static int call_method(struct rs *rs, const struct jnode *at, const struct jv *o
         }
         if (strcmp(name, "upper") == 0 || strcmp(name, "lower") == 0 ||
             strcmp(name, "title") == 0 || strcmp(name, "capitalize") == 0) {
-            return case_map(rs, at, obj, name[0] == 't' ? 't' : name[0], out);
+            return jinja__case_map(rs, at, obj, name[0] == 't' ? 't' : name[0], out);
         }
         if (strcmp(name, "replace") == 0) {
             const char *from = NULL, *to = NULL;
@@ -1936,7 +1675,7 @@ static int call_method(struct rs *rs, const struct jnode *at, const struct jv *o
             if (rc) {
                 return rc;
             }
-            rc = join_values(rs, at, items, s, n, NULL, out);
+            rc = jinja__join_values(rs, at, items, s, n, NULL, out);
             json_object_put(items);
             return rc;
         }
@@ -2003,692 +1742,6 @@ static int call_method(struct rs *rs, const struct jnode *at, const struct jv *o
         return jinja__get_member(rs, at, obj, name, out);
     }
     return jinja__fail(rs, at, -EINVAL, "%s has no method '%s'", jv_type_name(obj), name);
-}
-
-/* ---- filters -------------------------------------------------------------------------------- */
-
-struct sort_ctx {
-    struct rs *rs;
-    const struct jnode *at;
-    const char *attr;
-    bool reverse;
-    int rc;
-};
-
-/* Borrowed views of two items compared for sorting; errors are left in sc->rc. */
-static int sort_cmp(struct sort_ctx *sc, struct json_object *x, struct json_object *y)
-{
-    struct jv a = jv_own(x);
-    struct jv b = jv_own(y);
-    struct jv ma = {0}, mb = {0};
-    int c = 0;
-    if (sc->rc) {
-        return 0;
-    }
-    if (sc->attr) {
-        sc->rc = jinja__get_member(sc->rs, sc->at, &a, sc->attr, &ma);
-        if (!sc->rc) {
-            sc->rc = jinja__get_member(sc->rs, sc->at, &b, sc->attr, &mb);
-        }
-    } else {
-        ma = a;
-        mb = b;
-    }
-    if (!sc->rc) {
-        /* case-insensitive for strings, as Jinja's sort(case_sensitive=False) */
-        if (jv_type(&ma) == VT_STR && jv_type(&mb) == VT_STR) {
-            size_t na, nb;
-            const char *sa = jv_str(&ma, &na), *sb = jv_str(&mb, &nb);
-            for (size_t i = 0; i < na && i < nb && c == 0; i++) {
-                c = (unsigned char)ascii_lower(sa[i]) - (unsigned char)ascii_lower(sb[i]);
-            }
-            if (c == 0) {
-                c = (na > nb) - (na < nb);
-            }
-        } else {
-            sc->rc = jinja__order(sc->rs, sc->at, &ma, &mb, &c);
-        }
-    }
-    if (sc->attr) {
-        jv_put(&ma);
-        jv_put(&mb);
-    }
-    return sc->reverse ? -c : c;
-}
-
-static int sort_list(struct rs *rs, const struct jnode *at, struct json_object *items,
-                     const char *attr, bool reverse, struct jv *out)
-{
-    size_t n = json_object_array_length(items);
-    struct json_object **v = malloc((n ? n : 1) * sizeof(struct json_object *));
-    if (!v) {
-        return jinja__oom(rs);
-    }
-    for (size_t i = 0; i < n; i++) {
-        v[i] = json_object_array_get_idx(items, i);
-    }
-    struct sort_ctx sc = {.rs = rs, .at = at, .attr = attr, .reverse = reverse};
-    /* stable, like Python's sort; the iteration budget bounds the quadratic cost */
-    int rc = jinja__count_iterations(rs, at, n * n / 8 + n);
-    for (size_t i = 1; !rc && i < n && !sc.rc; i++) {
-        struct json_object *x = v[i];
-        size_t k = i;
-        while (k > 0 && sort_cmp(&sc, v[k - 1], x) > 0) {
-            v[k] = v[k - 1];
-            k--;
-        }
-        v[k] = x;
-    }
-    if (!rc) {
-        rc = sc.rc;
-    }
-    struct json_object *arr = rc ? NULL : json_object_new_array();
-    if (!rc && !arr) {
-        rc = jinja__oom(rs);
-    }
-    for (size_t i = 0; !rc && i < n; i++) {
-        if (json_object_array_add(arr, v[i] ? json_object_get(v[i]) : NULL) != 0) {
-            json_object_put(v[i]);
-            rc = jinja__oom(rs);
-        }
-    }
-    free(v);
-    if (rc) {
-        json_object_put(arr);
-        return rc;
-    }
-    *out = jv_own(arr);
-    return 0;
-}
-
-static int apply_filter(struct rs *rs, struct frame *f, const struct jnode *at, const char *name,
-                        const struct jv *v, const struct args *a, struct jv *out);
-
-/* select/reject/selectattr/rejectattr/map over items. */
-static int filter_seq(struct rs *rs, struct frame *f, const struct jnode *at, const char *name,
-                      struct json_object *items, const struct args *a, struct jv *out)
-{
-    bool is_map = strcmp(name, "map") == 0;
-    bool by_attr = strstr(name, "attr") != NULL;
-    bool reject = name[0] == 'r';
-    const char *attr = NULL, *fname = NULL;
-    size_t len;
-    int first_extra = 0;
-    int rc = 0;
-    if (is_map) {
-        const struct jv *av = jinja__arg(a, -1, "attribute");
-        if (av) {
-            rc = jinja__want_str(rs, at, av, "map attribute", &attr, &len);
-        } else {
-            rc = jinja__want_str(rs, at, jinja__arg(a, 0, NULL), "map filter name", &fname, &len);
-            first_extra = 1;
-        }
-    } else if (by_attr) {
-        rc = jinja__want_str(rs, at, jinja__arg(a, 0, NULL), "attribute name", &attr, &len);
-        first_extra = 1;
-    }
-    const char *test = NULL;
-    if (!rc && !is_map) {
-        const struct jv *tv = jinja__arg(a, first_extra, NULL);
-        if (tv) {
-            rc = jinja__want_str(rs, at, tv, "test name", &test, &len);
-        }
-    }
-    if (rc) {
-        return rc;
-    }
-    struct args extra;
-    memset(&extra, 0, sizeof(extra));
-    int skip = is_map ? first_extra : first_extra + 1;
-    for (int i = skip; i < a->n_pos; i++) {
-        extra.pos[extra.n_pos++] = a->pos[i];
-    }
-    for (int i = 0; i < a->n_kw; i++) {
-        if (strcmp(a->kw_name[i], "attribute") != 0 && strcmp(a->kw_name[i], "default") != 0) {
-            extra.kw_name[extra.n_kw] = a->kw_name[i];
-            extra.kw[extra.n_kw++] = a->kw[i];
-        }
-    }
-    const struct jv *map_default = is_map ? jinja__arg(a, -1, "default") : NULL;
-    struct json_object *arr = json_object_new_array();
-    if (!arr) {
-        return jinja__oom(rs);
-    }
-    size_t n = json_object_array_length(items);
-    rc = jinja__count_iterations(rs, at, n);
-    for (size_t i = 0; !rc && i < n; i++) {
-        struct jv e = jv_own(json_object_array_get_idx(items, i));
-        struct jv m = {0};
-        if (attr) {
-            rc = jinja__get_member(rs, at, &e, attr, &m);
-        } else {
-            m = jv_copy(&e);
-        }
-        if (rc) {
-            break;
-        }
-        if (is_map) {
-            struct jv r = {0};
-            if (fname) {
-                rc = apply_filter(rs, f, at, fname, &m, &extra, &r);
-            } else if (jv_type(&m) == VT_UNDEF && map_default) {
-                r = jv_copy(map_default);
-            } else {
-                r = jv_copy(&m);
-            }
-            if (!rc) {
-                struct json_object *j = jv_to_json(&r);
-                if (json_object_array_add(arr, j) != 0) {
-                    json_object_put(j);
-                    rc = jinja__oom(rs);
-                }
-            }
-            jv_put(&r);
-        } else {
-            bool keep = jv_truthy(&m);
-            if (test) {
-                rc = apply_test(rs, at, test, &m, &extra, &keep);
-            }
-            if (!rc && keep != reject) {
-                if (json_object_array_add(arr, e.j ? json_object_get(e.j) : NULL) != 0) {
-                    json_object_put(e.j);
-                    rc = jinja__oom(rs);
-                }
-            }
-        }
-        jv_put(&m);
-    }
-    if (rc) {
-        json_object_put(arr);
-        return rc;
-    }
-    *out = jv_own(arr);
-    return 0;
-}
-
-/* Jinja's indent(width=4, first=False, blank=False); width may be a string. */
-static int filter_indent(struct rs *rs, const struct jnode *at, const struct jv *v,
-                         const struct args *a, struct jv *out)
-{
-    const struct jv *wv = jinja__arg(a, 0, "width"), *fv = jinja__arg(a, 1, "first"),
-                    *bv = jinja__arg(a, 2, "blank");
-    char spaces[257];
-    const char *pad = spaces;
-    size_t padn = 4;
-    int rc = 0;
-    if (wv && jv_type(wv) == VT_STR) {
-        pad = jv_str(wv, &padn);
-    } else if (wv) {
-        int64_t width;
-        rc = jinja__want_int(rs, at, wv, "indent width", &width);
-        if (rc) {
-            return rc;
-        }
-        if (width < 0 || width > 256) {
-            return jinja__fail(rs, at, -EINVAL, "indent width out of range");
-        }
-        padn = (size_t)width;
-    }
-    memset(spaces, ' ', sizeof(spaces));
-    bool first = fv && jv_truthy(fv), blank = bv && jv_truthy(bv);
-    struct jv sv = {0};
-    rc = jinja__to_str(rs, at, v, &sv);
-    if (rc) {
-        return rc;
-    }
-    size_t n;
-    const char *s = jv_str(&sv, &n);
-    struct buf b;
-    buf_init(&b, rs->lim.max_output);
-    size_t i = 0;
-    bool line_first = true;
-    while (!rc && i < n) {
-        const char *nl = memchr(s + i, '\n', n - i);
-        size_t e = nl ? (size_t)(nl - s) : n;
-        if ((!line_first || first) && (e > i || blank)) {
-            rc = jinja__buf_add(rs, at, &b, pad, padn);
-        }
-        if (!rc) {
-            rc = jinja__buf_add(rs, at, &b, s + i, e - i + (nl ? 1 : 0));
-        }
-        line_first = false;
-        i = e + (nl ? 1 : 0);
-    }
-    jv_put(&sv);
-    if (rc) {
-        buf_free(&b);
-        return rc;
-    }
-    return jinja__new_buf_str(rs, at, &b, out);
-}
-
-/* The int/float filters' result for a value that is not a number: the default (0). */
-static int num_fallback(struct rs *rs, const struct jv *def, bool want_float, struct jv *out)
-{
-    if (def) {
-        *out = jv_copy(def);
-        return 0;
-    }
-    return want_float ? jinja__new_float(rs, 0.0, out) : jinja__new_int(rs, 0, out);
-}
-
-static const char *const FILTERS[] = {
-    "abs",     "capitalize", "count",  "d",      "default",    "dictsort", "e",          "escape",
-    "first",   "float",      "indent", "int",    "items",      "join",     "last",       "length",
-    "list",    "lower",      "map",    "max",    "min",        "reject",   "rejectattr", "replace",
-    "reverse", "round",      "safe",   "select", "selectattr", "sort",     "string",     "sum",
-    "title",   "tojson",     "trim",   "unique", "upper"};
-
-static int apply_filter(struct rs *rs, struct frame *f, const struct jnode *at, const char *name,
-                        const struct jv *v, const struct args *a, struct jv *out)
-{
-    enum vtype t = jv_type(v);
-    const struct jv *a0 = jinja__arg(a, 0, NULL);
-    int rc = 0;
-    bool known = false;
-    for (size_t i = 0; i < ARRAY_SIZE(FILTERS) && !known; i++) {
-        known = strcmp(FILTERS[i], name) == 0;
-    }
-    if (!known) {
-        return jinja__fail(rs, at, -EINVAL, "unknown filter '%s'", name);
-    }
-    if (strcmp(name, "default") == 0 || strcmp(name, "d") == 0) {
-        const struct jv *def = jinja__arg(a, 0, "default_value"),
-                        *boolean = jinja__arg(a, 1, "boolean");
-        bool use_default = t == VT_UNDEF || (boolean && jv_truthy(boolean) && !jv_truthy(v));
-        if (use_default && !def) {
-            return jinja__new_str(rs, at, "", 0, out);
-        }
-        if (use_default) {
-            *out = jv_copy(def);
-        } else {
-            *out = jv_copy(v);
-        }
-        return 0;
-    }
-    if (strcmp(name, "safe") == 0) {
-        *out = jv_copy(v);
-        return 0;
-    }
-    if (strcmp(name, "string") == 0) {
-        return jinja__to_str(rs, at, v, out);
-    }
-    if (strcmp(name, "tojson") == 0) {
-        int64_t indent = -1;
-        const struct jv *iv = jinja__arg(a, 0, "indent"), *sk = jinja__arg(a, -1, "sort_keys");
-        if (iv && jv_type(iv) != VT_NONE) {
-            rc = jinja__want_int(rs, at, iv, "tojson indent", &indent);
-            if (rc) {
-                return rc;
-            }
-            if (indent < 0 || indent > 64) {
-                return jinja__fail(rs, at, -EINVAL, "tojson indent out of range");
-            }
-        }
-        if (t == VT_UNDEF || t == VT_MACRO) {
-            return jinja__fail(rs, at, -EINVAL, "tojson: %s is not JSON serializable",
-                               jv_type_name(v));
-        }
-        struct buf b;
-        buf_init(&b, rs->lim.max_output);
-        rc = append_json(rs, at, v->j, (int)indent, sk && jv_truthy(sk), 0, &b);
-        if (rc) {
-            buf_free(&b);
-            return rc;
-        }
-        return jinja__new_buf_str(rs, at, &b, out);
-    }
-    if (strcmp(name, "length") == 0 || strcmp(name, "count") == 0) {
-        switch (t) {
-        case VT_STR: {
-            size_t n;
-            const char *s = jv_str(v, &n);
-            return jinja__new_int(rs, (int64_t)jinja__u8_count(s, n), out);
-        }
-        case VT_LIST:
-            return jinja__new_int(rs, (int64_t)json_object_array_length(v->j), out);
-        case VT_DICT:
-        case VT_NS:
-            return jinja__new_int(rs, json_object_object_length(v->j), out);
-        case VT_UNDEF:
-            return jinja__new_int(rs, 0, out);
-        default:
-            return jinja__fail(rs, at, -EINVAL, "object of type %s has no length", jv_type_name(v));
-        }
-    }
-    if (strcmp(name, "trim") == 0 || strcmp(name, "upper") == 0 || strcmp(name, "lower") == 0 ||
-        strcmp(name, "title") == 0 || strcmp(name, "capitalize") == 0 ||
-        strcmp(name, "escape") == 0 || strcmp(name, "e") == 0 || strcmp(name, "replace") == 0) {
-        struct jv sv = {0};
-        rc = jinja__to_str(rs, at, v, &sv);
-        if (rc) {
-            return rc;
-        }
-        size_t n;
-        const char *s = jv_str(&sv, &n);
-        if (strcmp(name, "trim") == 0) {
-            const char *chars = NULL;
-            size_t cn = 0;
-            if (a0 && jv_type(a0) != VT_NONE) {
-                rc = jinja__want_str(rs, at, a0, "trim argument", &chars, &cn);
-            }
-            size_t lo = 0, hi = 0;
-            if (!rc) {
-                jinja__strip_range(s, n, chars, cn, true, true, &lo, &hi);
-                rc = jinja__new_str(rs, at, s + lo, hi - lo, out);
-            }
-        } else if (strcmp(name, "replace") == 0) {
-            struct args ma = *a;
-            rc = call_method(rs, at, &sv, "replace", &ma, out);
-        } else if (name[0] == 'e') {
-            struct buf b;
-            buf_init(&b, rs->lim.max_output);
-            for (size_t i = 0; !rc && i < n; i++) {
-                const char *rep = NULL;
-                switch (s[i]) {
-                case '&':
-                    rep = "&amp;";
-                    break;
-                case '<':
-                    rep = "&lt;";
-                    break;
-                case '>':
-                    rep = "&gt;";
-                    break;
-                case '"':
-                    rep = "&#34;";
-                    break;
-                case '\'':
-                    rep = "&#39;";
-                    break;
-                default:
-                    break;
-                }
-                rc = rep ? jinja__buf_adds(rs, at, &b, rep) : jinja__buf_add(rs, at, &b, s + i, 1);
-            }
-            if (rc) {
-                buf_free(&b);
-            } else {
-                rc = jinja__new_buf_str(rs, at, &b, out);
-            }
-        } else {
-            rc = case_map(rs, at, &sv, name[0] == 't' ? 'T' : name[0], out);
-        }
-        jv_put(&sv);
-        return rc;
-    }
-    if (strcmp(name, "int") == 0 || strcmp(name, "float") == 0 || strcmp(name, "abs") == 0 ||
-        strcmp(name, "round") == 0) {
-        bool want_float = name[0] == 'f';
-        double d = 0;
-        int64_t i = 0;
-        bool is_int = false;
-        if (jv_is_int(v)) {
-            i = jv_int(v);
-            is_int = true;
-        } else if (t == VT_FLOAT) {
-            d = json_object_get_double(v->j);
-        } else if (t == VT_STR && (name[0] == 'i' || name[0] == 'f')) {
-            size_t n;
-            const char *s = jv_str(v, &n);
-            char tmp[64];
-            size_t lo, hi;
-            jinja__strip_range(s, n, NULL, 0, true, true, &lo, &hi);
-            if (hi - lo >= sizeof(tmp) || hi == lo) {
-                return num_fallback(rs, a0, want_float, out);
-            }
-            memcpy(tmp, s + lo, hi - lo);
-            tmp[hi - lo] = '\0';
-            char *end;
-            errno = 0;
-            long long ll = strtoll(tmp, &end, 10);
-            if (*end == '\0' && errno == 0) {
-                i = ll;
-                is_int = true;
-            } else {
-                d = strtod(tmp, &end);
-                if (*end != '\0') {
-                    return num_fallback(rs, a0, want_float, out);
-                }
-            }
-        } else if (name[0] == 'i' || name[0] == 'f') {
-            return num_fallback(rs, a0, want_float, out);
-        } else {
-            return jinja__fail(rs, at, -EINVAL, "filter '%s' needs a number, got %s", name,
-                               jv_type_name(v));
-        }
-        switch (name[0]) {
-        case 'i':
-            if (is_int) {
-                return jinja__new_int(rs, i, out);
-            }
-            if (!(d > -9.2e18 && d < 9.2e18)) {
-                return jinja__fail(rs, at, -EINVAL, "int: %g out of range", d);
-            }
-            return jinja__new_int(rs, (int64_t)d, out);
-        case 'f':
-            return jinja__new_float(rs, is_int ? (double)i : d, out);
-        case 'a':
-            if (is_int) {
-                if (i == INT64_MIN) {
-                    return jinja__fail(rs, at, -EINVAL, "abs: integer overflow");
-                }
-                return jinja__new_int(rs, i < 0 ? -i : i, out);
-            }
-            return jinja__new_float(rs, fabs(d), out);
-        default: { /* round(precision=0, method='common') → float */
-            int64_t prec = 0;
-            const struct jv *pv = jinja__arg(a, 0, "precision");
-            if (pv) {
-                rc = jinja__want_int(rs, at, pv, "round precision", &prec);
-                if (rc) {
-                    return rc;
-                }
-            }
-            if (prec < 0 || prec > 15) {
-                return jinja__fail(rs, at, -EINVAL, "round precision out of range");
-            }
-            double x = is_int ? (double)i : d, m = pow(10.0, (double)prec);
-            return jinja__new_float(rs, round(x * m) / m, out);
-        }
-        }
-    }
-    /* the rest work on sequences */
-    struct json_object *items = NULL;
-    if (strcmp(name, "items") == 0) {
-        if (t == VT_UNDEF) {
-            struct json_object *empty = json_object_new_array();
-            if (!empty) {
-                return jinja__oom(rs);
-            }
-            *out = jv_own(empty);
-            return 0;
-        }
-        if (t != VT_DICT && t != VT_NS) {
-            return jinja__fail(rs, at, -EINVAL, "items: expected a mapping, got %s",
-                               jv_type_name(v));
-        }
-        return call_method(rs, at, v, "items", a, out);
-    }
-    if (strcmp(name, "dictsort") == 0) {
-        if (t != VT_DICT && t != VT_NS) {
-            return jinja__fail(rs, at, -EINVAL, "dictsort: expected a mapping, got %s",
-                               jv_type_name(v));
-        }
-        struct jv pairs = {0};
-        rc = call_method(rs, at, v, "items", a, &pairs);
-        if (rc) {
-            return rc;
-        }
-        const struct jv *rv = jinja__arg(a, 2, "reverse");
-        /* sort by key: element 0 of each pair compares first */
-        rc = sort_list(rs, at, pairs.j, NULL, rv && jv_truthy(rv), out);
-        jv_put(&pairs);
-        return rc;
-    }
-    rc = jinja__iter_items(rs, at, v, &items);
-    if (rc) {
-        return rc;
-    }
-    size_t n = json_object_array_length(items);
-    if (strcmp(name, "list") == 0) {
-        if (jinja__is_tuple(items)) {
-            struct json_object *copy = json_object_new_array();
-            for (size_t i = 0; copy && !rc && i < n; i++) {
-                struct json_object *e = json_object_array_get_idx(items, i);
-                if (json_object_array_add(copy, e ? json_object_get(e) : NULL) != 0) {
-                    json_object_put(e);
-                    rc = jinja__oom(rs);
-                }
-            }
-            json_object_put(items);
-            if (!copy || rc) {
-                json_object_put(copy);
-                return rc ? rc : jinja__oom(rs);
-            }
-            items = copy;
-        }
-        *out = jv_own(items);
-        return 0;
-    }
-    if (strcmp(name, "first") == 0 || strcmp(name, "last") == 0) {
-        if (n == 0) {
-            *out = jv_undef(NULL, at);
-        } else {
-            *out = jv_ref(json_object_array_get_idx(items, name[0] == 'f' ? 0 : n - 1));
-        }
-    } else if (strcmp(name, "reverse") == 0) {
-        if (t == VT_STR) {
-            struct buf b;
-            buf_init(&b, rs->lim.max_output);
-            for (size_t i = n; !rc && i > 0; i--) {
-                struct json_object *c = json_object_array_get_idx(items, i - 1);
-                rc = jinja__buf_add(rs, at, &b, json_object_get_string(c),
-                                    (size_t)json_object_get_string_len(c));
-            }
-            if (rc) {
-                buf_free(&b);
-            } else {
-                rc = jinja__new_buf_str(rs, at, &b, out);
-            }
-        } else {
-            struct json_object *arr = json_object_new_array();
-            if (!arr) {
-                rc = jinja__oom(rs);
-            }
-            for (size_t i = n; !rc && i > 0; i--) {
-                struct json_object *e = json_object_array_get_idx(items, i - 1);
-                if (json_object_array_add(arr, e ? json_object_get(e) : NULL) != 0) {
-                    json_object_put(e);
-                    rc = jinja__oom(rs);
-                }
-            }
-            if (rc) {
-                json_object_put(arr);
-            } else {
-                *out = jv_own(arr);
-            }
-        }
-    } else if (strcmp(name, "join") == 0) {
-        const char *sep = "";
-        size_t sn = 0;
-        const struct jv *sv = jinja__arg(a, 0, "d"), *av = jinja__arg(a, 1, "attribute");
-        const char *attr = NULL;
-        size_t an;
-        if (sv) {
-            rc = jinja__want_str(rs, at, sv, "join separator", &sep, &sn);
-        }
-        if (!rc && av) {
-            rc = jinja__want_str(rs, at, av, "join attribute", &attr, &an);
-        }
-        if (!rc) {
-            rc = join_values(rs, at, items, sep, sn, attr, out);
-        }
-    } else if (strcmp(name, "sort") == 0) {
-        const struct jv *rv = jinja__arg(a, 0, "reverse"), *av = jinja__arg(a, 2, "attribute");
-        const char *attr = NULL;
-        size_t an;
-        if (av) {
-            rc = jinja__want_str(rs, at, av, "sort attribute", &attr, &an);
-        }
-        if (!rc) {
-            rc = sort_list(rs, at, items, attr, rv && jv_truthy(rv), out);
-        }
-    } else if (strcmp(name, "unique") == 0) {
-        struct json_object *arr = json_object_new_array();
-        rc = arr ? jinja__count_iterations(rs, at, n * n / 16 + n) : jinja__oom(rs);
-        for (size_t i = 0; !rc && i < n; i++) {
-            struct jv e = jv_own(json_object_array_get_idx(items, i));
-            bool seen = false;
-            struct jv have = jv_own(arr);
-            rc = jinja__contains(rs, at, &e, &have, &seen);
-            if (!rc && !seen && json_object_array_add(arr, e.j ? json_object_get(e.j) : NULL)) {
-                json_object_put(e.j);
-                rc = jinja__oom(rs);
-            }
-        }
-        if (rc) {
-            json_object_put(arr);
-        } else {
-            *out = jv_own(arr);
-        }
-    } else if (strcmp(name, "min") == 0 || strcmp(name, "max") == 0) {
-        *out = jv_undef(NULL, at);
-        struct json_object *best = NULL;
-        for (size_t i = 0; !rc && i < n; i++) {
-            struct json_object *e = json_object_array_get_idx(items, i);
-            if (i == 0) {
-                best = e;
-                continue;
-            }
-            struct jv ve = jv_own(e), vb = jv_own(best);
-            int c = 0;
-            rc = jinja__order(rs, at, &ve, &vb, &c);
-            if (!rc && (name[1] == 'i' ? c < 0 : c > 0)) {
-                best = e;
-            }
-        }
-        if (!rc && n > 0) {
-            *out = jv_ref(best);
-        }
-    } else if (strcmp(name, "sum") == 0) {
-        struct jv acc = {0};
-        const struct jv *start = jinja__arg(a, 1, "start");
-        rc = start ? (acc = jv_copy(start), 0) : jinja__new_int(rs, 0, &acc);
-        const struct jv *av = jinja__arg(a, 0, "attribute");
-        const char *attr = NULL;
-        size_t an;
-        if (!rc && av) {
-            rc = jinja__want_str(rs, at, av, "sum attribute", &attr, &an);
-        }
-        for (size_t i = 0; !rc && i < n; i++) {
-            struct jv e = jv_own(json_object_array_get_idx(items, i)), m = {0}, r = {0};
-            rc = attr ? jinja__get_member(rs, at, &e, attr, &m) : (m = jv_copy(&e), 0);
-            if (!rc) {
-                rc = jinja__arith(rs, at, "+", &acc, &m, &r);
-            }
-            jv_put(&m);
-            if (!rc) {
-                jv_put(&acc);
-                acc = r;
-            }
-        }
-        if (rc) {
-            jv_put(&acc);
-        } else {
-            *out = acc;
-        }
-    } else if (strcmp(name, "select") == 0 || strcmp(name, "reject") == 0 ||
-               strcmp(name, "selectattr") == 0 || strcmp(name, "rejectattr") == 0 ||
-               strcmp(name, "map") == 0) {
-        rc = filter_seq(rs, f, at, name, items, a, out);
-    } else if (strcmp(name, "indent") == 0) {
-        rc = filter_indent(rs, at, v, a, out);
-    } else {
-        rc = jinja__fail(rs, at, -EINVAL, "unknown filter '%s'", name);
-    }
-    json_object_put(items);
-    return rc;
 }
 
 /* ---- calls ---------------------------------------------------------------------------------- */
@@ -2880,7 +1933,7 @@ static int eval_call(struct rs *rs, struct frame *f, const struct jnode *n, stru
         }
         rc = eval_args(rs, f, n, &a);
         if (!rc) {
-            rc = call_method(rs, n, &obj, callee->str, &a, out);
+            rc = jinja__call_method(rs, n, &obj, callee->str, &a, out);
             args_free(&a);
         }
         jv_put(&obj);
@@ -3007,7 +2060,7 @@ static int eval_inner(struct rs *rs, struct frame *f, const struct jnode *n, str
         if (!rc) {
             rc = eval_args(rs, f, n, &args);
             if (!rc) {
-                rc = apply_filter(rs, f, n, n->str, &a, &args, out);
+                rc = jinja__apply_filter(rs, n, n->str, &a, &args, out);
                 args_free(&args);
             }
         }
@@ -3021,7 +2074,7 @@ static int eval_inner(struct rs *rs, struct frame *f, const struct jnode *n, str
         if (!rc) {
             rc = eval_args(rs, f, n, &args);
             if (!rc) {
-                rc = apply_test(rs, n, n->str, &a, &args, &r);
+                rc = jinja__apply_test(rs, n, n->str, &a, &args, &r);
                 args_free(&args);
             }
         }

@@ -378,4 +378,66 @@ int jinja__arith(struct rs *rs, const struct jnode *at, const char *op, const st
 int jinja__compare(struct rs *rs, const struct jnode *at, const char *op, const struct jv *a,
                    const struct jv *b, bool *out);
 
+/* The entry named name in a table of n entries of size bytes each, every entry starting with its
+ * `const char *name` and the table sorted by strcmp of the names (binary search); NULL when
+ * there is none. */
+const void *jinja__lookup(const void *table, size_t n, size_t size, const char *name);
+
+/* ---- filters and tests (jinja_filters.c) ---------------------------------------------------- */
+
+/* A filter: v is the operand, items its items (jinja__iter_items, borrowed) when the entry has
+ * JF_ITEMS and NULL otherwise; sets *out (owned) and returns 0, or returns an error. */
+typedef int jinja__filter_fn(struct rs *rs, const struct jnode *at, const struct jv *v,
+                             struct json_object *items, const struct args *a, struct jv *out);
+
+enum {
+    JF_ITEMS = 1, /* the operand must be iterable: its items are passed */
+};
+
+struct jinja__filter {
+    const char *name;
+    jinja__filter_fn *fn;
+    unsigned flags; /* JF_* */
+};
+
+/* A test: *out is whether v passes; arg is the first positional argument (NULL when none). */
+typedef int jinja__test_fn(struct rs *rs, const struct jnode *at, const char *name,
+                           const struct jv *v, const struct jv *arg, bool *out);
+
+struct jinja__test {
+    const char *name;
+    jinja__test_fn *fn;
+};
+
+/* Every filter and test, sorted by name (see jinja__lookup). */
+extern const struct jinja__filter jinja__filters[];
+extern const size_t jinja__n_filters;
+extern const struct jinja__test jinja__tests[];
+extern const size_t jinja__n_tests;
+
+/* The table entry of a name, or NULL. */
+const struct jinja__filter *jinja__filter_find(const char *name);
+const struct jinja__test *jinja__test_find(const char *name);
+
+/* `v|name(a)` into *out, and `v is name(a)` into *out; -EINVAL for an unknown name. */
+int jinja__apply_filter(struct rs *rs, const struct jnode *at, const char *name, const struct jv *v,
+                        const struct args *a, struct jv *out);
+int jinja__apply_test(struct rs *rs, const struct jnode *at, const char *name, const struct jv *v,
+                      const struct args *a, bool *out);
+
+/* ---- strings and methods -------------------------------------------------------------------- */
+
+/* str(v) case-mapped: mode 'u' upper, 'l' lower, 'c' capitalize, 't' str.title, 'T' Jinja's
+ * title filter. */
+int jinja__case_map(struct rs *rs, const struct jnode *at, const struct jv *v, char mode,
+                    struct jv *out);
+
+/* str() of each of items (or of its attribute attr, when not NULL) joined with sep. */
+int jinja__join_values(struct rs *rs, const struct jnode *at, struct json_object *items,
+                       const char *sep, size_t sn, const char *attr, struct jv *out);
+
+/* `obj.name(a)` into *out. */
+int jinja__call_method(struct rs *rs, const struct jnode *at, const struct jv *obj,
+                       const char *name, const struct args *a, struct jv *out);
+
 #endif /* TANDEM_ENGINE_TEMPLATE_JINJA_INTERNAL_H */
