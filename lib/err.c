@@ -65,12 +65,3 @@ void tandem_set_err(char *err, size_t errlen, const char *fmt, ...)
     tandem_set_errv(err, errlen, fmt, ap);
     va_end(ap);
 }
-
-int tandem_fail(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    tandem_set_errv(err, errlen, fmt, ap);
-    va_end(ap);
-    return code;
-}

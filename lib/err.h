@@ -88,7 +88,16 @@ void tandem_set_err(char *err, size_t errlen, const char *fmt, ...) TANDEM_PRINT
 /* tandem_set_err with a va_list, for formatters that add a prefix of their own first. */
 void tandem_set_errv(char *err, size_t errlen, const char *fmt, va_list ap) TANDEM_PRINTF(3, 0);
 
-/* tandem_set_err, then returns code: `return tandem_fail(err, errlen, -EINVAL, "...", ...);`. */
-int tandem_fail(char *err, size_t errlen, int code, const char *fmt, ...) TANDEM_PRINTF(4, 5);
+/* tandem_set_err, then returns code: `return tandem_fail(err, errlen, -EINVAL, "...", ...);`.
+ * Inline so that static analysis sees the code come back and follows the error path. */
+static inline TANDEM_PRINTF(4, 5) int tandem_fail(char *err, size_t errlen, int code,
+                                                  const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    tandem_set_errv(err, errlen, fmt, ap);
+    va_end(ap);
+    return code;
+}
 
 #endif /* TANDEM_LIB_ERR_H */
