@@ -14,8 +14,8 @@
  * set blocks), macro (positional and keyword parameters with defaults), generation blocks;
  * operators and/or/not, == != < > <= >= (chained), in / not in, is / is not, + - * / // % **, ~,
  * `a if c else b`; literals; attribute, subscript and slice access (negative indices, [::-1]);
- * filters, tests, string/dict methods and globals listed in jinja_eval.c; raise_exception(msg),
- * strftime_now(fmt), range(), namespace(), dict().
+ * the filters and tests of the tables in jinja_filters.c, the string/dict methods and globals of
+ * those in jinja_methods.c: raise_exception(msg), strftime_now(fmt), range(), namespace(), dict().
  *
  * Known differences from Python: case mapping (upper/lower/title/capitalize) covers ASCII,
  * Latin-1, Latin Extended-A, Greek and Cyrillic one-to-one (no ß → SS, other scripts unchanged);

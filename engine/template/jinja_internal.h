@@ -425,7 +425,42 @@ int jinja__apply_filter(struct rs *rs, const struct jnode *at, const char *name,
 int jinja__apply_test(struct rs *rs, const struct jnode *at, const char *name, const struct jv *v,
                       const struct args *a, bool *out);
 
-/* ---- strings and methods -------------------------------------------------------------------- */
+/* ---- methods and globals (jinja_methods.c) -------------------------------------------------- */
+
+/* A method of obj (a string, or a dict or namespace); sets *out (owned) and returns 0, or an
+ * error. */
+typedef int jinja__method_fn(struct rs *rs, const struct jnode *at, const struct jv *obj,
+                             const struct args *a, struct jv *out);
+
+struct jinja__method {
+    const char *name;
+    jinja__method_fn *fn;
+};
+
+/* A global function; sets *out (owned) and returns 0, or an error (raise_exception:
+ * JINJA_ERAISED). */
+typedef int jinja__global_fn(struct rs *rs, const struct jnode *at, const struct args *a,
+                             struct jv *out);
+
+struct jinja__global {
+    const char *name;
+    jinja__global_fn *fn;
+};
+
+/* Every string method, dict method and global, sorted by name (see jinja__lookup). */
+extern const struct jinja__method jinja__str_methods[];
+extern const size_t jinja__n_str_methods;
+extern const struct jinja__method jinja__dict_methods[];
+extern const size_t jinja__n_dict_methods;
+extern const struct jinja__global jinja__globals[];
+extern const size_t jinja__n_globals;
+
+/* The global named name, or NULL. */
+const struct jinja__global *jinja__global_find(const char *name);
+
+/* `obj.name(a)` into *out: a method of a string or dict; on undefined, the undefined error. */
+int jinja__call_method(struct rs *rs, const struct jnode *at, const struct jv *obj,
+                       const char *name, const struct args *a, struct jv *out);
 
 /* str(v) case-mapped: mode 'u' upper, 'l' lower, 'c' capitalize, 't' str.title, 'T' Jinja's
  * title filter. */
@@ -435,9 +470,5 @@ int jinja__case_map(struct rs *rs, const struct jnode *at, const struct jv *v, c
 /* str() of each of items (or of its attribute attr, when not NULL) joined with sep. */
 int jinja__join_values(struct rs *rs, const struct jnode *at, struct json_object *items,
                        const char *sep, size_t sn, const char *attr, struct jv *out);
-
-/* `obj.name(a)` into *out. */
-int jinja__call_method(struct rs *rs, const struct jnode *at, const struct jv *obj,
-                       const char *name, const struct args *a, struct jv *out);
 
 #endif /* TANDEM_ENGINE_TEMPLATE_JINJA_INTERNAL_H */
