@@ -37,13 +37,6 @@
 #define MAX_LIST_PAGES      100000
 #define ERROR_BODY_SNIPPET  200
 
-#define set_err(err, errlen, ...)                                                                  \
-    do {                                                                                           \
-        if ((err) && (errlen) > 0) {                                                               \
-            snprintf((err), (errlen), __VA_ARGS__);                                                \
-        }                                                                                          \
-    } while (0)
-
 const struct kube_resource KUBE_PODS = {"", "v1", "pods", "Pod", 1};
 const struct kube_resource KUBE_SERVICES = {"", "v1", "services", "Service", 1};
 const struct kube_resource KUBE_CONFIGMAPS = {"", "v1", "configmaps", "ConfigMap", 1};
@@ -287,8 +280,7 @@ int kube__parse_json(const char *data, size_t len, struct json_object **out, cha
 {
     *out = NULL;
     if (len > INT32_MAX) {
-        set_err(err, errlen, "%s", "JSON document too large");
-        return -E2BIG;
+        return tandem_fail(err, errlen, -E2BIG, "JSON document too large");
     }
     struct json_tokener *tok = json_tokener_new_ex(JSON_RESPONSE_DEPTH);
     if (!tok) {
@@ -300,19 +292,20 @@ int kube__parse_json(const char *data, size_t len, struct json_object **out, cha
     size_t end = json_tokener_get_parse_end(tok);
     json_tokener_free(tok);
     if (jerr == json_tokener_continue) {
-        set_err(err, errlen, "%s", "truncated JSON");
+        tandem_set_err(err, errlen, "truncated JSON");
         json_object_put(obj);
         return -EINVAL;
     }
     if (jerr != json_tokener_success) {
-        set_err(err, errlen, "invalid JSON at byte %zu: %s", end, json_tokener_error_desc(jerr));
+        tandem_set_err(err, errlen, "invalid JSON at byte %zu: %s", end,
+                       json_tokener_error_desc(jerr));
         json_object_put(obj);
         return -EINVAL;
     }
     for (size_t i = end; i < len; i++) {
         char ch = data[i];
         if (ch != ' ' && ch != '\t' && ch != '\r' && ch != '\n') {
-            set_err(err, errlen, "invalid JSON: trailing data at byte %zu", i);
+            tandem_set_err(err, errlen, "invalid JSON: trailing data at byte %zu", i);
             json_object_put(obj);
             return -EINVAL;
         }
@@ -364,14 +357,15 @@ int kube_error_from_response(long http_status, const char *body, size_t len, str
     return code_for(http_status, reason);
 }
 
-static void fill_err(struct kube_error *err, int status, const char *reason, const char *msg)
+void kube_error_set(struct kube_error *err, int http_status, const char *reason,
+                    const char *message)
 {
     if (!err) {
         return;
     }
-    err->http_status = status;
-    snprintf(err->reason, sizeof(err->reason), "%.63s", reason);
-    snprintf(err->message, sizeof(err->message), "%.511s", msg);
+    err->http_status = http_status;
+    tandem_set_err(err->reason, sizeof(err->reason), "%s", reason);
+    tandem_set_err(err->message, sizeof(err->message), "%s", message);
 }
 
 /* ---- construction ---- */
@@ -381,23 +375,23 @@ struct kube_client *kube_client_new(const struct kube_config *cfg,
                                     size_t errlen)
 {
     if (!cfg || !cfg->server || !*cfg->server) {
-        set_err(err, errlen, "%s", "kube client: config has no server");
+        tandem_set_err(err, errlen, "kube client: config has no server");
         return NULL;
     }
     if (strncmp(cfg->server, "http://", 7) != 0 && strncmp(cfg->server, "https://", 8) != 0) {
-        set_err(err, errlen, "kube client: server %s: expected an http:// or https:// URL",
-                cfg->server);
+        tandem_set_err(err, errlen, "kube client: server %s: expected an http:// or https:// URL",
+                       cfg->server);
         return NULL;
     }
     pthread_once(&curl_once, curl_init_once);
     if (curl_init_rc != CURLE_OK) {
-        set_err(err, errlen, "kube client: curl_global_init failed: %s",
-                curl_easy_strerror(curl_init_rc));
+        tandem_set_err(err, errlen, "kube client: curl_global_init failed: %s",
+                       curl_easy_strerror(curl_init_rc));
         return NULL;
     }
     struct kube_client *c = calloc(1, sizeof(*c));
     if (!c) {
-        set_err(err, errlen, "%s", "kube client: out of memory");
+        tandem_set_err(err, errlen, "kube client: out of memory");
         return NULL;
     }
     c->cfg = kube_config_dup(cfg);
@@ -445,14 +439,14 @@ struct kube_client *kube_client_new(const struct kube_config *cfg,
         curl_share_setopt(c->share, CURLSHOPT_USERDATA, c) != CURLSHE_OK ||
         curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS) != CURLSHE_OK ||
         curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION) != CURLSHE_OK) {
-        set_err(err, errlen, "%s", "kube client: curl_share_init failed");
+        tandem_set_err(err, errlen, "kube client: curl_share_init failed");
         kube_client_free(c);
         return NULL;
     }
     return c;
 
 err_oom:
-    set_err(err, errlen, "%s", "kube client: out of memory");
+    tandem_set_err(err, errlen, "kube client: out of memory");
     kube_client_free(c);
     return NULL;
 }
@@ -680,8 +674,7 @@ int kube__easy_setup(struct kube_client *c, void *easy, const char *path_and_que
     CURLcode cc = curl_easy_setopt(e, CURLOPT_URL, url);
     free(url); /* libcurl copies string options */
     if (cc != CURLE_OK) {
-        set_err(err, errlen, "bad URL: %s", curl_easy_strerror(cc));
-        return -EINVAL;
+        return tandem_fail(err, errlen, -EINVAL, "bad URL: %s", curl_easy_strerror(cc));
     }
     curl_easy_setopt(e, CURLOPT_SHARE, c->share);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
@@ -853,7 +846,7 @@ static int do_request(struct kube_client *c, const char *method, const char *pat
         rc = kube__easy_setup(c, e, path_and_query, content_type, 0, &headers, errbuf,
                               sizeof(errbuf));
         if (rc) {
-            fill_err(err, 0, "BadRequest", errbuf[0] ? errbuf : tandem_strerror(rc));
+            kube_error_set(err, 0, "BadRequest", errbuf[0] ? errbuf : tandem_strerror(rc));
             easy_put(c, e);
             break;
         }
@@ -909,14 +902,14 @@ static int do_request(struct kube_client *c, const char *method, const char *pat
             rc = -EFBIG;
             char msg[128];
             snprintf(msg, sizeof(msg), "response body larger than %zu bytes", out->max);
-            fill_err(err, (int)status, "ResponseTooLarge", msg);
+            kube_error_set(err, (int)status, "ResponseTooLarge", msg);
             break;
         } else {
             rc = cc == CURLE_OPERATION_TIMEDOUT ? KUBE_ETIMEOUT : KUBE_ETRANSPORT;
             char msg[CURL_ERROR_SIZE + 64];
             snprintf(msg, sizeof(msg), "%s %s: %s", method, path_and_query,
                      errbuf[0] ? errbuf : curl_easy_strerror(cc));
-            fill_err(err, 0, cc == CURLE_OPERATION_TIMEDOUT ? "Timeout" : "Transport", msg);
+            kube_error_set(err, 0, cc == CURLE_OPERATION_TIMEDOUT ? "Timeout" : "Transport", msg);
             retryable = is_transient(cc) && (idempotent || is_connect_failure(cc));
         }
         if (!retryable || attempt >= c->max_retries) {
@@ -943,7 +936,7 @@ int kube_request(struct kube_client *c, const char *method, const char *path_and
     }
     if (!method || !*method || !path_and_query || path_and_query[0] != '/' ||
         strpbrk(method, " \r\n") || strpbrk(path_and_query, " \r\n")) {
-        fill_err(err, 0, "BadRequest", "kube_request: bad method or path");
+        kube_error_set(err, 0, "BadRequest", "kube_request: bad method or path");
         return -EINVAL;
     }
     struct buf local;
@@ -977,7 +970,7 @@ static int json_call(struct kube_client *c, const char *method, const char *path
             snippet(snip, sizeof(snip), resp.data, resp.len);
             snprintf(msg, sizeof(msg), "%s %s: response is not JSON (%s): %s", method,
                      path_and_query, perr, snip);
-            fill_err(err, 200, "BadResponse", msg);
+            kube_error_set(err, 200, "BadResponse", msg);
             kube__count(c, KUBE__ERROR);
         }
     }
@@ -1086,7 +1079,7 @@ static const char *pick_ns(const struct kube_client *c, const struct kube_resour
 
 static int bad_args(struct kube_error *err, const char *what)
 {
-    fill_err(err, 0, "BadRequest", what);
+    kube_error_set(err, 0, "BadRequest", what);
     return -EINVAL;
 }
 
@@ -1161,7 +1154,7 @@ int kube_list(struct kube_client *c, const struct kube_resource *r, const char *
     buf_free(&path);
     if (rc == 0 && !json_object_is_type(list, json_type_object)) {
         json_object_put(list);
-        fill_err(err, 200, "BadResponse", "list response is not an object");
+        kube_error_set(err, 200, "BadResponse", "list response is not an object");
         return -EINVAL;
     }
     if (out) {

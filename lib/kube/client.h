@@ -169,6 +169,11 @@ void kube_client_stats(const struct kube_client *c, struct kube_client_stats *ou
 int kube_error_from_response(long http_status, const char *body, size_t len,
                              struct kube_error *err);
 
+/* Fills err (NULL allowed) for a failure without a Status answer (a transport error, a request
+ * refused before it was sent, a malformed response): reason and message are cut to fit. */
+void kube_error_set(struct kube_error *err, int http_status, const char *reason,
+                    const char *message);
+
 /* Tests: the monotonic clock (milliseconds) used to decide when token_file is re-read (every
  * 60 s). NULL restores the real clock. Call before the client is shared between threads. */
 void kube_client_set_clock(struct kube_client *c, uint64_t (*now_ms)(void *ud), void *ud);

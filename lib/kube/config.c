@@ -9,7 +9,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,20 +19,12 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include "lib/err.h"
 #include "lib/json.h"
 #include "lib/yaml.h"
 
 #define DEFAULT_SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
 #define MAX_FILES      64 /* files in one $KUBECONFIG list */
-
-/* Error text for the caller's buffer. A macro rather than a variadic function: clang-tidy 14's
- * analyzer reports a false "uninitialized va_list" in vsnprintf wrappers. */
-#define set_err(err, errlen, ...)                                                                  \
-    do {                                                                                           \
-        if ((err) && (errlen) > 0) {                                                               \
-            snprintf((err), (errlen), __VA_ARGS__);                                                \
-        }                                                                                          \
-    } while (0)
 
 /* ---- small helpers ---- */
 
@@ -335,9 +326,9 @@ static int check_strings(struct json_object *obj, const char *const *keys, size_
         struct json_object *v;
         if (json_object_object_get_ex(obj, keys[i], &v) && v &&
             !json_object_is_type(v, json_type_string)) {
-            set_err(err, errlen, "kubeconfig %s: %s%s%s: expected string, got %s", file, prefix,
-                    *prefix ? "." : "", keys[i], json_type_label(v));
-            return -EINVAL;
+            return tandem_fail(err, errlen, -EINVAL,
+                               "kubeconfig %s: %s%s%s: expected string, got %s", file, prefix,
+                               *prefix ? "." : "", keys[i], json_type_label(v));
         }
     }
     return 0;
@@ -355,13 +346,13 @@ static int check_base64(struct json_object *obj, const char *key, const char *fi
     const char *s = json_object_get_string(v);
     int rc = kube_base64_decode(s, strlen(s), &dec, &len);
     if (rc == -EINVAL) {
-        set_err(err, errlen, "kubeconfig %s: %s.%s: invalid base64", file, prefix, key);
-        return rc;
+        return tandem_fail(err, errlen, rc, "kubeconfig %s: %s.%s: invalid base64", file, prefix,
+                           key);
     }
     if (rc == 0 && len == 0) {
         rc = -EINVAL;
-        set_err(err, errlen, "kubeconfig %s: %s.%s: empty after base64 decoding", file, prefix,
-                key);
+        tandem_set_err(err, errlen, "kubeconfig %s: %s.%s: empty after base64 decoding", file,
+                       prefix, key);
     }
     free_secret(dec, len);
     return rc;
@@ -380,9 +371,9 @@ static int check_cluster(struct json_object *c, const char *file, const char *pr
     struct json_object *v;
     if (json_object_object_get_ex(c, "insecure-skip-tls-verify", &v) && v &&
         !json_object_is_type(v, json_type_boolean)) {
-        set_err(err, errlen, "kubeconfig %s: %s.insecure-skip-tls-verify: expected boolean, got %s",
-                file, prefix, json_type_label(v));
-        return -EINVAL;
+        return tandem_fail(err, errlen, -EINVAL,
+                           "kubeconfig %s: %s.insecure-skip-tls-verify: expected boolean, got %s",
+                           file, prefix, json_type_label(v));
     }
     return check_base64(c, "certificate-authority-data", file, prefix, err, errlen);
 }
@@ -422,9 +413,8 @@ static int merge_list(struct json_object *doc, const char *file, const char *lis
         return 0;
     }
     if (!json_object_is_type(arr, json_type_array)) {
-        set_err(err, errlen, "kubeconfig %s: %s: expected array, got %s", file, list,
-                json_type_label(arr));
-        return -EINVAL;
+        return tandem_fail(err, errlen, -EINVAL, "kubeconfig %s: %s: expected array, got %s", file,
+                           list, json_type_label(arr));
     }
     size_t len = json_object_array_length(arr);
     if (len > 0) {
@@ -439,29 +429,27 @@ static int merge_list(struct json_object *doc, const char *file, const char *lis
         char field[64], prefix[96];
         snprintf(field, sizeof(field), "%s[%zu]", list, i);
         if (!json_object_is_type(item, json_type_object)) {
-            set_err(err, errlen, "kubeconfig %s: %s: expected object, got %s", file, field,
-                    json_type_label(item));
-            return -EINVAL;
+            return tandem_fail(err, errlen, -EINVAL, "kubeconfig %s: %s: expected object, got %s",
+                               file, field, json_type_label(item));
         }
         struct json_object *name, *body;
         if (!json_object_object_get_ex(item, "name", &name) || !name) {
-            set_err(err, errlen, "kubeconfig %s: %s.name: required field is missing", file, field);
-            return -EINVAL;
+            return tandem_fail(err, errlen, -EINVAL,
+                               "kubeconfig %s: %s.name: required field is missing", file, field);
         }
         if (!json_object_is_type(name, json_type_string) || json_object_get_string_len(name) == 0) {
-            set_err(err, errlen, "kubeconfig %s: %s.name: expected non-empty string, got %s", file,
-                    field, json_type_label(name));
-            return -EINVAL;
+            return tandem_fail(err, errlen, -EINVAL,
+                               "kubeconfig %s: %s.name: expected non-empty string, got %s", file,
+                               field, json_type_label(name));
         }
         snprintf(prefix, sizeof(prefix), "%s.%s", field, body_key);
         if (!json_object_object_get_ex(item, body_key, &body) || !body) {
-            set_err(err, errlen, "kubeconfig %s: %s: required field is missing", file, prefix);
-            return -EINVAL;
+            return tandem_fail(err, errlen, -EINVAL, "kubeconfig %s: %s: required field is missing",
+                               file, prefix);
         }
         if (!json_object_is_type(body, json_type_object)) {
-            set_err(err, errlen, "kubeconfig %s: %s: expected object, got %s", file, prefix,
-                    json_type_label(body));
-            return -EINVAL;
+            return tandem_fail(err, errlen, -EINVAL, "kubeconfig %s: %s: expected object, got %s",
+                               file, prefix, json_type_label(body));
         }
         int rc = check(body, file, prefix, err, errlen);
         if (rc) {
@@ -490,22 +478,20 @@ static int merge_file(struct merged *m, const char *path, int skip_missing, char
         return 1;
     }
     if (rc) {
-        set_err(err, errlen, "kubeconfig %s: %s", path,
-                rc == -EFBIG ? "file too large" : strerror(-rc));
-        return rc;
+        return tandem_fail(err, errlen, rc, "kubeconfig %s: %s", path,
+                           rc == -EFBIG ? "file too large" : strerror(-rc));
     }
     if (m->ndocs == MAX_FILES) {
         free(data);
-        set_err(err, errlen, "kubeconfig %s: more than %d files", path, MAX_FILES);
-        return -EINVAL;
+        return tandem_fail(err, errlen, -EINVAL, "kubeconfig %s: more than %d files", path,
+                           MAX_FILES);
     }
     char perr[256];
     struct json_object *doc = NULL;
     rc = yaml_parse_one(data, len, &doc, perr, sizeof(perr));
     free_secret(data, len);
     if (rc) {
-        set_err(err, errlen, "kubeconfig %s: not valid YAML: %s", path, perr);
-        return rc;
+        return tandem_fail(err, errlen, rc, "kubeconfig %s: not valid YAML: %s", path, perr);
     }
     char *file = strdup(path);
     if (!file) {
@@ -519,9 +505,9 @@ static int merge_file(struct merged *m, const char *path, int skip_missing, char
         return 0; /* an empty file is an empty config (kubectl agrees) */
     }
     if (!json_object_is_type(doc, json_type_object)) {
-        set_err(err, errlen, "kubeconfig %s: top level: expected a mapping, got %s", path,
-                json_type_label(doc));
-        return -EINVAL;
+        return tandem_fail(err, errlen, -EINVAL,
+                           "kubeconfig %s: top level: expected a mapping, got %s", path,
+                           json_type_label(doc));
     }
     static const char *const top_strs[] = {"current-context", "apiVersion", "kind"};
     rc = check_strings(doc, top_strs, ARRAY_SIZE(top_strs), file, "", err, errlen);
@@ -572,8 +558,8 @@ static int load_material(const struct entry *e, const char *key, char **out, siz
     if (b64 && *b64) {
         int rc = kube_base64_decode(b64, strlen(b64), out, out_len);
         if (rc) {
-            set_err(err, errlen, "kubeconfig %s: %s.%s: %s", e->file, e->field, data_key,
-                    rc == -EINVAL ? "invalid base64" : strerror(-rc));
+            tandem_set_err(err, errlen, "kubeconfig %s: %s.%s: %s", e->file, e->field, data_key,
+                           rc == -EINVAL ? "invalid base64" : strerror(-rc));
         }
         return rc;
     }
@@ -584,12 +570,12 @@ static int load_material(const struct entry *e, const char *key, char **out, siz
         }
         int rc = read_file(full, out, out_len);
         if (rc) {
-            set_err(err, errlen, "kubeconfig %s: %s.%s: %s: %s", e->file, e->field, key, full,
-                    rc == -EFBIG ? "file too large" : strerror(-rc));
+            tandem_set_err(err, errlen, "kubeconfig %s: %s.%s: %s: %s", e->file, e->field, key,
+                           full, rc == -EFBIG ? "file too large" : strerror(-rc));
             rc = rc == -ENOMEM ? rc : -EINVAL; /* the kubeconfig is unusable, not absent */
         } else if (*out_len == 0) {
-            set_err(err, errlen, "kubeconfig %s: %s.%s: %s: file is empty", e->file, e->field, key,
-                    full);
+            tandem_set_err(err, errlen, "kubeconfig %s: %s.%s: %s: file is empty", e->file,
+                           e->field, key, full);
             free(*out);
             *out = NULL;
             rc = -EINVAL;
@@ -625,53 +611,53 @@ static int build_config(const struct merged *m, const char *paths, const char *c
         ctx_name = m->current_context;
         where = m->current_file ? m->current_file : paths;
         if (!ctx_name) {
-            set_err(err, errlen, "kubeconfig %s: current-context: not set and no context given",
-                    paths);
-            return -EINVAL;
+            return tandem_fail(err, errlen, -EINVAL,
+                               "kubeconfig %s: current-context: not set and no context given",
+                               paths);
         }
     }
     const struct entry *ctx = find_entry(m->contexts, m->ncontexts, ctx_name);
     if (!ctx) {
-        set_err(err, errlen, "kubeconfig %s: context \"%s\" not found", where, ctx_name);
-        return -EINVAL;
+        return tandem_fail(err, errlen, -EINVAL, "kubeconfig %s: context \"%s\" not found", where,
+                           ctx_name);
     }
     const char *cluster_name = str_field(ctx->body, "cluster");
     if (!cluster_name || !*cluster_name) {
-        set_err(err, errlen, "kubeconfig %s: %s.cluster: required field is missing", ctx->file,
-                ctx->field);
-        return -EINVAL;
+        return tandem_fail(err, errlen, -EINVAL,
+                           "kubeconfig %s: %s.cluster: required field is missing", ctx->file,
+                           ctx->field);
     }
     const struct entry *cl = find_entry(m->clusters, m->nclusters, cluster_name);
     if (!cl) {
-        set_err(err, errlen, "kubeconfig %s: %s.cluster: cluster \"%s\" not found", ctx->file,
-                ctx->field, cluster_name);
-        return -EINVAL;
+        return tandem_fail(err, errlen, -EINVAL,
+                           "kubeconfig %s: %s.cluster: cluster \"%s\" not found", ctx->file,
+                           ctx->field, cluster_name);
     }
     const char *user_name = str_field(ctx->body, "user");
     const struct entry *us = NULL;
     if (user_name && *user_name) {
         us = find_entry(m->users, m->nusers, user_name);
         if (!us) {
-            set_err(err, errlen, "kubeconfig %s: %s.user: user \"%s\" not found", ctx->file,
-                    ctx->field, user_name);
-            return -EINVAL;
+            return tandem_fail(err, errlen, -EINVAL,
+                               "kubeconfig %s: %s.user: user \"%s\" not found", ctx->file,
+                               ctx->field, user_name);
         }
     }
     const char *server = str_field(cl->body, "server");
     if (!server || !*server) {
-        set_err(err, errlen, "kubeconfig %s: %s.server: required field is missing", cl->file,
-                cl->field);
-        return -EINVAL;
+        return tandem_fail(err, errlen, -EINVAL,
+                           "kubeconfig %s: %s.server: required field is missing", cl->file,
+                           cl->field);
     }
     if (us) {
         static const char *const unsupported[] = {"exec", "auth-provider", "username", "password"};
         for (size_t i = 0; i < ARRAY_SIZE(unsupported); i++) {
             struct json_object *v;
             if (json_object_object_get_ex(us->body, unsupported[i], &v) && v) {
-                set_err(err, errlen,
-                        "kubeconfig %s: %s.%s: unsupported authentication (use a token or a "
-                        "client certificate)",
-                        us->file, us->field, unsupported[i]);
+                tandem_set_err(err, errlen,
+                               "kubeconfig %s: %s.%s: unsupported authentication (use a token or a "
+                               "client certificate)",
+                               us->file, us->field, unsupported[i]);
                 return -EINVAL;
             }
         }
@@ -710,8 +696,9 @@ static int build_config(const struct merged *m, const char *paths, const char *c
             size_t tlen;
             rc = read_file(cfg->token_file, &t, &tlen);
             if (rc) {
-                set_err(err, errlen, "kubeconfig %s: %s.tokenFile: %s: %s", us->file, us->field,
-                        cfg->token_file, rc == -EFBIG ? "file too large" : strerror(-rc));
+                tandem_set_err(err, errlen, "kubeconfig %s: %s.tokenFile: %s: %s", us->file,
+                               us->field, cfg->token_file,
+                               rc == -EFBIG ? "file too large" : strerror(-rc));
                 rc = rc == -ENOMEM ? rc : -EINVAL;
                 goto err_free_cfg;
             }
@@ -729,9 +716,9 @@ static int build_config(const struct merged *m, const char *paths, const char *c
             goto err_free_cfg;
         }
         if (!cfg->client_cert_pem != !cfg->client_key_pem) {
-            set_err(err, errlen, "kubeconfig %s: %s.%s: required together with %s", us->file,
-                    us->field, cfg->client_cert_pem ? "client-key" : "client-certificate",
-                    cfg->client_cert_pem ? "client-certificate" : "client-key");
+            tandem_set_err(err, errlen, "kubeconfig %s: %s.%s: required together with %s", us->file,
+                           us->field, cfg->client_cert_pem ? "client-key" : "client-certificate",
+                           cfg->client_cert_pem ? "client-certificate" : "client-key");
             rc = -EINVAL;
             goto err_free_cfg;
         }
@@ -769,15 +756,15 @@ int kube_config_from_kubeconfig(const char *paths, const char *context, struct k
                                 char *err, size_t errlen)
 {
     *out = NULL;
-    set_err(err, errlen, "%s", "");
+    tandem_set_err(err, errlen, "%s", "");
     char *owned = NULL;
     if (!paths || !*paths) {
         paths = getenv("KUBECONFIG");
         if (!paths || !*paths) {
             owned = default_kubeconfig_path();
             if (!owned) {
-                set_err(err, errlen, "%s", "kubeconfig: neither KUBECONFIG nor HOME is set");
-                return -ENOENT;
+                return tandem_fail(err, errlen, -ENOENT,
+                                   "kubeconfig: neither KUBECONFIG nor HOME is set");
             }
             paths = owned;
         }
@@ -802,7 +789,7 @@ int kube_config_from_kubeconfig(const char *paths, const char *context, struct k
         }
     }
     if (!found) {
-        set_err(err, errlen, "kubeconfig %s: %s", paths, strerror(ENOENT));
+        tandem_set_err(err, errlen, "kubeconfig %s: %s", paths, strerror(ENOENT));
         rc = -ENOENT;
         goto done;
     }
@@ -817,14 +804,14 @@ done:
 int kube_config_in_cluster(const char *sa_dir, struct kube_config **out, char *err, size_t errlen)
 {
     *out = NULL;
-    set_err(err, errlen, "%s", "");
+    tandem_set_err(err, errlen, "%s", "");
     const char *host = getenv("KUBERNETES_SERVICE_HOST");
     const char *port = getenv("KUBERNETES_SERVICE_PORT");
     if (!host || !*host || !port || !*port) {
-        set_err(err, errlen, "%s",
-                "in-cluster config: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be "
-                "set");
-        return -ENOENT;
+        return tandem_fail(
+            err, errlen, -ENOENT, "%s",
+            "in-cluster config: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be "
+            "set");
     }
     if (!sa_dir) {
         sa_dir = DEFAULT_SA_DIR;
@@ -852,7 +839,7 @@ int kube_config_in_cluster(const char *sa_dir, struct kube_config **out, char *e
     size_t len;
     rc = read_file(path, &data, &len);
     if (rc) {
-        set_err(err, errlen, "in-cluster config: %s: %s", path, strerror(-rc));
+        tandem_set_err(err, errlen, "in-cluster config: %s: %s", path, strerror(-rc));
         free(path);
         goto err_free_cfg;
     }
@@ -874,7 +861,7 @@ int kube_config_in_cluster(const char *sa_dir, struct kube_config **out, char *e
         free(cfg->ca_pem);
         cfg->ca_pem = NULL;
     } else if (rc) {
-        set_err(err, errlen, "in-cluster config: %s: %s", path, strerror(-rc));
+        tandem_set_err(err, errlen, "in-cluster config: %s: %s", path, strerror(-rc));
         free(path);
         goto err_free_cfg;
     }

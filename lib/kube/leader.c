@@ -430,45 +430,42 @@ static void *elector_main(void *arg)
 struct kube_leader *kube_leader_new(struct kube_client *c, const struct kube_leader_config *cfg,
                                     char *err, size_t errlen)
 {
-    char dummy[1];
-    if (!err) {
-        err = dummy;
-        errlen = sizeof(dummy);
-    }
     long lease = cfg->lease_duration_ms ? cfg->lease_duration_ms : 15000;
     long deadline = cfg->renew_deadline_ms ? cfg->renew_deadline_ms : 10000;
     long retry = cfg->retry_period_ms ? cfg->retry_period_ms : 2000;
     if (!cfg->lease_name || !cfg->lease_name[0] || !cfg->lease_namespace ||
         !cfg->lease_namespace[0]) {
-        snprintf(err, errlen, "leader election: lease name and namespace are required");
+        tandem_set_err(err, errlen, "leader election: lease name and namespace are required");
         return NULL;
     }
     if (!cfg->identity || !cfg->identity[0]) {
-        snprintf(err, errlen, "leader election: lock identity is empty");
+        tandem_set_err(err, errlen, "leader election: lock identity is empty");
         return NULL;
     }
     if (lease <= 0 || deadline <= 0 || retry <= 0) {
-        snprintf(err, errlen, "leader election: durations must be greater than zero");
+        tandem_set_err(err, errlen, "leader election: durations must be greater than zero");
         return NULL;
     }
     if (lease <= deadline) {
-        snprintf(err, errlen, "leader election: leaseDuration must be greater than renewDeadline");
+        tandem_set_err(err, errlen,
+                       "leader election: leaseDuration must be greater than renewDeadline");
         return NULL;
     }
     if ((double)deadline <= JITTER_FACTOR * (double)retry) {
-        snprintf(err, errlen,
-                 "leader election: renewDeadline must be greater than retryPeriod*JitterFactor");
+        tandem_set_err(
+            err, errlen,
+            "leader election: renewDeadline must be greater than retryPeriod*JitterFactor");
         return NULL;
     }
     if (lease < 1000) {
-        snprintf(err, errlen,
-                 "leader election: leaseDuration must be at least 1 s (it is written "
-                 "as whole seconds)");
+        tandem_set_err(err, errlen,
+                       "leader election: leaseDuration must be at least 1 s (it is written "
+                       "as whole seconds)");
         return NULL;
     }
     struct kube_leader *le = calloc(1, sizeof(*le));
     if (!le) {
-        snprintf(err, errlen, "leader election: out of memory");
+        tandem_set_err(err, errlen, "leader election: out of memory");
         return NULL;
     }
     le->client = c;
@@ -480,7 +477,7 @@ struct kube_leader *kube_leader_new(struct kube_client *c, const struct kube_lea
         free(le->ns);
         free(le->identity);
         free(le);
-        snprintf(err, errlen, "leader election: out of memory");
+        tandem_set_err(err, errlen, "leader election: out of memory");
         return NULL;
     }
     le->lease_ns = (int64_t)lease * 1000000LL;

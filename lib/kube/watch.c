@@ -23,13 +23,6 @@
 #define SPLITTER_FIRST_CAP  4096
 #define WATCH_CONNECT_MAXMS 10000
 
-#define set_err(err, errlen, ...)                                                                  \
-    do {                                                                                           \
-        if ((err) && (errlen) > 0) {                                                               \
-            snprintf((err), (errlen), __VA_ARGS__);                                                \
-        }                                                                                          \
-    } while (0)
-
 struct kube_watch_splitter {
     char *buf;             /* the partial line carried over between feeds */
     size_t len;            /* bytes in buf */
@@ -126,28 +119,28 @@ static int process_line(struct kube_watch_splitter *s, const char *line, size_t 
     struct json_object *ev = NULL;
     int rc = kube__parse_json(line + start, len - start, &ev, perr, sizeof(perr));
     if (rc) {
-        set_err(err, errlen, "watch event %lu: %s", s->line_no, perr);
-        return rc == -ENOMEM ? rc : -EINVAL;
+        return tandem_fail(err, errlen, rc == -ENOMEM ? rc : -EINVAL, "watch event %lu: %s",
+                           s->line_no, perr);
     }
     struct json_object *type = NULL, *object = NULL;
     enum kube_event_type t = KUBE_EVENT_ERROR;
     if (!json_object_is_type(ev, json_type_object)) {
-        set_err(err, errlen, "watch event %lu: expected a JSON object, got %s", s->line_no,
-                json_type_label(ev));
+        tandem_set_err(err, errlen, "watch event %lu: expected a JSON object, got %s", s->line_no,
+                       json_type_label(ev));
         rc = -EINVAL;
     } else if (!json_object_object_get_ex(ev, "type", &type) ||
                !json_object_is_type(type, json_type_string)) {
-        set_err(err, errlen, "watch event %lu: type: %s", s->line_no,
-                type ? "expected string" : "required field is missing");
+        tandem_set_err(err, errlen, "watch event %lu: type: %s", s->line_no,
+                       type ? "expected string" : "required field is missing");
         rc = -EINVAL;
     } else if (parse_type(json_object_get_string(type), &t) != 0) {
-        set_err(err, errlen, "watch event %lu: type: unknown event type \"%.40s\"", s->line_no,
-                json_object_get_string(type));
+        tandem_set_err(err, errlen, "watch event %lu: type: unknown event type \"%.40s\"",
+                       s->line_no, json_object_get_string(type));
         rc = -EINVAL;
     } else if (!json_object_object_get_ex(ev, "object", &object) ||
                !json_object_is_type(object, json_type_object)) {
-        set_err(err, errlen, "watch event %lu: object: %s", s->line_no,
-                object ? "expected object" : "required field is missing");
+        tandem_set_err(err, errlen, "watch event %lu: object: %s", s->line_no,
+                       object ? "expected object" : "required field is missing");
         rc = -EINVAL;
     }
     if (rc == 0) {
@@ -192,8 +185,8 @@ int kube_watch_splitter_feed(struct kube_watch_splitter *s, const char *data, si
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
         if (s->len + n > s->max_line) {
-            set_err(err, errlen, "watch event %lu: line longer than %zu bytes", s->line_no + 1,
-                    s->max_line);
+            tandem_set_err(err, errlen, "watch event %lu: line longer than %zu bytes",
+                           s->line_no + 1, s->max_line);
             s->len = 0;
             return -E2BIG;
         }
@@ -313,15 +306,6 @@ static int watch_on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, cur
     return should_stop(ud);
 }
 
-static void watch_fill_err(struct kube_error *err, int status, const char *reason, const char *msg)
-{
-    if (err) {
-        err->http_status = status;
-        snprintf(err->reason, sizeof(err->reason), "%.63s", reason);
-        snprintf(err->message, sizeof(err->message), "%.511s", msg);
-    }
-}
-
 static int watch_path(const struct kube_resource *r, const char *ns,
                       const struct kube_watch_options *o, struct buf *path)
 {
@@ -390,14 +374,14 @@ int kube_watch(struct kube_client *c, const struct kube_resource *r, const char 
         memset(err, 0, sizeof(*err));
     }
     if (!c || !r || !cb) {
-        watch_fill_err(err, 0, "BadRequest", "kube_watch: missing client, resource or callback");
+        kube_error_set(err, 0, "BadRequest", "kube_watch: missing client, resource or callback");
         return -EINVAL;
     }
     struct buf path;
     buf_init(&path, 64 * 1024);
     if (watch_path(r, ns, o, &path)) {
         buf_free(&path);
-        watch_fill_err(err, 0, "BadRequest", "kube_watch: bad resource, namespace or options");
+        kube_error_set(err, 0, "BadRequest", "kube_watch: bad resource, namespace or options");
         return -EINVAL;
     }
     struct watch_ctx w;
@@ -418,7 +402,7 @@ int kube_watch(struct kube_client *c, const struct kube_resource *r, const char 
     kube__rate_wait(c);
     rc = kube__easy_setup(c, w.easy, path.data, NULL, 0, &headers, w.msg, sizeof(w.msg));
     if (rc) {
-        watch_fill_err(err, 0, "BadRequest", w.msg);
+        kube_error_set(err, 0, "BadRequest", w.msg);
         goto out;
     }
     long connect_ms = kube__timeout_ms(c);
@@ -453,13 +437,13 @@ int kube_watch(struct kube_client *c, const struct kube_resource *r, const char 
     } else if (w.rc) {
         rc = w.rc;
         if (rc == -EINVAL || rc == -E2BIG || rc == -ENOMEM) {
-            watch_fill_err(err, (int)w.status, "BadWatchEvent", w.msg);
+            kube_error_set(err, (int)w.status, "BadWatchEvent", w.msg);
         }
     } else if (w.timed_out) {
         rc = -ETIMEDOUT;
         char msg[128];
         snprintf(msg, sizeof(msg), "watch %s: no data for %ld ms", r->plural, w.inactivity_ms);
-        watch_fill_err(err, 0, "Timeout", msg);
+        kube_error_set(err, 0, "Timeout", msg);
     } else if (w.status != 0 && (w.status < 200 || w.status > 299)) {
         rc = kube_error_from_response(w.status, w.error_body.data, w.error_body.len, err);
         if (w.status == 401 && kube__has_token_file(c)) {
@@ -470,11 +454,11 @@ int kube_watch(struct kube_client *c, const struct kube_resource *r, const char 
         char msg[CURL_ERROR_SIZE + 512];
         snprintf(msg, sizeof(msg), "watch %s: %s", r->plural,
                  errbuf[0] ? errbuf : (w.msg[0] ? w.msg : curl_easy_strerror(cc)));
-        watch_fill_err(err, 0, "Transport", msg);
+        kube_error_set(err, 0, "Transport", msg);
     } else {
         rc = kube_watch_splitter_finish(w.splitter, watch_on_event, &w, w.msg, sizeof(w.msg));
         if (rc == -EINVAL || rc == -E2BIG || rc == -ENOMEM) {
-            watch_fill_err(err, (int)w.status, "BadWatchEvent", w.msg);
+            kube_error_set(err, (int)w.status, "BadWatchEvent", w.msg);
         }
     }
     if (rc && !w.cb_rc) {

@@ -234,14 +234,12 @@ static void owned_message(struct kube_error *err, const char *kind, const char *
             oname = str_at(r, "name") ? str_at(r, "name") : "?";
         }
     }
-    if (err) {
-        err->http_status = 0;
-        snprintf(err->reason, sizeof(err->reason), "%s", REASON_OWNERSHIP_CONFLICT);
-        snprintf(err->message, sizeof(err->message),
-                 "%s %s exists and is controlled by %s %s (another uid); delete it or rename the "
-                 "owner",
-                 kind, name, okind, oname);
-    }
+    char msg[sizeof(err->message)];
+    tandem_set_err(msg, sizeof(msg),
+                   "%s %s exists and is controlled by %s %s (another uid); delete it or rename the "
+                   "owner",
+                   kind, name, okind, oname);
+    kube_error_set(err, 0, REASON_OWNERSHIP_CONFLICT, msg);
 }
 
 /* PUT the merge of live and desired. */

@@ -8,11 +8,11 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
+#include "lib/err.h"
 #include "lib/json.h"
 #include "lib/yaml.h"
 
@@ -353,19 +353,10 @@ static struct json_object *member(struct json_object *o, const char *key)
     return v;
 }
 
-/* snprintf that may truncate (field paths are cut at the buffer size). */
-static void TANDEM_PRINTF(3, 4) fmt(char *buf, size_t n, const char *format, ...)
-{
-    va_list ap;
-    va_start(ap, format);
-    vsnprintf(buf, n, format, ap);
-    va_end(ap);
-}
-
-/* field + "." + suffix into buf. */
+/* field + "." + suffix into buf (field paths of error messages are cut at the buffer size). */
 static const char *fieldf(char *buf, size_t n, const char *field, const char *suffix)
 {
-    fmt(buf, n, "%s%s%s", field, field[0] ? "." : "", suffix);
+    tandem_set_err(buf, n, "%s%s%s", field, field[0] ? "." : "", suffix);
     return buf;
 }
 
@@ -405,7 +396,7 @@ static int validate_plugins(struct json_object *plugins, const char *field,
     for (size_t i = 0; i < n; i++) {
         struct json_object *p = json_object_array_get_idx(plugins, i);
         char base[200];
-        fmt(base, sizeof(base), "%s%splugins[%zu]", field, field[0] ? "." : "", i);
+        tandem_set_err(base, sizeof(base), "%s%splugins[%zu]", field, field[0] ? "." : "", i);
         if (!p || !json_object_is_type(p, json_type_object)) {
             spec_errors_add(errs, base, "expected object, got %s", json_type_label(p));
             failed = 1;
@@ -471,7 +462,7 @@ static int validate_plugins(struct json_object *plugins, const char *field,
                 struct json_object *v = member(params, refs[r].key);
                 const char *prof = refs[r].def;
                 char pf[224];
-                fmt(pf, sizeof(pf), "%s.parameters.%s", base, refs[r].key);
+                tandem_set_err(pf, sizeof(pf), "%s.parameters.%s", base, refs[r].key);
                 if (v && !json_object_is_type(v, json_type_string)) {
                     spec_errors_add(errs, pf, "expected string, got %s", json_type_label(v));
                     failed = 1;
@@ -496,7 +487,7 @@ static int validate_plugins(struct json_object *plugins, const char *field,
             if (thr &&
                 (!json_object_is_type(thr, json_type_int) || json_object_get_int64(thr) < 0)) {
                 char pf[224];
-                fmt(pf, sizeof(pf), "%s.parameters.threshold", base);
+                tandem_set_err(pf, sizeof(pf), "%s.parameters.threshold", base);
                 spec_errors_add(errs, pf, "must be an integer >= 0");
                 failed = 1;
             }
@@ -525,7 +516,8 @@ static int validate_profiles(struct json_object *profiles, const char *field,
     for (size_t i = 0; i < n; i++) {
         struct json_object *p = json_object_array_get_idx(profiles, i);
         char base[200];
-        fmt(base, sizeof(base), "%s%sschedulingProfiles[%zu]", field, field[0] ? "." : "", i);
+        tandem_set_err(base, sizeof(base), "%s%sschedulingProfiles[%zu]", field,
+                       field[0] ? "." : "", i);
         if (!p || !json_object_is_type(p, json_type_object)) {
             spec_errors_add(errs, base, "expected object, got %s", json_type_label(p));
             failed = 1;
@@ -560,7 +552,7 @@ static int validate_profiles(struct json_object *profiles, const char *field,
         for (size_t j = 0; j < nr; j++) {
             struct json_object *r = json_object_array_get_idx(refs, j);
             char rf[224];
-            fmt(rf, sizeof(rf), "%s.plugins[%zu]", base, j);
+            tandem_set_err(rf, sizeof(rf), "%s.plugins[%zu]", base, j);
             if (!r || !json_object_is_type(r, json_type_object)) {
                 spec_errors_add(errs, rf, "expected object, got %s", json_type_label(r));
                 failed = 1;

@@ -28,6 +28,18 @@ int reconcile_requeue_stale(int rc, struct reconcile_result *res)
     return 0;
 }
 
+const char *reconcile_write_error(int rc, const struct kube_error *kerr, const char *what,
+                                  char *msg, size_t msglen)
+{
+    if (rc == APPLY_EOWNED) {
+        tandem_set_err(msg, msglen, "%s", kerr->message);
+        return REASON_OWNERSHIP_CONFLICT;
+    }
+    tandem_set_err(msg, msglen, "%s: %s%s%s", what, tandem_strerror(rc),
+                   kerr->message[0] ? ": " : "", kerr->message);
+    return REASON_RECONCILE_ERROR;
+}
+
 time_t reconcile_now(const struct reconcile_ctx *ctx)
 {
     return ctx->now ? ctx->now() : time(NULL);

@@ -55,6 +55,15 @@ int reconcile_requeue_stale(int rc, struct reconcile_result *res);
 /* 1 for the codes reconcile_requeue_stale turns into a requeue. */
 int reconcile_is_stale(int rc);
 
+/*
+ * The status reason and message for a write that failed with rc (kerr: what the server or
+ * apply_object said): REASON_OWNERSHIP_CONFLICT with kerr's message (who owns the object) for
+ * APPLY_EOWNED, else REASON_RECONCILE_ERROR with "<what>: <tandem_strerror(rc)>[: <message>]".
+ * The message goes into msg (cut to msglen); the reason is returned.
+ */
+const char *reconcile_write_error(int rc, const struct kube_error *kerr, const char *what,
+                                  char *msg, size_t msglen);
+
 /* The current time as the context sees it. */
 time_t reconcile_now(const struct reconcile_ctx *ctx);
 

@@ -75,18 +75,6 @@ static void run_free(struct model_run *run)
     }
 }
 
-static void set_error(struct model_run *run, int rc, const char *what, const char *kind,
-                      const char *name, const struct kube_error *kerr)
-{
-    run->err_reason = rc == APPLY_EOWNED ? REASON_OWNERSHIP_CONFLICT : REASON_RECONCILE_ERROR;
-    if (rc == APPLY_EOWNED) {
-        snprintf(run->err_msg, sizeof(run->err_msg), "%s", kerr->message);
-    } else {
-        snprintf(run->err_msg, sizeof(run->err_msg), "%s %s %s: %s%s%s", what, kind, name,
-                 tandem_strerror(rc), kerr->message[0] ? ": " : "", kerr->message);
-    }
-}
-
 /* Applies the desired objects; remembers the live Deployment of each role. */
 static int apply_all(struct reconcile_ctx *ctx, struct json_object *owner,
                      const struct spec_model *model, struct json_object *objs,
@@ -101,7 +89,10 @@ static int apply_all(struct reconcile_ctx *ctx, struct json_object *owner,
         json_get_string(d, "metadata.name", &name, NULL, 0);
         int rc = apply_object(ctx, owner, d, &live, NULL, &kerr);
         if (rc != 0) {
-            set_error(run, rc, "writing", kind, name, &kerr);
+            char what[384];
+            tandem_set_err(what, sizeof(what), "writing %s %s", kind, name);
+            run->err_reason =
+                reconcile_write_error(rc, &kerr, what, run->err_msg, sizeof(run->err_msg));
             return rc;
         }
         int stored = 0;
@@ -142,7 +133,10 @@ static int sweep(struct reconcile_ctx *ctx, struct json_object *owner, const str
                                    pool->autoscaling.enabled ? nkeep : 0, NULL, &kerr);
     }
     if (rc != 0) {
-        set_error(run, rc, "deleting unwanted", "objects of", model->name, &kerr);
+        char what[384];
+        tandem_set_err(what, sizeof(what), "deleting unwanted objects of %s", model->name);
+        run->err_reason =
+            reconcile_write_error(rc, &kerr, what, run->err_msg, sizeof(run->err_msg));
     }
     return rc;
 }

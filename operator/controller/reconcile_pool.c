@@ -129,15 +129,11 @@ static int apply_all(struct reconcile_ctx *ctx, struct json_object *owner, struc
         int rc = apply_object(ctx, owner, d, &live, NULL, &kerr);
         if (rc != 0) {
             const char *kind = "?", *name = "?";
+            char what[384];
             json_get_string(d, "kind", &kind, NULL, 0);
             json_get_string(d, "metadata.name", &name, NULL, 0);
-            *err_reason = rc == APPLY_EOWNED ? REASON_OWNERSHIP_CONFLICT : REASON_RECONCILE_ERROR;
-            if (rc == APPLY_EOWNED) {
-                snprintf(err_msg, err_len, "%s", kerr.message);
-            } else {
-                snprintf(err_msg, err_len, "writing %s %s: %s%s%s", kind, name, tandem_strerror(rc),
-                         kerr.message[0] ? ": " : "", kerr.message);
-            }
+            tandem_set_err(what, sizeof(what), "writing %s %s", kind, name);
+            *err_reason = reconcile_write_error(rc, &kerr, what, err_msg, err_len);
             return rc;
         }
         enum opctl_kind k;
@@ -164,10 +160,10 @@ static int sweep(struct reconcile_ctx *ctx, struct json_object *owner, const str
         int rc = apply_delete_unwanted(ctx, owner, pool_kinds[k], pool->ns, pool->uid, keep, nkeep,
                                        NULL, &kerr);
         if (rc != 0) {
-            *err_reason = REASON_RECONCILE_ERROR;
-            snprintf(err_msg, err_len, "deleting unwanted %s: %s%s%s",
-                     opctl_resource(pool_kinds[k])->plural, tandem_strerror(rc),
-                     kerr.message[0] ? ": " : "", kerr.message);
+            char what[128];
+            tandem_set_err(what, sizeof(what), "deleting unwanted %s",
+                           opctl_resource(pool_kinds[k])->plural);
+            *err_reason = reconcile_write_error(rc, &kerr, what, err_msg, err_len);
             return rc;
         }
     }
