@@ -22,6 +22,7 @@
 #include "engine/template/chat_template.h"
 #include "lib/clock.h"
 #include "lib/common.h"
+#include "lib/err.h"
 #include "lib/http_server.h"
 #include "lib/log.h"
 #include "lib/metrics.h"
@@ -514,6 +515,8 @@ struct gen_state {
     sched_status status;
     struct buf text;
     int dump_failed;
+    int lost;  /* a token id could not be kept (out of memory); text failures stay in text */
+    int error; /* engine_output.error of the final output */
 };
 
 static void gen_output(void *user, const engine_output *o)
@@ -524,6 +527,8 @@ static void gen_output(void *user, const engine_output *o)
         if (p) {
             g->ids = p;
             g->ids[g->n++] = o->token;
+        } else {
+            g->lost = 1;
         }
         if (g->dump && o->logits &&
             fwrite(o->logits, sizeof(float), (size_t)g->n_vocab, g->dump) != (size_t)g->n_vocab) {
@@ -536,6 +541,7 @@ static void gen_output(void *user, const engine_output *o)
     if (o->finished) {
         g->finished = 1;
         g->status = o->status;
+        g->error = o->error;
     }
 }
 
@@ -717,6 +723,11 @@ static int cmd_generate(struct args *a)
         }
     }
     double dt = tandem_now_s() - t0;
+    int lost = g.error ? g.error : g.lost ? -ENOMEM : buf_error(&g.text);
+    if (lost != 0) {
+        die("the output is incomplete: %s", tandem_strerror(lost));
+        goto out_engine;
+    }
     print_ids("prompt_tokens", prompt_ids, n_prompt_ids);
     print_ids("generated_tokens", g.ids, (int32_t)g.n);
     printf("text: %s\n", g.text.data ? g.text.data : "");

@@ -42,7 +42,8 @@ typedef struct ereq {
     engine_output_fn cb;
     void *user;
     double t_arrival, t_first, t_last;
-    struct list_node live_node; /* in engine.live */
+    struct list_node live_node;  /* in engine.live */
+    struct list_node abort_node; /* in engine.aborts while an abort is queued */
 } ereq;
 
 struct engine_metrics {
@@ -73,9 +74,8 @@ struct engine {
     bool stop_thread;
     bool shutting_down;
     uint64_t next_id;
-    struct list_node live; /* every unfinished request (ereq.live_node), newest first */
-    uint64_t *aborts;      /* ids to abort at the next step boundary */
-    size_t n_aborts, cap_aborts;
+    struct list_node live;   /* every unfinished request (ereq.live_node), newest first */
+    struct list_node aborts; /* ereq.abort_node: to abort at the next step boundary */
 
     /* step buffers */
     int32_t *tok_buf;
@@ -233,30 +233,29 @@ static void ereq_free(ereq *r)
     free(r);
 }
 
-/* Reports a finished request and releases it. status is the FINISHED_* status to report. */
-static void finish_request(engine *e, ereq *r, sched_status status, const char *text,
-                           size_t text_len, int32_t token, const float *logits,
-                           const struct sample_result *sample, int stop_index, int32_t stop_token)
+/* Fills the request's fields of an output (id, user, counts). */
+static void output_fill(const ereq *r, engine_output *o)
+{
+    const sched_req *sr = r->sr;
+    o->id = r->id;
+    o->user = r->user;
+    o->n_prompt = sr->n_prompt;
+    o->n_generated = sr->num_output_tokens;
+    o->n_cached = sr->num_cached_tokens > 0 ? sr->num_cached_tokens : 0;
+    if (!o->text) {
+        o->text = "";
+    }
+}
+
+/* Reports a finished request (o: what the step produced, status FINISHED_*) and releases it. */
+static void finish_request(engine *e, ereq *r, engine_output *o)
 {
     sched_req *sr = r->sr;
-    engine_output o = {
-        .id = r->id,
-        .user = r->user,
-        .token = token,
-        .logits = logits,
-        .sample = sample,
-        .text = text ? text : "",
-        .text_len = text_len,
-        .finished = true,
-        .status = status,
-        .stop_index = stop_index,
-        .stop_token = stop_token,
-        .n_prompt = sr->n_prompt,
-        .n_generated = sr->num_output_tokens,
-        .n_cached = sr->num_cached_tokens > 0 ? sr->num_cached_tokens : 0,
-    };
+    sched_status status = o->status;
+    output_fill(r, o);
+    o->finished = true;
     if (r->cb) {
-        r->cb(r->user, &o);
+        r->cb(r->user, o);
     }
     if (e->has_metrics) {
         double t = tandem_now_s();
@@ -270,34 +269,23 @@ static void finish_request(engine *e, ereq *r, sched_status status, const char *
         }
     }
     list_unlink(&r->live_node);
+    list_unlink(&r->abort_node);
     sched_req_free(e->s, sr);
     ereq_free(r);
 }
 
 static void apply_aborts(engine *e)
 {
-    for (size_t i = 0; i < e->n_aborts; i++) {
-        ereq *found = NULL;
-        struct list_node *n, *tmp;
-        /* the analyzer cannot see that finish_request unlinked the last one found */
-        // NOLINTNEXTLINE(clang-analyzer-unix.Malloc)
-        list_for_each_safe(&e->live, n, tmp)
-        {
-            ereq *r = list_entry(n, ereq, live_node);
-            if (r->id == e->aborts[i]) {
-                found = r;
-                break;
-            }
+    while (!list_empty(&e->aborts)) {
+        ereq *r = list_entry(e->aborts.next, ereq, abort_node);
+        // NOLINTNEXTLINE(clang-analyzer-unix.Malloc): finish_request unlinked the old head
+        if (!sched_status_finished(r->sr->status)) {
+            sched_abort(e->s, r->sr);
         }
-        if (!found) {
-            continue;
-        }
-        if (!sched_status_finished(found->sr->status)) {
-            sched_abort(e->s, found->sr);
-        }
-        finish_request(e, found, SCHED_FINISHED_ABORTED, NULL, 0, -1, NULL, NULL, -1, -1);
+        engine_output o = {
+            .token = -1, .status = SCHED_FINISHED_ABORTED, .stop_index = -1, .stop_token = -1};
+        finish_request(e, r, &o);
     }
-    e->n_aborts = 0;
 }
 
 static void abort_all(engine *e)
@@ -308,9 +296,10 @@ static void abort_all(engine *e)
         if (!sched_status_finished(r->sr->status)) {
             sched_abort(e->s, r->sr);
         }
-        finish_request(e, r, SCHED_FINISHED_ABORTED, NULL, 0, -1, NULL, NULL, -1, -1);
+        engine_output o = {
+            .token = -1, .status = SCHED_FINISHED_ABORTED, .stop_index = -1, .stop_token = -1};
+        finish_request(e, r, &o);
     }
-    e->n_aborts = 0;
 }
 
 /* ---- creation ---- */
@@ -360,6 +349,7 @@ engine *engine_new(const model *m, const tokenizer *tok, const engine_config *cf
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
     list_init(&e->live);
+    list_init(&e->aborts);
     sampler_scratch_init(&e->scratch);
     buf_init(&e->text, ENGINE_TEXT_CAP);
 
@@ -534,7 +524,6 @@ void engine_free(engine *e)
     free(e->results);
     free(e->step_reqs);
     free(e->eog_ids);
-    free(e->aborts);
     sampler_scratch_deinit(&e->scratch);
     buf_free(&e->text);
     pthread_cond_destroy(&e->cv);
@@ -673,24 +662,63 @@ err_free:
 
 void engine_abort(engine *e, uint64_t id)
 {
+    /* No allocation: the request carries its own queue node, so an abort cannot be lost. */
     pthread_mutex_lock(&e->mu);
-    if (e->n_aborts == e->cap_aborts) {
-        size_t cap = e->cap_aborts ? e->cap_aborts * 2 : 16;
-        uint64_t *p = realloc(e->aborts, cap * sizeof *p);
-        if (!p) {
-            pthread_mutex_unlock(&e->mu);
-            log_error("engine: out of memory queueing an abort of request %" PRIu64, id);
-            return;
+    struct list_node *n, *tmp;
+    list_for_each_safe(&e->live, n, tmp)
+    {
+        ereq *r = list_entry(n, ereq, live_node);
+        if (r->id == id) {
+            if (!list_linked(&r->abort_node)) {
+                list_push_back(&e->aborts, &r->abort_node);
+                pthread_cond_signal(&e->cv);
+            }
+            break;
         }
-        e->aborts = p;
-        e->cap_aborts = cap;
     }
-    e->aborts[e->n_aborts++] = id;
-    pthread_cond_signal(&e->cv);
     pthread_mutex_unlock(&e->mu);
 }
 
 /* ---- the step ---- */
+
+/* Detokenizes token into e->text through the stop matcher (when the request has stop strings);
+ * *matched gets the index of a stop string that ended the text, or stays -1. 0, or why the text
+ * could not be produced (-ENOMEM). An id the tokenizer does not know (a padded vocabulary) has no
+ * text. */
+static int text_push(engine *e, ereq *r, int32_t token, int *matched)
+{
+    char *delta = NULL;
+    size_t dlen = 0;
+    int rc = detok_push(&r->dt, token, &delta, &dlen);
+    if (rc == -EINVAL) {
+        rc = 0;
+        dlen = 0;
+    }
+    if (rc == 0 && r->has_stop) {
+        rc = stop_matcher_feed(&r->stop, delta ? delta : "", dlen, &e->text, matched);
+    } else if (rc == 0 && dlen > 0) {
+        rc = buf_append(&e->text, delta, dlen);
+    }
+    free(delta);
+    return rc;
+}
+
+/* End of a request's text: the detokenizer's held-back bytes, then the stop matcher's. */
+static int text_flush(engine *e, ereq *r, int *matched)
+{
+    char *tail = NULL;
+    size_t tlen = 0;
+    int rc = detok_flush(&r->dt, &tail, &tlen);
+    if (rc == 0 && tlen > 0) {
+        rc = r->has_stop ? stop_matcher_feed(&r->stop, tail, tlen, &e->text, matched)
+                         : buf_append(&e->text, tail, tlen);
+    }
+    free(tail);
+    if (rc == 0 && r->has_stop && *matched < 0) {
+        rc = stop_matcher_flush(&r->stop, &e->text);
+    }
+    return rc;
+}
 
 /* After sched_update: stop tokens, text, stop strings and the callback for one sequence. */
 static void emit_token(engine *e, ereq *r, int32_t token, const float *raw,
@@ -713,80 +741,68 @@ static void emit_token(engine *e, ereq *r, int32_t token, const float *raw,
 
     bool teacher = r->n_teacher > 0;
     bool is_stop_token = !teacher && sampler_is_stop_token(&r->sp, &r->st, token);
-    sched_status status = sr->status;
-    int stop_index = -1;
-    int32_t stop_token = -1;
+    engine_output o = {
+        .token = token,
+        .logits = r->return_logits ? raw : NULL,
+        .sample = (r->sp.logprobs >= 0 && !teacher) ? res : NULL,
+        .status = sr->status,
+        .stop_index = -1,
+        .stop_token = -1,
+    };
     if (is_stop_token) {
-        stop_token = token;
-        if (!sched_status_finished(status)) {
-            sched_finish(e->s, sr, SCHED_FINISHED_STOPPED);
-        }
-        status = SCHED_FINISHED_STOPPED;
-    }
-    buf_reset(&e->text);
-    char *delta = NULL;
-    size_t dlen = 0;
-    if (!is_stop_token || r->include_stop) {
-        if (detok_push(&r->dt, token, &delta, &dlen) != 0) {
-            dlen = 0;
-        }
-    }
-    int matched = -1;
-    if (r->has_stop) {
-        stop_matcher_feed(&r->stop, delta ? delta : "", dlen, &e->text, &matched);
-    } else if (dlen > 0) {
-        buf_append(&e->text, delta, dlen);
-    }
-    free(delta);
-    if (matched >= 0 && !is_stop_token) {
-        stop_index = matched;
+        o.stop_token = token;
         if (!sched_status_finished(sr->status)) {
             sched_finish(e->s, sr, SCHED_FINISHED_STOPPED);
         }
-        status = SCHED_FINISHED_STOPPED;
+        o.status = SCHED_FINISHED_STOPPED;
     }
-    bool finished = sched_status_finished(status);
-    if (finished && matched < 0) {
-        char *tail = NULL;
-        size_t tlen = 0;
-        if (detok_flush(&r->dt, &tail, &tlen) == 0 && tlen > 0) {
-            if (r->has_stop) {
-                stop_matcher_feed(&r->stop, tail, tlen, &e->text, &matched);
-            } else {
-                buf_append(&e->text, tail, tlen);
-            }
+    buf_reset(&e->text);
+    int matched = -1;
+    int rc = 0;
+    if (!is_stop_token || r->include_stop) {
+        rc = text_push(e, r, token, &matched);
+    } else if (r->has_stop) {
+        rc = stop_matcher_feed(&r->stop, "", 0, &e->text, &matched);
+    }
+    if (matched >= 0 && !is_stop_token) {
+        o.stop_index = matched;
+        if (!sched_status_finished(sr->status)) {
+            sched_finish(e->s, sr, SCHED_FINISHED_STOPPED);
         }
-        free(tail);
-        if (r->has_stop && matched < 0) {
-            stop_matcher_flush(&r->stop, &e->text);
-        } else if (matched >= 0) {
-            stop_index = matched;
-            status = SCHED_FINISHED_STOPPED;
+        o.status = SCHED_FINISHED_STOPPED;
+    }
+    bool finished = sched_status_finished(o.status);
+    if (rc == 0 && finished && matched < 0) {
+        rc = text_flush(e, r, &matched);
+        if (matched >= 0) {
+            o.stop_index = matched;
+            o.status = SCHED_FINISHED_STOPPED;
         }
     }
-    const struct sample_result *sample = (r->sp.logprobs >= 0 && !teacher) ? res : NULL;
-    const float *logits = r->return_logits ? raw : NULL;
-    if (finished) {
-        finish_request(e, r, status, buf_cstr(&e->text), e->text.len, token, logits, sample,
-                       stop_index, stop_token);
+    if (rc == 0) {
+        rc = buf_error(&e->text);
+    }
+    if (rc != 0) {
+        /* the text is lost: end the request with an error rather than send a hole */
+        log_error("engine: request %" PRIu64 ": cannot produce its text (%s); ending it", r->id,
+                  tandem_strerror(rc));
+        if (!sched_status_finished(sr->status)) {
+            sched_abort(e->s, sr);
+        }
+        o.status = SCHED_FINISHED_ABORTED;
+        o.error = rc;
+        o.stop_index = -1;
+        o.stop_token = -1;
+        finish_request(e, r, &o);
         return;
     }
-    engine_output o = {
-        .id = r->id,
-        .user = r->user,
-        .token = token,
-        .logits = logits,
-        .sample = sample,
-        .text = buf_cstr(&e->text),
-        .text_len = e->text.len,
-        .finished = false,
-        .status = status,
-        .stop_index = -1,
-        .stop_token = -1,
-        .n_prompt = sr->n_prompt,
-        .n_generated = sr->num_output_tokens,
-        .n_cached = sr->num_cached_tokens > 0 ? sr->num_cached_tokens : 0,
-    };
+    o.text = buf_cstr(&e->text);
+    o.text_len = e->text.len;
+    if (finished) {
+        finish_request(e, r, &o);
+        return;
+    }
+    output_fill(r, &o);
     if (r->cb) {
         r->cb(r->user, &o);
     }
@@ -870,7 +886,7 @@ int engine_step(engine *e)
 bool engine_has_work(engine *e)
 {
     pthread_mutex_lock(&e->mu);
-    bool w = sched_has_work(e->s) || e->n_aborts > 0;
+    bool w = sched_has_work(e->s) || !list_empty(&e->aborts);
     pthread_mutex_unlock(&e->mu);
     return w;
 }
@@ -880,7 +896,7 @@ static void *engine_thread(void *arg)
     engine *e = arg;
     pthread_mutex_lock(&e->mu);
     while (!e->stop_thread) {
-        if (!sched_has_work(e->s) && e->n_aborts == 0) {
+        if (!sched_has_work(e->s) && list_empty(&e->aborts)) {
             pthread_cond_wait(&e->cv, &e->mu);
             continue;
         }

@@ -83,6 +83,8 @@ typedef struct engine_output {
     int32_t n_prompt;
     int32_t n_generated;
     int32_t n_cached; /* prompt tokens served from the prefix cache */
+    int error; /* 0, or why the engine ended the request early (-ENOMEM: its text could not be
+                  produced); it is then finished with FINISHED_ABORTED and text "" */
 } engine_output;
 
 typedef void (*engine_output_fn)(void *user, const engine_output *out);
@@ -119,7 +121,7 @@ void engine_free(engine *e);
 int64_t engine_submit(engine *e, const engine_request *r, char *err, size_t errlen);
 
 /* Aborts a request (applied at the next step boundary; its callback reports FINISHED_ABORTED).
- * Unknown or finished ids are ignored. */
+ * Unknown or finished ids are ignored. Never fails: the queue node is part of the request. */
 void engine_abort(engine *e, uint64_t id);
 
 /* Runs one step. Returns the number of sequences computed (0: nothing to do) or a negative errno

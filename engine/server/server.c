@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,24 @@ struct lp_entry {
     struct sample_top top[SAMPLER_MAX_LOGPROBS];
 };
 
+/* One engine output on its way to the loop thread: a single allocation holding its text. */
+struct out_event {
+    struct list_node node; /* in engine_server.queue */
+    struct choice *c;
+    int lost;  /* the choice's own event: outputs were lost (out of memory); fail the request */
+    int error; /* engine_output.error */
+    int32_t token;
+    const char *text; /* the event's own bytes (the choice's echo for the echo chunk) */
+    size_t text_len;
+    int finished;
+    sched_status status;
+    int stop_index;
+    int32_t stop_token;
+    int32_t n_prompt, n_generated, n_cached;
+    int has_lp;
+    struct lp_entry lp;
+};
+
 struct choice {
     struct gen *g;
     int index;
@@ -49,6 +68,11 @@ struct choice {
     int32_t n_generated;
     struct lp_entry *lps; /* accumulated logprobs (non-streaming) */
     size_t n_lps, cap_lps;
+    /* Guarded by engine_server.mu: once an output of this choice could not be queued, this
+     * preallocated event carries that (and the finish, when it comes) instead, so a lost output
+     * fails the request instead of leaving a hole in its text or a request that never ends. */
+    int lost;
+    struct out_event lost_ev;
 };
 
 struct gen {
@@ -65,24 +89,10 @@ struct gen {
     int32_t n_cached;
     char *echo_text; /* completions echo: the prompt text */
     size_t echo_len;
-    int failed; /* a stream write failed: abort and stop writing */
+    int failed;  /* a stream write failed: abort and stop writing */
+    int errored; /* ended with an error (gen_fail) */
     double t_start;
     struct list_node node; /* in engine_server.gens */
-};
-
-struct out_event {
-    struct choice *c;
-    int32_t token;
-    char *text;
-    size_t text_len;
-    int finished;
-    sched_status status;
-    int stop_index;
-    int32_t stop_token;
-    int32_t n_prompt, n_generated, n_cached;
-    int has_lp;
-    struct lp_entry lp;
-    struct out_event *next;
 };
 
 struct engine_server {
@@ -99,7 +109,7 @@ struct engine_server {
     uv_async_t async;
     int async_open;
     pthread_mutex_t mu;
-    struct out_event *head, *tail; /* queued outputs */
+    struct list_node queue; /* out_event.node: outputs for the loop, in engine order */
 
     struct list_node gens; /* live generations (gen.node), newest first */
     int n_gens;
@@ -107,24 +117,10 @@ struct engine_server {
 
 /* ---- the engine → loop queue ---- */
 
-static void on_engine_output(void *user, const engine_output *o)
+static void event_fill(struct out_event *ev, const engine_output *o)
 {
-    struct choice *c = user;
-    struct engine_server *s = c->g->s;
-    struct out_event *ev = calloc(1, sizeof *ev);
-    if (!ev) {
-        log_error("server: out of memory queueing an engine output");
-        return;
-    }
-    ev->c = c;
+    ev->error = o->error;
     ev->token = o->token;
-    if (o->text_len > 0) {
-        ev->text = malloc(o->text_len);
-        if (ev->text) {
-            memcpy(ev->text, o->text, o->text_len);
-            ev->text_len = o->text_len;
-        }
-    }
     ev->finished = o->finished;
     ev->status = o->status;
     ev->stop_index = o->stop_index;
@@ -132,6 +128,7 @@ static void on_engine_output(void *user, const engine_output *o)
     ev->n_prompt = o->n_prompt;
     ev->n_generated = o->n_generated;
     ev->n_cached = o->n_cached;
+    ev->has_lp = 0;
     if (o->sample && o->token >= 0) {
         ev->has_lp = 1;
         ev->lp.token = o->token;
@@ -139,15 +136,43 @@ static void on_engine_output(void *user, const engine_output *o)
         ev->lp.n_top = o->sample->n_top;
         memcpy(ev->lp.top, o->sample->top, (size_t)o->sample->n_top * sizeof ev->lp.top[0]);
     }
-    pthread_mutex_lock(&s->mu);
-    if (s->tail) {
-        s->tail->next = ev;
-    } else {
-        s->head = ev;
+}
+
+/* Engine thread: queues the output for the loop. Nothing is dropped: when the event cannot be
+ * allocated, the choice's preallocated event takes over (see struct choice). */
+static void on_engine_output(void *user, const engine_output *o)
+{
+    struct choice *c = user;
+    struct engine_server *s = c->g->s;
+    struct out_event *ev = malloc(sizeof *ev + o->text_len + 1);
+    if (ev) {
+        memset(ev, 0, sizeof *ev);
+        ev->c = c;
+        char *text = (char *)(ev + 1);
+        memcpy(text, o->text, o->text_len);
+        text[o->text_len] = '\0';
+        ev->text = text;
+        ev->text_len = o->text_len;
+        event_fill(ev, o);
     }
-    s->tail = ev;
+    pthread_mutex_lock(&s->mu);
+    if (ev && !c->lost) {
+        list_push_back(&s->queue, &ev->node);
+        ev = NULL;
+    } else {
+        struct out_event *l = &c->lost_ev;
+        int finished = l->finished || o->finished;
+        c->lost = 1;
+        event_fill(l, o);
+        l->finished = finished;
+        l->lost = 1;
+        if (!list_linked(&l->node)) {
+            list_push_back(&s->queue, &l->node);
+        }
+    }
     int open = s->async_open;
     pthread_mutex_unlock(&s->mu);
+    free(ev); /* unused: the choice already lost an output */
     if (open) {
         uv_async_send(&s->async);
     }
@@ -177,6 +202,58 @@ static void gen_abort_all(struct gen *g)
             engine_abort(g->s->e, (uint64_t)g->choices[i].id);
         }
     }
+}
+
+static void respond_openai_error(struct http_request *req, const struct openai_error *err)
+{
+    if (err->status == 503) {
+        http_add_header(req, "Retry-After", "1");
+    }
+    http_respond_error(req, err->status, err->type, err->message,
+                       err->param[0] ? err->param : NULL);
+}
+
+/* Ends the request with an error the client sees (a 500 body, or an SSE error event and [DONE]
+ * on a stream already answered 200) and a log line, and aborts its sequences. Their final
+ * outputs still arrive and release the generation. The first failure wins. */
+static void gen_fail(struct gen *g, const char *fmt, ...) TANDEM_PRINTF(2, 3);
+static void gen_fail(struct gen *g, const char *fmt, ...)
+{
+    if (g->errored) {
+        return;
+    }
+    g->errored = 1;
+    struct openai_error err;
+    memset(&err, 0, sizeof err);
+    char why[256];
+    va_list ap;
+    va_start(ap, fmt);
+    tandem_set_errv(why, sizeof why, fmt, ap);
+    va_end(ap);
+    log_error("request %s: %s; ending it with an error", g->id, why);
+    gen_abort_all(g);
+    if (!g->req) {
+        return;
+    }
+    openai_error_set(&err, 500, NULL, "%s", why);
+    if (!g->o.stream) {
+        respond_openai_error(g->req, &err);
+    } else {
+        if (!g->failed) {
+            struct buf body, frame;
+            buf_init(&body, 4096);
+            buf_init(&frame, 8192);
+            if (openai_error_body(&err, &body) == 0 &&
+                openai_sse_data(&frame, body.data, body.len) == 0 && openai_sse_done(&frame) == 0) {
+                http_stream_send(g->req, frame.data, frame.len);
+            }
+            buf_free(&body);
+            buf_free(&frame);
+        }
+        http_stream_end(g->req);
+    }
+    g->failed = 1;
+    g->req = NULL;
 }
 
 static void on_client_abort(struct http_request *req, void *ud, const char *reason)
@@ -292,8 +369,12 @@ static void stream_event(struct gen *g, struct choice *c, const struct out_event
     struct openai_token_logprob *lps = NULL;
     if (ev->has_lp && g->o.logprobs >= 0) {
         lps = lp_convert(g->s, &ev->lp, 1, &tops);
+        if (!lps) {
+            gen_fail(g, "out of memory building logprobs");
+            return;
+        }
         oc.logprobs = lps;
-        oc.n_logprobs = lps ? 1 : 0;
+        oc.n_logprobs = 1;
     }
     if (ev->text_len == 0 && !ev->finished && !oc.logprobs) {
         return; /* nothing to say (e.g. a token held back by a stop string) */
@@ -313,6 +394,9 @@ static void stream_event(struct gen *g, struct choice *c, const struct out_event
     buf_free(&json);
     free(lps);
     free(tops);
+    if (rc != 0) {
+        gen_fail(g, "cannot build a stream chunk (%s)", tandem_strerror(rc));
+    }
 }
 
 static void finish_stream(struct gen *g)
@@ -327,10 +411,15 @@ static void finish_stream(struct gen *g)
         fill_usage(g, &u);
         struct buf json;
         buf_init(&json, SERVER_MAX_BODY_OUT);
-        if (openai_build_usage_chunk(&meta, g->kind, &u, &json) == 0) {
+        int rc = openai_build_usage_chunk(&meta, g->kind, &u, &json);
+        if (rc == 0) {
             send_chunk_json(g, &json);
         }
         buf_free(&json);
+        if (rc != 0) {
+            gen_fail(g, "cannot build the usage chunk (%s)", tandem_strerror(rc));
+            return;
+        }
     }
     if (!g->failed) {
         struct buf done;
@@ -386,11 +475,10 @@ static void respond_full(struct gen *g)
 out:
     if (rc == 0) {
         http_respond_json(g->req, 200, body.data);
+        g->req = NULL;
     } else {
-        http_respond_error(g->req, 500, "InternalServerError", "cannot build the response body",
-                           NULL);
+        gen_fail(g, "cannot build the response body");
     }
-    g->req = NULL;
     buf_free(&body);
     for (int i = 0; lpss && topss && i < g->n; i++) {
         free(lpss[i]);
@@ -399,6 +487,29 @@ out:
     free(lpss);
     free(topss);
     free(cs);
+}
+
+/* Non-streaming: accumulates the event's text and logprob into the choice. */
+static void collect_event(struct gen *g, struct choice *c, const struct out_event *ev)
+{
+    int rc = ev->text_len > 0 ? buf_append(&c->text, ev->text, ev->text_len) : 0;
+    if (rc == -ENOSPC) {
+        gen_fail(g, "generated text exceeds %zu bytes", (size_t)SERVER_MAX_TEXT);
+        return;
+    }
+    if (rc != 0) {
+        gen_fail(g, "cannot collect the generated text (%s)", tandem_strerror(rc));
+        return;
+    }
+    if (ev->has_lp && g->o.logprobs >= 0) {
+        struct lp_entry *p = tandem_grow(c->lps, &c->cap_lps, c->n_lps + 1, sizeof *p, 16);
+        if (!p) {
+            gen_fail(g, "out of memory collecting logprobs");
+            return;
+        }
+        c->lps = p;
+        c->lps[c->n_lps++] = ev->lp;
+    }
 }
 
 static void handle_event(struct engine_server *s, struct out_event *ev)
@@ -416,22 +527,16 @@ static void handle_event(struct engine_server *s, struct out_event *ev)
         c->stop_index = ev->stop_index;
         c->stop_token = ev->stop_token;
     }
+    if (ev->lost) {
+        gen_fail(g, "out of memory passing the engine's output to the server");
+    } else if (ev->error) {
+        gen_fail(g, "the engine could not finish the request (%s)", tandem_strerror(ev->error));
+    }
     if (g->req && !g->failed) {
         if (g->o.stream) {
             stream_event(g, c, ev);
         } else {
-            if (ev->text_len > 0 && buf_append(&c->text, ev->text, ev->text_len) != 0) {
-                log_warn("request %s: generated text exceeds %zu bytes; aborting", g->id,
-                         (size_t)SERVER_MAX_TEXT);
-                gen_abort_all(g);
-            }
-            if (ev->has_lp && g->o.logprobs >= 0) {
-                struct lp_entry *p = tandem_grow(c->lps, &c->cap_lps, c->n_lps + 1, sizeof *p, 16);
-                if (p) {
-                    c->lps = p;
-                    c->lps[c->n_lps++] = ev->lp;
-                }
-            }
+            collect_event(g, c, ev);
         }
     }
     c->text_emitted += ev->text_len;
@@ -463,16 +568,26 @@ static void handle_event(struct engine_server *s, struct out_event *ev)
 
 static void drain_queue(struct engine_server *s)
 {
-    pthread_mutex_lock(&s->mu);
-    struct out_event *ev = s->head;
-    s->head = s->tail = NULL;
-    pthread_mutex_unlock(&s->mu);
-    while (ev) {
-        struct out_event *next = ev->next;
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        struct list_node *n = list_first(&s->queue);
+        if (!n) {
+            pthread_mutex_unlock(&s->mu);
+            return;
+        }
+        list_unlink(n);
+        struct out_event *ev = list_entry(n, struct out_event, node);
+        struct out_event lost;
+        int owned = !ev->lost;
+        if (!owned) {
+            lost = *ev; /* the engine thread may update the choice's event again */
+            ev = &lost;
+        }
+        pthread_mutex_unlock(&s->mu);
         handle_event(s, ev);
-        free(ev->text);
-        free(ev);
-        ev = next;
+        if (owned) {
+            free(ev);
+        }
     }
 }
 
@@ -482,15 +597,6 @@ static void on_async(uv_async_t *a)
 }
 
 /* ---- request handling ---- */
-
-static void respond_openai_error(struct http_request *req, const struct openai_error *err)
-{
-    if (err->status == 503) {
-        http_add_header(req, "Retry-After", "1");
-    }
-    http_respond_error(req, err->status, err->type, err->message,
-                       err->param[0] ? err->param : NULL);
-}
 
 static int check_model(struct engine_server *s, const char *name, struct openai_error *err)
 {
@@ -658,7 +764,12 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
         } else {
             char *t = NULL;
             size_t tl = 0;
-            if (tokenizer_decode(s->tok, ids, n_ids, g->o.skip_special_tokens, &t, &tl) == 0) {
+            int drc = tokenizer_decode(s->tok, ids, n_ids, g->o.skip_special_tokens, &t, &tl);
+            if (drc == -ENOMEM) {
+                openai_error_set(&err, 500, NULL, "out of memory");
+                goto err_respond;
+            }
+            if (drc == 0) { /* ids the tokenizer does not know (a padded vocabulary): no echo */
                 g->echo_text = t;
                 g->echo_len = tl;
             }
@@ -689,8 +800,11 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
         g->choices[i].stop_index = -1;
         g->choices[i].stop_token = -1;
         buf_init(&g->choices[i].text, SERVER_MAX_TEXT);
-        if (g->echo_text) {
-            buf_append(&g->choices[i].text, g->echo_text, g->echo_len);
+        g->choices[i].lost_ev.c = &g->choices[i];
+        int arc = g->echo_text ? buf_append(&g->choices[i].text, g->echo_text, g->echo_len) : 0;
+        if (arc != 0) {
+            openai_error_set(&err, 500, NULL, "cannot echo the prompt (%s)", tandem_strerror(arc));
+            goto err_respond;
         }
     }
     g->req = req;
@@ -740,14 +854,18 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
         if (kind == OPENAI_CHAT) {
             struct openai_meta meta;
             fill_meta(g, &meta);
-            for (int i = 0; i < g->n; i++) {
+            for (int i = 0; i < g->n && g->req; i++) {
                 struct openai_choice oc = {.index = i};
                 struct buf json;
                 buf_init(&json, SERVER_MAX_BODY_OUT);
-                if (openai_build_chat_chunk(&meta, &oc, 1, 1, NULL, &json) == 0) {
+                int crc = openai_build_chat_chunk(&meta, &oc, 1, 1, NULL, &json);
+                if (crc == 0) {
                     send_chunk_json(g, &json);
                 }
                 buf_free(&json);
+                if (crc != 0) {
+                    gen_fail(g, "cannot build a stream chunk (%s)", tandem_strerror(crc));
+                }
             }
         } else if (g->echo_text) {
             struct out_event ev = {.text = g->echo_text, .text_len = g->echo_len};
@@ -765,6 +883,9 @@ err_respond:
     respond_openai_error(req, &err);
     openai_request_deinit(&g->o);
     free(g->echo_text);
+    for (int i = 0; g->choices && i < g->n; i++) {
+        buf_free(&g->choices[i].text);
+    }
     free(g->choices);
     free(g);
 }
@@ -926,6 +1047,7 @@ struct engine_server *engine_server_new(uv_loop_t *loop, struct http_server *srv
     s->created = (int64_t)time(NULL);
     pthread_mutex_init(&s->mu, NULL);
     list_init(&s->gens);
+    list_init(&s->queue);
     if (!s->served_name || !s->model_root) {
         tandem_set_err(err, errlen, "out of memory");
         goto err_free;

@@ -350,6 +350,66 @@ static void test_limits_and_abort(void **state)
     engine_free(e);
 }
 
+/* Aborts need no allocation and are never lost: 64 queued at once (running and waiting
+ * requests, duplicates, unknown and finished ids) all land at the next step, each with exactly
+ * one FINISHED_ABORTED output, and the KV cache is empty afterwards. */
+static void test_abort_queue(void **state)
+{
+    (void)state;
+    enum { N = 64 };
+    engine *e = make_engine(8, 256, 4u << 20, 16);
+    int32_t prompt[20];
+    make_prompt(prompt, 20, 21);
+    struct collect *cs = calloc(N + 1, sizeof *cs);
+    assert_non_null(cs);
+    int64_t ids[N + 1];
+    engine_request r;
+    memset(&r, 0, sizeof r);
+    sampling_params_init(&r.sampling);
+    r.sampling.temperature = 0;
+    r.sampling.ignore_eos = 1;
+    r.prompt = prompt;
+    r.n_prompt = 20;
+    r.max_tokens = 3;
+    r.on_output = on_out;
+    char err[256];
+    for (int i = 0; i <= N; i++) {
+        r.user = &cs[i];
+        ids[i] = engine_submit(e, &r, err, sizeof err);
+        assert_true(ids[i] > 0);
+    }
+    /* the last request is never aborted: it runs to its length */
+    engine_abort(e, (uint64_t)ids[N] + 1000); /* unknown: ignored */
+    assert_true(engine_step(e) > 0);          /* 8 running, the rest waiting */
+    for (int i = 0; i < N; i++) {
+        engine_abort(e, (uint64_t)ids[i]);
+        engine_abort(e, (uint64_t)ids[i]); /* a duplicate is one abort */
+    }
+    assert_true(engine_has_work(e));
+    for (int i = 0; i < 100 && !cs[N].finished; i++) {
+        assert_true(engine_step(e) >= 0);
+    }
+    for (int i = 0; i < N; i++) {
+        assert_true(cs[i].finished);
+        assert_int_equal(cs[i].status, SCHED_FINISHED_ABORTED);
+        assert_int_equal(cs[i].callbacks_after_finish, 0);
+        assert_true(cs[i].n <= 1); /* the first step's token at most */
+    }
+    assert_true(cs[N].finished);
+    assert_int_equal(cs[N].status, SCHED_FINISHED_LENGTH);
+    assert_int_equal(cs[N].n, 3);
+    engine_abort(e, (uint64_t)ids[N]); /* finished: ignored */
+    assert_false(engine_has_work(e));
+    assert_int_equal(engine_step(e), 0);
+    assert_int_equal(cs[N].callbacks_after_finish, 0);
+    engine_stats st;
+    engine_get_stats(e, &st);
+    assert_int_equal(st.running + st.waiting, 0);
+    assert_true(st.kv_usage < 1e-9);
+    engine_free(e);
+    free(cs);
+}
+
 /* 1,000 requests, random prompt lengths (1..120) and max_tokens, random aborts, a KV cache of
  * only 40 blocks of 8 tokens so that preemption happens often. */
 static void test_stress(void **state)
@@ -445,9 +505,8 @@ static void test_stress(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_invariance),
-        cmocka_unit_test(test_finish_reasons),
-        cmocka_unit_test(test_limits_and_abort),
+        cmocka_unit_test(test_invariance),       cmocka_unit_test(test_finish_reasons),
+        cmocka_unit_test(test_limits_and_abort), cmocka_unit_test(test_abort_queue),
         cmocka_unit_test(test_stress),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
