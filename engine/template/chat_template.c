@@ -5,13 +5,13 @@
 #include "engine/template/chat_template.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "lib/buf.h"
+#include "lib/err.h"
 
 struct chat_template {
     jinja_template *tmpl;
@@ -46,18 +46,6 @@ static const char LLAMA2[] =
     "{% endif %}"
     "{% endfor %}";
 
-static TANDEM_PRINTF(3, 4) void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0) {
-        return;
-    }
-    va_list ap;
-    va_start(ap, fmt);
-    /* NOLINTNEXTLINE(clang-analyzer-valist.Uninitialized): analyzer false positive */
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 const char *chat_template_builtin(const char *name)
 {
     if (!name) {
@@ -88,7 +76,7 @@ struct chat_template *chat_template_new(const char *template_src, const char *bo
     }
     ct->tmpl = jinja_compile(src, strlen(src), jerr, sizeof(jerr));
     if (!ct->tmpl) {
-        set_err(err, errlen, "chat template: %s", jerr);
+        tandem_set_err(err, errlen, "chat template: %s", jerr);
         chat_template_free(ct);
         return NULL;
     }
@@ -97,7 +85,7 @@ struct chat_template *chat_template_new(const char *template_src, const char *bo
 err_free:
     chat_template_free(ct);
 err_oom:
-    set_err(err, errlen, "out of memory");
+    tandem_set_err(err, errlen, "out of memory");
     return NULL;
 }
 
@@ -126,21 +114,21 @@ static int join_parts(struct json_object *parts, size_t msg_idx, struct json_obj
         if (!json_object_is_type(part, json_type_object) ||
             !json_object_object_get_ex(part, "type", &type) ||
             !json_object_is_type(type, json_type_string)) {
-            set_err(err, errlen, "messages[%zu].content[%zu]: expected an object with a type",
-                    msg_idx, i);
-            rc = -EINVAL;
+            rc = tandem_fail(err, errlen, -EINVAL,
+                             "messages[%zu].content[%zu]: expected an object with a type", msg_idx,
+                             i);
             break;
         }
         if (strcmp(json_object_get_string(type), "text") != 0) {
-            set_err(err, errlen, "messages[%zu].content[%zu].type: unsupported part type '%s'",
-                    msg_idx, i, json_object_get_string(type));
-            rc = -EINVAL;
+            rc = tandem_fail(err, errlen, -EINVAL,
+                             "messages[%zu].content[%zu].type: unsupported part type '%s'", msg_idx,
+                             i, json_object_get_string(type));
             break;
         }
         if (!json_object_object_get_ex(part, "text", &text) ||
             !json_object_is_type(text, json_type_string)) {
-            set_err(err, errlen, "messages[%zu].content[%zu].text: expected string", msg_idx, i);
-            rc = -EINVAL;
+            rc = tandem_fail(err, errlen, -EINVAL,
+                             "messages[%zu].content[%zu].text: expected string", msg_idx, i);
             break;
         }
         if (i > 0) {
@@ -151,16 +139,15 @@ static int join_parts(struct json_object *parts, size_t msg_idx, struct json_obj
                             (size_t)json_object_get_string_len(text));
         }
         if (rc) {
-            set_err(err, errlen, "messages[%zu].content: %s", msg_idx,
-                    rc == -ENOSPC ? "too long" : "out of memory");
+            tandem_set_err(err, errlen, "messages[%zu].content: %s", msg_idx,
+                           rc == -ENOSPC ? "too long" : "out of memory");
             rc = rc == -ENOSPC ? -E2BIG : -ENOMEM;
         }
     }
     if (!rc) {
         *out = json_object_new_string_len(b.data ? b.data : "", (int)b.len);
         if (!*out) {
-            set_err(err, errlen, "out of memory");
-            rc = -ENOMEM;
+            rc = tandem_fail(err, errlen, -ENOMEM, "out of memory");
         }
     }
     buf_free(&b);
@@ -172,8 +159,7 @@ static int normalise_messages(struct json_object *messages, struct json_object *
                               size_t errlen)
 {
     if (!json_object_is_type(messages, json_type_array)) {
-        set_err(err, errlen, "messages: expected array");
-        return -EINVAL;
+        return tandem_fail(err, errlen, -EINVAL, "messages: expected array");
     }
     struct json_object *arr = json_object_new_array();
     if (!arr) {
@@ -184,13 +170,13 @@ static int normalise_messages(struct json_object *messages, struct json_object *
         struct json_object *m = json_object_array_get_idx(messages, i);
         struct json_object *role = NULL, *content = NULL, *copy = NULL;
         if (!json_object_is_type(m, json_type_object)) {
-            set_err(err, errlen, "messages[%zu]: expected object", i);
+            tandem_set_err(err, errlen, "messages[%zu]: expected object", i);
             goto err_inval;
         }
         if (!json_object_object_get_ex(m, "role", &role) ||
             !json_object_is_type(role, json_type_string)) {
-            set_err(err, errlen, "messages[%zu].role: %s", i,
-                    role ? "expected string" : "required field is missing");
+            tandem_set_err(err, errlen, "messages[%zu].role: %s", i,
+                           role ? "expected string" : "required field is missing");
             goto err_inval;
         }
         if (json_object_object_get_ex(m, "content", &content) &&
@@ -223,7 +209,7 @@ static int normalise_messages(struct json_object *messages, struct json_object *
                 goto err_free;
             }
         } else if (content && !json_object_is_type(content, json_type_string)) {
-            set_err(err, errlen, "messages[%zu].content: expected string, array or null", i);
+            tandem_set_err(err, errlen, "messages[%zu].content: expected string, array or null", i);
             goto err_inval;
         } else {
             copy = json_object_get(m);
@@ -242,8 +228,7 @@ err_inval:
 err_free:
     json_object_put(arr);
 err_oom:
-    set_err(err, errlen, "out of memory");
-    return -ENOMEM;
+    return tandem_fail(err, errlen, -ENOMEM, "out of memory");
 }
 
 static int ctx_add(struct json_object *ctx, const char *key, struct json_object *val)
@@ -264,8 +249,7 @@ int chat_template_apply(const struct chat_template *ct, struct json_object *mess
         *len = 0;
     }
     if (extra_vars && !json_object_is_type(extra_vars, json_type_object)) {
-        set_err(err, errlen, "chat template variables: expected object");
-        return -EINVAL;
+        return tandem_fail(err, errlen, -EINVAL, "chat template variables: expected object");
     }
     struct json_object *norm = NULL;
     int rc = normalise_messages(messages, &norm, err, errlen);
@@ -275,8 +259,7 @@ int chat_template_apply(const struct chat_template *ct, struct json_object *mess
     struct json_object *ctx = json_object_new_object();
     if (!ctx) {
         json_object_put(norm);
-        set_err(err, errlen, "out of memory");
-        return -ENOMEM;
+        return tandem_fail(err, errlen, -ENOMEM, "out of memory");
     }
     if (extra_vars) {
         json_object_object_foreach(extra_vars, key, val)
@@ -314,8 +297,7 @@ int chat_template_apply(const struct chat_template *ct, struct json_object *mess
     }
     if (rc) {
         json_object_put(ctx);
-        set_err(err, errlen, "out of memory");
-        return -ENOMEM;
+        return tandem_fail(err, errlen, -ENOMEM, "out of memory");
     }
     rc = jinja_render(ct->tmpl, ctx, out, len, err, errlen);
     json_object_put(ctx);
@@ -344,28 +326,24 @@ int chat_template_resolve_arg(const char *value, char **src, char *err, size_t e
     struct stat st;
     if (value && stat(value, &st) == 0 && S_ISREG(st.st_mode)) {
         if (st.st_size > (off_t)JINJA_MAX_SOURCE) {
-            set_err(err, errlen, "--chat-template %s: file larger than %u bytes", value,
-                    (unsigned)JINJA_MAX_SOURCE);
-            return -E2BIG;
+            return tandem_fail(err, errlen, -E2BIG, "--chat-template %s: file larger than %u bytes",
+                               value, (unsigned)JINJA_MAX_SOURCE);
         }
         FILE *f = fopen(value, "rb");
         if (!f) {
-            set_err(err, errlen, "--chat-template %s: %s", value, strerror(errno));
-            return -EIO;
+            return tandem_fail(err, errlen, -EIO, "--chat-template %s: %s", value, strerror(errno));
         }
         char *text = malloc((size_t)st.st_size + 1);
         if (!text) {
             fclose(f);
-            set_err(err, errlen, "out of memory");
-            return -ENOMEM;
+            return tandem_fail(err, errlen, -ENOMEM, "out of memory");
         }
         size_t n = fread(text, 1, (size_t)st.st_size, f);
         bool bad = ferror(f) != 0;
         fclose(f);
         if (bad) {
             free(text);
-            set_err(err, errlen, "--chat-template %s: read error", value);
-            return -EIO;
+            return tandem_fail(err, errlen, -EIO, "--chat-template %s: read error", value);
         }
         text[n] = '\0';
         *src = text;
@@ -378,16 +356,16 @@ int chat_template_resolve_arg(const char *value, char **src, char *err, size_t e
         text = chat_template_builtin(value);
     }
     if (!text) {
-        set_err(err, errlen,
-                "--chat-template %s: not a file, a template (no '{{' or '{%%') or a built-in "
-                "name (chatml, llama2)",
-                value ? value : "(null)");
+        tandem_set_err(
+            err, errlen,
+            "--chat-template %s: not a file, a template (no '{{' or '{%%') or a built-in "
+            "name (chatml, llama2)",
+            value ? value : "(null)");
         return -ENOENT;
     }
     *src = strdup(text);
     if (!*src) {
-        set_err(err, errlen, "out of memory");
-        return -ENOMEM;
+        return tandem_fail(err, errlen, -ENOMEM, "out of memory");
     }
     return 0;
 }
@@ -398,16 +376,14 @@ int chat_template_from_config(struct json_object *cfg, const char *name, const c
     struct json_object *ct = NULL;
     *src = NULL;
     if (!cfg || !json_object_object_get_ex(cfg, "chat_template", &ct) || !ct) {
-        set_err(err, errlen, "chat_template: not set");
-        return -ENOENT;
+        return tandem_fail(err, errlen, -ENOENT, "chat_template: not set");
     }
     if (json_object_is_type(ct, json_type_string)) {
         *src = json_object_get_string(ct);
         return 0;
     }
     if (!json_object_is_type(ct, json_type_array)) {
-        set_err(err, errlen, "chat_template: expected string or array");
-        return -EINVAL;
+        return tandem_fail(err, errlen, -EINVAL, "chat_template: expected string or array");
     }
     const char *want = name ? name : "default";
     size_t n = json_object_array_length(ct);
@@ -418,17 +394,15 @@ int chat_template_from_config(struct json_object *cfg, const char *name, const c
             !json_object_object_get_ex(e, "template", &tp) ||
             !json_object_is_type(nm, json_type_string) ||
             !json_object_is_type(tp, json_type_string)) {
-            set_err(err, errlen, "chat_template[%zu]: expected {name: string, template: string}",
-                    i);
-            return -EINVAL;
+            return tandem_fail(err, errlen, -EINVAL,
+                               "chat_template[%zu]: expected {name: string, template: string}", i);
         }
         if (strcmp(json_object_get_string(nm), want) == 0) {
             *src = json_object_get_string(tp);
             return 0;
         }
     }
-    set_err(err, errlen, "chat_template: no template named '%s'", want);
-    return -ENOENT;
+    return tandem_fail(err, errlen, -ENOENT, "chat_template: no template named '%s'", want);
 }
 
 int chat_template_config_token(struct json_object *cfg, const char *field, const char **out,
@@ -443,14 +417,12 @@ int chat_template_config_token(struct json_object *cfg, const char *field, const
         struct json_object *content = NULL;
         if (!json_object_object_get_ex(v, "content", &content) ||
             !json_object_is_type(content, json_type_string)) {
-            set_err(err, errlen, "%s.content: expected string", field);
-            return -EINVAL;
+            return tandem_fail(err, errlen, -EINVAL, "%s.content: expected string", field);
         }
         v = content;
     }
     if (!json_object_is_type(v, json_type_string)) {
-        set_err(err, errlen, "%s: expected string or {content: string}", field);
-        return -EINVAL;
+        return tandem_fail(err, errlen, -EINVAL, "%s: expected string or {content: string}", field);
     }
     *out = json_object_get_string(v);
     return 0;

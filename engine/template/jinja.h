@@ -80,10 +80,12 @@ jinja_template *jinja_compile(const char *src, size_t len, char *err, size_t err
 /*
  * Renders t with the variables of ctx (a json object, borrowed and never modified; NULL means no
  * variables). On success returns 0 and *out is a NUL-terminated malloc'd string (the caller
- * free()s it) of *out_len bytes (out_len may be NULL). On failure *out is NULL and:
- *   -EINVAL        a render error (type error, undefined attribute, bad argument...), message in
- * err JINJA_ERAISED  the template called raise_exception(msg): err holds msg verbatim -E2BIG a
- * limit of jinja_default_limits was exceeded -ENOMEM        out of memory
+ * free()s it) of *out_len bytes (out_len may be NULL). On failure *out is NULL and it returns
+ *   -EINVAL        for a render error (type error, undefined attribute, bad argument...), with
+ *                  the message in err;
+ *   JINJA_ERAISED  when the template called raise_exception(msg): err holds msg verbatim;
+ *   -E2BIG         when a limit of jinja_default_limits was exceeded;
+ *   -ENOMEM        when out of memory.
  */
 int jinja_render(const jinja_template *t, struct json_object *ctx, char **out, size_t *out_len,
                  char *err, size_t errlen);

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "engine/template/jinja_internal.h"
+#include "lib/err.h"
 #include "lib/buf.h"
 
 const struct jinja_limits jinja_default_limits = {
@@ -45,22 +46,20 @@ void jinja__fail_msg(struct rs *rs, const struct jnode *at, const char *fmt, ...
     if (!rs->err || rs->errlen == 0) {
         return;
     }
-    int n = at ? snprintf(rs->err, rs->errlen, "line %d column %d: ", at->line, at->col) : 0;
-    if (n < 0 || (size_t)n >= rs->errlen) {
-        return;
+    size_t n = 0;
+    if (at) {
+        tandem_set_err(rs->err, rs->errlen, "line %d column %d: ", at->line, at->col);
+        n = strlen(rs->err);
     }
     va_list ap;
     va_start(ap, fmt);
-    /* NOLINTNEXTLINE(clang-analyzer-valist.Uninitialized): analyzer false positive */
-    vsnprintf(rs->err + n, rs->errlen - (size_t)n, fmt, ap);
+    tandem_set_errv(rs->err + n, rs->errlen - n, fmt, ap);
     va_end(ap);
 }
 
 int jinja__oom(struct rs *rs)
 {
-    if (rs->err && rs->errlen > 0) {
-        snprintf(rs->err, rs->errlen, "out of memory");
-    }
+    tandem_set_err(rs->err, rs->errlen, "out of memory");
     return -ENOMEM;
 }
 
@@ -1740,10 +1739,8 @@ jinja_template *jinja_compile(const char *src, size_t len, char *err, size_t err
         err[0] = '\0';
     }
     if (!src || len > JINJA_MAX_SOURCE) {
-        if (err && errlen > 0) {
-            snprintf(err, errlen, "line 1 column 1: template of %zu bytes exceeds %u bytes", len,
-                     (unsigned)JINJA_MAX_SOURCE);
-        }
+        tandem_set_err(err, errlen, "line 1 column 1: template of %zu bytes exceeds %u bytes", len,
+                       (unsigned)JINJA_MAX_SOURCE);
         return NULL;
     }
     jinja_template *t = calloc(1, sizeof(*t));
@@ -1763,9 +1760,7 @@ jinja_template *jinja_compile(const char *src, size_t len, char *err, size_t err
 err_free_t:
     free(t);
 err_oom:
-    if (err && errlen > 0) {
-        snprintf(err, errlen, "out of memory");
-    }
+    tandem_set_err(err, errlen, "out of memory");
     return NULL;
 }
 

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "engine/template/jinja_internal.h"
+#include "lib/err.h"
 
 /* ---- string helpers ------------------------------------------------------------------------- */
 
@@ -747,9 +748,7 @@ static int global_raise_exception(struct rs *rs, const struct jnode *at, const s
     if (rc) {
         return rc;
     }
-    if (rs->err && rs->errlen > 0) {
-        snprintf(rs->err, rs->errlen, "%s", json_object_get_string(msg.j));
-    }
+    tandem_set_err(rs->err, rs->errlen, "%s", json_object_get_string(msg.j));
     jv_put(&msg);
     return JINJA_ERAISED;
 }

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "engine/template/jinja_internal.h"
+#include "lib/err.h"
 
 enum tok_type {
     T_EOF,
@@ -82,14 +83,11 @@ static void fail_msg_at(struct parser *p, int line, int col, const char *fmt, ..
     if (!p->err || p->errlen == 0) {
         return;
     }
-    int n = snprintf(p->err, p->errlen, "line %d column %d: ", line, col);
-    if (n < 0 || (size_t)n >= p->errlen) {
-        return;
-    }
+    tandem_set_err(p->err, p->errlen, "line %d column %d: ", line, col);
+    size_t n = strlen(p->err);
     va_list ap;
     va_start(ap, fmt);
-    /* NOLINTNEXTLINE(clang-analyzer-valist.Uninitialized): analyzer false positive */
-    vsnprintf(p->err + n, p->errlen - (size_t)n, fmt, ap);
+    tandem_set_errv(p->err + n, p->errlen - n, fmt, ap);
     va_end(ap);
 }
 
@@ -105,9 +103,7 @@ static int fail_off(struct parser *p, size_t off, const char *msg)
 
 static int oom(struct parser *p)
 {
-    if (p->err && p->errlen > 0) {
-        snprintf(p->err, p->errlen, "out of memory");
-    }
+    tandem_set_err(p->err, p->errlen, "out of memory");
     return -ENOMEM;
 }
 
