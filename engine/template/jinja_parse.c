@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "engine/template/jinja_internal.h"
+#include "lib/common.h"
 #include "lib/err.h"
 
 enum tok_type {
@@ -111,15 +112,11 @@ static int oom(struct parser *p)
 
 static int push_tok(struct parser *p, enum tok_type type, size_t off, const char *str, size_t len)
 {
-    if (p->n_toks == p->cap_toks) {
-        size_t cap = p->cap_toks ? p->cap_toks * 2 : 256;
-        struct tok *nt = realloc(p->toks, cap * sizeof(*nt));
-        if (!nt) {
-            return oom(p);
-        }
-        p->toks = nt;
-        p->cap_toks = cap;
+    struct tok *nt = tandem_grow(p->toks, &p->cap_toks, p->n_toks + 1, sizeof(*nt), 256);
+    if (!nt) {
+        return oom(p);
     }
+    p->toks = nt;
     struct tok *t = &p->toks[p->n_toks++];
     memset(t, 0, sizeof(*t));
     t->type = type;
@@ -672,15 +669,11 @@ struct nlist {
 
 static int nlist_push(struct parser *p, struct nlist *l, struct jnode *n)
 {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 8;
-        struct jnode **nv = realloc(l->v, cap * sizeof(struct jnode *));
-        if (!nv) {
-            return oom(p);
-        }
-        l->v = nv;
-        l->cap = cap;
+    struct jnode **nv = tandem_grow(l->v, &l->cap, l->n + 1, sizeof(struct jnode *), 8);
+    if (!nv) {
+        return oom(p);
     }
+    l->v = nv;
     l->v[l->n++] = n;
     return 0;
 }
