@@ -22,6 +22,7 @@
 
 #include <curl/curl.h>
 
+#include "lib/clock.h"
 #include "lib/json.h"
 #include "lib/log.h"
 
@@ -106,14 +107,7 @@ static void curl_init_once(void)
 static uint64_t mono_ms(void *ud)
 {
     (void)ud;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-uint64_t kube__now_ms(void)
-{
-    return mono_ms(NULL);
+    return (uint64_t)tandem_now_ms();
 }
 
 void kube__sleep_ms(long ms)

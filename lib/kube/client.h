@@ -203,7 +203,6 @@ void kube__rate_wait(struct kube_client *c);
 /* Strict JSON (json-c tokener, depth 512) of exactly one value; new reference in *out. */
 int kube__parse_json(const char *data, size_t len, struct json_object **out, char *err,
                      size_t errlen);
-uint64_t kube__now_ms(void);
 void kube__sleep_ms(long ms);
 long kube__backoff_ms(struct kube_client *c, int attempt);
 long kube__timeout_ms(const struct kube_client *c);

@@ -19,6 +19,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include "lib/common.h"
 #include "lib/err.h"
 #include "lib/json.h"
 #include "lib/yaml.h"
@@ -114,27 +115,22 @@ static int read_file(const char *path, char **out, size_t *out_len)
         close(fd);
         return -EINVAL;
     }
-    size_t cap = 4096, len = 0;
-    char *data = malloc(cap);
-    if (!data) {
-        close(fd);
-        return -ENOMEM;
-    }
+    size_t cap = 0, len = 0;
+    char *data = NULL;
     for (;;) {
-        if (len + 1 >= cap) {
+        if (len + 1 >= cap) { /* room for at least one byte and the NUL */
             if (cap > KUBE_CONFIG_MAX_FILE) {
                 free(data);
                 close(fd);
                 return -EFBIG;
             }
-            char *bigger = realloc(data, cap * 2);
+            char *bigger = tandem_grow(data, &cap, len + 2, 1, 4096);
             if (!bigger) {
                 free(data);
                 close(fd);
                 return -ENOMEM;
             }
             data = bigger;
-            cap *= 2;
         }
         ssize_t n = read(fd, data + len, cap - len - 1);
         if (n < 0) {

@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "lib/buf.h"
+#include "lib/clock.h"
 #include "lib/json.h"
 #include "lib/log.h"
 
@@ -84,13 +85,6 @@ static void ev_free(struct ev *e)
     free(e);
 }
 
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 /* metav1.Time: RFC 3339 in seconds. */
 static void rfc3339_now(char *out, size_t outlen)
 {
@@ -107,7 +101,7 @@ static int spam_allow(struct kube_event_recorder *r, const char *key)
     if (r->burst < 0) {
         return 1;
     }
-    int64_t now = mono_ns();
+    int64_t now = tandem_now_ns();
     struct spam_entry *e = NULL, *victim = &r->spam[0];
     for (size_t i = 0; i < CACHE_SIZE; i++) {
         struct spam_entry *s = &r->spam[i];
@@ -517,7 +511,7 @@ void kube_event_recorder_get_stats(struct kube_event_recorder *r,
 
 int kube_event_recorder_flush(struct kube_event_recorder *r, long timeout_ms)
 {
-    int64_t deadline = mono_ns() + (int64_t)timeout_ms * 1000000LL;
+    int64_t deadline = tandem_now_ns() + (int64_t)timeout_ms * 1000000LL;
     struct timespec ts = {.tv_sec = (time_t)(deadline / 1000000000LL),
                           .tv_nsec = (long)(deadline % 1000000000LL)};
     int rc = 0;
@@ -525,7 +519,7 @@ int kube_event_recorder_flush(struct kube_event_recorder *r, long timeout_ms)
     while (r->len > 0 || r->busy) {
         if (timeout_ms < 0) {
             pthread_cond_wait(&r->cond, &r->lock);
-        } else if (mono_ns() >= deadline) {
+        } else if (tandem_now_ns() >= deadline) {
             rc = -ETIMEDOUT;
             break;
         } else {

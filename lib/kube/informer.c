@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "lib/buf.h"
+#include "lib/clock.h"
 #include "lib/common.h"
 #include "lib/json.h"
 #include "lib/kube/watch.h"
@@ -81,13 +82,6 @@ struct kube_informer {
     int64_t backoff_ns;         /* the next backoff step */
     int64_t last_backoff_start; /* for the 2-minute reset */
 };
-
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
 
 static struct timespec abs_timespec(int64_t ns)
 {
@@ -759,7 +753,7 @@ static int is_stopping(struct kube_informer *inf)
 /* wait.NewExponentialBackoffManager(800ms, 30s, 2min, 2.0, 1.0): the next sleep. */
 static int64_t next_backoff(struct kube_informer *inf)
 {
-    int64_t now = mono_ns();
+    int64_t now = tandem_now_ns();
     if (inf->backoff_ns == 0 || now - inf->last_backoff_start > BACKOFF_RESET_NS) {
         inf->backoff_ns = inf->backoff_initial_ns;
     }
@@ -773,10 +767,10 @@ static int64_t next_backoff(struct kube_informer *inf)
 /* Sleeps the next backoff unless stopped first. */
 static void backoff_sleep(struct kube_informer *inf)
 {
-    int64_t deadline = mono_ns() + next_backoff(inf);
+    int64_t deadline = tandem_now_ns() + next_backoff(inf);
     struct timespec ts = abs_timespec(deadline);
     pthread_mutex_lock(&inf->lock);
-    while (!inf->stopping && mono_ns() < deadline) {
+    while (!inf->stopping && tandem_now_ns() < deadline) {
         pthread_cond_timedwait(&inf->cond, &inf->lock, &ts);
     }
     pthread_mutex_unlock(&inf->lock);
@@ -870,7 +864,7 @@ static void *informer_main(void *arg)
             .stop = &inf->wake,
         };
         struct kube_error err = {0};
-        int64_t t0 = mono_ns();
+        int64_t t0 = tandem_now_ns();
         int rc = kube_watch(inf->client, inf->res, inf->ns, &o, on_watch_event, &w, &err);
         pthread_mutex_lock(&inf->lock);
         int stop = inf->stopping, woken = inf->wake;
@@ -886,7 +880,7 @@ static void *informer_main(void *arg)
             need_list = 1;
             backoff_sleep(inf);
         } else if (rc == 0) {
-            if (!woken && w.events == 0 && mono_ns() - t0 < SHORT_WATCH_NS) {
+            if (!woken && w.events == 0 && tandem_now_ns() - t0 < SHORT_WATCH_NS) {
                 log_warn("informer %s: very short watch (resourceVersion %s)", inf->res->plural,
                          rv);
                 need_list = 1;
@@ -913,11 +907,11 @@ static void *resync_main(void *arg)
     struct kube_informer *inf = arg;
     int64_t period = (int64_t)inf->resync_s * 1000000000LL;
     pthread_mutex_lock(&inf->lock);
-    int64_t next = mono_ns() + period;
+    int64_t next = tandem_now_ns() + period;
     while (!inf->stopping) {
         struct timespec ts = abs_timespec(next);
         pthread_cond_timedwait(&inf->cond, &inf->lock, &ts);
-        int64_t now = mono_ns();
+        int64_t now = tandem_now_ns();
         if (!inf->stopping && now >= next) {
             inf->resync_due = 1;
             inf->wake = 1;
@@ -959,7 +953,7 @@ struct kube_informer *kube_informer_new(struct kube_client *c, const struct kube
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&inf->cond, &ca);
     pthread_condattr_destroy(&ca);
-    inf->seed = (unsigned)mono_ns() ^ (unsigned)(uintptr_t)inf;
+    inf->seed = (unsigned)tandem_now_ns() ^ (unsigned)(uintptr_t)inf;
     inf->backoff_initial_ns = BACKOFF_INITIAL_NS;
     inf->backoff_cap_ns = BACKOFF_CAP_NS;
     return inf;
@@ -1112,7 +1106,7 @@ int kube_informer_has_synced(struct kube_informer *inf)
 
 int kube_informer_wait_synced(struct kube_informer *inf, long timeout_ms)
 {
-    int64_t deadline = mono_ns() + (int64_t)timeout_ms * 1000000LL;
+    int64_t deadline = tandem_now_ns() + (int64_t)timeout_ms * 1000000LL;
     struct timespec ts = abs_timespec(deadline);
     int rc = 0;
     pthread_mutex_lock(&inf->lock);
@@ -1123,7 +1117,7 @@ int kube_informer_wait_synced(struct kube_informer *inf, long timeout_ms)
         }
         if (timeout_ms < 0) {
             pthread_cond_wait(&inf->cond, &inf->lock);
-        } else if (mono_ns() >= deadline) {
+        } else if (tandem_now_ns() >= deadline) {
             rc = -ETIMEDOUT;
             break;
         } else {
@@ -1206,16 +1200,13 @@ static void collect_add(struct collect *c, const struct entry *e)
     if (c->rc != 0) {
         return;
     }
-    if (c->n == c->cap) {
-        size_t ncap = c->cap ? c->cap * 2 : 16;
-        const struct entry **nv = realloc((void *)c->v, ncap * sizeof(const struct entry *));
-        if (!nv) {
-            c->rc = -ENOMEM;
-            return;
-        }
-        c->v = nv;
-        c->cap = ncap;
+    const struct entry **nv =
+        tandem_grow((void *)c->v, &c->cap, c->n + 1, sizeof(const struct entry *), 16);
+    if (!nv) {
+        c->rc = -ENOMEM;
+        return;
     }
+    c->v = nv;
     c->v[c->n++] = e;
 }
 

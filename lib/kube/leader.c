@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "lib/clock.h"
 #include "lib/common.h"
 #include "lib/json.h"
 #include "lib/log.h"
@@ -53,13 +54,6 @@ struct kube_leader {
     char reported[256]; /* reportedLeader */
     unsigned seed;
 };
-
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
 
 char *kube_format_micro_time(long long sec, long nsec, char *out, size_t outlen)
 {
@@ -210,7 +204,7 @@ static int lock_update(struct kube_leader *le, const struct record *r)
 static void set_observed(struct kube_leader *le, const struct record *r)
 {
     le->observed = *r;
-    le->observed_time = mono_ns();
+    le->observed_time = tandem_now_ns();
     pthread_mutex_lock(&le->lock);
     snprintf(le->observed_holder, sizeof(le->observed_holder), "%s", r->holder);
     pthread_mutex_unlock(&le->lock);
@@ -228,7 +222,7 @@ static int lease_valid(const struct kube_leader *le, int64_t now)
 
 static int try_acquire_or_renew(struct kube_leader *le)
 {
-    int64_t now = mono_ns();
+    int64_t now = tandem_now_ns();
     struct record rec = {0};
     snprintf(rec.holder, sizeof(rec.holder), "%s", le->identity);
     rec.duration_s = (long)(le->lease_ns / 1000000000LL);
@@ -319,11 +313,11 @@ static void release(struct kube_leader *le)
 /* Sleeps ns unless stopped; returns 1 when stopping. */
 static int sleep_or_stop(struct kube_leader *le, int64_t ns)
 {
-    int64_t deadline = mono_ns() + ns;
+    int64_t deadline = tandem_now_ns() + ns;
     struct timespec ts = {.tv_sec = (time_t)(deadline / 1000000000LL),
                           .tv_nsec = (long)(deadline % 1000000000LL)};
     pthread_mutex_lock(&le->lock);
-    while (!le->stopping && mono_ns() < deadline) {
+    while (!le->stopping && tandem_now_ns() < deadline) {
         pthread_cond_timedwait(&le->cond, &le->lock, &ts);
     }
     int s = le->stopping;
@@ -376,16 +370,16 @@ static int acquire(struct kube_leader *le)
 static void renew(struct kube_leader *le)
 {
     while (!stopping(le)) {
-        int64_t start = mono_ns();
+        int64_t start = tandem_now_ns();
         int ok = 0;
         for (;;) {
             if (try_acquire_or_renew(le)) {
                 ok = 1;
                 break;
             }
-            int64_t left = start + le->renew_deadline_ns - mono_ns();
+            int64_t left = start + le->renew_deadline_ns - tandem_now_ns();
             if (left <= 0 || sleep_or_stop(le, left < le->retry_ns ? left : le->retry_ns) ||
-                mono_ns() - start >= le->renew_deadline_ns) {
+                tandem_now_ns() - start >= le->renew_deadline_ns) {
                 break;
             }
         }
@@ -485,7 +479,7 @@ struct kube_leader *kube_leader_new(struct kube_client *c, const struct kube_lea
     le->retry_ns = (int64_t)retry * 1000000LL;
     le->release_on_cancel = cfg->release_on_cancel;
     le->cb = cfg->cb;
-    le->seed = (unsigned)mono_ns() ^ (unsigned)(uintptr_t)le;
+    le->seed = (unsigned)tandem_now_ns() ^ (unsigned)(uintptr_t)le;
     pthread_mutex_init(&le->lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/clock.h"
 #include "lib/json.h"
 #include "lib/log.h"
 
@@ -255,7 +256,8 @@ static int should_stop(struct watch_ctx *w)
         w->stopped = 1;
         return 1;
     }
-    if (w->inactivity_ms > 0 && kube__now_ms() - w->last_data_ms >= (uint64_t)w->inactivity_ms) {
+    if (w->inactivity_ms > 0 &&
+        (uint64_t)tandem_now_ms() - w->last_data_ms >= (uint64_t)w->inactivity_ms) {
         w->timed_out = 1;
         return 1;
     }
@@ -266,7 +268,7 @@ static size_t watch_on_header(char *ptr, size_t size, size_t nmemb, void *ud)
 {
     struct watch_ctx *w = ud;
     (void)ptr;
-    w->last_data_ms = kube__now_ms();
+    w->last_data_ms = (uint64_t)tandem_now_ms();
     return size * nmemb;
 }
 
@@ -274,7 +276,7 @@ static size_t watch_on_body(char *ptr, size_t size, size_t nmemb, void *ud)
 {
     struct watch_ctx *w = ud;
     size_t n = size * nmemb;
-    w->last_data_ms = kube__now_ms();
+    w->last_data_ms = (uint64_t)tandem_now_ms();
     if (w->status == 0) {
         curl_easy_getinfo(w->easy, CURLINFO_RESPONSE_CODE, &w->status);
     }
@@ -425,7 +427,7 @@ int kube_watch(struct kube_client *c, const struct kube_resource *r, const char 
     }
     kube__count(c, KUBE__WATCH);
     kube__count(c, KUBE__REQUEST);
-    w.last_data_ms = kube__now_ms();
+    w.last_data_ms = (uint64_t)tandem_now_ms();
     CURLcode cc = run_transfer(multi, &w);
     curl_multi_remove_handle(multi, w.easy);
     if (w.status == 0) {

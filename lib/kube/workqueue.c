@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "lib/clock.h"
 #include "lib/common.h"
 #include "lib/log.h"
 
@@ -24,17 +25,10 @@
 #define UNFINISHED_PERIOD_NS                                                                       \
     500000000 /* client-go updates the unfinished-work gauges every 0.5 s */
 
-int64_t kube_monotonic_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 static int64_t real_clock(void *ud)
 {
     (void)ud;
-    return kube_monotonic_ns();
+    return tandem_now_ns();
 }
 
 static struct timespec ns_to_timespec(int64_t ns)
@@ -419,18 +413,16 @@ static struct wq_item *item_get(struct kube_workqueue *q, const char *key)
 static int fifo_push(struct kube_workqueue *q, struct wq_item *it)
 {
     if (q->fifo_len == q->fifo_cap) {
-        size_t ncap = q->fifo_cap ? q->fifo_cap * 2 : 64;
-        struct wq_item **n = calloc(ncap, sizeof(struct wq_item *));
+        size_t old_cap = q->fifo_cap;
+        struct wq_item **n =
+            tandem_grow((void *)q->fifo, &q->fifo_cap, old_cap + 1, sizeof(struct wq_item *), 64);
         if (!n) {
             return -ENOMEM;
         }
-        for (size_t i = 0; i < q->fifo_len; i++) {
-            n[i] = q->fifo[(q->fifo_head + i) % q->fifo_cap];
-        }
-        free((void *)q->fifo);
+        /* The ring was full: its wrapped part [0, head) moves to just after the old end, so the
+         * items run from head on without a gap (the new capacity is at least twice the old). */
+        memcpy((void *)(n + old_cap), (void *)n, q->fifo_head * sizeof(struct wq_item *));
         q->fifo = n;
-        q->fifo_cap = ncap;
-        q->fifo_head = 0;
     }
     q->fifo[(q->fifo_head + q->fifo_len) % q->fifo_cap] = it;
     q->fifo_len++;
@@ -691,17 +683,14 @@ static void add_after_ns(struct kube_workqueue *q, const char *key, int64_t dela
             heap_up(q, it->heap_idx);
         }
     } else {
-        if (q->heap_len == q->heap_cap) {
-            size_t ncap = q->heap_cap ? q->heap_cap * 2 : 64;
-            struct wq_item **n = realloc((void *)q->heap, ncap * sizeof(struct wq_item *));
-            if (!n) {
-                log_error("workqueue %s: out of memory delaying %s", q->name, key);
-                item_release(q, it);
-                goto out;
-            }
-            q->heap = n;
-            q->heap_cap = ncap;
+        struct wq_item **n = tandem_grow((void *)q->heap, &q->heap_cap, q->heap_len + 1,
+                                         sizeof(struct wq_item *), 64);
+        if (!n) {
+            log_error("workqueue %s: out of memory delaying %s", q->name, key);
+            item_release(q, it);
+            goto out;
         }
+        q->heap = n;
         it->ready_ns = ready;
         it->heap_seq = q->heap_seq++;
         it->heap_idx = q->heap_len;
@@ -740,7 +729,7 @@ int kube_workqueue_num_requeues(struct kube_workqueue *q, const char *key)
 int kube_workqueue_get(struct kube_workqueue *q, char **key, long timeout_ms)
 {
     *key = NULL;
-    int64_t deadline = timeout_ms > 0 ? kube_monotonic_ns() + (int64_t)timeout_ms * 1000000LL : 0;
+    int64_t deadline = timeout_ms > 0 ? tandem_now_ns() + (int64_t)timeout_ms * 1000000LL : 0;
     int rc;
     pthread_mutex_lock(&q->lock);
     for (;;) {
@@ -752,7 +741,7 @@ int kube_workqueue_get(struct kube_workqueue *q, char **key, long timeout_ms)
             rc = -ESHUTDOWN;
             goto out;
         }
-        int64_t real_now = kube_monotonic_ns();
+        int64_t real_now = tandem_now_ns();
         if (timeout_ms == 0 || (timeout_ms > 0 && real_now >= deadline)) {
             rc = -ETIMEDOUT;
             goto out;
@@ -904,7 +893,7 @@ static void *timer_main(void *arg)
     pthread_mutex_lock(&q->lock);
     while (!q->timer_stop) {
         update_unfinished(q);
-        struct timespec ts = ns_to_timespec(kube_monotonic_ns() + UNFINISHED_PERIOD_NS);
+        struct timespec ts = ns_to_timespec(tandem_now_ns() + UNFINISHED_PERIOD_NS);
         pthread_cond_timedwait(&q->timer_cond, &q->lock, &ts);
     }
     pthread_mutex_unlock(&q->lock);

@@ -19,8 +19,8 @@
  * registry (the families are registered once per registry; the workqueue_* names are reserved for
  * this module).
  *
- * Time: delays, backoff and metric durations use the queue's clock (CLOCK_MONOTONIC, or a fake
- * one installed with kube_workqueue_set_clock for deterministic tests); the timeout of
+ * Time: delays, backoff and metric durations use the queue's clock (lib/clock.h's tandem_now_ns, or
+ * a fake one installed with kube_workqueue_set_clock for deterministic tests); the timeout of
  * kube_workqueue_get is always real time.
  *
  * Every function is thread-safe. Keys are copied.
@@ -35,9 +35,6 @@
 
 /* Monotonic nanoseconds. */
 typedef int64_t (*kube_clock_fn)(void *ud);
-
-/* CLOCK_MONOTONIC in nanoseconds. */
-int64_t kube_monotonic_ns(void);
 
 /* ---- rate limiter (also usable on its own) ---- */
 
@@ -79,7 +76,7 @@ struct kube_workqueue *kube_workqueue_new_opts(const char *name, struct metrics_
  * first). NULL allowed. */
 void kube_workqueue_free(struct kube_workqueue *q);
 
-/* Installs a clock (NULL → CLOCK_MONOTONIC). While a custom clock is set, blocked getters re-read
+/* Installs a clock (NULL → tandem_now_ns). While a custom clock is set, blocked getters re-read
  * it at least every 10 ms of real time, so a test that advances its fake clock sees delayed keys
  * become ready without waiting. Set it before any key is added. */
 void kube_workqueue_set_clock(struct kube_workqueue *q, kube_clock_fn now_ns, void *ud);

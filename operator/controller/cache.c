@@ -8,9 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "lib/buf.h"
+#include "lib/clock.h"
 #include "lib/json.h"
 #include "operator/controller/spec.h"
 
@@ -252,15 +252,12 @@ void opctl_cache_unsynced(struct opctl_cache *cache, char *out, size_t outlen)
 
 int opctl_cache_wait_synced(struct opctl_cache *cache, long timeout_ms)
 {
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int64_t t0 = tandem_now_ms();
     for (size_t s = 0; s < cache->nsets; s++) {
         for (int k = 0; k < OPCTL_NKINDS; k++) {
             long left = -1;
             if (timeout_ms >= 0) {
-                struct timespec t;
-                clock_gettime(CLOCK_MONOTONIC, &t);
-                long spent = (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000;
+                long spent = (long)(tandem_now_ms() - t0);
                 left = timeout_ms > spent ? timeout_ms - spent : 0;
             }
             int rc = kube_informer_wait_synced(cache->sets[s].inf[k], left);

@@ -26,6 +26,7 @@
 #include <uv.h>
 
 #include "lib/buf.h"
+#include "lib/clock.h"
 #include "lib/http_server.h"
 #include "lib/json.h"
 #include "lib/kube/events.h"
@@ -180,13 +181,6 @@ struct manager {
     struct metric *rss, *vsize, *cpu, *start_time, *open_fds;
 };
 
-static double mono_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void enqueue(void *ud, enum opctl_controller ctl, const char *key)
 {
     struct manager *m = ud;
@@ -214,9 +208,9 @@ static void process(struct controller *ctl, const char *key)
     struct reconcile_result res;
     atomic_fetch_add(&ctl->active, 1);
     metric_set(ctl->active_m, atomic_load(&ctl->active));
-    double t0 = mono_seconds();
+    double t0 = tandem_now_s();
     int rc = ctl->reconcile(&ctl->m->rctx, ns, slash + 1, &res);
-    metric_observe(ctl->time, mono_seconds() - t0);
+    metric_observe(ctl->time, tandem_now_s() - t0);
     atomic_fetch_sub(&ctl->active, 1);
     metric_set(ctl->active_m, atomic_load(&ctl->active));
     if (rc != 0) {

@@ -23,6 +23,7 @@
 #include <fcntl.h>
 
 #include "lib/buf.h"
+#include "lib/clock.h"
 #include "lib/kube/client.h"
 #include "lib/kube/config.h"
 
@@ -41,9 +42,7 @@ TANDEM_UNUSED static void lk_sleep_ms(long ms)
 
 TANDEM_UNUSED static long long lk_now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return (long long)tandem_now_ms();
 }
 
 /* e2e/localkube of this checkout, found from this file's path (absolute in CMake builds) or, for

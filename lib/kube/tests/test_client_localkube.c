@@ -25,6 +25,7 @@
 
 #include <cmocka.h>
 
+#include "lib/clock.h"
 #include "lib/json.h"
 #include "lib/kube/client.h"
 #include "lib/kube/config.h"
@@ -39,9 +40,7 @@ static int have_python;
 
 static uint64_t now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    return (uint64_t)tandem_now_ms();
 }
 
 static int find_python(void)

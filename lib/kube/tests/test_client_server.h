@@ -20,6 +20,7 @@
 
 #include <uv.h>
 
+#include "lib/clock.h"
 #include "lib/http_server.h"
 
 #define TS_MAX_SCRIPT  32
@@ -75,9 +76,7 @@ struct ts_server {
 
 static uint64_t ts_now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    return (uint64_t)tandem_now_ms();
 }
 
 /* ---- on the server thread ---- */

@@ -23,6 +23,7 @@
 #include <cmocka.h>
 #include <openssl/evp.h>
 
+#include "lib/clock.h"
 #include "lib/json.h"
 #include "lib/kube/client.h"
 #include "lib/kube/config.h"
@@ -66,9 +67,7 @@ static const char server_py[] =
 
 static uint64_t now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    return (uint64_t)tandem_now_ms();
 }
 
 static int on_path(const char *prog)
