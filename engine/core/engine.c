@@ -1,8 +1,9 @@
 /*
  * The engine step loop (see engine.h). Requests live in `ereq` wrappers that pair the
  * scheduler's request with the per-sequence sampler state, stop-string matcher and incremental
- * detokenizer. The engine lock guards the scheduler, the KV block manager and the request list;
- * the forward pass runs without it, so submissions never wait for a step's compute.
+ * detokenizer. The engine lock guards the scheduler, the KV block manager and the request lists;
+ * the forward pass, sampling and the output processor (text, stop strings, callbacks) run
+ * without it, so submissions, aborts and stats never wait for a step's compute or its text.
  */
 #include "engine/core/engine.h"
 
@@ -46,6 +47,19 @@ typedef struct ereq {
     struct list_node abort_node; /* in engine.aborts while an abort is queued */
 } ereq;
 
+/* What the core hands the output processor about one sequence of a step, after sched_update
+ * (vLLM's EngineCoreOutput): the token and whether the core ended the request. */
+typedef struct core_output {
+    ereq *r;
+    int32_t n_before;    /* tokens generated before this step (teacher forcing) */
+    int32_t token;       /* sampled (or teacher) token */
+    sched_status status; /* RUNNING, or the FINISHED_* the core decided (length, stop token) */
+    int32_t stop_token;  /* the stop token that finished it, or -1 */
+    int error;           /* the core could not keep the token (-ENOMEM): status is ABORTED */
+    sched_status end;    /* output processor: FINISHED_* the core must still apply (stop string,
+                            lost text), RUNNING when none */
+} core_output;
+
 struct engine_metrics {
     struct metric *running, *waiting, *kv_usage, *cache_info;
     struct metric *prompt_tokens, *generation_tokens, *prefix_queries, *prefix_hits, *preemptions;
@@ -84,9 +98,9 @@ struct engine {
     float *raw_row;                /* [n_vocab] copy for return_logits */
     int32_t *sampled;              /* [max_num_seqs] */
     struct sample_result *results; /* [max_num_seqs] */
-    ereq **step_reqs;              /* [max_num_seqs] */
+    core_output *outs;             /* [max_num_seqs] the step's sequences that got a token */
     struct sampler_scratch scratch;
-    struct buf text; /* emitted text of one sequence in one step */
+    struct buf text; /* emitted text of one sequence in one step (output processor) */
 
     bool has_metrics;
     struct engine_metrics mx;
@@ -233,6 +247,25 @@ static void ereq_free(ereq *r)
     free(r);
 }
 
+/* Core half of ending a request (engine lock held): the scheduler lets go of it (with status,
+ * unless the scheduler finished it already) and it leaves the live list, so engine_abort no
+ * longer finds it. Its final output is reported afterwards, without the lock (report_finish). */
+static void core_end(engine *e, ereq *r, sched_status status)
+{
+    if (!sched_status_finished(r->sr->status)) {
+        sched_finish(e->s, r->sr, status);
+    }
+    list_unlink(&r->live_node);
+    list_unlink(&r->abort_node);
+}
+
+/* Frees a request the core has ended (no lock needed: nothing else refers to it). */
+static void ereq_release(ereq *r)
+{
+    sched_req_free(NULL, r->sr);
+    ereq_free(r);
+}
+
 /* Fills the request's fields of an output (id, user, counts). */
 static void output_fill(const ereq *r, engine_output *o)
 {
@@ -247,8 +280,9 @@ static void output_fill(const ereq *r, engine_output *o)
     }
 }
 
-/* Reports a finished request (o: what the step produced, status FINISHED_*) and releases it. */
-static void finish_request(engine *e, ereq *r, engine_output *o)
+/* Reports a request's final output (o: what the step produced, status FINISHED_*), without the
+ * engine lock, and records its finish metrics. The caller releases it once the core ended it. */
+static void report_finish(engine *e, ereq *r, engine_output *o)
 {
     sched_req *sr = r->sr;
     sched_status status = o->status;
@@ -268,38 +302,43 @@ static void finish_request(engine *e, ereq *r, engine_output *o)
             metric_observe(e->mx.tpot, (r->t_last - r->t_first) / (sr->num_output_tokens - 1));
         }
     }
-    list_unlink(&r->live_node);
-    list_unlink(&r->abort_node);
-    sched_req_free(e->s, sr);
-    ereq_free(r);
 }
 
-static void apply_aborts(engine *e)
+/* Ends the requests whose abort is queued (lock held), moving them to done (by live_node) for
+ * report_aborted. */
+static void take_aborts(engine *e, struct list_node *done)
 {
     while (!list_empty(&e->aborts)) {
         ereq *r = list_entry(e->aborts.next, ereq, abort_node);
-        // NOLINTNEXTLINE(clang-analyzer-unix.Malloc): finish_request unlinked the old head
-        if (!sched_status_finished(r->sr->status)) {
-            sched_abort(e->s, r->sr);
-        }
-        engine_output o = {
-            .token = -1, .status = SCHED_FINISHED_ABORTED, .stop_index = -1, .stop_token = -1};
-        finish_request(e, r, &o);
+        core_end(e, r, SCHED_FINISHED_ABORTED);
+        list_push_back(done, &r->live_node);
     }
 }
 
-static void abort_all(engine *e)
+/* Ends every live request (lock held), newest first, moving them to done. */
+static void take_all(engine *e, struct list_node *done)
 {
     while (!list_empty(&e->live)) {
         ereq *r = list_entry(e->live.next, ereq, live_node);
-        // NOLINTNEXTLINE(clang-analyzer-unix.Malloc): finish_request unlinked the old head
-        if (!sched_status_finished(r->sr->status)) {
-            sched_abort(e->s, r->sr);
-        }
+        core_end(e, r, SCHED_FINISHED_ABORTED);
+        list_push_back(done, &r->live_node);
+    }
+}
+
+/* Reports and releases the aborted requests of done (lock not held). */
+static void report_aborted(engine *e, struct list_node *done)
+{
+    struct list_node *n, *tmp;
+    // NOLINTNEXTLINE(clang-analyzer-unix.Malloc): a node is freed after its successor was read
+    list_for_each_safe(done, n, tmp)
+    {
+        ereq *r = list_entry(n, ereq, live_node);
         engine_output o = {
             .token = -1, .status = SCHED_FINISHED_ABORTED, .stop_index = -1, .stop_token = -1};
-        finish_request(e, r, &o);
+        report_finish(e, r, &o);
+        ereq_release(r);
     }
+    list_init(done);
 }
 
 /* ---- creation ---- */
@@ -478,9 +517,9 @@ engine *engine_new(const model *m, const tokenizer *tok, const engine_config *cf
     e->raw_row = malloc((size_t)e->n_vocab * sizeof *e->raw_row);
     e->sampled = malloc(nseq * sizeof *e->sampled);
     e->results = malloc(nseq * sizeof *e->results);
-    e->step_reqs = malloc(nseq * sizeof(ereq *));
+    e->outs = malloc(nseq * sizeof *e->outs);
     if (!e->tok_buf || !e->seq_buf || !e->logits || !e->raw_row || !e->sampled || !e->results ||
-        !e->step_reqs || collect_eog(e) != 0) {
+        !e->outs || collect_eog(e) != 0) {
         tandem_set_err(err, errlen, "out of memory allocating step buffers");
         goto err_free;
     }
@@ -506,11 +545,14 @@ void engine_free(engine *e)
         return;
     }
     engine_stop(e);
+    struct list_node done;
+    list_init(&done);
     pthread_mutex_lock(&e->mu);
     if (e->s) {
-        abort_all(e);
+        take_all(e, &done);
     }
     pthread_mutex_unlock(&e->mu);
+    report_aborted(e, &done);
     sched_free(e->s);
     kvc_free(e->kv);
     if (e->be) {
@@ -522,7 +564,7 @@ void engine_free(engine *e)
     free(e->raw_row);
     free(e->sampled);
     free(e->results);
-    free(e->step_reqs);
+    free(e->outs);
     free(e->eog_ids);
     sampler_scratch_deinit(&e->scratch);
     buf_free(&e->text);
@@ -679,7 +721,78 @@ void engine_abort(engine *e, uint64_t id)
     pthread_mutex_unlock(&e->mu);
 }
 
-/* ---- the step ---- */
+/* ---- the step ----
+ *
+ * Under the engine lock, the core: queued aborts, sched_schedule, the batch. Without it: the
+ * forward pass and sampling. Under the lock again: sched_update and the checks that need only
+ * token ids (stop tokens, vLLM's check_stop), which may end requests. Without it again, the
+ * output processor (vLLM's v1 OutputProcessor): detokenization, stop strings and the callbacks;
+ * a request that hit a stop string (or whose text was lost) is then ended in the core under one
+ * more short lock. Only the stepping thread touches a running request's sampler, detokenizer
+ * and stop matcher, so none of them needs the lock. */
+
+/* Samples (or takes the teacher token for) every sequence that got logits (lock not held). */
+static void sample_all(engine *e, int32_t n_logits)
+{
+    size_t nv = (size_t)e->n_vocab;
+    for (int32_t k = 0; k < n_logits; k++) {
+        const core_output *co = &e->outs[k];
+        ereq *r = co->r;
+        float *row = e->logits + (size_t)k * nv;
+        struct sample_result *res = &e->results[k];
+        memset(res, 0, sizeof *res);
+        if (r->n_teacher > 0) {
+            int32_t gen = co->n_before;
+            res->token = r->teacher[gen < r->n_teacher ? gen : r->n_teacher - 1];
+        } else {
+            float *work = row;
+            if (r->return_logits) {
+                /* keep the raw row for the callback: sample from a copy */
+                memcpy(e->raw_row, row, nv * sizeof *row);
+                work = e->raw_row;
+            }
+            if (sampler_sample(&r->sp, &r->st, &e->scratch, work, e->n_vocab, res) != 0) {
+                /* every logit masked or NaN: end the sequence with its EOS-less greedy pick */
+                int32_t best = 0;
+                for (size_t v = 1; v < nv; v++) {
+                    if (row[v] > row[best]) {
+                        best = (int32_t)v;
+                    }
+                }
+                res->token = best;
+            }
+        }
+        e->sampled[k] = res->token;
+    }
+}
+
+/* The core's checks of one sampled token after sched_update (lock held): the sampler records it
+ * and a stop token (eos, stop_token_ids) ends the request. An ended request leaves the live
+ * list; the output processor reports it. */
+static void core_check(engine *e, core_output *co, int32_t token)
+{
+    ereq *r = co->r;
+    sched_req *sr = r->sr;
+    co->token = token;
+    co->stop_token = -1;
+    co->error = 0;
+    co->end = SCHED_RUNNING;
+    co->status = sr->status;
+    int rc = sampler_accept(&r->st, token);
+    if (rc != 0) {
+        co->error = rc;
+        co->status = SCHED_FINISHED_ABORTED;
+        core_end(e, r, SCHED_FINISHED_ABORTED);
+        return;
+    }
+    if (r->n_teacher == 0 && sampler_is_stop_token(&r->sp, &r->st, token)) {
+        co->stop_token = token;
+        co->status = SCHED_FINISHED_STOPPED;
+    }
+    if (sched_status_finished(co->status)) {
+        core_end(e, r, co->status);
+    }
+}
 
 /* Detokenizes token into e->text through the stop matcher (when the request has stop strings);
  * *matched gets the index of a stop string that ended the text, or stays -1. 0, or why the text
@@ -720,11 +833,14 @@ static int text_flush(engine *e, ereq *r, int *matched)
     return rc;
 }
 
-/* After sched_update: stop tokens, text, stop strings and the callback for one sequence. */
-static void emit_token(engine *e, ereq *r, int32_t token, const float *raw,
-                       const struct sample_result *res)
+/* The output processor for one sequence (lock not held): latency metrics, text, stop strings
+ * and the callback. A request the core ended is released here; one that ends here (stop string,
+ * lost text) gets co->end, is ended in the core by the caller and released after that. */
+static void process_output(engine *e, core_output *co, const float *raw,
+                           const struct sample_result *res)
 {
-    sched_req *sr = r->sr;
+    ereq *r = co->r;
+    const sched_req *sr = r->sr;
     double t = tandem_now_s();
     if (e->has_metrics) {
         if (sr->num_output_tokens == 1) {
@@ -737,38 +853,27 @@ static void emit_token(engine *e, ereq *r, int32_t token, const float *raw,
         r->t_first = t;
     }
     r->t_last = t;
-    sampler_accept(&r->st, token);
 
     bool teacher = r->n_teacher > 0;
-    bool is_stop_token = !teacher && sampler_is_stop_token(&r->sp, &r->st, token);
+    bool is_stop_token = co->stop_token >= 0;
     engine_output o = {
-        .token = token,
+        .token = co->token,
         .logits = r->return_logits ? raw : NULL,
         .sample = (r->sp.logprobs >= 0 && !teacher) ? res : NULL,
-        .status = sr->status,
+        .status = co->status,
         .stop_index = -1,
-        .stop_token = -1,
+        .stop_token = co->stop_token,
     };
-    if (is_stop_token) {
-        o.stop_token = token;
-        if (!sched_status_finished(sr->status)) {
-            sched_finish(e->s, sr, SCHED_FINISHED_STOPPED);
-        }
-        o.status = SCHED_FINISHED_STOPPED;
-    }
     buf_reset(&e->text);
     int matched = -1;
-    int rc = 0;
-    if (!is_stop_token || r->include_stop) {
-        rc = text_push(e, r, token, &matched);
-    } else if (r->has_stop) {
+    int rc = co->error;
+    if (rc == 0 && (!is_stop_token || r->include_stop)) {
+        rc = text_push(e, r, co->token, &matched);
+    } else if (rc == 0 && r->has_stop) {
         rc = stop_matcher_feed(&r->stop, "", 0, &e->text, &matched);
     }
     if (matched >= 0 && !is_stop_token) {
         o.stop_index = matched;
-        if (!sched_status_finished(sr->status)) {
-            sched_finish(e->s, sr, SCHED_FINISHED_STOPPED);
-        }
         o.status = SCHED_FINISHED_STOPPED;
     }
     bool finished = sched_status_finished(o.status);
@@ -783,39 +888,44 @@ static void emit_token(engine *e, ereq *r, int32_t token, const float *raw,
         rc = buf_error(&e->text);
     }
     if (rc != 0) {
-        /* the text is lost: end the request with an error rather than send a hole */
+        /* the token or its text is lost: end the request with an error rather than a hole */
         log_error("engine: request %" PRIu64 ": cannot produce its text (%s); ending it", r->id,
                   tandem_strerror(rc));
-        if (!sched_status_finished(sr->status)) {
-            sched_abort(e->s, sr);
-        }
         o.status = SCHED_FINISHED_ABORTED;
         o.error = rc;
         o.stop_index = -1;
         o.stop_token = -1;
-        finish_request(e, r, &o);
+        finished = true;
+    } else {
+        o.text = buf_cstr(&e->text);
+        o.text_len = e->text.len;
+    }
+    if (!finished) {
+        output_fill(r, &o);
+        if (r->cb) {
+            r->cb(r->user, &o);
+        }
         return;
     }
-    o.text = buf_cstr(&e->text);
-    o.text_len = e->text.len;
-    if (finished) {
-        finish_request(e, r, &o);
-        return;
-    }
-    output_fill(r, &o);
-    if (r->cb) {
-        r->cb(r->user, &o);
+    report_finish(e, r, &o);
+    if (sched_status_finished(co->status)) {
+        ereq_release(r); /* the core ended it already */
+    } else {
+        co->end = o.status;
     }
 }
 
 int engine_step(engine *e)
 {
+    struct list_node aborted;
+    list_init(&aborted);
     pthread_mutex_lock(&e->mu);
-    apply_aborts(e);
+    take_aborts(e, &aborted);
     const sched_output *out = sched_schedule(e->s);
     if (out->n_entries == 0) {
         metrics_update(e);
         pthread_mutex_unlock(&e->mu);
+        report_aborted(e, &aborted);
         return 0;
     }
     fwd_batch batch;
@@ -824,62 +934,61 @@ int engine_step(engine *e)
     TANDEM_ASSERT(rc == 0);
     batch.logits = e->logits;
     int32_t n_logits = out->n_logits;
+    int n = out->n_entries;
     int32_t k = 0;
     for (int32_t i = 0; i < out->n_entries; i++) {
         if (out->entries[i].wants_logits) {
-            e->step_reqs[k++] = out->entries[i].req->user;
+            e->outs[k].r = out->entries[i].req->user;
+            e->outs[k].n_before = out->entries[i].req->num_output_tokens;
+            k++;
         }
     }
     pthread_mutex_unlock(&e->mu);
+    report_aborted(e, &aborted);
 
     rc = e->ops->forward(e->be, &batch);
+    if (rc == 0) {
+        sample_all(e, n_logits);
+    }
 
     pthread_mutex_lock(&e->mu);
     if (rc != 0) {
         log_error("engine: forward pass failed (%s); aborting every request", strerror(-rc));
-        abort_all(e);
+        take_all(e, &aborted);
         metrics_update(e);
         pthread_mutex_unlock(&e->mu);
+        report_aborted(e, &aborted);
         return rc;
-    }
-    size_t nv = (size_t)e->n_vocab;
-    for (k = 0; k < n_logits; k++) {
-        ereq *r = e->step_reqs[k];
-        float *row = e->logits + (size_t)k * nv;
-        struct sample_result *res = &e->results[k];
-        memset(res, 0, sizeof *res);
-        int32_t gen = r->sr->num_output_tokens;
-        if (r->n_teacher > 0) {
-            res->token = r->teacher[gen < r->n_teacher ? gen : r->n_teacher - 1];
-        } else {
-            float *work = row;
-            if (r->return_logits) {
-                /* keep the raw row for the callback: sample from a copy */
-                memcpy(e->raw_row, row, nv * sizeof *row);
-                work = e->raw_row;
-            }
-            if (sampler_sample(&r->sp, &r->st, &e->scratch, work, e->n_vocab, res) != 0) {
-                /* every logit masked or NaN: end the sequence with its EOS-less greedy pick */
-                int32_t best = 0;
-                for (size_t v = 1; v < nv; v++) {
-                    if (row[v] > row[best]) {
-                        best = (int32_t)v;
-                    }
-                }
-                res->token = best;
-            }
-        }
-        e->sampled[k] = res->token;
     }
     rc = sched_update(e->s, e->sampled, n_logits);
     TANDEM_ASSERT(rc == 0);
     for (k = 0; k < n_logits; k++) {
-        ereq *r = e->step_reqs[k];
-        emit_token(e, r, e->sampled[k], e->logits + (size_t)k * nv, &e->results[k]);
+        core_check(e, &e->outs[k], e->sampled[k]);
     }
     metrics_update(e);
-    int n = out->n_entries;
     pthread_mutex_unlock(&e->mu);
+
+    size_t nv = (size_t)e->n_vocab;
+    int n_end = 0;
+    for (k = 0; k < n_logits; k++) {
+        process_output(e, &e->outs[k], e->logits + (size_t)k * nv, &e->results[k]);
+        n_end += e->outs[k].end != SCHED_RUNNING;
+    }
+    if (n_end > 0) {
+        pthread_mutex_lock(&e->mu);
+        for (k = 0; k < n_logits; k++) {
+            if (e->outs[k].end != SCHED_RUNNING) {
+                core_end(e, e->outs[k].r, e->outs[k].end);
+            }
+        }
+        metrics_update(e);
+        pthread_mutex_unlock(&e->mu);
+        for (k = 0; k < n_logits; k++) {
+            if (e->outs[k].end != SCHED_RUNNING) {
+                ereq_release(e->outs[k].r);
+            }
+        }
+    }
     return n;
 }
 

@@ -4,17 +4,24 @@
  * (engine/sampler) and the incremental detokenizer (engine/tokenizer) together. The server and
  * the CLI talk only to this API.
  *
- * One step (engine_step):
- *   aborts queued by other threads are applied → sched_schedule → sched_fill_batch → backend
- *   forward (the only part that runs without the engine lock) → per sequence that wants logits:
- *   sample (or take the teacher token) → sched_update → stop tokens, detokenize, stop strings →
- *   one engine_output callback per sequence that produced a token or finished.
+ * One step (engine_step), split as vLLM v1 splits EngineCore from its OutputProcessor:
+ *   core, under the engine lock: queued aborts are applied → sched_schedule → sched_fill_batch;
+ *   without the lock: backend forward → per sequence that wants logits: sample (or take the
+ *   teacher token);
+ *   core, under the lock: sched_update → stop tokens (eos, stop_token_ids), which may end a
+ *   request;
+ *   output processor, without the lock: detokenize, stop strings, one engine_output callback per
+ *   sequence that produced a token or finished; a request ended by a stop string (or whose text
+ *   was lost) is then ended in the core under one more short lock.
+ * The engine lock thus covers only the scheduler, the KV block manager and the request lists;
+ * the stepping thread alone touches a running request's sampler, detokenizer and stop matcher.
  *
  * Threads: engine_submit, engine_abort, engine_stats and engine_shutdown may be called from any
  * thread. engine_step is called by one thread at a time: either the caller's own loop (CLI,
  * tests: deterministic) or the engine's thread (engine_start). Output callbacks run on the
- * stepping thread with the engine lock held: they must be quick and must not call back into the
- * engine (queue the output and wake your own loop instead).
+ * stepping thread without the engine lock (aborted requests' ones too, at the start of the
+ * step): they may call engine_submit and engine_abort but not engine_step, engine_stop or
+ * engine_free, and should be quick (queue the output and wake your own loop).
  *
  * Metrics: when engine_config.metrics is set, the engine registers and updates vLLM's metric
  * families there (vllm:num_requests_running, vllm:kv_cache_usage_perc, ... see docs/engine.md),

@@ -283,6 +283,11 @@ static void test_finish_reasons(void **state)
         assert_null(memmem(d.text, d.text_len, stop, 2));
         assert_true(d.text_len <= c.text_len - 2);
         assert_memory_equal(d.text, c.text, d.text_len);
+        /* the output processor told the core: the request no longer holds KV blocks */
+        engine_stats st;
+        engine_get_stats(e, &st);
+        assert_int_equal(st.running + st.waiting, 0);
+        assert_true(st.kv_usage < 1e-9);
     }
     engine_get_stats(e, &(engine_stats){0});
     engine_free(e);
@@ -347,6 +352,57 @@ static void test_limits_and_abort(void **state)
     engine_shutdown(e);
     r.user = &c[3];
     assert_int_equal(engine_submit(e, &r, err, sizeof err), -ESHUTDOWN);
+    engine_free(e);
+}
+
+/* Output callbacks run without the engine lock: one may take it (stats) and queue an abort. */
+struct reentrant {
+    engine *e;
+    uint64_t victim;
+    struct collect c;
+    int calls;
+};
+
+static void on_out_reenter(void *user, const engine_output *o)
+{
+    struct reentrant *x = user;
+    if (x->calls++ == 0) {
+        engine_stats st;
+        engine_get_stats(x->e, &st); /* would deadlock under the engine lock */
+        assert_int_equal(st.running, 2);
+        engine_abort(x->e, x->victim);
+    }
+    on_out(&x->c, o);
+}
+
+static void test_callbacks_unlocked(void **state)
+{
+    (void)state;
+    engine *e = make_engine(4, 256, 4u << 20, 16);
+    int32_t prompt[12];
+    make_prompt(prompt, 12, 31);
+    struct collect victim = {0};
+    submit(e, &victim, prompt, 12, NULL, 0, 20);
+    struct reentrant x = {.e = e, .victim = 1}; /* the first id */
+    engine_request r;
+    memset(&r, 0, sizeof r);
+    sampling_params_init(&r.sampling);
+    r.sampling.temperature = 0;
+    r.sampling.ignore_eos = 1;
+    r.prompt = prompt;
+    r.n_prompt = 12;
+    r.max_tokens = 5;
+    r.on_output = on_out_reenter;
+    r.user = &x;
+    char err[256];
+    assert_true(engine_submit(e, &r, err, sizeof err) > 0);
+    run_until_idle(e, 50);
+    assert_true(victim.finished);
+    assert_int_equal(victim.status, SCHED_FINISHED_ABORTED);
+    assert_true(victim.n < 20);
+    assert_true(x.c.finished);
+    assert_int_equal(x.c.status, SCHED_FINISHED_LENGTH);
+    assert_int_equal(x.c.n, 5);
     engine_free(e);
 }
 
@@ -505,9 +561,9 @@ static void test_stress(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_invariance),       cmocka_unit_test(test_finish_reasons),
-        cmocka_unit_test(test_limits_and_abort), cmocka_unit_test(test_abort_queue),
-        cmocka_unit_test(test_stress),
+        cmocka_unit_test(test_invariance),         cmocka_unit_test(test_finish_reasons),
+        cmocka_unit_test(test_limits_and_abort),   cmocka_unit_test(test_abort_queue),
+        cmocka_unit_test(test_callbacks_unlocked), cmocka_unit_test(test_stress),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
