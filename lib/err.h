@@ -88,8 +88,7 @@ void tandem_set_err(char *err, size_t errlen, const char *fmt, ...) TANDEM_PRINT
 /* tandem_set_err with a va_list, for formatters that add a prefix of their own first. */
 void tandem_set_errv(char *err, size_t errlen, const char *fmt, va_list ap) TANDEM_PRINTF(3, 0);
 
-/* tandem_set_err, then returns code: `return tandem_fail(err, errlen, -EINVAL, "...", ...);`.
- * Inline so that static analysis sees the code come back and follows the error path. */
+/* tandem_set_err, then returns code: `return tandem_fail(err, errlen, -EINVAL, "...", ...);`. */
 static inline TANDEM_PRINTF(4, 5) int tandem_fail(char *err, size_t errlen, int code,
                                                   const char *fmt, ...)
 {
@@ -99,5 +98,11 @@ static inline TANDEM_PRINTF(4, 5) int tandem_fail(char *err, size_t errlen, int 
     va_end(ap);
     return code;
 }
+
+#ifdef __clang_analyzer__
+/* clang's analyzer does not model calls to variadic functions, so it would not know that
+ * tandem_fail returns its code and would walk the callers' success paths with it. */
+#define tandem_fail(err, errlen, code, ...) (tandem_set_err((err), (errlen), __VA_ARGS__), (code))
+#endif
 
 #endif /* TANDEM_LIB_ERR_H */
