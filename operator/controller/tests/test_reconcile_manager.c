@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -25,6 +26,7 @@
 #include "lib/yaml.h"
 #include "operator/controller/manager.h"
 #include "operator/controller/spec.h"
+#include "operator/controller/status.h"
 #include "operator/controller/watches.h"
 
 static struct lk g_lk;
@@ -752,6 +754,99 @@ static void test_steady_and_namespaces(void **state)
     assert_int_equal(run_stop(&r, 1), 0);
 }
 
+/* The reason of condition type in obj's status, or NULL. */
+static const char *condition_reason(struct json_object *o, const char *type)
+{
+    struct json_object *conds = json_get(o, "status.conditions");
+    for (size_t i = 0; conds && i < json_object_array_length(conds); i++) {
+        struct json_object *c = json_object_array_get_idx(conds, i);
+        const char *t = NULL, *reason = NULL;
+        if (json_get_string(c, "type", &t, NULL, 0) == 0 && strcmp(t, type) == 0 &&
+            json_get_string(c, "reason", &reason, NULL, 0) == 0) {
+            return reason;
+        }
+    }
+    return NULL;
+}
+
+/* The whole file at fd (from its start) into out. */
+static void read_all(int fd, char *out, size_t outlen)
+{
+    size_t len = 0;
+    ssize_t n;
+    while (len + 1 < outlen && (n = pread(fd, out + len, outlen - 1 - len, (off_t)len)) > 0) {
+        len += (size_t)n;
+    }
+    out[len] = '\0';
+}
+
+/* An ownership conflict (the EPP Service's name is taken by an object another owner controls)
+ * goes through the manager's log path as a failed reconcile that names the conflict: the log
+ * line says "object is owned by another controller", not "Unknown error 3001". */
+static void test_ownership_conflict_logged(void **state)
+{
+    (void)state;
+    struct kube_error err = {0};
+    struct json_object *o = obj("{apiVersion: v1, kind: Namespace, metadata: {name: team-o}}");
+    assert_int_equal(kube_create(g_client, &KUBE_NAMESPACES, NULL, o, NULL, &err), 0);
+    json_object_put(o);
+    struct json_object *anchor = NULL;
+    o = obj("{apiVersion: v1, kind: ConfigMap, metadata: {name: anchor}}");
+    assert_int_equal(kube_create(g_client, &KUBE_CONFIGMAPS, "team-o", o, &anchor, &err), 0);
+    json_object_put(o);
+    const char *uid = NULL;
+    assert_int_equal(json_get_string(anchor, "metadata.uid", &uid, NULL, 0), 0);
+    char text[1024];
+    snprintf(text, sizeof(text),
+             "{apiVersion: v1, kind: Service, metadata: {name: taken-epp, labels: "
+             "{app.kubernetes.io/managed-by: tandem-operator}, ownerReferences: [{apiVersion: v1, "
+             "kind: ConfigMap, name: anchor, uid: '%s', controller: true}]}, spec: {ports: "
+             "[{port: 80}]}}",
+             uid);
+    json_object_put(anchor);
+    o = obj(text);
+    assert_int_equal(kube_create(g_client, &KUBE_SERVICES, "team-o", o, NULL, &err), 0);
+    json_object_put(o);
+    o = obj("{apiVersion: tandem.dev/v1alpha1, kind: InferencePool, metadata: {name: taken, "
+            "namespace: team-o}, spec: {selector: {matchLabels: {app: taken}}}}");
+    create_doc(o, "team-o");
+    json_object_put(o);
+
+    char path[] = "/tmp/test_manager_log_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    unlink(path);
+    log_set_fd(fd);
+    struct run r;
+    static const char *const only[] = {"team-o"};
+    run_start_ns(&r, "op-o", 0, only, 1);
+    static char log_text[1 << 16];
+    const char *want = "inferencepool team-o/taken: reconcile failed: object is owned by another "
+                       "controller";
+    int logged = 0, degraded = 0;
+    for (int i = 0; i < 300 && !(logged && degraded); i++) { /* 15 s */
+        read_all(fd, log_text, sizeof(log_text));
+        logged = strstr(log_text, want) != NULL;
+        struct json_object *p = get(&OPCTL_INFERENCEPOOLS, "team-o", "taken");
+        const char *reason = condition_reason(p, "Degraded");
+        degraded = reason && strcmp(reason, REASON_OWNERSHIP_CONFLICT) == 0;
+        json_object_put(p);
+        if (!(logged && degraded)) {
+            lk_sleep_ms(50);
+        }
+    }
+    assert_int_equal(run_stop(&r, 1), 0);
+    log_set_fd(2);
+    read_all(fd, log_text, sizeof(log_text));
+    close(fd);
+    if (!logged) {
+        fail_msg("no \"%s\" in the log:\n%s", want, log_text);
+    }
+    assert_true(degraded);
+    assert_null(strstr(log_text, "Unknown error"));
+    assert_null(strstr(log_text, "unknown error"));
+}
+
 /* The watch table's map function that reads the cache: a pool whose spec changed (or that came or
  * went) wakes the models that name it; a status-only update or a resync does not. */
 static void test_watch_models_of_pool(void **state)
@@ -812,9 +907,12 @@ int main(void)
         cmocka_unit_test(test_kinds),
     };
     const struct CMUnitTest live[] = {
-        cmocka_unit_test(test_manager_run),          cmocka_unit_test(test_leader_lost),
-        cmocka_unit_test(test_default_identity),     cmocka_unit_test(test_steady_and_namespaces),
+        cmocka_unit_test(test_manager_run),
+        cmocka_unit_test(test_leader_lost),
+        cmocka_unit_test(test_default_identity),
+        cmocka_unit_test(test_steady_and_namespaces),
         cmocka_unit_test(test_watch_models_of_pool),
+        cmocka_unit_test(test_ownership_conflict_logged),
     };
     int failed = cmocka_run_group_tests_name("pure", pure, NULL, NULL);
     failed += cmocka_run_group_tests_name("localkube", live, group_setup, group_teardown);
