@@ -356,63 +356,69 @@ static void seq_hash_blocks(const kvc *c, kvc_seq *s, const int32_t *tokens, int
     }
 }
 
-int32_t kvc_lookup(kvc *c, kvc_seq *s, const int32_t *tokens, int32_t n_tokens)
+int32_t kvc_lookup(kvc *c, kvc_seq *s, const int32_t *tokens, int32_t n_tokens, kvc_hits *hits)
 {
+    hits->n_blocks = 0;
+    hits->query_tokens = 0;
     if (s->n_blocks != 0 || n_tokens < 1 || n_tokens > (int64_t)s->max_blocks * c->block_size) {
         return -EINVAL;
     }
-    s->n_pending = 0;
-    s->lookup_tokens = n_tokens;
+    hits->query_tokens = n_tokens;
     if (!c->prefix_caching) {
         return 0;
     }
     seq_hash_blocks(c, s, tokens, n_tokens);
     int32_t max_hit_blocks = (n_tokens - 1) / c->block_size;
-    for (int32_t i = 0; i < s->n_hashes && i < max_hit_blocks; i++) {
+    for (int32_t i = 0; i < s->n_hashes && i < max_hit_blocks && i < hits->cap; i++) {
         int32_t id = map_find(c, s->hashes[i]);
         if (id == KVC_NONE) {
             break;
         }
-        s->blocks[i] = id;
-        s->n_pending++;
+        hits->blocks[i] = id;
+        hits->n_blocks++;
     }
-    return s->n_pending * c->block_size;
+    return hits->n_blocks * c->block_size;
 }
 
-int kvc_allocate(kvc *c, kvc_seq *s, int32_t n_total_tokens)
+int kvc_allocate(kvc *c, kvc_seq *s, int32_t n_total_tokens, const kvc_hits *hits)
 {
-    if (n_total_tokens < 0 || n_total_tokens > (int64_t)s->max_blocks * c->block_size) {
-        s->n_pending = 0;
+    int32_t n_hits = hits ? hits->n_blocks : 0;
+    if (n_total_tokens < 0 || n_total_tokens > (int64_t)s->max_blocks * c->block_size ||
+        (hits && s->n_blocks != 0)) {
         return -EINVAL;
     }
     int32_t need = (int32_t)(((int64_t)n_total_tokens + c->block_size - 1) / c->block_size);
-    int32_t have = s->n_blocks + s->n_pending;
+    if (n_hits > need) {
+        return -EINVAL;
+    }
+    int32_t have = s->n_blocks + n_hits;
     int32_t fresh = need > have ? need - have : 0;
     int32_t evictable_hits = 0;
-    for (int32_t i = 0; i < s->n_pending; i++) {
-        evictable_hits += c->blocks[s->blocks[s->n_blocks + i]].ref_cnt == 0;
+    for (int32_t i = 0; i < n_hits; i++) {
+        const kvc_block *b = &c->blocks[hits->blocks[i]];
+        /* a hit is valid only until the pool changes: it must still be this chain's block */
+        TANDEM_ASSERT(i < s->n_hashes && b->hashed && b->hash == s->hashes[i]);
+        evictable_hits += b->ref_cnt == 0;
     }
     if (c->n_free - evictable_hits < fresh) {
-        s->n_pending = 0;
         return -ENOSPC;
     }
-    if (s->n_blocks == 0 && s->lookup_tokens > 0) {
+    if (hits) {
         if (c->prefix_caching) {
-            c->queries += (uint64_t)s->lookup_tokens;
-            c->hits += (uint64_t)s->n_pending * (uint64_t)c->block_size;
+            c->queries += (uint64_t)hits->query_tokens;
+            c->hits += (uint64_t)n_hits * (uint64_t)c->block_size;
         }
-        s->lookup_tokens = 0;
-        s->n_cached = s->n_pending;
-    }
-    for (int32_t i = 0; i < s->n_pending; i++) {
-        kvc_block *b = &c->blocks[s->blocks[s->n_blocks]];
-        if (b->in_free) {
-            queue_remove(c, s->blocks[s->n_blocks]);
+        for (int32_t i = 0; i < n_hits; i++) {
+            int32_t id = hits->blocks[i];
+            kvc_block *b = &c->blocks[id];
+            if (b->in_free) {
+                queue_remove(c, id);
+            }
+            b->ref_cnt++;
+            s->blocks[s->n_blocks++] = id;
         }
-        b->ref_cnt++;
-        s->n_blocks++;
+        s->n_cached = n_hits;
     }
-    s->n_pending = 0;
     for (int32_t i = 0; i < fresh; i++) {
         int32_t id = queue_pop(c);
         c->blocks[id].ref_cnt = 1;
@@ -480,8 +486,6 @@ void kvc_release(kvc *c, kvc_seq *s)
     }
     s->n_blocks = 0;
     s->n_cached = 0;
-    s->n_pending = 0;
-    s->lookup_tokens = 0;
 }
 
 int kvc_reset_prefix_cache(kvc *c)

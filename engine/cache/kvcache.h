@@ -22,8 +22,10 @@
  * same hash concurrently, only the first is registered; the second stays an uncached block.
  *
  * Typical use by the scheduler, per sequence:
- *   kvc_seq_init -> [kvc_lookup] -> kvc_allocate -> (forward) -> kvc_cache_blocks -> ...
- *   -> kvc_allocate (more tokens) -> ... -> kvc_release (finish/preempt) -> kvc_seq_deinit.
+ *   kvc_seq_init -> [kvc_lookup -> hits] -> kvc_allocate(hits) -> (forward) -> kvc_cache_blocks
+ *   -> ... -> kvc_allocate (more tokens) -> ... -> kvc_release (finish/preempt) -> kvc_seq_deinit.
+ * Prefix hits go from the lookup to the allocation explicitly (vLLM's get_computed_blocks ->
+ * allocate_slots(new_computed_blocks)); nothing is staged in the sequence in between.
  *
  * Not thread-safe: one engine thread drives a kvc and all of its sequences.
  */
@@ -67,6 +69,17 @@ typedef struct kvc_event_sink {
 
 typedef struct kvc kvc;
 
+/* Prefix-cache hits of one lookup (vLLM's new_computed_blocks): cached blocks for a sequence's
+ * leading full blocks, not held by it yet. kvc_lookup fills them and kvc_allocate takes them;
+ * pass them on before anything else changes the pool (kvc_allocate asserts that each hit still
+ * holds its block). The array is the caller's. */
+typedef struct kvc_hits {
+    int32_t *blocks;      /* [cap] block ids of the hits, chain order */
+    int32_t cap;          /* a sequence's max_blocks always suffices; fewer limits the hits */
+    int32_t n_blocks;     /* hits found */
+    int32_t query_tokens; /* tokens looked up (vllm:prefix_cache_queries once committed) */
+} kvc_hits;
+
 /* Per-sequence block state. Memory owned by the caller (typically embedded in a request);
  * contents managed by the kvc functions only — read, never write. */
 typedef struct kvc_seq {
@@ -75,9 +88,7 @@ typedef struct kvc_seq {
     int32_t max_blocks; /* capacity of blocks/hashes = ceil(max_tokens / block_size) */
     kvc_hash *hashes;   /* [n_hashes] chained hashes of the full blocks seen so far */
     int32_t n_hashes;
-    int32_t n_cached;      /* leading blocks already registered (or found) in the prefix cache */
-    int32_t n_pending;     /* prefix hits found by kvc_lookup, staged in blocks[0..n_pending) */
-    int32_t lookup_tokens; /* tokens of the last kvc_lookup, for the query counter */
+    int32_t n_cached; /* leading blocks already registered (or found) in the prefix cache */
     bool has_lora;
     kvc_hash lora_hash; /* hash of lora_name, folded into every block */
     bool has_salt;
@@ -109,18 +120,20 @@ void kvc_seq_deinit(kvc *c, kvc_seq *s);
 /* Prefix-cache lookup for a sequence holding no blocks: finds the longest run of cached blocks
  * matching tokens[0..n_tokens) from the start (stopping at the first miss), limited to
  * max_cache_hit_length = n_tokens - 1 so at least one token is recomputed; hits are whole
- * blocks. Stages the hits (no reference taken yet; the next kvc_allocate takes them) and returns
- * the number of hit tokens (a multiple of block_size), or -EINVAL when s holds blocks or
- * n_tokens is out of range. Counters are updated by the kvc_allocate that commits the lookup. */
-int32_t kvc_lookup(kvc *c, kvc_seq *s, const int32_t *tokens, int32_t n_tokens);
+ * blocks. Writes them to *hits (no reference taken: neither s nor the pool changes, apart from
+ * s's cached block hashes) and returns the number of hit tokens (a multiple of block_size), or
+ * -EINVAL (hits empty) when s holds blocks or n_tokens is out of range. Counters are updated
+ * by the kvc_allocate that takes the hits. */
+int32_t kvc_lookup(kvc *c, kvc_seq *s, const int32_t *tokens, int32_t n_tokens, kvc_hits *hits);
 
-/* Makes s hold blocks for positions [0, n_total_tokens): first takes the staged prefix hits
- * (touching them: out of the free queue, ref_cnt++), then pops fresh blocks from the LRU head
- * (evicting a cached one from the hash map -> removed event). All or nothing: -ENOSPC (s
- * unchanged apart from dropping the staged hits) when not enough free blocks; -EINVAL when
- * n_total_tokens exceeds s's max_tokens. When this commits a lookup on a sequence that held no
- * blocks, the query counter grows by the lookup's n_tokens and the hit counter by its hits. */
-int kvc_allocate(kvc *c, kvc_seq *s, int32_t n_total_tokens);
+/* Makes s hold blocks for positions [0, n_total_tokens): first takes the prefix hits of
+ * kvc_lookup when hits is not NULL (touching them: out of the free queue, ref_cnt++), then pops
+ * fresh blocks from the LRU head (evicting a cached one from the hash map -> removed event). All
+ * or nothing: -ENOSPC (s unchanged) when not enough free blocks; -EINVAL when n_total_tokens
+ * exceeds s's max_tokens or is below the hits, or hits are given for an s that holds blocks.
+ * Taking hits commits their lookup: the query counter grows by hits->query_tokens and the hit
+ * counter by the hit tokens (also for a lookup that found nothing). */
+int kvc_allocate(kvc *c, kvc_seq *s, int32_t n_total_tokens, const kvc_hits *hits);
 
 /* Registers the full blocks of s among positions [0, n_computed) that are not cached yet
  * (their KV is now computed): hashes them from tokens (the sequence's tokens, at least

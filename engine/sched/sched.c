@@ -24,6 +24,7 @@ struct sched {
     int32_t n_waiting;
     uint64_t next_arrival;
     sched_output out;
+    kvc_hits hits;       /* a waiting request's prefix hits, from kvc_lookup to kvc_allocate */
     bool update_pending; /* a schedule awaits its sched_update */
     uint64_t preemptions;
     uint64_t prompt_tokens;
@@ -125,12 +126,16 @@ sched *sched_new(const sched_config *cfg, kvc *kv, char *err, size_t errlen)
     s->out.entries = calloc(n, sizeof(*s->out.entries));
     s->out.preempted = calloc(n, sizeof(sched_req *));
     s->out.finished = calloc(n, sizeof(sched_req *));
-    if (!s->running || !s->out.entries || !s->out.preempted || !s->out.finished) {
+    s->hits.cap = (cfg->max_model_len + bs - 1) / bs; /* a request's max_blocks at most */
+    s->hits.blocks = calloc((size_t)s->hits.cap, sizeof(*s->hits.blocks));
+    if (!s->running || !s->out.entries || !s->out.preempted || !s->out.finished ||
+        !s->hits.blocks) {
         goto err_free;
     }
     return s;
 
 err_free:
+    free(s->hits.blocks);
     free(s->running);
     free(s->out.entries);
     free(s->out.preempted);
@@ -345,6 +350,7 @@ void sched_free(sched *s)
     free(s->out.entries);
     free(s->out.preempted);
     free(s->out.finished);
+    free(s->hits.blocks);
     free(s);
 }
 
@@ -436,7 +442,7 @@ const sched_output *sched_schedule(sched *s)
             continue;
         }
         bool scheduled = true;
-        while (kvc_allocate(s->kv, &r->kv, r->num_computed_tokens + n_new) != 0) {
+        while (kvc_allocate(s->kv, &r->kv, r->num_computed_tokens + n_new, NULL) != 0) {
             sched_req *v = pick_victim(s);
             int32_t v_idx = v->running_idx;
             budget += preempt(s, v);
@@ -459,14 +465,14 @@ const sched_output *sched_schedule(sched *s)
     while (o->n_preempted == 0 && !list_empty(&s->waiting) && budget > 0 &&
            s->n_running < s->cfg.max_num_seqs) {
         sched_req *r = wait_entry(list_first(&s->waiting));
-        int32_t hit = kvc_lookup(s->kv, &r->kv, r->tokens, r->n_tokens);
+        int32_t hit = kvc_lookup(s->kv, &r->kv, r->tokens, r->n_tokens, &s->hits);
         TANDEM_ASSERT(hit >= 0);
         int32_t n_new = r->n_tokens - hit;
         if (!s->cfg.enable_chunked_prefill && n_new > budget) {
             break;
         }
         n_new = cap_new_tokens(s, n_new, budget);
-        if (kvc_allocate(s->kv, &r->kv, hit + n_new) != 0) {
+        if (kvc_allocate(s->kv, &r->kv, hit + n_new, &s->hits) != 0) {
             break;
         }
         wait_remove(s, r);

@@ -122,7 +122,7 @@ static void test_lru_and_tail_first_eviction(void **state)
     kvc_seq a, b;
     assert_int_equal(kvc_seq_init(&a, c, 64, NULL, NULL), 0);
     assert_int_equal(kvc_seq_init(&b, c, 64, NULL, NULL), 0);
-    assert_int_equal(kvc_allocate(c, &a, 10), 0); /* 3 blocks */
+    assert_int_equal(kvc_allocate(c, &a, 10, NULL), 0); /* 3 blocks */
     assert_int_equal(a.n_blocks, 3);
     assert_int_equal(a.blocks[0], 1);
     assert_int_equal(a.blocks[1], 2);
@@ -130,7 +130,7 @@ static void test_lru_and_tail_first_eviction(void **state)
     assert_int_equal(kvc_num_free_blocks(c), 5);
     assert_true(kvc_usage(c) == 3.0 / 8.0);
     /* Growing within the last block takes nothing; crossing a boundary takes one. */
-    assert_int_equal(kvc_allocate(c, &a, 12), 0);
+    assert_int_equal(kvc_allocate(c, &a, 12, NULL), 0);
     assert_int_equal(a.n_blocks, 3);
     kvc_release(c, &a);
     assert_int_equal(a.n_blocks, 0);
@@ -139,15 +139,15 @@ static void test_lru_and_tail_first_eviction(void **state)
     for (int i = 0; i < 8; i++) {
         assert_int_equal(q[i], want[i]);
     }
-    assert_int_equal(kvc_allocate(c, &b, 24), 0); /* 6 blocks: 4..8 then 3 */
+    assert_int_equal(kvc_allocate(c, &b, 24, NULL), 0); /* 6 blocks: 4..8 then 3 */
     assert_int_equal(b.blocks[5], 3);
     /* All or nothing. */
-    assert_int_equal(kvc_allocate(c, &a, 13), -ENOSPC);
+    assert_int_equal(kvc_allocate(c, &a, 13, NULL), -ENOSPC);
     assert_int_equal(a.n_blocks, 0);
     assert_int_equal(kvc_num_free_blocks(c), 2);
-    assert_int_equal(kvc_allocate(c, &a, 8), 0);
+    assert_int_equal(kvc_allocate(c, &a, 8, NULL), 0);
     assert_int_equal(kvc_num_free_blocks(c), 0);
-    assert_int_equal(kvc_allocate(c, &a, 65), -EINVAL); /* past the sequence's max tokens */
+    assert_int_equal(kvc_allocate(c, &a, 65, NULL), -EINVAL); /* past the sequence's max tokens */
     assert_int_equal(kvc_check(c), 0);
     kvc_seq_deinit(c, &a);
     kvc_seq_deinit(c, &b);
@@ -163,12 +163,14 @@ static void test_shared_prefix_refcounts_and_touch(void **state)
     int32_t t[13];
     seq_tokens(t, 13, 100);
     kvc_seq a, b, d;
+    int32_t hb[8];
+    kvc_hits h = {hb, 8, 0, 0};
     assert_int_equal(kvc_seq_init(&a, c, 32, NULL, NULL), 0);
     assert_int_equal(kvc_seq_init(&b, c, 32, NULL, NULL), 0);
     assert_int_equal(kvc_seq_init(&d, c, 32, NULL, NULL), 0);
 
-    assert_int_equal(kvc_lookup(c, &a, t, 13), 0);
-    assert_int_equal(kvc_allocate(c, &a, 13), 0);
+    assert_int_equal(kvc_lookup(c, &a, t, 13, &h), 0);
+    assert_int_equal(kvc_allocate(c, &a, 13, &h), 0);
     assert_int_equal(kvc_prefix_queries(c), 13);
     assert_int_equal(kvc_prefix_hits(c), 0);
     kvc_cache_blocks(c, &a, t, 13);
@@ -186,8 +188,8 @@ static void test_shared_prefix_refcounts_and_touch(void **state)
     assert_int_equal(l->n_stored, 1);
 
     /* B shares the prefix: 3 blocks hit, references shared. */
-    assert_int_equal(kvc_lookup(c, &b, t, 13), 12);
-    assert_int_equal(kvc_allocate(c, &b, 13), 0);
+    assert_int_equal(kvc_lookup(c, &b, t, 13, &h), 12);
+    assert_int_equal(kvc_allocate(c, &b, 13, &h), 0);
     assert_int_equal(kvc_prefix_queries(c), 26);
     assert_int_equal(kvc_prefix_hits(c), 12);
     for (int i = 0; i < 3; i++) {
@@ -210,9 +212,9 @@ static void test_shared_prefix_refcounts_and_touch(void **state)
 
     /* D hits blocks sitting in the free queue: they are touched (out of the queue). */
     int32_t cached0 = b.blocks[0];
-    assert_int_equal(kvc_lookup(c, &d, t, 13), 12);
+    assert_int_equal(kvc_lookup(c, &d, t, 13, &h), 12);
     assert_int_equal(kvc_num_free_blocks(c), 15); /* lookup alone takes nothing */
-    assert_int_equal(kvc_allocate(c, &d, 13), 0);
+    assert_int_equal(kvc_allocate(c, &d, 13, &h), 0);
     assert_int_equal(d.blocks[0], cached0);
     assert_int_equal(kvc_ref_cnt(c, cached0), 1);
     assert_int_equal(kvc_num_free_blocks(c), 11);
@@ -240,10 +242,12 @@ static void test_events_removed_and_cleared(void **state)
     int32_t t[8];
     seq_tokens(t, 8, 7);
     kvc_seq a, b;
+    int32_t hb[4];
+    kvc_hits h = {hb, 4, 0, 0};
     assert_int_equal(kvc_seq_init(&a, c, 8, NULL, "lora-x"), 0);
     assert_int_equal(kvc_seq_init(&b, c, 8, NULL, NULL), 0);
-    assert_int_equal(kvc_lookup(c, &a, t, 5), 0);
-    assert_int_equal(kvc_allocate(c, &a, 5), 0);
+    assert_int_equal(kvc_lookup(c, &a, t, 5, &h), 0);
+    assert_int_equal(kvc_allocate(c, &a, 5, &h), 0);
     kvc_cache_blocks(c, &a, t, 2); /* first step computed 2 tokens */
     kvc_cache_blocks(c, &a, t, 5); /* then 3 more: one event per step */
     assert_int_equal(l->n_stored, 2);
@@ -262,7 +266,7 @@ static void test_events_removed_and_cleared(void **state)
     assert_int_equal(l->n_cleared, 0);
     kvc_release(c, &a);
     /* Queue now: 4, then a's blocks reversed: 3, 2, 1. B takes 4 blocks: evicts 2 and 1. */
-    assert_int_equal(kvc_allocate(c, &b, 8), 0);
+    assert_int_equal(kvc_allocate(c, &b, 8, NULL), 0);
     assert_int_equal(l->n_removed, 2);
     assert_true(l->removed[0] == l->stored[1].hashes[0]); /* chain tail evicted first */
     assert_true(l->removed[1] == l->stored[0].hashes[0]);
@@ -270,8 +274,8 @@ static void test_events_removed_and_cleared(void **state)
     kvc_release(c, &b);
 
     /* Cache something again, then clear. */
-    assert_int_equal(kvc_lookup(c, &b, t, 8), 0);
-    assert_int_equal(kvc_allocate(c, &b, 8), 0);
+    assert_int_equal(kvc_lookup(c, &b, t, 8, &h), 0);
+    assert_int_equal(kvc_allocate(c, &b, 8, &h), 0);
     kvc_cache_blocks(c, &b, t, 8);
     assert_int_equal(l->n_stored, 3);
     assert_int_equal(l->stored[2].n_blocks, 4);
@@ -282,7 +286,7 @@ static void test_events_removed_and_cleared(void **state)
     assert_int_equal(kvc_reset_prefix_cache(c), 0);
     assert_int_equal(l->n_cleared, 1);
     assert_int_equal(kvc_num_cached_blocks(c), 0);
-    assert_int_equal(kvc_lookup(c, &b, t, 8), 0);
+    assert_int_equal(kvc_lookup(c, &b, t, 8, &h), 0);
     assert_int_equal(kvc_check(c), 0);
     kvc_seq_deinit(c, &a);
     kvc_seq_deinit(c, &b);
@@ -316,27 +320,29 @@ static void test_hash_chain(void **state)
 
     /* Sequence hashes chain: h_i = H(h_{i-1}, block i); the salt only enters block 0. */
     kvc_seq s, s2, s3;
+    int32_t hb[3];
+    kvc_hits h = {hb, 3, 0, 0};
     assert_int_equal(kvc_seq_init(&s, c1, 12, NULL, NULL), 0);
     assert_int_equal(kvc_seq_init(&s2, c1, 12, "tenant-a", NULL), 0);
     assert_int_equal(kvc_seq_init(&s3, c1, 12, "tenant-a", NULL), 0);
-    assert_int_equal(kvc_lookup(c1, &s, t, 12), 0);
+    assert_int_equal(kvc_lookup(c1, &s, t, 12, &h), 0);
     assert_int_equal(s.n_hashes, 3);
     assert_true(s.hashes[0] == h1);
     assert_true(s.hashes[1] == kvc_hash_block(c1, &s.hashes[0], t + 4, 4, NULL, NULL));
     assert_true(s.hashes[2] == kvc_hash_block(c1, &s.hashes[1], t + 8, 4, NULL, NULL));
-    assert_int_equal(kvc_lookup(c1, &s2, t, 12), 0);
+    assert_int_equal(kvc_lookup(c1, &s2, t, 12, &h), 0);
     assert_true(s2.hashes[0] == kvc_hash_block(c1, NULL, t, 4, NULL, &salt));
     assert_true(s2.hashes[1] == kvc_hash_block(c1, &s2.hashes[0], t + 4, 4, NULL, NULL));
     for (int i = 0; i < 3; i++) {
         assert_true(s.hashes[i] != s2.hashes[i]);
     }
     /* A salted request does not hit an unsalted one's blocks, but hits the same salt. */
-    assert_int_equal(kvc_allocate(c1, &s, 12), 0);
+    assert_int_equal(kvc_allocate(c1, &s, 12, &h), 0);
     kvc_cache_blocks(c1, &s, t, 12);
-    assert_int_equal(kvc_lookup(c1, &s2, t, 12), 0);
-    assert_int_equal(kvc_allocate(c1, &s2, 12), 0);
+    assert_int_equal(kvc_lookup(c1, &s2, t, 12, &h), 0);
+    assert_int_equal(kvc_allocate(c1, &s2, 12, &h), 0);
     kvc_cache_blocks(c1, &s2, t, 12);
-    assert_int_equal(kvc_lookup(c1, &s3, t, 12), 8);
+    assert_int_equal(kvc_lookup(c1, &s3, t, 12, &h), 8);
     kvc_seq_deinit(c1, &s);
     kvc_seq_deinit(c1, &s2);
     kvc_seq_deinit(c1, &s3);
@@ -352,35 +358,107 @@ static void test_max_cache_hit_length(void **state)
     int32_t t[16];
     seq_tokens(t, 16, 50);
     kvc_seq a, b;
+    int32_t hb[4];
+    kvc_hits h = {hb, 4, 0, 0};
     assert_int_equal(kvc_seq_init(&a, c, 16, NULL, NULL), 0);
     assert_int_equal(kvc_seq_init(&b, c, 16, NULL, NULL), 0);
-    assert_int_equal(kvc_lookup(c, &a, t, 16), 0);
-    assert_int_equal(kvc_allocate(c, &a, 16), 0);
+    assert_int_equal(kvc_lookup(c, &a, t, 16, &h), 0);
+    assert_int_equal(kvc_allocate(c, &a, 16, &h), 0);
     kvc_cache_blocks(c, &a, t, 16); /* 4 full blocks cached */
     assert_int_equal(kvc_num_cached_blocks(c), 4);
     /* Fully cached 16-token prompt: at most 15 tokens may hit -> 3 whole blocks (12). */
-    assert_int_equal(kvc_lookup(c, &b, t, 16), 12);
-    assert_int_equal(kvc_lookup(c, &b, t, 9), 8); /* (9-1)/4 = 2 blocks */
-    assert_int_equal(kvc_lookup(c, &b, t, 8), 4); /* exactly 2 blocks: only 1 may hit */
-    assert_int_equal(kvc_lookup(c, &b, t, 4), 0); /* one block: recompute it */
-    assert_int_equal(kvc_lookup(c, &b, t, 1), 0);
-    assert_int_equal(kvc_lookup(c, &b, t, 0), -EINVAL);
+    assert_int_equal(kvc_lookup(c, &b, t, 16, &h), 12);
+    assert_int_equal(kvc_lookup(c, &b, t, 9, &h), 8); /* (9-1)/4 = 2 blocks */
+    assert_int_equal(kvc_lookup(c, &b, t, 8, &h), 4); /* exactly 2 blocks: only 1 may hit */
+    assert_int_equal(kvc_lookup(c, &b, t, 4, &h), 0); /* one block: recompute it */
+    assert_int_equal(kvc_lookup(c, &b, t, 1, &h), 0);
+    assert_int_equal(kvc_lookup(c, &b, t, 0, &h), -EINVAL);
     /* First miss stops the walk even when later blocks would match. */
     int32_t u[16];
     memcpy(u, t, sizeof(u));
     u[5] = 9999;
     kvc_seq e;
     assert_int_equal(kvc_seq_init(&e, c, 16, NULL, NULL), 0);
-    assert_int_equal(kvc_lookup(c, &e, u, 16), 4);
+    assert_int_equal(kvc_lookup(c, &e, u, 16, &h), 4);
     /* Only a committed lookup counts, once. */
     uint64_t q0 = kvc_prefix_queries(c), h0 = kvc_prefix_hits(c);
-    assert_int_equal(kvc_allocate(c, &e, 16), 0);
+    assert_int_equal(kvc_allocate(c, &e, 16, &h), 0);
     assert_int_equal(kvc_prefix_queries(c), q0 + 16);
     assert_int_equal(kvc_prefix_hits(c), h0 + 4);
-    assert_int_equal(kvc_lookup(c, &e, u, 16), -EINVAL); /* holds blocks */
+    assert_int_equal(kvc_lookup(c, &e, u, 16, &h), -EINVAL); /* holds blocks */
     kvc_seq_deinit(c, &a);
     kvc_seq_deinit(c, &b);
     kvc_seq_deinit(c, &e);
+    kvc_free(c);
+}
+
+/* Hits travel from kvc_lookup to kvc_allocate in the caller's kvc_hits: the lookup changes
+ * neither the sequence nor the pool, and only the allocation that takes them counts them. */
+static void test_hits_are_explicit(void **state)
+{
+    (void)state;
+    kvc *c = kvc_new(7, 4, true, 5, NULL); /* 6 usable blocks */
+    int32_t t[16];
+    seq_tokens(t, 16, 300);
+    kvc_seq a, b, d;
+    assert_int_equal(kvc_seq_init(&a, c, 16, NULL, NULL), 0);
+    assert_int_equal(kvc_seq_init(&b, c, 16, NULL, NULL), 0);
+    assert_int_equal(kvc_seq_init(&d, c, 16, NULL, NULL), 0);
+    int32_t hb[4];
+    kvc_hits h = {hb, 4, 0, 0};
+    assert_int_equal(kvc_allocate(c, &a, 12, NULL), 0);
+    kvc_cache_blocks(c, &a, t, 12); /* 3 cached blocks, held by a */
+    kvc_release(c, &a);             /* ... now free but cached */
+
+    /* The lookup finds them and takes nothing. */
+    assert_int_equal(kvc_lookup(c, &b, t, 16, &h), 12);
+    assert_int_equal(h.n_blocks, 3);
+    assert_int_equal(h.query_tokens, 16);
+    assert_int_equal(b.n_blocks, 0);
+    assert_int_equal(kvc_num_free_blocks(c), 6);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(kvc_ref_cnt(c, hb[i]), 0);
+    }
+    assert_int_equal(kvc_prefix_queries(c), 0);
+    /* A lookup's cap limits its hits. */
+    kvc_hits h1 = {hb, 1, 0, 0};
+    assert_int_equal(kvc_lookup(c, &b, t, 16, &h1), 4);
+
+    /* Not enough room: nothing changes, nothing is counted. d holds 3 of the 6 blocks, b needs
+     * 3 hits (free, so they do not count as room) + 1 fresh. */
+    assert_int_equal(kvc_allocate(c, &d, 12, NULL), 0);
+    assert_int_equal(kvc_lookup(c, &b, t, 16, &h), 12);
+    assert_int_equal(kvc_allocate(c, &b, 16, &h), -ENOSPC);
+    assert_int_equal(b.n_blocks, 0);
+    assert_int_equal(kvc_prefix_queries(c), 0);
+    assert_int_equal(kvc_prefix_hits(c), 0);
+    kvc_release(c, &d);
+
+    /* Hits below the total, or for a sequence holding blocks, are refused. */
+    assert_int_equal(kvc_lookup(c, &b, t, 16, &h), 12);
+    assert_int_equal(kvc_allocate(c, &b, 8, &h), -EINVAL);
+    /* Taking them: references, then the lookup counted once. */
+    assert_int_equal(kvc_allocate(c, &b, 16, &h), 0);
+    assert_int_equal(b.n_blocks, 4);
+    assert_int_equal(b.n_cached, 3);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(b.blocks[i], hb[i]);
+        assert_int_equal(kvc_ref_cnt(c, hb[i]), 1);
+    }
+    assert_int_equal(kvc_prefix_queries(c), 16);
+    assert_int_equal(kvc_prefix_hits(c), 12);
+    assert_int_equal(kvc_allocate(c, &b, 16, &h), -EINVAL);
+    /* Allocating without the hits ignores the cache (and counts nothing). */
+    assert_int_equal(kvc_lookup(c, &d, t, 16, &h), 12);
+    assert_int_equal(kvc_allocate(c, &d, 8, NULL), 0);
+    for (int i = 0; i < 2; i++) {
+        assert_int_not_equal(d.blocks[i], b.blocks[i]);
+    }
+    assert_int_equal(kvc_prefix_queries(c), 16);
+    assert_int_equal(kvc_check(c), 0);
+    kvc_seq_deinit(c, &a);
+    kvc_seq_deinit(c, &b);
+    kvc_seq_deinit(c, &d);
     kvc_free(c);
 }
 
@@ -392,13 +470,15 @@ static void test_no_prefix_caching(void **state)
     kvc *c = kvc_new(8, 2, false, 0, &sink);
     int32_t t[6] = {1, 2, 3, 4, 5, 6};
     kvc_seq a, b;
+    int32_t hb[3];
+    kvc_hits h = {hb, 3, 0, 0};
     assert_int_equal(kvc_seq_init(&a, c, 6, NULL, NULL), 0);
     assert_int_equal(kvc_seq_init(&b, c, 6, NULL, NULL), 0);
-    assert_int_equal(kvc_lookup(c, &a, t, 6), 0);
-    assert_int_equal(kvc_allocate(c, &a, 6), 0);
+    assert_int_equal(kvc_lookup(c, &a, t, 6, &h), 0);
+    assert_int_equal(kvc_allocate(c, &a, 6, NULL), 0);
     kvc_cache_blocks(c, &a, t, 6);
     assert_int_equal(kvc_num_cached_blocks(c), 0);
-    assert_int_equal(kvc_lookup(c, &b, t, 6), 0);
+    assert_int_equal(kvc_lookup(c, &b, t, 6, &h), 0);
     assert_int_equal(kvc_prefix_queries(c), 0);
     assert_int_equal(kvc_reset_prefix_cache(c), -EBUSY);
     kvc_seq_deinit(c, &a);
@@ -478,6 +558,8 @@ static void test_randomized_against_model(void **state)
     memset(seqs, 0, sizeof(seqs));
     uint32_t rng = 12345;
     long hits_seen = 0;
+    int32_t hb[R_MAXTOK / R_BS];
+    kvc_hits h = {hb, R_MAXTOK / R_BS, 0, 0};
     for (int step = 0; step < 20000; step++) {
         rng = rng * 1103515245u + 12345u;
         uint32_t r = rng >> 8;
@@ -492,9 +574,9 @@ static void test_randomized_against_model(void **state)
             }
             s->n_computed = 0;
             s->live = true;
-            int32_t hit = kvc_lookup(c, &s->kv, s->tokens, s->n_tokens);
+            int32_t hit = kvc_lookup(c, &s->kv, s->tokens, s->n_tokens, &h);
             assert_true(hit >= 0 && hit % R_BS == 0 && hit <= s->n_tokens - 1);
-            if (kvc_allocate(c, &s->kv, s->n_tokens) == 0) {
+            if (kvc_allocate(c, &s->kv, s->n_tokens, &h) == 0) {
                 /* Every hit block holds exactly this prefix's tokens. */
                 for (int32_t b = 0; b < hit / R_BS; b++) {
                     int32_t id = s->kv.blocks[b];
@@ -514,8 +596,8 @@ static void test_randomized_against_model(void **state)
             kvc_release(c, &s->kv); /* preemption */
             s->n_computed = 0;
         } else if (op == 2 && s->kv.n_blocks == 0) {
-            int32_t hit = kvc_lookup(c, &s->kv, s->tokens, s->n_tokens);
-            if (kvc_allocate(c, &s->kv, s->n_tokens) == 0) {
+            int32_t hit = kvc_lookup(c, &s->kv, s->tokens, s->n_tokens, &h);
+            if (kvc_allocate(c, &s->kv, s->n_tokens, &h) == 0) {
                 s->n_computed = hit;
             }
         } else if (s->kv.n_blocks > 0) {
@@ -524,7 +606,7 @@ static void test_randomized_against_model(void **state)
             kvc_cache_blocks(c, &s->kv, s->tokens, s->n_computed);
             if (s->n_tokens < R_MAXTOK) {
                 s->tokens[s->n_tokens++] = (int32_t)(r % 3);
-                if (kvc_allocate(c, &s->kv, s->n_tokens) != 0) {
+                if (kvc_allocate(c, &s->kv, s->n_tokens, NULL) != 0) {
                     s->n_tokens--;
                 }
             }
@@ -577,6 +659,7 @@ int main(void)
         cmocka_unit_test(test_events_removed_and_cleared),
         cmocka_unit_test(test_hash_chain),
         cmocka_unit_test(test_max_cache_hit_length),
+        cmocka_unit_test(test_hits_are_explicit),
         cmocka_unit_test(test_no_prefix_caching),
         cmocka_unit_test(test_randomized_against_model),
     };
