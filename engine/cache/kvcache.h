@@ -16,10 +16,19 @@
  *   h_i = SHA-256(h_{i-1} (the kvc's seed for i = 0), lora hash, salt hash (i = 0 only),
  *                 the block's token ids) truncated to its last 8 bytes read big-endian
  * (the same truncation vLLM applies for int KV-event hashes). Hashes are stable for a given
- * hash_seed within and across processes. A hash -> block map finds cached blocks; a cached block
- * whose ref_cnt drops to 0 stays cached (and counts as free) until it is popped for reuse, which
- * evicts it (BlockRemoved event). One block per hash: when two sequences fill blocks with the
- * same hash concurrently, only the first is registered; the second stays an uncached block.
+ * hash_seed within and across processes: they travel in KV events, so the encoding is a wire
+ * contract (test_kvcache.c pins values computed independently). Byte for byte, with T(x) the
+ * last 8 bytes of SHA-256(x) read as a big-endian uint64 and be64 a big-endian uint64:
+ *   seed           = T("tandem-kvc-seed:" be64(hash_seed))
+ *   extra(s)       = T("tandem-kvc-extra:" s)                  (cache_salt, lora name; no NUL)
+ *   h_i            = T(be64(parent) flags [be64(lora)] [be64(salt)] tokens)
+ * where parent is h_{i-1} (seed for i = 0), flags is one byte (1: lora present, 2: salt
+ * present, or-ed), lora is extra(lora_name) in every block, salt is extra(cache_salt) in block 0
+ * only, and tokens are the block's ids as 4-byte little-endian integers. A hash -> block map finds
+ * cached blocks; a cached block whose ref_cnt drops to 0 stays cached (and counts as free) until it
+ * is popped for reuse, which evicts it (BlockRemoved event). One block per hash: when two sequences
+ * fill blocks with the same hash concurrently, only the first is registered; the second stays an
+ * uncached block.
  *
  * Typical use by the scheduler, per sequence:
  *   kvc_seq_init -> [kvc_lookup -> hits] -> kvc_allocate(hits) -> (forward) -> kvc_cache_blocks

@@ -351,6 +351,69 @@ static void test_hash_chain(void **state)
     kvc_free(c3);
 }
 
+/* Block hashes are a wire contract: KV events carry them to every consumer's prefix index, so
+ * they must not change between builds. The expected values were computed independently with
+ * Python's hashlib from the encoding kvcache.h documents (seed, extra keys, flags byte, big-endian
+ * parents, little-endian tokens), not by printing what this code returns:
+ *   T = lambda b: int.from_bytes(hashlib.sha256(b).digest()[-8:], "big")
+ *   seed = T(b"tandem-kvc-seed:" + (42).to_bytes(8, "big"))
+ *   h0 = T(seed.to_bytes(8, "big") + b"\0" + b"".join(t.to_bytes(4, "little") for t in ...)) */
+static void test_hash_pinned(void **state)
+{
+    (void)state;
+    ev_log *l = calloc(1, sizeof(*l));
+    kvc *c = new_logged(16, 4, l); /* hash_seed 42 */
+    int32_t t[12];
+    seq_tokens(t, 12, 1000);
+    const kvc_hash chain[3] = {0xa1b2141b48f0f300ULL, 0x7050a6c47c9400c1ULL, 0x07c70b2b1e55338fULL};
+    const kvc_hash salt = 0x81539b4685e6da6bULL; /* extra("tenant-a") */
+    const kvc_hash lora = 0x6bf49038829e5829ULL; /* extra("lora-x") */
+    const kvc_hash salted[2] = {0x0fdf8429ff65fd33ULL, 0xd1b4b1e9797be364ULL};
+    const kvc_hash both[2] = {0xeae28d3898d15e98ULL, 0xcf5b489661b4194aULL}; /* lora + salt */
+
+    assert_true(kvc_hash_block(c, NULL, t, 4, NULL, NULL) == chain[0]);
+    assert_true(kvc_hash_block(c, &chain[0], t + 4, 4, NULL, NULL) == chain[1]);
+    assert_true(kvc_hash_string("tenant-a") == salt);
+    assert_true(kvc_hash_string("lora-x") == lora);
+    int32_t wide[4] = {0x7fffffff, 65536, 255, 0}; /* token bytes are little-endian */
+    assert_true(kvc_hash_block(c, NULL, wide, 4, NULL, NULL) == 0x920ab30cdd3d9b46ULL);
+    kvc *c0 = kvc_new(4, 4, true, 0, NULL);
+    assert_non_null(c0);
+    int32_t first[4] = {0, 1, 2, 3};
+    assert_true(kvc_hash_block(c0, NULL, first, 4, NULL, NULL) == 0x9b35ab6b441fba78ULL);
+    kvc_free(c0);
+
+    /* What leaves the process: the stored event of a plain sequence... */
+    kvc_seq a, b, d;
+    int32_t hb[3];
+    kvc_hits h = {hb, 3, 0, 0};
+    assert_int_equal(kvc_seq_init(&a, c, 12, NULL, NULL), 0);
+    assert_int_equal(kvc_allocate(c, &a, 12, NULL), 0);
+    kvc_cache_blocks(c, &a, t, 12);
+    assert_int_equal(l->n_stored, 1);
+    assert_int_equal(l->stored[0].n_blocks, 3);
+    assert_false(l->stored[0].has_parent);
+    for (int i = 0; i < 3; i++) {
+        assert_true(l->stored[0].hashes[i] == chain[i]);
+    }
+    /* ... a salted one (the salt enters block 0 only) ... */
+    assert_int_equal(kvc_seq_init(&b, c, 8, "tenant-a", NULL), 0);
+    assert_int_equal(kvc_lookup(c, &b, t, 8, &h), 0);
+    assert_true(b.hashes[0] == salted[0] && b.hashes[1] == salted[1]);
+    /* ... and one with a LoRA (in every block) and a salt, whose event names the LoRA. */
+    assert_int_equal(kvc_seq_init(&d, c, 8, "tenant-a", "lora-x"), 0);
+    assert_int_equal(kvc_allocate(c, &d, 8, NULL), 0);
+    kvc_cache_blocks(c, &d, t, 8);
+    assert_int_equal(l->n_stored, 2);
+    assert_true(l->stored[1].hashes[0] == both[0] && l->stored[1].hashes[1] == both[1]);
+    assert_string_equal(l->stored[1].lora, "lora-x");
+    kvc_seq_deinit(c, &a);
+    kvc_seq_deinit(c, &b);
+    kvc_seq_deinit(c, &d);
+    kvc_free(c);
+    free(l);
+}
+
 static void test_max_cache_hit_length(void **state)
 {
     (void)state;
@@ -658,6 +721,7 @@ int main(void)
         cmocka_unit_test(test_shared_prefix_refcounts_and_touch),
         cmocka_unit_test(test_events_removed_and_cleared),
         cmocka_unit_test(test_hash_chain),
+        cmocka_unit_test(test_hash_pinned),
         cmocka_unit_test(test_max_cache_hit_length),
         cmocka_unit_test(test_hits_are_explicit),
         cmocka_unit_test(test_no_prefix_caching),
