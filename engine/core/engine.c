@@ -690,9 +690,10 @@ int64_t engine_submit(engine *e, const engine_request *r, char *err, size_t errl
     if (e->has_metrics) {
         metric_set(e->mx.waiting, sched_num_waiting(e->s));
     }
+    int64_t id = (int64_t)q->id; /* q is the engine thread's once the lock is released */
     pthread_cond_signal(&e->cv);
     pthread_mutex_unlock(&e->mu);
-    return (int64_t)q->id;
+    return id;
 
 err_free:
     if (rc == -ENOMEM) {
