@@ -4,7 +4,7 @@
  * /v1/models, /health, /ping, /version, /tokenize, /detokenize; /metrics is the http_server's
  * own route over the registry the engine writes its vllm:* metrics to.
  *
- * Glue only: requests are parsed and validated by openai.c, rendered by the chat template,
+ * Glue only: requests are parsed and validated by openai_parse.c, rendered by the chat template,
  * tokenized, and handed to the engine (engine/core/engine.h), whose per-token outputs come back
  * from the engine thread through a queue drained on the uv loop (uv_async), where they become
  * response bodies or SSE chunks. A client that disconnects aborts its sequences in the engine.
