@@ -31,6 +31,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "lib/err.h"
 #include "lib/http_server.h"
 #include "lib/log.h"
 #include "lib/metrics.h"
@@ -144,7 +145,7 @@ static void stream_tick(uv_timer_t *t)
         buf_free(&ev);
         if (rc != 0) {
             /* the client does not keep up: give up on it */
-            log_warn("stream: client too slow (%s); ending the stream", strerror(-rc));
+            log_warn("stream: client too slow (%s); ending the stream", tandem_strerror(rc));
             http_stream_end(s->req);
             stream_stop(s);
         }

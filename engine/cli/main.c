@@ -714,7 +714,7 @@ static int cmd_generate(struct args *a)
     while (!g.finished) {
         int s = engine_step(e);
         if (s < 0) {
-            die("forward pass failed: %s", strerror(-s));
+            die("forward pass failed: %s", tandem_strerror(s));
             goto out_engine;
         }
         if (s == 0 && !g.finished) {

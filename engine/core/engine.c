@@ -954,7 +954,7 @@ int engine_step(engine *e)
 
     pthread_mutex_lock(&e->mu);
     if (rc != 0) {
-        log_error("engine: forward pass failed (%s); aborting every request", strerror(-rc));
+        log_error("engine: forward pass failed (%s); aborting every request", tandem_strerror(rc));
         take_all(e, &aborted);
         metrics_update(e);
         pthread_mutex_unlock(&e->mu);

@@ -407,7 +407,7 @@ int gguf_writer_write_file(gguf_writer *w, const char *path, char *err, size_t e
     buf_init(&hdr, GGUF_W_MAX_VALUE);
     int rc = gw_build_header(w, &hdr);
     if (rc != 0) {
-        tandem_set_err(err, errlen, "%s: cannot build GGUF header: %s", path, strerror(-rc));
+        tandem_set_err(err, errlen, "%s: cannot build GGUF header: %s", path, tandem_strerror(rc));
         buf_free(&hdr);
         return rc;
     }
@@ -429,7 +429,7 @@ int gguf_writer_write_file(gguf_writer *w, const char *path, char *err, size_t e
     }
     buf_free(&hdr);
     if (rc != 0) {
-        tandem_set_err(err, errlen, "%s: write failed: %s", path, strerror(-rc));
+        tandem_set_err(err, errlen, "%s: write failed: %s", path, tandem_strerror(rc));
         unlink(path);
     }
     return rc;

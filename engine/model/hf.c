@@ -329,7 +329,7 @@ static int list_shards(const char *dir, char ***out, size_t *n_out, char *err, s
     DIR *d = opendir(dir);
     if (!d) {
         int rc = errno ? -errno : -EIO;
-        tandem_set_err(err, errlen, "%s: cannot open directory: %s", dir, strerror(-rc));
+        tandem_set_err(err, errlen, "%s: cannot open directory: %s", dir, tandem_strerror(rc));
         return rc;
     }
     char **names = NULL;

@@ -753,7 +753,7 @@ model *model_load(const char *path, char *err, size_t errlen)
     }
     if (rc != 0) {
         if (err && errlen && err[0] == '\0') {
-            tandem_set_err(err, errlen, "%s: cannot load model: %s", path, strerror(-rc));
+            tandem_set_err(err, errlen, "%s: cannot load model: %s", path, tandem_strerror(rc));
         }
         model_free(m);
         return NULL;

@@ -700,7 +700,7 @@ static int request_prompt(struct engine_server *s, const struct openai_request *
     if (rc != 0) {
         free(text);
         openai_error_set(err, 400, o->kind == OPENAI_CHAT ? "messages" : "prompt",
-                         "cannot tokenize the prompt (%s)", strerror(-rc));
+                         "cannot tokenize the prompt (%s)", tandem_strerror(rc));
         return rc;
     }
     *text_out = text;

@@ -287,7 +287,7 @@ static int write_gguf(const gen_opts *o, const genvocab *v, const tspec *specs, 
         rc = set_tokenizer(w, v);
     }
     if (rc < 0) {
-        tandem_set_err(err, errlen, "setting GGUF metadata: %s", strerror(-rc));
+        tandem_set_err(err, errlen, "setting GGUF metadata: %s", tandem_strerror(rc));
         goto out;
     }
     for (size_t i = 0; i < n_specs; i++) {
@@ -310,7 +310,7 @@ static int write_gguf(const gen_opts *o, const genvocab *v, const tspec *specs, 
         free(x);
         free(data);
         if (rc < 0) {
-            tandem_set_err(err, errlen, "%s: adding tensor: %s", t->gguf, strerror(-rc));
+            tandem_set_err(err, errlen, "%s: adding tensor: %s", t->gguf, tandem_strerror(rc));
             goto out;
         }
     }
@@ -351,7 +351,7 @@ static int write_json(const char *dir, const char *file, struct json_object *o, 
         rc = buf_appends(&b, "\n");
     }
     if (rc < 0) {
-        tandem_set_err(err, errlen, "%s: serializing: %s", path, strerror(-rc));
+        tandem_set_err(err, errlen, "%s: serializing: %s", path, tandem_strerror(rc));
     } else {
         rc = write_bytes(path, b.data, b.len, err, errlen);
     }

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 
 #include "engine/model/gguf_writer.h"
+#include "lib/err.h"
 
 enum { DIM = 32, FFN = 32, HEADS = 2, VOCAB = 8 };
 
@@ -86,7 +87,7 @@ static int tiny_model(const char *dir, const char *file, const char *arch, tdtyp
     snprintf(path, sizeof(path), "%s/%s", dir, file);
     rc = rc ? rc : gguf_writer_write_file(w, path, err, sizeof(err));
     if (rc) {
-        fprintf(stderr, "model_fuzz_seeds: %s: %s\n", path, err[0] ? err : strerror(-rc));
+        fprintf(stderr, "model_fuzz_seeds: %s: %s\n", path, err[0] ? err : tandem_strerror(rc));
     }
     gguf_writer_free(w);
     return rc;
@@ -159,7 +160,7 @@ int main(int argc, char **argv)
     rc = rc ? rc : empty_with_version(dir, "empty_v2.gguf", 2);
     rc = rc ? rc : empty_with_version(dir, "version1.gguf", 1);
     if (rc) {
-        fprintf(stderr, "model_fuzz_seeds: %s\n", strerror(-rc));
+        fprintf(stderr, "model_fuzz_seeds: %s\n", tandem_strerror(rc));
         return 1;
     }
     return 0;

@@ -16,6 +16,7 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "lib/clock.h"
 #include "lib/common.h"
+#include "lib/err.h"
 #include "lib/json.h"
 #ifdef TANDEM_HAVE_MODEL
 #include "engine/model/model.h"
@@ -96,7 +97,7 @@ static int run_corpus(const tokenizer *t, const char *corpus, bool special, bool
             tokenizer_encode(t, json_object_get_string(tv), (size_t)json_object_get_string_len(tv),
                              special, parse_special, &ids, &n);
         if (rc) {
-            fprintf(stderr, "%s:%zu: encode failed: %s\n", corpus, line_no, strerror(-rc));
+            fprintf(stderr, "%s:%zu: encode failed: %s\n", corpus, line_no, tandem_strerror(rc));
             json_object_put(o);
             status = 1;
             break;
@@ -143,7 +144,7 @@ static int run_bench(const tokenizer *t, const char *path, int repeat)
         int rc = tokenizer_encode(t, data, len, false, false, &ids, &n);
         free(ids);
         if (rc) {
-            fprintf(stderr, "encode failed: %s\n", strerror(-rc));
+            fprintf(stderr, "encode failed: %s\n", tandem_strerror(rc));
             free(data);
             return 1;
         }
