@@ -103,4 +103,30 @@ static inline size_t tandem_utf8_seq_len(const unsigned char *p, size_t n)
     return len;
 }
 
+/* Writes code point cp (at most U+10FFFF; the caller has checked it) as UTF-8 into out, which has
+ * room for 4 bytes; returns the number of bytes written (1-4). */
+static inline size_t tandem_utf8_put(char *out, unsigned long cp)
+{
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        out[0] = (char)(0xC0 | (cp >> 6));
+        out[1] = (char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        out[0] = (char)(0xE0 | (cp >> 12));
+        out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        out[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    out[0] = (char)(0xF0 | (cp >> 18));
+    out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    out[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
 #endif /* TANDEM_LIB_COMMON_H */

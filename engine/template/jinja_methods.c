@@ -19,30 +19,6 @@
 
 /* ---- string helpers ------------------------------------------------------------------------- */
 
-static size_t put_utf8(char *o, unsigned long cp)
-{
-    if (cp < 0x80) {
-        o[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        o[0] = (char)(0xC0 | (cp >> 6));
-        o[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (char)(0xE0 | (cp >> 12));
-        o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        o[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    o[0] = (char)(0xF0 | (cp >> 18));
-    o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    o[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
 /* Simple (one-to-one) case mapping of Latin-1, Latin Extended-A, Greek and Cyrillic, as
  * Python's str.lower/str.upper do there; other scripts are left unchanged. */
 static unsigned long cp_lower(unsigned long c)
@@ -172,7 +148,7 @@ int jinja__case_map(struct rs *rs, const struct jnode *at, const struct jv *v, c
         } else if (mode == 'l' && c == 0x130) {
             rc = jinja__buf_adds(rs, at, &b, "i\xCC\x87");
         } else {
-            rc = jinja__buf_add(rs, at, &b, enc, put_utf8(enc, m));
+            rc = jinja__buf_add(rs, at, &b, enc, tandem_utf8_put(enc, m));
         }
         i += l;
     }

@@ -155,30 +155,6 @@ static int hexval(char c)
     return -1;
 }
 
-static size_t put_utf8(char *o, unsigned long cp)
-{
-    if (cp < 0x80) {
-        o[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        o[0] = (char)(0xC0 | (cp >> 6));
-        o[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (char)(0xE0 | (cp >> 12));
-        o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        o[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    o[0] = (char)(0xF0 | (cp >> 18));
-    o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    o[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
 /* A string literal starting at p->pos (the quote); Python escape rules. */
 static int lex_string(struct parser *p)
 {
@@ -269,7 +245,7 @@ static int lex_string(struct parser *p)
                 return fail_off(p, i - 2, "escape is not a valid Unicode scalar value");
             }
             /* a \u escape needs at most 4 output bytes for at least 6 input bytes */
-            n += put_utf8(o + n, cp);
+            n += tandem_utf8_put(o + n, cp);
             i += (size_t)digits;
         }
     }

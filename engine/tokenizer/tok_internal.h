@@ -130,9 +130,6 @@ int tok__finish(tokenizer *t, char *err, size_t errlen);
 /* Compiles a pre-tokenizer / normalizer regex (UTF, UCP, invalid UTF allowed, JIT if possible). */
 pcre2_code *tok__compile(const char *pat, size_t len, char *err, size_t errlen, const char *what);
 
-/* Code point → UTF-8 (returns bytes written, out has room for 4). */
-size_t tok__utf8_put(uint32_t cp, char *out);
-
 /* GPT-2 byte → code point mapping. */
 uint32_t tok__byte_to_cp(unsigned char b);
 

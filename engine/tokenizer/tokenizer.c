@@ -19,30 +19,6 @@
 
 /* ---------------------------------------------------------------- helpers */
 
-size_t tok__utf8_put(uint32_t cp, char *out)
-{
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        out[0] = (char)(0xC0 | (cp >> 6));
-        out[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        out[0] = (char)(0xE0 | (cp >> 12));
-        out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        out[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    out[0] = (char)(0xF0 | (cp >> 18));
-    out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    out[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
 uint32_t tok__byte_to_cp(unsigned char b)
 {
     if ((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174) {
@@ -409,7 +385,7 @@ int tok__finish(tokenizer *t, char *err, size_t errlen)
     }
     for (int b = 0; b < 256; b++) {
         char sym[4];
-        size_t l = tok__utf8_put(tok__byte_to_cp((unsigned char)b), sym);
+        size_t l = tandem_utf8_put(sym, tok__byte_to_cp((unsigned char)b));
         t->byte_sym[b] = map_find(t, sym, l);
         char hex[7];
         snprintf(hex, sizeof(hex), "<0x%02X>", b);

@@ -197,17 +197,6 @@ static unsigned byte_code_point(unsigned b)
     return 256 + n;
 }
 
-static size_t utf8_encode(unsigned cp, char *out)
-{
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    out[0] = (char)(0xC0 | (cp >> 6));
-    out[1] = (char)(0x80 | (cp & 0x3F));
-    return 2; /* byte code points are all below 0x800 */
-}
-
 typedef struct synth_word {
     int32_t *sym; /* token ids */
     size_t n;
@@ -586,7 +575,7 @@ int genvocab_synthetic(genvocab *v, int64_t vocab_size, int64_t ctx, char *err, 
     snprintf(v->pre, sizeof(v->pre), "llama-bpe");
     for (unsigned b = 0; b < 256; b++) {
         char s[4];
-        size_t l = utf8_encode(byte_code_point(b), s);
+        size_t l = tandem_utf8_put(s, byte_code_point(b));
         rc = set_token(v, b, s, l, GENV_NORMAL);
         if (rc < 0) {
             goto fail;

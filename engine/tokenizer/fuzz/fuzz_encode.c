@@ -50,7 +50,7 @@ static tokenizer *build(bool spm)
     } else {
         for (int b = 0; b < 256; b++) {
             memset(texts[n], 0, sizeof(texts[n]));
-            tok__utf8_put(tok__byte_to_cp((unsigned char)b), texts[n]);
+            tandem_utf8_put(texts[n], tok__byte_to_cp((unsigned char)b));
             types[n++] = 1;
         }
         snprintf(texts[n], sizeof(texts[n]), "ab");

@@ -15,6 +15,7 @@
 
 #include "engine/tokenizer/tok_internal.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "lib/common.h"
 
 /* ---------------------------------------------------------------- fixtures */
 
@@ -74,7 +75,7 @@ static tokenizer *make_bpe(vocab_fix *f)
     memset(f, 0, sizeof(*f));
     for (int b = 0; b < 256; b++) {
         char sym[8] = {0};
-        tok__utf8_put(tok__byte_to_cp((unsigned char)b), sym);
+        tandem_utf8_put(sym, tok__byte_to_cp((unsigned char)b));
         fix_add(f, sym, 1, 0);
     }
     fix_add(f, "he", 1, 0);        /* 256 */
