@@ -48,6 +48,16 @@ static inline int buf_error(const struct buf *b)
     return b->error;
 }
 
+/* Marks the buffer failed with rc (negative) unless it failed already: for a builder whose own
+ * checks fail half-way (a value JSON cannot represent), so that its partial output is refused
+ * like an append failure. */
+static inline void buf_set_error(struct buf *b, int rc)
+{
+    if (b->error == 0) {
+        b->error = rc;
+    }
+}
+
 /* len = 0 and the sticky failure cleared; keeps the memory for reuse. */
 void buf_reset(struct buf *b);
 

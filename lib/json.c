@@ -1123,5 +1123,9 @@ static int write_value(struct json_object *o, int pretty, int depth, struct buf 
 int json_to_buf(struct json_object *o, int pretty, struct buf *out)
 {
     TANDEM_ASSERT(out != NULL);
-    return write_value(o, pretty, 0, out);
+    int rc = write_value(o, pretty, 0, out);
+    if (rc != 0) {
+        buf_set_error(out, rc); /* a half-written document stays refused */
+    }
+    return rc;
 }

@@ -89,7 +89,8 @@ int json_opt_array(struct json_object *root, const char *path, struct json_objec
  * one member per line. Strings are escaped per RFC 8259 ('/' is not escaped); doubles use the
  * shortest representation that round-trips and always look like a float ("3.0"). Returns 0,
  * -EINVAL for NaN/Inf (not representable in JSON) or nesting deeper than 1000, -ENOSPC/-ENOMEM
- * from the buffer. On error out may hold a partial document.
+ * from the buffer. On error out may hold a partial document and its sticky failure is set
+ * (buf_error), so the builder that called it can check once at the end.
  */
 int json_to_buf(struct json_object *o, int pretty, struct buf *out);
 

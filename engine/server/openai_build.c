@@ -213,15 +213,15 @@ static void put_usage(struct buf *out, const struct openai_usage *u)
     }
 }
 
-/* ,"kv_transfer_params": the object or null. Returns json_to_buf's code, which may be a failure
- * of its own (nesting too deep) that leaves the buffer's sticky failure unset. */
-static int put_kv_params(struct buf *out, const struct openai_meta *meta)
+/* ,"kv_transfer_params": the object or null (json_to_buf's own failures are sticky too). */
+static void put_kv_params(struct buf *out, const struct openai_meta *meta)
 {
     buf_appends(out, ",\"kv_transfer_params\":");
     if (!meta->kv_transfer_params) {
-        return buf_appends(out, "null");
+        buf_appends(out, "null");
+        return;
     }
-    return json_to_buf(meta->kv_transfer_params, 0, out);
+    json_to_buf(meta->kv_transfer_params, 0, out);
 }
 
 /* Completions logprobs: {"text_offset","token_logprobs","tokens","top_logprobs"}. */
@@ -348,10 +348,7 @@ int openai_build_completion(const struct openai_meta *meta, const struct openai_
     }
     buf_appends(out, "],\"usage\":");
     put_usage(out, usage);
-    int rc = put_kv_params(out, meta);
-    if (rc != 0) {
-        return rc;
-    }
+    put_kv_params(out, meta);
     buf_appends(out, "}");
     return buf_error(out);
 }
@@ -375,10 +372,7 @@ int openai_build_chat(const struct openai_meta *meta, const struct openai_choice
     buf_appends(out, "],\"usage\":");
     put_usage(out, usage);
     buf_appends(out, ",\"prompt_logprobs\":null");
-    int rc = put_kv_params(out, meta);
-    if (rc != 0) {
-        return rc;
-    }
+    put_kv_params(out, meta);
     buf_appends(out, "}");
     return buf_error(out);
 }

@@ -476,6 +476,18 @@ static void test_serialize_errors(void **state)
     json_object_put(o);
     buf_free(&b);
 
+    /* A value JSON cannot hold, half-way through a document: the partial output is refused like
+     * an append failure, so a builder that checks buf_error once cannot send "[1,". */
+    buf_init(&b, 1024);
+    o = json_object_new_array();
+    json_object_array_add(o, json_object_new_int(1));
+    json_object_array_add(o, json_object_new_double(NAN));
+    assert_int_equal(json_to_buf(o, 0, &b), -EINVAL);
+    assert_int_equal(buf_error(&b), -EINVAL);
+    assert_int_equal(buf_appends(&b, "]"), -EINVAL);
+    json_object_put(o);
+    buf_free(&b);
+
     buf_init(&b, 8);
     o = parse_ok("{\"key\": \"a long value\"}");
     assert_int_equal(json_to_buf(o, 0, &b), -ENOSPC);
