@@ -27,6 +27,7 @@
 #include "lib/log.h"
 #include "lib/metrics.h"
 #include "lib/shutdown.h"
+#include "lib/version.h"
 
 /* ---- argument helpers ---- */
 
@@ -470,9 +471,8 @@ static int cmd_serve(struct args *a)
     };
     es = engine_server_new(&loop, st.srv, e, &sc, err, sizeof err);
     if (!es || engine_start(e) != 0 || http_server_start(st.srv, err, sizeof err) != 0) {
+        /* nothing listens yet: exit at once; out: closes the engine's handles and the loop */
         log_error("cannot start serving: %s", err[0] ? err : "engine thread");
-        http_server_drain(st.srv, 0, NULL, NULL);
-        uv_run(&loop, UV_RUN_DEFAULT);
         goto out;
     }
     st.signals = shutdown_new(&loop, on_signal, &st);
@@ -987,7 +987,16 @@ static int cmd_bench(struct args *a)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: tandem-engine serve|generate|bench [flags]   (--help after a command)\n");
+    fprintf(f,
+            "usage: tandem-engine COMMAND [flags]\n"
+            "\n"
+            "commands:\n"
+            "  serve      OpenAI-compatible HTTP server (vLLM's API, metrics and errors)\n"
+            "  generate   complete one prompt from the command line and print the tokens\n"
+            "  bench      prompt-processing and generation speed, llama-bench style\n"
+            "\n"
+            "  --help, -h     this text; 'tandem-engine COMMAND --help' lists a command's flags\n"
+            "  --version      print the version and exit\n");
 }
 
 int main(int argc, char **argv)
@@ -1006,8 +1015,13 @@ int main(int argc, char **argv)
     if (strcmp(argv[1], "bench") == 0) {
         return cmd_bench(&a);
     }
-    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
         usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
+        printf("tandem-engine %s\n", TANDEM_VERSION);
         return 0;
     }
     usage(stderr);
