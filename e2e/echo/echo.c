@@ -37,6 +37,7 @@
 #include "lib/metrics.h"
 #include "lib/shutdown.h"
 #include "lib/sse.h"
+#include "lib/version.h"
 
 #define MAX_STREAM_EVENTS 100000
 #define MAX_INTERVAL_MS   60000
@@ -239,6 +240,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: tandem-echo [--host ADDR] [--port N] [--log-level debug|info|warn|error]\n"
                "                   [--log-format text|json] [--drain-timeout-ms N]\n"
                "                   [--ignore-unknown-flags] [--exit-on-command WORD]\n"
+               "                   [--help] [--version]\n"
                "  --host defaults to $POD_IP, else 127.0.0.1; --port to 8000;\n"
                "  --drain-timeout-ms (how long SIGTERM waits for in-flight requests) to 30000.\n"
                "  --ignore-unknown-flags: skip unknown flags (and their values) and positional\n"
@@ -255,6 +257,7 @@ static const struct option echo_opts[] = {
     {"ignore-unknown-flags", no_argument, NULL, 'i'},
     {"exit-on-command", required_argument, NULL, 'x'},
     {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
 };
 
@@ -363,6 +366,9 @@ int main(int argc, char **argv)
             break;
         case 'h':
             usage(stdout);
+            return 0;
+        case 'V':
+            printf("tandem-echo %s\n", TANDEM_VERSION);
             return 0;
         default:
             usage(stderr);

@@ -25,6 +25,7 @@
 #include "lib/buf.h"
 #include "lib/err.h"
 #include "lib/json.h"
+#include "lib/version.h"
 
 enum { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3 };
 enum { KIND_EMBED, KIND_MATRIX, KIND_NORM, KIND_BIAS };
@@ -541,6 +542,45 @@ out:
     return rc;
 }
 
+/* Bytes on disk of what was written: the GGUF file, or the files of the HF folder. */
+static uint64_t written_bytes(const gen_opts *o)
+{
+    static const char *const hf_files[] = {"config.json", "generation_config.json",
+                                           "tokenizer.json", "tokenizer_config.json",
+                                           "model.safetensors"};
+    struct stat st;
+    if (!o->hf) {
+        return stat(o->out, &st) == 0 ? (uint64_t)st.st_size : 0;
+    }
+    uint64_t total = 0;
+    for (size_t i = 0; i < sizeof(hf_files) / sizeof(hf_files[0]); i++) {
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/%s", o->out, hf_files[i]);
+        if (stat(path, &st) == 0) {
+            total += (uint64_t)st.st_size;
+        }
+    }
+    return total;
+}
+
+/* One line on success, so a user sees what the shape flags produced. */
+static void print_summary(const gen_opts *o, const tspec *specs, size_t n_specs)
+{
+    int64_t params = 0;
+    for (size_t i = 0; i < n_specs; i++) {
+        params += specs[i].rows * (specs[i].cols ? specs[i].cols : 1);
+    }
+    printf("tandem-genmodel: wrote %s (%s %s): %s, %lld layers, dim %lld, %lld heads (%lld KV, "
+           "head dim %lld), ffn %lld, vocab %lld (%s), ctx %lld, %s matrices%s, %.2f M params, "
+           "%.2f MiB\n",
+           o->out, o->hf ? "Hugging Face folder" : "GGUF", o->hf ? "safetensors" : "v3",
+           arch_names[o->arch], (long long)o->layers, (long long)o->dim, (long long)o->heads,
+           (long long)o->kv_heads, (long long)o->head_dim, (long long)o->ffn, (long long)o->vocab,
+           o->tokenizer ? "tokenizer" : "synthetic", (long long)o->ctx, td_name(o->type),
+           o->tied ? ", tied output" : "", (double)params / 1e6,
+           (double)written_bytes(o) / (1024.0 * 1024.0));
+}
+
 /* ---- command line ------------------------------------------------------------------------ */
 
 static void usage(FILE *f)
@@ -561,7 +601,8 @@ static void usage(FILE *f)
                "  --rms-eps E             (default 1e-5)\n"
                "  --tokenizer PATH        a real tokenizer.json or a folder holding one\n"
                "  --tokenizer-pre NAME    override the detected GGUF pre-tokenizer name\n"
-               "  --name NAME             general.name (default tandem-test)\n");
+               "  --name NAME             general.name (default tandem-test)\n"
+               "  --help, --version\n");
 }
 
 static int parse_i64(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out)
@@ -625,6 +666,7 @@ static int parse_args(int argc, char **argv, gen_opts *o, int64_t *vocab_arg)
                                              {"tokenizer-pre", required_argument, 0, 'p'},
                                              {"name", required_argument, 0, 'n'},
                                              {"help", no_argument, 0, 'h'},
+                                             {"version", no_argument, 0, 'v'},
                                              {0, 0, 0, 0}};
     static const char *const formats[] = {"gguf", "hf"};
     static const char *const types[] = {"f32", "f16", "bf16", "q8_0", "q4_0"};
@@ -697,6 +739,9 @@ static int parse_args(int argc, char **argv, gen_opts *o, int64_t *vocab_arg)
             break;
         case 'h':
             usage(stdout);
+            exit(0);
+        case 'v':
+            printf("tandem-genmodel %s\n", TANDEM_VERSION);
             exit(0);
         default:
             fprintf(stderr, "tandem-genmodel: unknown or incomplete option '%s'\n",
@@ -787,6 +832,8 @@ int main(int argc, char **argv)
               : write_gguf(&o, &v, specs, n_specs, err, sizeof(err));
     if (rc < 0) {
         fprintf(stderr, "tandem-genmodel: %s\n", err);
+    } else {
+        print_summary(&o, specs, n_specs);
     }
     free(specs);
     genvocab_free(&v);

@@ -22,10 +22,11 @@
 #include <json-c/json.h>
 
 #include "lib/kube/client.h"
+#include "lib/version.h"
 #include "operator/controller/cache.h"
 
 #define OPERATOR_NAME    "tandem-operator"
-#define OPERATOR_VERSION "0.1.0"
+#define OPERATOR_VERSION TANDEM_VERSION
 
 /* The controllers (controller label of the metrics, work queue names). */
 #define CONTROLLER_POOL  "inferencepool"

@@ -20,6 +20,7 @@
 
 #include "engine/template/chat_template.h"
 #include "lib/json.h"
+#include "lib/version.h"
 
 static struct json_object *load_json(const char *path)
 {
@@ -76,6 +77,10 @@ static int emit(const char *name, const char *case_name, int rc, const char *tex
 int main(int argc, char **argv)
 {
     const char *config_path = NULL, *cases_path = NULL, *name = "model", *override = NULL;
+    if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+        printf("tandem-render-chat %s\n", TANDEM_VERSION);
+        return 0;
+    }
     for (int i = 1; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--config") == 0) {
             config_path = argv[i + 1];

@@ -20,6 +20,7 @@
 #include "lib/json.h"
 #ifdef TANDEM_HAVE_MODEL
 #include "engine/model/model.h"
+#include "lib/version.h"
 #endif
 
 static int usage(void)
@@ -162,6 +163,10 @@ int main(int argc, char **argv)
     const char *hf = NULL, *gguf = NULL, *corpus = NULL, *bench = NULL;
     bool special = true, decode = false, parse_special = true;
     int repeat = 1;
+    if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+        printf("tandem-tokenize %s\n", TANDEM_VERSION);
+        return 0;
+    }
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--hf") == 0 && i + 1 < argc) {
             hf = argv[++i];
