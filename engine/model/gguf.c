@@ -393,6 +393,21 @@ static int gguf_cmp_names(const void *a, const void *b, void *arg)
     return strcmp(g->tensors[*(const size_t *)a].name, g->tensors[*(const size_t *)b].name);
 }
 
+/* The end of the furthest tensor's data, as the header describes it (saturating). */
+static uint64_t gguf_data_end(const gguf_ctx *g)
+{
+    uint64_t need = g->data_offset;
+    for (size_t i = 0; i < g->n_tensors; i++) {
+        uint64_t end;
+        if (__builtin_add_overflow((uint64_t)g->data_offset, g->tensors[i].offset, &end) ||
+            __builtin_add_overflow(end, (uint64_t)g->tensors[i].nbytes, &end)) {
+            return UINT64_MAX;
+        }
+        need = end > need ? end : need;
+    }
+    return need;
+}
+
 static int gguf_parse(gguf_ctx *g, const char *label, char *err, size_t errlen)
 {
     gguf_priv *priv = g->priv;
@@ -487,9 +502,18 @@ static int gguf_parse(gguf_ctx *g, const char *label, char *err, size_t errlen)
             return -EINVAL;
         }
         if (__builtin_add_overflow((uint64_t)g->data_offset, t->offset, &end) ||
-            __builtin_add_overflow(end, (uint64_t)t->nbytes, &end) || end > g->size) {
+            __builtin_add_overflow(end, (uint64_t)t->nbytes, &end)) {
             gc_fail(&c, "tensor '%s': data [%llu, +%zu) lies outside the file (%zu bytes)", t->name,
                     (unsigned long long)t->offset, t->nbytes, g->size);
+            return -EINVAL;
+        }
+        if (end > g->size) {
+            uint64_t need = gguf_data_end(g);
+            gc_fail(&c,
+                    "tensor '%s': data [%llu, +%zu) lies outside the file: the file looks "
+                    "truncated (%zu bytes; its header needs %llu, %.1f%% present)",
+                    t->name, (unsigned long long)t->offset, t->nbytes, g->size,
+                    (unsigned long long)need, 100.0 * (double)g->size / (double)need);
             return -EINVAL;
         }
         t->data = g->base + g->data_offset + t->offset;
