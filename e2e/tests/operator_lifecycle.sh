@@ -81,6 +81,9 @@ wait_for 30 "lcm-decode spec.replicas 3" out_is 3 spec_replicas lcm-decode
 wait_for 60 "3 Ready decode pods" out_is 3 ready_replicas lcm-decode
 wait_for 30 "deploymentStatus.decodeWorkersReady 3" out_is 3 dstatus decodeWorkersReady
 op_wait_ready imodel lcm 30
+# kubectl's default columns (the CRD's additionalPrinterColumns, printed by the server)
+workers_col() { kn get imodel lcm | /usr/bin/python3 -c 'import re, sys; h, r = [re.split(r"\s{2,}", l.strip()) for l in sys.stdin.read().splitlines()[:2]]; print(r[h.index("WORKERS")])'; }
+wait_for 30 "kubectl get imodel shows WORKERS 'prefill 1/1, decode 3/3'" out_is "prefill 1/1, decode 3/3" workers_col
 kn patch imodel lcm --type=merge -p '{"spec":{"deployment":{"decodeWorkers":{"replicas":2}}}}' >/dev/null
 wait_for 30 "lcm-decode spec.replicas 2" out_is 2 spec_replicas lcm-decode
 wait_for 60 "deploymentStatus.decodeWorkersReady 2" out_is 2 dstatus decodeWorkersReady
@@ -210,6 +213,7 @@ deploys() { kn get deploy -l tandem.dev/model=lcm -o json | jq -r '[.items[] | s
 wait_for 60 "lcm's Deployments become just lcm-worker" out_is lcm-worker deploys
 op_wait_ready imodel lcm 90
 assert_eq "$(dstatus unifiedWorkersReady)" 1 "deploymentStatus.unifiedWorkersReady"
+wait_for 30 "kubectl get imodel shows WORKERS '1/1' for Unified" out_is "1/1" workers_col
 log "Disaggregated → Unified: prefill/decode replaced by worker"
 
 # ---- delete: garbage collection ------------------------------------------------------------------

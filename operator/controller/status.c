@@ -491,11 +491,30 @@ int status_pool_compute(struct json_object *status, const struct status_pool_inp
     return changed;
 }
 
-/* deploymentStatus as a new object. */
+/* deploymentStatus as a new object. "workers" is ready/desired per workload for kubectl's
+ * default columns: "3/3" for one workload, "prefill 2/2, decode 3/3" for several. */
 static struct json_object *deployment_status(const struct status_model_input *in)
 {
     struct json_object *ds = json_object_new_object();
     int desired = 0, updated = 0, failed = !ds;
+    struct buf workers;
+    buf_init(&workers, STATUS_MESSAGE_MAX);
+    for (int i = 0; i < in->n; i++) {
+        const struct status_workload *w = &in->w[i];
+        int want = w->exists ? w->replicas : 0;
+        if (in->n == 1) {
+            msg_add(&workers, "%d/%d", w->ready, want);
+        } else {
+            msg_add(&workers, "%s %d/%d", w->name, w->ready, want);
+        }
+    }
+    struct json_object *ws =
+        failed || buf_error(&workers) ? NULL : json_object_new_string(buf_cstr(&workers));
+    buf_free(&workers);
+    if (!ws || json_object_object_add(ds, "workers", ws) != 0) {
+        json_object_put(ws);
+        failed = 1;
+    }
     for (int i = 0; i < in->n && !failed; i++) {
         const char *key = in->roles[i] == ROLE_PREFILL  ? "prefillWorkersReady"
                           : in->roles[i] == ROLE_DECODE ? "decodeWorkersReady"

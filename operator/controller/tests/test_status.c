@@ -392,6 +392,8 @@ static void test_model_status(void **state)
     assert_int_equal(int_at(st, "deploymentStatus.desiredPods"), 5);
     assert_int_equal(int_at(st, "deploymentStatus.updatedPods"), 4);
     assert_int_equal(int_at(st, "deploymentStatus.totalPods"), 6);
+    assert_string_equal(json_object_get_string(json_get(st, "deploymentStatus.workers")),
+                        "prefill 2/2, decode 3/3");
     assert_string_equal(cond_field(st, "Ready", "status"), "True");
     assert_string_equal(cond_field(st, "Ready", "message"), "prefill 2/2 ready, decode 3/3 ready");
     assert_string_equal(cond_field(st, "Progressing", "status"), "True");
@@ -427,6 +429,7 @@ static void test_model_status(void **state)
     assert_null(json_get(st, "deploymentStatus.prefillWorkersReady"));
     assert_null(json_get(st, "deploymentStatus.decodeWorkersReady"));
     assert_int_equal(int_at(st, "deploymentStatus.unifiedWorkersReady"), 1);
+    assert_string_equal(json_object_get_string(json_get(st, "deploymentStatus.workers")), "1/2");
     assert_string_equal(cond_field(st, "Ready", "message"), "worker 1/2 ready");
 
     /* rollout done but a pod lost: Degraded WorkersUnavailable */
