@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the Debian packages Tandem builds, tests and runs with (ARCHITECTURE.md §2 plus the
+# Installs the Debian packages Tandem builds, tests and runs with (docs/architecture.md plus the
 # test tools). Idempotent: when everything is present it prints nothing and touches nothing.
 # Runs apt-get through sudo when not root. kubectl and the CUDA toolkit are not installed here:
 # kubectl 1.32 is expected on PATH for the e2e tests, and CUDA is optional at build time.

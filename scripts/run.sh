@@ -86,8 +86,10 @@ first=${ips%% *}
 cat <<MSG
 
 tandem: tandem-engine (OpenAI API) is on http://127.0.0.1:8200:
-  curl http://127.0.0.1:8200/v1/models; curl http://127.0.0.1:8200/metrics | grep ^vllm:
-  curl http://127.0.0.1:8200/v1/chat/completions -d '{"messages":[{"role":"user","content":"Hi"}]}'
+  curl -s http://127.0.0.1:8200/v1/models; curl -s http://127.0.0.1:8200/metrics | grep ^vllm:
+  curl -s http://127.0.0.1:8200/v1/chat/completions -H 'Content-Type: application/json' \
+      -d '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":16}'
+  (port 8200 is taken while this runs: start another tandem-engine with --port 8300)
   python3 e2e/bench/tools/serve_load.py --url http://127.0.0.1:8200 --concurrency 1,4
 localkube is up with tandem-operator (namespace tandem-system), the disaggregated pool
 llama-pd (2 prefill + 3 decode workers, stand-in agents), and the echo demo (3 tandem-echo pods,

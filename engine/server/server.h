@@ -1,5 +1,5 @@
 /*
- * The engine's OpenAI-compatible HTTP server, as vLLM serves it (ARCHITECTURE.md §6):
+ * The engine's OpenAI-compatible HTTP server, as vLLM serves it (docs/contracts.md):
  * /v1/completions, /v1/chat/completions (SSE streaming, stream_options.include_usage),
  * /v1/models, /health, /ping, /version, /tokenize, /detokenize; /metrics is the http_server's
  * own route over the registry the engine writes its vllm:* metrics to.

@@ -1,5 +1,5 @@
 /*
- * The EndpointPickerConfig (llm-d's YAML, ARCHITECTURE.md §6) that tandem-epp reads for a pool:
+ * The EndpointPickerConfig (llm-d's YAML, docs/contracts.md) that tandem-epp reads for a pool:
  * generated from the pool's routingPolicy (loadBalancing.weights) and disaggregation, or an
  * inline config passed through after validation. Also a small YAML emitter for json-c values,
  * so generated configs read like hand-written ones.

@@ -28,7 +28,7 @@
 #define SPEC_POOL_KIND   "InferencePool"
 #define SPEC_MODEL_KIND  "InferenceModel"
 
-/* Labels (ARCHITECTURE.md §3). */
+/* Labels (docs/contracts.md). */
 #define LABEL_ROLE          "llm-d.ai/role"
 #define LABEL_POOL          "tandem.dev/pool"
 #define LABEL_MODEL         "tandem.dev/model"
@@ -64,7 +64,7 @@
 /* Degraded=False. */
 #define REASON_AS_EXPECTED "AsExpected"
 
-/* Agent container ports inside every model pod (ARCHITECTURE.md §3). The pool's targetPort is
+/* Agent container ports inside every model pod (docs/contracts.md). The pool's targetPort is
  * the serving (sidecar) port and may not collide with the others. */
 #define SPEC_ENGINE_PORT      8200
 #define SPEC_KV_EVENTS_PORT   5557
