@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "engine/tokenizer/tok_internal.h"
+#include "lib/common.h"
 #include "lib/err.h"
 #include "lib/json.h"
 
@@ -24,6 +25,28 @@ typedef struct hf_ctx {
 static int hf_fail(hf_ctx *c, int rc, const char *field, const char *msg)
 {
     return tandem_fail(c->err, c->errlen, rc, "%s: %s%s%s", c->what, field, *msg ? ": " : "", msg);
+}
+
+/* Metaspace's replacement is a Rust `char` in Hugging Face tokenizers: a file whose replacement
+ * is empty or longer than one character does not load there, and does not load here. */
+static int check_one_char(hf_ctx *c, const char *s, const char *field, const char *key)
+{
+    char f[300];
+    snprintf(f, sizeof(f), "%s.%s", field, key);
+    size_t n = strlen(s);
+    if (n == 0 || tandem_utf8_seq_len((const unsigned char *)s, n) != n) {
+        return hf_fail(c, -EINVAL, f, "must be exactly one character");
+    }
+    return 0;
+}
+
+/* An empty String pattern matches between every two characters in Hugging Face tokenizers (its
+ * content is inserted everywhere); no real tokenizer does that, so it is refused by name. */
+static int check_pattern_nonempty(hf_ctx *c, const char *str, size_t len, const char *field)
+{
+    char f[300];
+    snprintf(f, sizeof(f), "%s.pattern.String", field);
+    return str && len == 0 ? hf_fail(c, -EINVAL, f, "an empty pattern is not supported") : 0;
 }
 
 /* Fetches an optional string/bool at key of obj; errors are prefixed with field. */
@@ -149,6 +172,9 @@ static int add_norm(hf_ctx *c, struct json_object *n, const char *field)
         nm.kind = TOK_NORM_REPLACE;
         rc = parse_pattern(c, n, field, &nm.re, &nm.pat, &nm.pat_len);
         if (rc == 0) {
+            rc = check_pattern_nonempty(c, nm.pat, nm.pat_len, field);
+        }
+        if (rc == 0) {
             rc = get_str(c, n, "content", field, true, &with);
         }
         if (rc == 0) {
@@ -232,7 +258,12 @@ static int add_pre(hf_ctx *c, struct json_object *n, const char *field)
         }
         p.behavior = (tok__behavior)k;
         rc = parse_pattern(c, n, field, &p.re, &p.str, &p.str_len);
+        if (rc == 0) {
+            rc = check_pattern_nonempty(c, p.str, p.str_len, field);
+        }
         if (rc) {
+            pcre2_code_free(p.re);
+            free(p.str);
             return rc;
         }
     } else if (strcmp(type, "Digits") == 0) {
@@ -281,6 +312,9 @@ static int add_pre(hf_ctx *c, struct json_object *n, const char *field)
         }
         if (rc == 0) {
             rc = opt_bool(c, n, "split", field, true, &p.meta_split);
+        }
+        if (rc == 0) {
+            rc = check_one_char(c, rep, field, "replacement");
         }
         if (rc) {
             return rc;
@@ -333,6 +367,9 @@ static int add_decoder(hf_ctx *c, struct json_object *n, const char *field)
                 return hf_fail(c, -EINVAL, field, "Replace decoder with a Regex is not supported");
             }
             if (rc == 0) {
+                rc = check_pattern_nonempty(c, pat, pat_len, field);
+            }
+            if (rc == 0) {
                 rc = get_str(c, n, "content", field, true, &content);
             }
             if (rc == 0) {
@@ -348,6 +385,9 @@ static int add_decoder(hf_ctx *c, struct json_object *n, const char *field)
             }
             if (rc == 0) {
                 rc = opt_bool(c, n, "add_prefix_space", field, true, &add_prefix);
+            }
+            if (rc == 0) {
+                rc = check_one_char(c, rep, field, "replacement");
             }
             if (rc == 0) {
                 pat_len = strlen(rep);

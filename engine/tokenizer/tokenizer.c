@@ -296,13 +296,18 @@ static int byte_token_value(const char *s, size_t n)
     return (hi < 0 || lo < 0) ? -1 : hi * 16 + lo;
 }
 
-/* Computes the decoded bytes of token id. */
+#define PIECE_GROWTH 4 /* a token's decoded bytes are at most this many times its text */
+
+/* Computes the decoded bytes of token id; -ENOSPC when they would outgrow PIECE_GROWTH. */
 static int make_piece(tokenizer *t, int32_t id, int32_t *cp_to_byte)
 {
     const char *s = t->text[id];
     size_t n = t->text_len[id];
     struct buf b;
-    buf_init(&b, (size_t)UINT32_MAX - 1);
+    /* Every rule below shrinks a token's text or keeps its length, except a Replace decoder whose
+     * content is longer than its pattern: bounded here, so a vocabulary's pieces stay within
+     * PIECE_GROWTH times its text (plus a little for empty tokens). */
+    buf_init(&b, PIECE_GROWTH * n + 16);
     int rc = 0;
     int bv = byte_token_value(s, n);
     if (!s) {
@@ -311,7 +316,7 @@ static int make_piece(tokenizer *t, int32_t id, int32_t *cp_to_byte)
         /* added tokens: their text, with the decoder's Replace applied */
         size_t i = 0;
         while (i < n && rc == 0) {
-            if (t->dec_from && n - i >= t->dec_from_len &&
+            if (t->dec_from_len > 0 && n - i >= t->dec_from_len &&
                 memcmp(s + i, t->dec_from, t->dec_from_len) == 0) {
                 rc = buf_append(&b, t->dec_to, t->dec_to_len);
                 i += t->dec_from_len;
@@ -339,7 +344,7 @@ static int make_piece(tokenizer *t, int32_t id, int32_t *cp_to_byte)
     } else {
         size_t i = 0;
         while (i < n && rc == 0) {
-            if (t->dec_from && n - i >= t->dec_from_len &&
+            if (t->dec_from_len > 0 && n - i >= t->dec_from_len &&
                 memcmp(s + i, t->dec_from, t->dec_from_len) == 0) {
                 rc = buf_append(&b, t->dec_to, t->dec_to_len);
                 i += t->dec_from_len;
@@ -412,6 +417,12 @@ int tok__finish(tokenizer *t, char *err, size_t errlen)
     }
     for (int32_t id = 0; id < t->n_vocab; id++) {
         rc = make_piece(t, id, cp_to_byte);
+        if (rc == -ENOSPC) {
+            return tandem_fail(err, errlen, -EINVAL,
+                               "decoder: token %d decodes to more than %d times its %u bytes "
+                               "(a Replace content much longer than its pattern)",
+                               (int)id, PIECE_GROWTH, (unsigned)t->text_len[id]);
+        }
         if (rc) {
             return tandem_fail(err, errlen, rc, "out of memory");
         }

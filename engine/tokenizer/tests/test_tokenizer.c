@@ -458,6 +458,51 @@ static void test_hf_malformed(void **state)
                       "post_processor.single[0]");
 }
 
+/* Issue 16: an empty Metaspace replacement made the piece builder match "" at every position
+ * without advancing (41 s, 4 GB, then "out of memory"). Each of these must fail at once, naming
+ * the field; Hugging Face tokenizers refuses the same files (replacement is a Rust char). */
+static void test_hf_degenerate_parameters(void **state)
+{
+    (void)state;
+#define BPE_AB                                                                                     \
+    "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2,\"<unk>\":3},\"merges\":["   \
+    "\"a b\"],"                                                                                    \
+    "\"unk_token\":\"<unk>\"}"
+    expect_load_error(BPE_AB ",\"decoder\":{\"type\":\"Metaspace\",\"replacement\":\"\","
+                             "\"prepend_scheme\":\"always\"}}",
+                      "decoder.replacement: must be exactly one character");
+    expect_load_error(BPE_AB ",\"decoder\":{\"type\":\"Metaspace\",\"replacement\":\"ab\"}}",
+                      "decoder.replacement: must be exactly one character");
+    expect_load_error(BPE_AB ",\"decoder\":{\"type\":\"Metaspace\",\"replacement\":"
+                             "\"\\u2581\\u2581\"}}",
+                      "decoder.replacement: must be exactly one character");
+    expect_load_error(BPE_AB ",\"pre_tokenizer\":{\"type\":\"Metaspace\",\"replacement\":\"\"}}",
+                      "pre_tokenizer.replacement: must be exactly one character");
+    expect_load_error(BPE_AB ",\"decoder\":{\"type\":\"Replace\",\"pattern\":{\"String\":\"\"},"
+                             "\"content\":\" \"}}",
+                      "decoder.pattern.String: an empty pattern is not supported");
+    expect_load_error(BPE_AB ",\"normalizer\":{\"type\":\"Replace\",\"pattern\":{\"String\":\"\"},"
+                             "\"content\":\"x\"}}",
+                      "normalizer.pattern.String: an empty pattern is not supported");
+    expect_load_error(BPE_AB ",\"pre_tokenizer\":{\"type\":\"Split\",\"pattern\":{\"String\":\"\"},"
+                             "\"behavior\":\"Isolated\"}}",
+                      "pre_tokenizer.pattern.String: an empty pattern is not supported");
+    /* a Replace decoder whose content dwarfs its pattern: each "a" would become 64 bytes */
+    expect_load_error(
+        BPE_AB ",\"decoder\":{\"type\":\"Replace\",\"pattern\":{\"String\":\"a\"},"
+               "\"content\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}}",
+        "decodes to more than 4 times its");
+    /* the real forms still load: a one-character replacement, "▁" → " " */
+    tokenizer *t = NULL;
+    char err[256] = "";
+    assert_int_equal(load_json(BPE_AB ",\"decoder\":{\"type\":\"Metaspace\",\"replacement\":"
+                                      "\"\xe2\x96\x81\"}}",
+                               &t, err, sizeof(err)),
+                     0);
+    tokenizer_free(t);
+#undef BPE_AB
+}
+
 static void test_gguf_malformed(void **state)
 {
     (void)state;
@@ -491,6 +536,7 @@ int main(void)
         cmocka_unit_test(test_spm_byte_fallback),
         cmocka_unit_test(test_hf_minimal),
         cmocka_unit_test(test_hf_malformed),
+        cmocka_unit_test(test_hf_degenerate_parameters),
         cmocka_unit_test(test_gguf_malformed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
