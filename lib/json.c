@@ -26,6 +26,8 @@ struct json_parser {
     size_t pos;
     int depth;
     int failed;
+    size_t cost;        /* estimated heap of the tree built so far */
+    size_t budget;      /* JSON_PARSE_FACTOR * len + JSON_PARSE_SLACK */
     struct buf scratch; /* decoded string / number text */
     char *err;
     size_t errlen;
@@ -247,10 +249,37 @@ static int is_digit(char c)
     return c >= '0' && c <= '9';
 }
 
+/* What json-c allocates, rounded up (json-c 0.16, 64-bit): an object with its 16-entry hash
+ * table, an array with its 32 slots, a scalar, and per member or element. */
+enum {
+    JSON_COST_OBJECT = 768,
+    JSON_COST_ARRAY = 384,
+    JSON_COST_SCALAR = 64,
+    JSON_COST_MEMBER = 64, /* hash entry and key copy overhead, plus the key's bytes */
+    JSON_COST_ELEMENT = 16 /* a slot, doubled while the array grows */
+};
+
+/* Charges bytes to the parse; fails it once the tree would outgrow its bound. */
+static int charge(struct json_parser *p, size_t bytes)
+{
+    p->cost += bytes;
+    if (p->cost <= p->budget) {
+        return 0;
+    }
+    parse_fail(p,
+               "JSON too dense: holding it would take more than %zu bytes (%d times its %zu bytes "
+               "plus %zu KiB)",
+               p->budget, JSON_PARSE_FACTOR, p->len, JSON_PARSE_SLACK >> 10);
+    return -1;
+}
+
 static int parse_number(struct json_parser *p, struct json_object **out)
 {
     size_t start = p->pos;
     int is_float = 0;
+    if (charge(p, JSON_COST_SCALAR) < 0) {
+        return -1;
+    }
     if (p->pos < p->len && p->s[p->pos] == '-') {
         p->pos++;
     }
@@ -328,6 +357,9 @@ static int parse_value(struct json_parser *p, struct json_object **out);
 
 static int parse_object(struct json_parser *p, struct json_object **out)
 {
+    if (charge(p, JSON_COST_OBJECT) < 0) {
+        return -1;
+    }
     struct json_object *obj = json_object_new_object();
     char *key = NULL;
     if (!obj) {
@@ -365,6 +397,9 @@ static int parse_object(struct json_parser *p, struct json_object **out)
         if (json_object_object_get_ex(obj, key, NULL)) {
             p->pos = key_pos;
             parse_fail(p, "duplicate key \"%.100s\"", key);
+            goto err_put;
+        }
+        if (charge(p, JSON_COST_MEMBER + strlen(key)) < 0) {
             goto err_put;
         }
         skip_ws(p);
@@ -406,6 +441,9 @@ err_put:
 
 static int parse_array(struct json_parser *p, struct json_object **out)
 {
+    if (charge(p, JSON_COST_ARRAY) < 0) {
+        return -1;
+    }
     struct json_object *arr = json_object_new_array();
     if (!arr) {
         parse_fail(p, "out of memory");
@@ -420,7 +458,7 @@ static int parse_array(struct json_parser *p, struct json_object **out)
     }
     for (;;) {
         struct json_object *child = NULL;
-        if (parse_value(p, &child) < 0) {
+        if (charge(p, JSON_COST_ELEMENT) < 0 || parse_value(p, &child) < 0) {
             goto err_put;
         }
         if (json_object_array_add(arr, child) != 0) {
@@ -483,7 +521,7 @@ static int parse_value(struct json_parser *p, struct json_object **out)
         p->depth--;
         return rc;
     case '"':
-        if (parse_string(p) < 0) {
+        if (parse_string(p) < 0 || charge(p, JSON_COST_SCALAR + p->scratch.len) < 0) {
             return -1;
         }
         *out = json_object_new_string_len(buf_cstr(&p->scratch), (int)p->scratch.len);
@@ -493,9 +531,13 @@ static int parse_value(struct json_parser *p, struct json_object **out)
         }
         return 0;
     case 't':
-        return parse_literal(p, "true", out, json_object_new_boolean(1));
+        return charge(p, JSON_COST_SCALAR) < 0
+                   ? -1
+                   : parse_literal(p, "true", out, json_object_new_boolean(1));
     case 'f':
-        return parse_literal(p, "false", out, json_object_new_boolean(0));
+        return charge(p, JSON_COST_SCALAR) < 0
+                   ? -1
+                   : parse_literal(p, "false", out, json_object_new_boolean(0));
     case 'n':
         return parse_literal(p, "null", out, NULL);
     default:
@@ -521,7 +563,11 @@ int json_parse_one(const char *data, size_t len, struct json_object **out, char 
         tandem_set_err(err, errlen, "input larger than %d bytes", INT_MAX);
         return -EINVAL;
     }
-    struct json_parser p = {.s = data ? data : "", .len = len, .err = err, .errlen = errlen};
+    struct json_parser p = {.s = data ? data : "",
+                            .len = len,
+                            .err = err,
+                            .errlen = errlen,
+                            .budget = JSON_PARSE_FACTOR * len + JSON_PARSE_SLACK};
     buf_init(&p.scratch, len);
     struct json_object *root = NULL;
     int rc = parse_value(&p, &root);

@@ -29,15 +29,23 @@
 /* Nesting limit of json_parse (objects + arrays). */
 #define JSON_MAX_DEPTH 64
 
+/* Memory bound of json_parse: the json-c tree it builds is charged at the sizes json-c allocates
+ * (an object's 16-entry hash table alone is about 700 bytes, so "[{},{},...]" would cost 250
+ * times its size), and a parse whose tree would exceed JSON_PARSE_FACTOR times the input plus
+ * JSON_PARSE_SLACK bytes fails with "JSON too dense ..." before it allocates more. */
+#define JSON_PARSE_FACTOR 32
+#define JSON_PARSE_SLACK  ((size_t)1 << 20)
+
 /*
  * Strict RFC 8259 parse of exactly one JSON value (any type at the top) from len bytes (data need
  * not be NUL-terminated). Rejected, with "line L column C: ..." in err: syntax errors, truncated
  * input, trailing non-whitespace, raw NUL bytes or control characters in strings, invalid UTF-8,
  * lone surrogates, "\u0000" inside object keys, duplicate object keys, nesting deeper than
- * JSON_MAX_DEPTH, numbers that overflow a double. Integers that fit int64 become json_type_int,
- * larger integers and numbers with a fraction or exponent become json_type_double. Returns a new
- * reference, or NULL. The JSON value null is NULL in json-c, like an error: err is set to "" on
- * success and to a message on error; json_parse_one tells them apart by its return value.
+ * JSON_MAX_DEPTH, numbers that overflow a double, a tree above the memory bound (JSON_PARSE_*).
+ * Integers that fit int64 become json_type_int, larger integers and numbers with a fraction or
+ * exponent become json_type_double. Returns a new reference, or NULL. The JSON value null is NULL
+ * in json-c, like an error: err is set to "" on success and to a message on error; json_parse_one
+ * tells them apart by its return value.
  */
 struct json_object *json_parse(const char *data, size_t len, char *err, size_t errlen);
 

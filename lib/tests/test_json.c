@@ -168,6 +168,42 @@ static void test_parse_malformed(void **state)
     parse_bad("\xef\xbb\xbf{}", "unexpected byte 0xef"); /* BOM */
 }
 
+/* "[{},{},...]" costs json-c about 250 times its size: refused past JSON_PARSE_FACTOR x size +
+ * JSON_PARSE_SLACK, while ordinary JSON of the same size parses. */
+static void test_parse_too_dense(void **state)
+{
+    (void)state;
+    size_t n = 200000; /* 600 KB of empty objects: ~150 MB of json-c objects */
+    struct buf b;
+    buf_init(&b, 1u << 24);
+    buf_appends(&b, "[");
+    for (size_t i = 0; i < n; i++) {
+        buf_appends(&b, i ? ",{}" : "{}");
+    }
+    buf_appends(&b, "]");
+    assert_false(buf_error(&b));
+    char err[256] = "";
+    assert_null(json_parse(b.data, b.len, err, sizeof(err)));
+    assert_non_null(strstr(err, "JSON too dense: holding it would take more than"));
+    assert_non_null(strstr(err, "(32 times its 600001 bytes plus 1024 KiB)"));
+    buf_reset(&b);
+    /* the same size of ordinary values parses */
+    buf_appends(&b, "[");
+    for (size_t i = 0; i < n / 4; i++) {
+        buf_appends(&b, i ? ",\"abcdefghij\"" : "\"abcdefghij\"");
+    }
+    buf_appends(&b, "]");
+    struct json_object *o = json_parse(b.data, b.len, err, sizeof(err));
+    assert_non_null(o);
+    assert_int_equal(json_object_array_length(o), n / 4);
+    json_object_put(o);
+    /* small dense documents fit in the slack */
+    o = json_parse("[{},{},[],[[]]]", 15, err, sizeof(err));
+    assert_non_null(o);
+    json_object_put(o);
+    buf_free(&b);
+}
+
 static void test_parse_nul_bytes(void **state)
 {
     (void)state;
@@ -501,6 +537,7 @@ int main(void)
         cmocka_unit_test(test_parse_values),
         cmocka_unit_test(test_parse_strings),
         cmocka_unit_test(test_parse_numbers),
+        cmocka_unit_test(test_parse_too_dense),
         cmocka_unit_test(test_parse_malformed),
         cmocka_unit_test(test_parse_nul_bytes),
         cmocka_unit_test(test_parse_invalid_utf8),
