@@ -12,6 +12,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include <yaml.h>
+
 #include "lib/err.h"
 #include "lib/json.h"
 #include "lib/yaml.h"
@@ -779,6 +781,13 @@ int eppconfig_render(const struct spec_pool *pool, struct buf *out, struct spec_
 
 /* ---- YAML output ---- */
 
+/*
+ * libyaml's emitter does the layout (block style, two-space indent, keys over 128 characters or
+ * spanning lines written as explicit "? key" entries, escapes in double-quoted scalars); this file
+ * only decides each scalar's style so that lib/yaml (and go-yaml) reads it back as the same json
+ * type. The tree is checked before anything is emitted, so -EINVAL leaves out untouched.
+ */
+
 #define YAML_EMIT_MAX_DEPTH 64
 
 /* A string that lib/yaml (and go-yaml) would read back as the same string when written plain. */
@@ -803,43 +812,18 @@ static int plain_safe(const char *s)
     return 1;
 }
 
-static int emit_string(struct buf *b, const char *s)
+static int utf8_valid(const char *s, size_t len)
 {
-    if (plain_safe(s)) {
-        return buf_appends(b, s);
-    }
-    int rc = buf_appends(b, "\"");
-    for (const unsigned char *p = (const unsigned char *)s; rc == 0 && *p; p++) {
-        unsigned char ch = *p;
-        if (ch == '"' || ch == '\\') {
-            char esc[3] = {'\\', (char)ch, '\0'};
-            rc = buf_appends(b, esc);
-        } else if (ch == '\n') {
-            rc = buf_appends(b, "\\n");
-        } else if (ch == '\t') {
-            rc = buf_appends(b, "\\t");
-        } else if (ch < 0x20 || ch == 0x7f) {
-            rc = buf_appendf(b, "\\u%04x", ch);
-        } else if (ch == 0xC2 && p[1] == 0x85) { /* NEL: a line break to YAML 1.1 */
-            rc = buf_appends(b, "\\u0085");
-            p++;
-        } else if (ch == 0xE2 && p[1] == 0x80 && (p[2] == 0xA8 || p[2] == 0xA9)) {
-            rc = buf_appendf(b, "\\u%04x", p[2] == 0xA8 ? 0x2028 : 0x2029);
-            p += 2;
-        } else if (ch == 0xEF && p[1] == 0xBB && p[2] == 0xBF) { /* BOM */
-            rc = buf_appends(b, "\\ufeff");
-            p += 2;
-        } else {
-            char c1[2] = {(char)ch, '\0'};
-            rc = buf_appends(b, c1);
+    const unsigned char *p = (const unsigned char *)s;
+    while (len > 0) {
+        size_t n = tandem_utf8_seq_len(p, len);
+        if (n == 0) {
+            return 0;
         }
+        p += n;
+        len -= n;
     }
-    return rc ? rc : buf_appends(b, "\"");
-}
-
-static int is_container(struct json_object *v)
-{
-    return json_object_is_type(v, json_type_object) || json_object_is_type(v, json_type_array);
+    return 1;
 }
 
 static int container_empty(struct json_object *v)
@@ -850,125 +834,198 @@ static int container_empty(struct json_object *v)
     return json_object_array_length(v) == 0;
 }
 
-/* A scalar, or an empty container, on the current line. */
-static int emit_scalar(struct buf *b, struct json_object *v)
+/*
+ * -EINVAL when v holds what YAML cannot carry: NaN or infinity, text that is not UTF-8, or a
+ * non-empty container nested deeper than YAML_EMIT_MAX_DEPTH (the root is depth 0).
+ */
+static int check_tree(struct json_object *v, int depth)
 {
     switch (json_object_get_type(v)) {
     case json_type_null:
-        return buf_appends(b, "null");
     case json_type_boolean:
-        return buf_appends(b, json_object_get_boolean(v) ? "true" : "false");
-    case json_type_int: /* (json_to_buf also prints integers kept as uint64) */
+    case json_type_int:
+        return 0;
     case json_type_double:
-        if (!isfinite(json_object_get_double(v))) {
+        return isfinite(json_object_get_double(v)) ? 0 : -EINVAL;
+    case json_type_string:
+        return utf8_valid(json_object_get_string(v), (size_t)json_object_get_string_len(v))
+                   ? 0
+                   : -EINVAL;
+    case json_type_object: {
+        if (container_empty(v)) {
+            return 0;
+        }
+        if (depth > YAML_EMIT_MAX_DEPTH) {
             return -EINVAL;
         }
-        return json_to_buf(v, 0, b);
-    case json_type_string:
-        return emit_string(b, json_object_get_string(v));
-    case json_type_object:
-        return buf_appends(b, "{}");
+        json_object_object_foreach(v, k, member_value)
+        {
+            int rc = utf8_valid(k, strlen(k)) ? check_tree(member_value, depth + 1) : -EINVAL;
+            if (rc) {
+                return rc;
+            }
+        }
+        return 0;
+    }
     case json_type_array:
-        return buf_appends(b, "[]");
+        if (container_empty(v)) {
+            return 0;
+        }
+        if (depth > YAML_EMIT_MAX_DEPTH) {
+            return -EINVAL;
+        }
+        for (size_t i = 0; i < json_object_array_length(v); i++) {
+            int rc = check_tree(json_object_array_get_idx(v, i), depth + 1);
+            if (rc) {
+                return rc;
+            }
+        }
+        return 0;
     }
     return -EINVAL;
 }
 
-static int emit_indent(struct buf *b, int indent)
+struct emitter {
+    yaml_emitter_t yaml;
+    struct buf *out;
+};
+
+static int write_out(void *data, unsigned char *bytes, size_t size)
 {
-    for (int i = 0; i < indent; i++) {
-        int rc = buf_append(b, " ", 1);
-        if (rc) {
-            return rc;
-        }
-    }
-    return 0;
+    return buf_append(data, bytes, size) == 0;
 }
 
-static int emit_mapping(struct buf *b, struct json_object *o, int indent, int first_inline,
-                        int depth);
-static int emit_sequence(struct buf *b, struct json_object *a, int indent, int first_inline,
-                         int depth);
-
-/* What follows "key:" — " scalar\n", or a nested block on the next lines. */
-static int emit_after_key(struct buf *b, struct json_object *v, int indent, int depth)
+/* Hands ev to the emitter (which owns it from here); 0 or the failure as a code. */
+static int emit_event(struct emitter *e, yaml_event_t *ev)
 {
-    int rc;
-    if (!v || !is_container(v) || container_empty(v)) {
-        if ((rc = buf_appends(b, " ")) || (rc = emit_scalar(b, v))) {
-            return rc;
-        }
-        return buf_appends(b, "\n");
+    if (yaml_emitter_emit(&e->yaml, ev)) {
+        return 0;
     }
-    if ((rc = buf_appends(b, "\n"))) {
+    switch (e->yaml.error) {
+    case YAML_WRITER_ERROR:
+        return buf_error(e->out) ? buf_error(e->out) : -ENOSPC;
+    case YAML_MEMORY_ERROR:
+        return -ENOMEM;
+    default:
+        return -EINVAL; /* events out of order: a bug here, reported rather than asserted */
+    }
+}
+
+/* A string is plain when that reads back as the same string, otherwise double-quoted. */
+static int emit_string(struct emitter *e, const char *s, size_t len)
+{
+    yaml_event_t ev;
+    int plain = strlen(s) == len && plain_safe(s);
+    if (!yaml_scalar_event_initialize(&ev, NULL, NULL, (const yaml_char_t *)s, (int)len, plain, 1,
+                                      plain ? YAML_PLAIN_SCALAR_STYLE
+                                            : YAML_DOUBLE_QUOTED_SCALAR_STYLE)) {
+        return -ENOMEM; /* (the text is UTF-8: check_tree) */
+    }
+    return emit_event(e, &ev);
+}
+
+/* null, a bool or a number: plain, so it reads back as the same type. */
+static int emit_plain(struct emitter *e, const char *text, size_t len)
+{
+    yaml_event_t ev;
+    if (!yaml_scalar_event_initialize(&ev, NULL, NULL, (const yaml_char_t *)text, (int)len, 1, 0,
+                                      YAML_PLAIN_SCALAR_STYLE)) {
+        return -ENOMEM;
+    }
+    return emit_event(e, &ev);
+}
+
+static int emit_node(struct emitter *e, struct json_object *v)
+{
+    yaml_event_t ev;
+    int rc = 0;
+    switch (json_object_get_type(v)) {
+    case json_type_null:
+        return emit_plain(e, "null", 4);
+    case json_type_boolean:
+        return json_object_get_boolean(v) ? emit_plain(e, "true", 4) : emit_plain(e, "false", 5);
+    case json_type_int: /* json_to_buf prints integers kept as uint64 too, and doubles */
+    case json_type_double: {
+        struct buf num; /* shortest text that round-trips; "3.0" for a double */
+        buf_init(&num, 64);
+        rc = json_to_buf(v, 0, &num);
+        if (rc == 0) {
+            rc = emit_plain(e, num.data, num.len);
+        }
+        buf_free(&num);
         return rc;
     }
-    if (json_object_is_type(v, json_type_object)) {
-        return emit_mapping(b, v, indent + 2, 0, depth + 1);
-    }
-    return emit_sequence(b, v, indent + 2, 0, depth + 1);
-}
-
-static int emit_mapping(struct buf *b, struct json_object *o, int indent, int first_inline,
-                        int depth)
-{
-    int rc, first = 1;
-    if (depth > YAML_EMIT_MAX_DEPTH) {
-        return -EINVAL;
-    }
-    json_object_object_foreach(o, k, v)
-    {
-        if (!(first && first_inline) && (rc = emit_indent(b, indent))) {
+    case json_type_string:
+        return emit_string(e, json_object_get_string(v), (size_t)json_object_get_string_len(v));
+    case json_type_object: {
+        if (!yaml_mapping_start_event_initialize(&ev, NULL, NULL, 1, YAML_BLOCK_MAPPING_STYLE)) {
+            return -ENOMEM;
+        }
+        if ((rc = emit_event(e, &ev))) {
             return rc;
         }
-        first = 0;
-        if ((rc = emit_string(b, k)) || (rc = buf_appends(b, ":")) ||
-            (rc = emit_after_key(b, v, indent, depth))) {
-            return rc;
-        }
-    }
-    return 0;
-}
-
-static int emit_sequence(struct buf *b, struct json_object *a, int indent, int first_inline,
-                         int depth)
-{
-    int rc;
-    if (depth > YAML_EMIT_MAX_DEPTH) {
-        return -EINVAL;
-    }
-    size_t n = json_object_array_length(a);
-    for (size_t i = 0; i < n; i++) {
-        struct json_object *v = json_object_array_get_idx(a, i);
-        if (!(i == 0 && first_inline) && (rc = emit_indent(b, indent))) {
-            return rc;
-        }
-        if ((rc = buf_appends(b, "- "))) {
-            return rc;
-        }
-        if (!v || !is_container(v) || container_empty(v)) {
-            if ((rc = emit_scalar(b, v)) || (rc = buf_appends(b, "\n"))) {
+        json_object_object_foreach(v, k, member_value)
+        {
+            if ((rc = emit_string(e, k, strlen(k))) || (rc = emit_node(e, member_value))) {
                 return rc;
             }
-        } else if (json_object_is_type(v, json_type_object)) {
-            if ((rc = emit_mapping(b, v, indent + 2, 1, depth + 1))) {
-                return rc;
-            }
-        } else if ((rc = emit_sequence(b, v, indent + 2, 1, depth + 1))) {
+        }
+        yaml_mapping_end_event_initialize(&ev);
+        return emit_event(e, &ev);
+    }
+    case json_type_array:
+        if (!yaml_sequence_start_event_initialize(&ev, NULL, NULL, 1, YAML_BLOCK_SEQUENCE_STYLE)) {
+            return -ENOMEM;
+        }
+        if ((rc = emit_event(e, &ev))) {
             return rc;
         }
+        for (size_t i = 0; i < json_object_array_length(v); i++) {
+            if ((rc = emit_node(e, json_object_array_get_idx(v, i)))) {
+                return rc;
+            }
+        }
+        yaml_sequence_end_event_initialize(&ev);
+        return emit_event(e, &ev);
     }
-    return 0;
+    return -EINVAL;
 }
 
 int eppconfig_to_yaml(struct json_object *o, struct buf *out)
 {
-    if (o && json_object_is_type(o, json_type_object) && !container_empty(o)) {
-        return emit_mapping(out, o, 0, 0, 0);
+    int rc = check_tree(o, 0);
+    if (rc) {
+        return rc;
     }
-    if (o && json_object_is_type(o, json_type_array) && !container_empty(o)) {
-        return emit_sequence(out, o, 0, 0, 0);
+    struct emitter e = {.out = out};
+    if (!yaml_emitter_initialize(&e.yaml)) {
+        return -ENOMEM;
     }
-    int rc = emit_scalar(out, o);
-    return rc ? rc : buf_appends(out, "\n");
+    yaml_emitter_set_output(&e.yaml, write_out, out);
+    yaml_emitter_set_encoding(&e.yaml, YAML_UTF8_ENCODING);
+    yaml_emitter_set_unicode(&e.yaml, 1); /* non-ASCII text as is, not as \u escapes */
+    yaml_emitter_set_indent(&e.yaml, 2);
+    yaml_emitter_set_width(&e.yaml, -1); /* no line folding */
+    yaml_emitter_set_break(&e.yaml, YAML_LN_BREAK);
+    yaml_event_t ev;
+    yaml_stream_start_event_initialize(&ev, YAML_UTF8_ENCODING);
+    if ((rc = emit_event(&e, &ev))) {
+        goto out;
+    }
+    if (!yaml_document_start_event_initialize(&ev, NULL, NULL, NULL, 1)) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    if ((rc = emit_event(&e, &ev)) || (rc = emit_node(&e, o))) {
+        goto out;
+    }
+    yaml_document_end_event_initialize(&ev, 1);
+    if ((rc = emit_event(&e, &ev))) {
+        goto out;
+    }
+    yaml_stream_end_event_initialize(&ev);
+    rc = emit_event(&e, &ev);
+out:
+    yaml_emitter_delete(&e.yaml);
+    return rc;
 }

@@ -1,8 +1,8 @@
 /*
  * The EndpointPickerConfig (llm-d's YAML, docs/contracts.md) that tandem-epp reads for a pool:
  * generated from the pool's routingPolicy (loadBalancing.weights) and disaggregation, or an
- * inline config passed through after validation. Also a small YAML emitter for json-c values,
- * so generated configs read like hand-written ones.
+ * inline config passed through after validation. Also YAML output for json-c values (libyaml's
+ * emitter), so generated configs read like hand-written ones.
  *
  * Generated configs (docs/operator-workloads.md, "The EPP configuration"):
  *   weights.cacheHit → prefix-cache-scorer, weights.load → queue-scorer,
@@ -74,9 +74,13 @@ int eppconfig_check_inline(const struct spec_pool *pool, struct spec_errors *err
 int eppconfig_render(const struct spec_pool *pool, struct buf *out, struct spec_errors *errs);
 
 /*
- * Appends o as block-style YAML that lib/yaml reads back to an equal value: strings that could be
- * read as anything else are double-quoted, empty containers are {} / []. 0, -EINVAL (NaN or
- * infinity, nesting deeper than 64), -ENOSPC / -ENOMEM from the buffer.
+ * Appends o as block-style YAML (two-space indent, no line folding) that lib/yaml reads back to an
+ * equal value: strings that could be read as anything else are double-quoted, with escapes for
+ * line breaks and non-printable characters; keys over 128 characters or with line breaks are
+ * written as explicit "? key" entries (YAML limits implicit keys to 1,024); empty containers are
+ * {} / []. 0; -EINVAL (NaN or infinity, a string or key that is not UTF-8, non-empty containers
+ * nested deeper than 64 below the root), checked before anything is appended; -ENOSPC / -ENOMEM
+ * from the buffer (out then holds part of the document and its sticky failure is set).
  */
 int eppconfig_to_yaml(struct json_object *o, struct buf *out);
 

@@ -576,13 +576,348 @@ static void test_yaml_round_trip(void **state)
     json_object_put(o);
 }
 
+/* The exact layout for an ordinary config: block style, two-space indent, sequences under a key
+ * at the key's indent (libyaml's style), empty containers inline, strings quoted only when needed.
+ */
+static void test_yaml_format(void **state)
+{
+    (void)state;
+    struct json_object *o = yaml_obj(
+        "{apiVersion: llm-d.ai/v1alpha1, kind: EndpointPickerConfig, featureGates: [], plugins: "
+        "[{name: q, type: queue-scorer, parameters: {}}, {type: pd-profile-handler, parameters: "
+        "{threshold: 100, ratio: 0.25, on: true}}], schedulingProfiles: [{name: default, plugins: "
+        "[{pluginRef: q, weight: 2.5}]}], nested: [[1, 'on'], [], null, ' x', 'a: b']}");
+    static const char want[] = "apiVersion: llm-d.ai/v1alpha1\n"
+                               "kind: EndpointPickerConfig\n"
+                               "featureGates: []\n"
+                               "plugins:\n"
+                               "- name: q\n"
+                               "  type: queue-scorer\n"
+                               "  parameters: {}\n"
+                               "- type: pd-profile-handler\n"
+                               "  parameters:\n"
+                               "    threshold: 100\n"
+                               "    ratio: 0.25\n"
+                               "    \"true\": true\n"
+                               "schedulingProfiles:\n"
+                               "- name: default\n"
+                               "  plugins:\n"
+                               "  - pluginRef: q\n"
+                               "    weight: 2.5\n"
+                               "nested:\n"
+                               "- - 1\n"
+                               "  - \"on\"\n"
+                               "- []\n"
+                               "- null\n"
+                               "- \" x\"\n"
+                               "- \"a: b\"\n";
+    struct buf b;
+    buf_init(&b, 1 << 20);
+    assert_int_equal(eppconfig_to_yaml(o, &b), 0);
+    assert_string_equal(buf_cstr(&b), want);
+    buf_free(&b);
+    round_trip(o);
+    json_object_put(o);
+}
+
+static char *repeat(char c, size_t n)
+{
+    char *s = malloc(n + 1);
+    assert_non_null(s);
+    memset(s, c, n);
+    s[n] = '\0';
+    return s;
+}
+
+/*
+ * Issue 16: a mapping key past YAML's 1,024-character limit for implicit keys was written as an
+ * implicit key, and reading the ConfigMap back failed. Long keys are written as explicit "? key".
+ */
+static void test_yaml_long_keys(void **state)
+{
+    (void)state;
+    static const size_t lengths[] = {1024, 1025, 1100, 5000};
+    for (size_t i = 0; i < ARRAY_SIZE(lengths); i++) {
+        char *plain = repeat('k', lengths[i]);
+        char *quoted = repeat('q', lengths[i]);
+        quoted[1] = ':'; /* "q: q #qqq...": needs quotes */
+        quoted[2] = ' ';
+        quoted[4] = ' ';
+        quoted[5] = '#';
+        struct json_object *o = json_object_new_object();
+        struct json_object *inner = json_object_new_object();
+        struct json_object *list = json_object_new_array();
+        json_object_object_add(inner, plain, json_object_new_int(1));
+        json_object_array_add(list, json_object_new_string(quoted));
+        json_object_object_add(inner, "list", list);
+        json_object_object_add(o, plain, json_object_new_string("scalar"));
+        json_object_object_add(o, quoted, inner);
+        round_trip(o);
+        struct buf b;
+        buf_init(&b, 1 << 20);
+        assert_int_equal(eppconfig_to_yaml(o, &b), 0);
+        assert_non_null(strstr(buf_cstr(&b), "? kkkk"));
+        buf_free(&b);
+        json_object_put(o);
+        free(plain);
+        free(quoted);
+    }
+
+    /* More output than libyaml buffers at once (16 KiB): written in several pieces. */
+    struct json_object *big = json_object_new_object();
+    for (int i = 0; i < 40; i++) {
+        char *k = repeat((char)('a' + i % 26), 1100);
+        k[0] = (char)('A' + i / 26);
+        json_object_object_add(big, k, json_object_new_int(i));
+        free(k);
+    }
+    round_trip(big);
+    json_object_put(big);
+
+    /* Through the operator's path: an inline config with a long parameter name renders to a
+     * ConfigMap text that eppconfig_parse reads back as the same object. */
+    char *k = repeat('p', 1100);
+    struct json_object *o = yaml_obj(POOL("routingPolicy: {endpointPickerConfig: {inline: "
+                                          "{apiVersion: llm-d.ai/v1alpha1, kind: "
+                                          "EndpointPickerConfig, plugins: [{name: q, type: "
+                                          "queue-scorer, parameters: {}}], schedulingProfiles: "
+                                          "[{name: default, plugins: [{pluginRef: q}]}]}}}"));
+    struct json_object *params =
+        json_get(o, "spec.routingPolicy.endpointPickerConfig.inline.plugins[0].parameters");
+    assert_non_null(params);
+    json_object_object_add(params, k, json_object_new_string("long"));
+    struct spec_pool pool;
+    struct spec_errors errs;
+    spec_errors_init(&errs);
+    assert_int_equal(spec_pool_parse(o, &pool, &errs), 0);
+    struct buf b;
+    buf_init(&b, EPPCONFIG_MAX_TEXT);
+    assert_int_equal(eppconfig_render(&pool, &b, &errs), 0);
+    struct json_object *back = NULL;
+    if (eppconfig_parse(b.data, b.len, "config", NULL, 0, &back, &errs) != 0) {
+        dump_errors(&errs);
+        fail_msg("rendered config does not parse:\n%s", buf_cstr(&b));
+    }
+    assert_true(json_object_equal(back, pool.routing.inline_obj));
+    json_object_put(back);
+    buf_free(&b);
+    spec_pool_free(&pool);
+    json_object_put(o);
+    free(k);
+}
+
+/* Strings that read as other types, or need quoting or escapes, as keys, values and items. */
+static void test_yaml_strings(void **state)
+{
+    (void)state;
+    static const char *const strings[] = {
+        "True",
+        "FALSE",
+        "Null",
+        "NULL",
+        "Yes",
+        "ON",
+        "0o17",
+        "0b101",
+        "+1",
+        "-1",
+        "1_000",
+        ".5",
+        "1.",
+        "+.inf",
+        ".NaN",
+        "-.INF",
+        "2001-12-14",
+        "0x10",
+        "1e3",
+        "12:30",
+        "0",
+        "-0",
+        "  ",
+        " both ",
+        "multi\nline\ntext\n",
+        "\n",
+        "\r\n",
+        "cr\rhere",
+        "quote\"s and 'single'",
+        "colon: space",
+        "key:",
+        "a:b",
+        "# comment",
+        "x #y",
+        "-",
+        "--",
+        "---",
+        "...",
+        "- item",
+        "? q",
+        ": v",
+        "!!str x",
+        "!x y",
+        "&a",
+        "*a",
+        "%YAML",
+        "@",
+        "`",
+        "{",
+        "}",
+        "[",
+        "]",
+        ",",
+        "|-\n",
+        ">+",
+        "\\",
+        "\\n",
+        "漢字",
+        "emoji \xf0\x9f\x98\x80",
+        "\x1b[0m",
+        "\x7f",
+        "\t",
+        "\xc2\xa0nbsp",
+        "\xef\xbf\xbe",
+        "\xc2\x80-c1",
+        "\xe2\x80\xa9ps",
+        "inf",
+        "nan",
+        "e3",
+        "x\x01\x02\x1f",
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(strings); i++) {
+        struct json_object *o = json_object_new_object();
+        struct json_object *list = json_object_new_array();
+        json_object_object_add(o, strings[i], json_object_new_string(strings[i]));
+        json_object_array_add(list, json_object_new_string(strings[i]));
+        json_object_array_add(list, json_object_new_string(""));
+        json_object_object_add(o, "list", list);
+        round_trip(o);
+        round_trip(list);
+        json_object_put(o);
+    }
+    /* A long line with spaces is not folded (it would read back the same, but be harder to
+     * read and diff). */
+    char *words = repeat('w', 400);
+    for (size_t i = 4; i < 400; i += 5) {
+        words[i] = ' ';
+    }
+    struct json_object *long_text = json_object_new_string(words);
+    round_trip(long_text);
+    struct buf text;
+    buf_init(&text, 1 << 20);
+    assert_int_equal(eppconfig_to_yaml(long_text, &text), 0);
+    assert_ptr_equal(strchr(buf_cstr(&text), '\n'), buf_cstr(&text) + text.len - 1);
+    buf_free(&text);
+    json_object_put(long_text);
+    free(words);
+
+    /* All the control characters, and a NUL inside a value. */
+    char ctl[33];
+    for (int i = 0; i < 32; i++) {
+        ctl[i] = (char)(i + 1);
+    }
+    ctl[32] = '\0';
+    struct json_object *o = json_object_new_object();
+    json_object_object_add(o, ctl, json_object_new_string(ctl));
+    json_object_object_add(o, "nul", json_object_new_string_len("a\0b", 3));
+    round_trip(o);
+    json_object_put(o);
+
+    /* Numbers keep their type and value. */
+    o = yaml_obj("{a: 0.1, b: 1.0e-300, c: 5.0e-324, d: 1.7976931348623157e+308, e: -0.0, f: "
+                 "1.0, g: 123456789012345678, h: -9223372036854775808, i: 18446744073709551615, "
+                 "j: 3.141592653589793}");
+    round_trip(o);
+    json_object_put(o);
+
+    /* Text that is not UTF-8 cannot be written, and nothing is. */
+    struct buf b;
+    buf_init(&b, 1024);
+    o = json_object_new_object();
+    json_object_object_add(o, "ok", json_object_new_string("fine"));
+    json_object_object_add(o, "bad", json_object_new_string("\xff\xfe"));
+    assert_int_equal(eppconfig_to_yaml(o, &b), -EINVAL);
+    assert_int_equal(b.len, 0);
+    assert_int_equal(buf_error(&b), 0);
+    json_object_put(o);
+    o = json_object_new_object();
+    json_object_object_add(o, "\xc0\xaf", json_object_new_string("overlong key"));
+    assert_int_equal(eppconfig_to_yaml(o, &b), -EINVAL);
+    assert_int_equal(b.len, 0);
+    json_object_put(o);
+    buf_free(&b);
+}
+
+/* Builds depth + 1 nested non-empty containers (the root is depth 0), alternating mappings and
+ * sequences, with an empty mapping and a scalar in the innermost. */
+static struct json_object *nested(int depth)
+{
+    struct json_object *root = json_object_new_object(), *cur = root;
+    for (int i = 1; i <= depth; i++) {
+        struct json_object *next = i % 2 ? json_object_new_array() : json_object_new_object();
+        if (json_object_is_type(cur, json_type_object)) {
+            json_object_object_add(cur, "x", json_object_new_int(i));
+            json_object_object_add(cur, i % 3 ? "next" : "a: b", next);
+        } else {
+            json_object_array_add(cur, json_object_new_string("on"));
+            json_object_array_add(cur, next);
+        }
+        cur = next;
+    }
+    if (json_object_is_type(cur, json_type_object)) {
+        json_object_object_add(cur, "leaf", json_object_new_object());
+    } else {
+        json_object_array_add(cur, json_object_new_object());
+    }
+    return root;
+}
+
+static void test_yaml_depth_limit(void **state)
+{
+    (void)state;
+    struct json_object *o = nested(64); /* the deepest allowed */
+    round_trip(o);
+    json_object_put(o);
+
+    o = nested(65);
+    struct buf b;
+    buf_init(&b, 1 << 20);
+    assert_int_equal(eppconfig_to_yaml(o, &b), -EINVAL);
+    assert_int_equal(b.len, 0);
+    buf_free(&b);
+    json_object_put(o);
+
+    /* NaN and infinity anywhere leave the buffer as it was. */
+    o = nested(10);
+    json_object_object_add(o, "inf", json_object_new_double(-INFINITY));
+    buf_init(&b, 1 << 20);
+    assert_int_equal(buf_appends(&b, "keep\n"), 0);
+    assert_int_equal(eppconfig_to_yaml(o, &b), -EINVAL);
+    assert_string_equal(buf_cstr(&b), "keep\n");
+    assert_int_equal(buf_error(&b), 0);
+    buf_free(&b);
+    json_object_put(o);
+
+    /* A buffer too small for the document: -ENOSPC, and the failure is sticky. */
+    struct spec_pool pool;
+    o = pool_from(POOL(""), &pool);
+    struct json_object *cfg = eppconfig_generate(&pool);
+    buf_init(&b, 100);
+    assert_int_equal(eppconfig_to_yaml(cfg, &b), -ENOSPC);
+    assert_int_equal(buf_error(&b), -ENOSPC);
+    buf_free(&b);
+    json_object_put(cfg);
+    spec_pool_free(&pool);
+    json_object_put(o);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_generate_default),      cmocka_unit_test(test_generate_weights),
         cmocka_unit_test(test_generate_round_robin),  cmocka_unit_test(test_generate_disaggregated),
         cmocka_unit_test(test_render_inline_and_ref), cmocka_unit_test(test_validate),
-        cmocka_unit_test(test_yaml_round_trip),
+        cmocka_unit_test(test_yaml_round_trip),       cmocka_unit_test(test_yaml_format),
+        cmocka_unit_test(test_yaml_long_keys),        cmocka_unit_test(test_yaml_strings),
+        cmocka_unit_test(test_yaml_depth_limit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
