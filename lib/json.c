@@ -250,13 +250,13 @@ static int is_digit(char c)
 }
 
 /* What json-c allocates, rounded up (json-c 0.16, 64-bit): an object with its 16-entry hash
- * table, an array with its 32 slots, a scalar, and per member or element. */
+ * table, an array (made at its exact size), a scalar, and per member or element. */
 enum {
     JSON_COST_OBJECT = 768,
-    JSON_COST_ARRAY = 384,
+    JSON_COST_ARRAY = 128,
     JSON_COST_SCALAR = 64,
     JSON_COST_MEMBER = 64, /* hash entry and key copy overhead, plus the key's bytes */
-    JSON_COST_ELEMENT = 16 /* a slot, doubled while the array grows */
+    JSON_COST_ELEMENT = 16 /* a slot, and one in the parser's list while the array is read */
 };
 
 /* Charges bytes to the parse; fails it once the tree would outgrow its bound. */
@@ -439,33 +439,34 @@ err_put:
     return -1;
 }
 
+/* Children are collected first so that the array is made at its exact size: json-c's default
+ * of 32 slots would make every small array (a merge pair, a token list) cost 300 bytes. */
 static int parse_array(struct json_parser *p, struct json_object **out)
 {
+    struct json_object **items = NULL, *arr = NULL;
+    size_t n = 0, cap = 0;
     if (charge(p, JSON_COST_ARRAY) < 0) {
-        return -1;
-    }
-    struct json_object *arr = json_object_new_array();
-    if (!arr) {
-        parse_fail(p, "out of memory");
         return -1;
     }
     p->pos++; /* '[' */
     skip_ws(p);
     if (p->pos < p->len && p->s[p->pos] == ']') {
         p->pos++;
-        *out = arr;
-        return 0;
+        goto make;
     }
     for (;;) {
         struct json_object *child = NULL;
         if (charge(p, JSON_COST_ELEMENT) < 0 || parse_value(p, &child) < 0) {
             goto err_put;
         }
-        if (json_object_array_add(arr, child) != 0) {
+        struct json_object **grown = tandem_grow(items, &cap, n + 1, sizeof(*items), 8);
+        if (!grown) {
             json_object_put(child);
             parse_fail(p, "out of memory");
             goto err_put;
         }
+        items = grown;
+        items[n++] = child;
         skip_ws(p);
         if (p->pos < p->len && p->s[p->pos] == ',') {
             p->pos++;
@@ -473,14 +474,32 @@ static int parse_array(struct json_parser *p, struct json_object **out)
         }
         if (p->pos < p->len && p->s[p->pos] == ']') {
             p->pos++;
-            *out = arr;
-            return 0;
+            goto make;
         }
         char tmp[32];
         parse_fail(p, "expected ',' or ']' in array, got %s", describe_at(p, tmp, sizeof(tmp)));
         goto err_put;
     }
+make:
+    if (n > INT_MAX || !(arr = json_object_new_array_ext(n ? (int)n : 1))) {
+        parse_fail(p, "out of memory");
+        goto err_put;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (json_object_array_add(arr, items[i]) != 0) {
+            parse_fail(p, "out of memory");
+            goto err_put;
+        }
+        items[i] = NULL; /* owned by arr */
+    }
+    free(items);
+    *out = arr;
+    return 0;
 err_put:
+    for (size_t i = 0; i < n; i++) {
+        json_object_put(items[i]);
+    }
+    free(items);
     json_object_put(arr);
     return -1;
 }

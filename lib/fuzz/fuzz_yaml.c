@@ -88,7 +88,9 @@ static int check_document(struct json_object *doc)
             char err[256];
             struct json_object *back = NULL;
             rc = json_parse_one(buf_cstr(&b), b.len, &back, err, sizeof(err));
-            if (rc != 0) {
+            /* aliases can expand a document into JSON denser than json_parse's memory bound
+             * (JSON_PARSE_FACTOR): refusing that is the parser doing its job */
+            if (rc != 0 && !strstr(err, "JSON too dense")) {
                 fprintf(stderr, "fuzz_yaml: JSON of a YAML document does not parse: %s\n%s\n", err,
                         buf_cstr(&b));
                 abort();
