@@ -27,6 +27,8 @@ static int hf_fail(hf_ctx *c, int rc, const char *field, const char *msg)
     return tandem_fail(c->err, c->errlen, rc, "%s: %s%s%s", c->what, field, *msg ? ": " : "", msg);
 }
 
+#define TOK_MAX_GAP 65536 /* unused ids a vocabulary may have beyond one per token */
+
 /* Metaspace's replacement is a Rust `char` in Hugging Face tokenizers: a file whose replacement
  * is empty or longer than one character does not load there, and does not load here. */
 static int check_one_char(hf_ctx *c, const char *s, const char *field, const char *key)
@@ -598,6 +600,15 @@ static int load_model(hf_ctx *c, struct json_object *root)
     }
     if (max_id < 0) {
         return hf_fail(c, -EINVAL, "model.vocab", "empty vocabulary");
+    }
+    /* The tables are indexed by id: a few tokens with a huge id would cost megabytes each. Real
+     * vocabularies are dense; tolerate gaps up to the number of tokens plus TOK_MAX_GAP. */
+    size_t n_tokens = (size_t)json_object_object_length(vocab) + n_added;
+    if ((size_t)max_id + 1 > 2 * n_tokens + TOK_MAX_GAP) {
+        snprintf(e, sizeof(e),
+                 "ids reach %lld for %zu tokens: more than %d unused ids (a sparse vocabulary)",
+                 (long long)max_id, n_tokens, TOK_MAX_GAP + (int)n_tokens);
+        return hf_fail(c, -EINVAL, "model.vocab", e);
     }
     tokenizer *t = tok__alloc((int32_t)(max_id + 1));
     if (!t) {

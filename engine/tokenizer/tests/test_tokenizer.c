@@ -492,6 +492,11 @@ static void test_hf_degenerate_parameters(void **state)
         BPE_AB ",\"decoder\":{\"type\":\"Replace\",\"pattern\":{\"String\":\"a\"},"
                "\"content\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}}",
         "decodes to more than 4 times its");
+    /* a sparse vocabulary: four tokens, one with id 377777 (14 MB of tables for 134 bytes) */
+    expect_load_error(
+        "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2,\"<unk>\":377777},"
+        "\"merges\":[\"a b\"]}}",
+        "model.vocab: ids reach 377777 for 4 tokens: more than 65540 unused ids");
     /* the real forms still load: a one-character replacement, "▁" → " " */
     tokenizer *t = NULL;
     char err[256] = "";
