@@ -10,7 +10,8 @@
 #       registered as fuzz/p/<name>: it replays DIR/corpus/<name>/ and a bounded number of
 #       seeded mutations, under ASan+UBSan when available. With GENERATED_CORPUS gen FIXTURE fx,
 #       a target without a DIR/corpus/<name>/ replays gen/<name>/ instead, written by the ctest
-#       fixture fx (seeds that are model files are generated, not kept in the repository).
+#       fixture fx (seeds that are model files are generated, not kept in the repository);
+#       GENERATOR exe names the program that writes them (for e2e/fuzz/campaign.sh).
 
 function(tandem_add_library name)
     cmake_parse_arguments(A "" "" "SOURCES;LINK;INCLUDE" ${ARGN})
@@ -65,8 +66,17 @@ function(tandem_add_unit_tests)
     endforeach()
 endfunction()
 
+# Memory and time limits of every fuzz run in `make test` (libFuzzer's flag names; the campaign
+# of e2e/fuzz/campaign.sh passes the same to libFuzzer).
+set(TANDEM_FUZZ_LIMITS -malloc_limit_mb=256 -rss_limit_mb=1024 -timeout=60)
+
+# fuzz-targets.tsv: one line per fuzz target (executable, seed corpus in the tree, generated seed
+# directory, its generator), read by e2e/fuzz/campaign.sh.
+file(WRITE ${CMAKE_BINARY_DIR}/fuzz-targets.tsv "")
+
 function(tandem_add_fuzz_targets)
-    cmake_parse_arguments(A "" "DIR;PREFIX;ITERATIONS;GENERATED_CORPUS;FIXTURE" "LINK" ${ARGN})
+    cmake_parse_arguments(A "" "DIR;PREFIX;ITERATIONS;GENERATED_CORPUS;FIXTURE;GENERATOR" "LINK"
+                          ${ARGN})
     if(NOT A_ITERATIONS)
         set(A_ITERATIONS 20000)
     endif()
@@ -74,6 +84,12 @@ function(tandem_add_fuzz_targets)
     foreach(src ${targets})
         get_filename_component(name ${src} NAME_WE)
         set(exe ${A_PREFIX}_${name})
+        set(gen_dir "")
+        if(A_GENERATED_CORPUS)
+            set(gen_dir ${A_GENERATED_CORPUS}/${name})
+        endif()
+        file(APPEND ${CMAKE_BINARY_DIR}/fuzz-targets.tsv
+             "${exe}\t${CMAKE_CURRENT_BINARY_DIR}/${exe}\t${A_DIR}/corpus/${name}\t${gen_dir}\t${A_GENERATOR}\n")
         set(link ${A_LINK})
         set(flags)
         if(TANDEM_UNIT_ASAN)
@@ -89,13 +105,14 @@ function(tandem_add_fuzz_targets)
         endif()
         if(TANDEM_LIBFUZZER)
             # clang with libFuzzer: a real coverage-guided fuzzer, run by hand (`make fuzz`).
-            add_executable(${exe} ${src})
+            add_executable(${exe} ${src} ${CMAKE_SOURCE_DIR}/e2e/fuzz/fuzz_heap.c)
             target_compile_options(${exe} PRIVATE -g -fsanitize=fuzzer,address,undefined)
             target_link_options(${exe} PRIVATE -fsanitize=fuzzer,address,undefined)
             target_link_libraries(${exe} PRIVATE ${A_LINK})
             continue()
         endif()
-        add_executable(${exe} ${src} ${CMAKE_SOURCE_DIR}/e2e/fuzz/standalone_driver.c)
+        add_executable(${exe} ${src} ${CMAKE_SOURCE_DIR}/e2e/fuzz/standalone_driver.c
+                              ${CMAKE_SOURCE_DIR}/e2e/fuzz/fuzz_heap.c)
         target_compile_options(${exe} PRIVATE ${flags})
         target_link_options(${exe} PRIVATE ${flags})
         target_link_libraries(${exe} PRIVATE ${link})
@@ -103,7 +120,9 @@ function(tandem_add_fuzz_targets)
         if(A_GENERATED_CORPUS AND NOT EXISTS ${corpus})
             set(corpus ${A_GENERATED_CORPUS}/${name})
         endif()
-        add_test(NAME fuzz/${A_PREFIX}/${name} COMMAND ${exe} -runs=${A_ITERATIONS} ${corpus})
+        # The limits fail a parser that balloons or spins (e2e/fuzz/standalone_driver.c).
+        add_test(NAME fuzz/${A_PREFIX}/${name}
+                 COMMAND ${exe} -runs=${A_ITERATIONS} ${TANDEM_FUZZ_LIMITS} ${corpus})
         set_tests_properties(fuzz/${A_PREFIX}/${name} PROPERTIES LABELS fuzz TIMEOUT 600
                              ENVIRONMENT "${TANDEM_SANITIZER_ENV}")
         if(A_GENERATED_CORPUS AND NOT EXISTS ${A_DIR}/corpus/${name})

@@ -5,16 +5,26 @@
  * (bit flips, byte sets, inserts, deletes, truncations, splices, interesting bytes). The seed is
  * fixed unless -seed=N is given, so a failure reproduces. Crashes surface through ASan/UBSan.
  *
- *   fuzz_x [-runs=N] [-seed=N] [-max_len=N] DIR_OR_FILE...
+ *   fuzz_x [-runs=N] [-seed=N] [-max_len=N] [-malloc_limit_mb=N] [-rss_limit_mb=N]
+ *          [-timeout=S] DIR_OR_FILE...
+ *
+ * Limits, as libFuzzer's flags of the same names: one allocation above -malloc_limit_mb (default:
+ * the RSS limit), a live heap or a resident size above -rss_limit_mb (default 2048), or one input
+ * running longer than -timeout seconds (default 60) ends the run with a report and abort(); 0
+ * turns a limit off. The heap is counted through the sanitizer's allocator hooks (fuzz_heap.c).
  *
  * The same targets link against real libFuzzer with `make fuzz` (clang -fsanitize=fuzzer).
  */
 #include <dirent.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include "e2e/fuzz/fuzz_heap.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -169,12 +179,66 @@ static size_t mutate(uint8_t *buf, size_t size, size_t max_len)
     return size;
 }
 
+static long rss_limit_mb = 2048, timeout_s = 60;
+static size_t current_size; /* the input now running, for the reports */
+static long current_run = -1;
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+    char line[160];
+    int n = snprintf(line, sizeof(line),
+                     "==fuzz== ERROR: timeout: one input ran longer than -timeout=%ld s (run %ld, "
+                     "%zu bytes)\n",
+                     timeout_s, current_run, current_size);
+    (void)!write(2, line, n > 0 ? (size_t)n : 0);
+    abort();
+}
+
+/* Resident set size in MiB, from /proc/self/statm (0 when unreadable). */
+static long rss_mb(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    long pages = 0, resident = 0;
+    if (!f) {
+        return 0;
+    }
+    if (fscanf(f, "%ld %ld", &pages, &resident) != 2) {
+        resident = 0;
+    }
+    fclose(f);
+    return resident * (sysconf(_SC_PAGESIZE) / 1024) / 1024;
+}
+
+static void run_one(const uint8_t *data, size_t size, long run)
+{
+    current_size = size;
+    current_run = run;
+    alarm(timeout_s > 0 ? (unsigned)timeout_s : 0);
+    LLVMFuzzerTestOneInput(data, size);
+    alarm(0);
+    long rss = rss_limit_mb > 0 ? rss_mb() : 0;
+    if (rss > rss_limit_mb) {
+        fprintf(stderr,
+                "==fuzz== ERROR: out-of-memory (used: %ld Mb; exceeds: %ld Mb) after run "
+                "%ld (%zu bytes)\n",
+                rss, rss_limit_mb, run, size);
+        abort();
+    }
+}
+
 int main(int argc, char **argv)
 {
-    long runs = 10000;
+    long runs = 10000, malloc_limit_mb = -1;
     size_t max_len = 1 << 16;
     for (int i = 1; i < argc; i++) {
-        if (strncmp(argv[i], "-runs=", 6) == 0) {
+        if (strncmp(argv[i], "-malloc_limit_mb=", 17) == 0) {
+            malloc_limit_mb = strtol(argv[i] + 17, NULL, 10);
+        } else if (strncmp(argv[i], "-rss_limit_mb=", 14) == 0) {
+            rss_limit_mb = strtol(argv[i] + 14, NULL, 10);
+        } else if (strncmp(argv[i], "-timeout=", 9) == 0) {
+            timeout_s = strtol(argv[i] + 9, NULL, 10);
+        } else if (strncmp(argv[i], "-runs=", 6) == 0) {
             runs = strtol(argv[i] + 6, NULL, 10);
         } else if (strncmp(argv[i], "-seed=", 6) == 0) {
             rng_state = strtoull(argv[i] + 6, NULL, 10) | 1;
@@ -184,11 +248,17 @@ int main(int argc, char **argv)
             load_path(argv[i], max_len);
         }
     }
+    if (malloc_limit_mb < 0) {
+        malloc_limit_mb = rss_limit_mb;
+    }
+    fuzz_heap_set_limits((size_t)(malloc_limit_mb > 0 ? malloc_limit_mb : 0) << 20,
+                         (size_t)(rss_limit_mb > 0 ? rss_limit_mb : 0) << 20);
+    signal(SIGALRM, on_alarm);
     if (ninputs == 0) {
         add_input(calloc(1, 1), 0);
     }
     for (size_t i = 0; i < ninputs; i++) {
-        LLVMFuzzerTestOneInput(inputs[i].data, inputs[i].size);
+        run_one(inputs[i].data, inputs[i].size, -1 - (long)i);
     }
     uint8_t *buf = malloc(max_len);
     if (!buf) {
@@ -206,10 +276,13 @@ int main(int argc, char **argv)
             return 2;
         }
         memcpy(exact, buf, size);
-        LLVMFuzzerTestOneInput(exact, size);
+        run_one(exact, size, r);
         free(exact);
     }
-    printf("fuzz: %zu corpus inputs, %ld mutations, no crash\n", ninputs, runs);
+    printf("fuzz: %zu corpus inputs, %ld mutations, no crash (limits: malloc %ld MB, heap/RSS %ld "
+           "MB, %ld s an input%s)\n",
+           ninputs, runs, malloc_limit_mb, rss_limit_mb, timeout_s,
+           fuzz_heap_enabled() ? "" : "; no sanitizer hooks: heap not counted");
     free(buf);
     for (size_t i = 0; i < ninputs; i++) {
         free(inputs[i].data);

@@ -15,9 +15,14 @@
 #include <unistd.h>
 
 #include "engine/model/gguf.h"
+#include "e2e/fuzz/fuzz_heap.h"
 #include "engine/model/model.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* The parse's heap bound, stated in docs/fuzzing.md. */
+#define GGUF_HEAP_FACTOR 8
+#define GGUF_HEAP_SLACK  65536
 
 #define CHECK(cond)                                                                                \
     do {                                                                                           \
@@ -89,7 +94,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     memcpy(copy, data, size);
-    gguf_ctx *g = gguf_open_buffer(copy, size, "fuzz.gguf", err, sizeof(err));
+    gguf_ctx *g = NULL;
+    FUZZ_HEAP_BOUND("gguf header", size, GGUF_HEAP_FACTOR, GGUF_HEAP_SLACK,
+                    g = gguf_open_buffer(copy, size, "fuzz.gguf", err, sizeof(err)));
     bool parsed = g != NULL;
     if (g) {
         walk(g, copy, size);

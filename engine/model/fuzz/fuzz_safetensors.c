@@ -7,9 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "e2e/fuzz/fuzz_heap.h"
 #include "engine/model/safetensors.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* The parse's heap bound, stated in docs/fuzzing.md. */
+#define ST_HEAP_FACTOR 72
+#define ST_HEAP_SLACK  (2 << 20)
 
 #define CHECK(cond)                                                                                \
     do {                                                                                           \
@@ -29,7 +34,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     memcpy(copy, data, size);
     char err[512];
-    safetensors_file *f = safetensors_open_buffer(copy, size, "fuzz.safetensors", err, sizeof(err));
+    safetensors_file *f = NULL;
+    FUZZ_HEAP_BOUND("safetensors header", size, ST_HEAP_FACTOR, ST_HEAP_SLACK,
+                    f = safetensors_open_buffer(copy, size, "fuzz.safetensors", err, sizeof(err)));
     if (f) {
         for (size_t i = 0; i < f->n_tensors; i++) {
             const safetensors_tensor *t = &f->tensors[i];

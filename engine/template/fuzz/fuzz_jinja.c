@@ -10,9 +10,14 @@
 #include <string.h>
 
 #include "engine/template/jinja.h"
+#include "e2e/fuzz/fuzz_heap.h"
 #include "lib/json.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* The parse's heap bound, stated in docs/fuzzing.md. */
+#define JINJA_HEAP_FACTOR 128
+#define JINJA_HEAP_SLACK  (1 << 20)
 
 #define CHECK(cond)                                                                                \
     do {                                                                                           \
@@ -41,7 +46,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     char err[256];
     err[0] = 'x';
-    jinja_template *t = jinja_compile((const char *)data, size, err, sizeof(err));
+    jinja_template *t = NULL;
+    FUZZ_HEAP_BOUND("jinja_compile", size, JINJA_HEAP_FACTOR, JINJA_HEAP_SLACK,
+                    t = jinja_compile((const char *)data, size, err, sizeof(err)));
     if (!t) {
         CHECK(err[0] != '\0');
         return 0;
