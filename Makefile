@@ -7,7 +7,11 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 CTEST_FLAGS ?=
 
-.PHONY: all deps configure build test unit e2e run bench fmt lint fuzz clean
+FUZZ_TIME ?= 300
+FUZZ_JOBS ?= 1
+FUZZ_ARGS ?=
+
+.PHONY: all deps configure build test unit e2e run bench fmt lint fuzz fuzz-long clean
 
 all: build
 
@@ -44,6 +48,11 @@ fuzz: deps
 	@CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DTANDEM_LIBFUZZER=ON \
 		-DTANDEM_E2E=OFF -DTANDEM_CUDA=OFF >/dev/null
 	@cmake --build build-fuzz -j $(JOBS)
+
+# A long campaign over every target with memory limits (docs/fuzzing.md), e.g.
+#   make fuzz-long FUZZ_TIME=1800 FUZZ_JOBS=2 FUZZ_ARGS=--merge
+fuzz-long: fuzz
+	@e2e/fuzz/campaign.sh -t $(FUZZ_TIME) -j $(FUZZ_JOBS) $(FUZZ_ARGS)
 
 fmt:
 	@git ls-files '*.c' '*.h' '*.cu' '*.cuh' | xargs -r clang-format -i
