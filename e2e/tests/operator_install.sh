@@ -235,13 +235,15 @@ assert_contains "$(head -n 1 <<<"$out")" "AVAILABLE" "kubectl get ipool header"
 row=$(grep '^llama-pd ' <<<"$out" | tr -s ' ')
 assert_contains "$row" "llama-pd True 5 5" "kubectl get ipool row"
 out=$(kn get imodel 2>&1)
-assert_contains "$(head -n 1 <<<"$out" | tr -s ' ')" "NAME POOL MODEL TYPE PREFILL DECODE READY AGE" "kubectl get imodel header"
+assert_contains "$(head -n 1 <<<"$out" | tr -s ' ')" "NAME POOL MODEL TYPE WORKERS READY AGE" "kubectl get imodel header"
 row=$(grep '^llama-1b ' <<<"$out" | tr -s ' ')
-assert_contains "$row" "llama-1b llama-pd meta-llama/Llama-3.2-1B-Instruct Disaggregated 2 3 True" "kubectl get imodel row"
-out=$(kn get imodel -o wide 2>&1)
+assert_contains "$row" "llama-1b llama-pd meta-llama/Llama-3.2-1B-Instruct Disaggregated prefill 2/2, decode 3/3 True" "kubectl get imodel row"
 row=$(grep '^qwen-0-5b ' <<<"$out" | tr -s ' ')
-assert_contains "$row" "Unified" "kubectl get imodel -o wide row"
-assert_contains "$row" " 2 True" "kubectl get imodel -o wide row (Workers)"
+assert_contains "$row" "Unified 2/2 True" "kubectl get imodel row (Unified: ready/desired)"
+out=$(kn get imodel -o wide 2>&1)
+assert_contains "$(head -n 1 <<<"$out" | tr -s ' ')" "WORKERS PREFILL DECODE UNIFIED READY" "kubectl get imodel -o wide header"
+row=$(grep '^qwen-0-5b ' <<<"$out" | tr -s ' ')
+assert_contains "$row" "Unified 2/2 2 True" "kubectl get imodel -o wide row (Unified count)"
 log "printer columns shown"
 
 # ---- only the leader reconciles ----------------------------------------------------------------
