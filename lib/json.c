@@ -459,7 +459,8 @@ static int parse_array(struct json_parser *p, struct json_object **out)
         if (charge(p, JSON_COST_ELEMENT) < 0 || parse_value(p, &child) < 0) {
             goto err_put;
         }
-        struct json_object **grown = tandem_grow(items, &cap, n + 1, sizeof(*items), 8);
+        struct json_object **grown =
+            tandem_grow(items, &cap, n + 1, sizeof(struct json_object *), 8);
         if (!grown) {
             json_object_put(child);
             parse_fail(p, "out of memory");

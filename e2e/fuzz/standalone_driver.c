@@ -180,18 +180,42 @@ static size_t mutate(uint8_t *buf, size_t size, size_t max_len)
 }
 
 static long rss_limit_mb = 2048, timeout_s = 60;
-static size_t current_size; /* the input now running, for the reports */
-static long current_run = -1;
+static volatile size_t current_size; /* the input now running, for the reports */
 
+/* Appends the decimal digits of v at p (async-signal-safe); returns the end. */
+static char *put_ulong(char *p, unsigned long v)
+{
+    char digits[24];
+    int n = 0;
+    do {
+        digits[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n) {
+        *p++ = digits[--n];
+    }
+    return p;
+}
+
+static char *put_str(char *p, const char *s)
+{
+    while (*s) {
+        *p++ = *s++;
+    }
+    return p;
+}
+
+/* SIGALRM: one input ran past -timeout. Only async-signal-safe calls here. */
 static void on_alarm(int sig)
 {
     (void)sig;
-    char line[160];
-    int n = snprintf(line, sizeof(line),
-                     "==fuzz== ERROR: timeout: one input ran longer than -timeout=%ld s (run %ld, "
-                     "%zu bytes)\n",
-                     timeout_s, current_run, current_size);
-    (void)!write(2, line, n > 0 ? (size_t)n : 0);
+    char line[200];
+    char *p = put_str(line, "==fuzz== ERROR: timeout: one input ran longer than -timeout=");
+    p = put_ulong(p, (unsigned long)timeout_s);
+    p = put_str(p, " s (");
+    p = put_ulong(p, (unsigned long)current_size);
+    p = put_str(p, " bytes)\n");
+    (void)!write(2, line, (size_t)(p - line));
     abort();
 }
 
@@ -199,30 +223,34 @@ static void on_alarm(int sig)
 static long rss_mb(void)
 {
     FILE *f = fopen("/proc/self/statm", "r");
-    long pages = 0, resident = 0;
+    char text[128] = "";
     if (!f) {
         return 0;
     }
-    if (fscanf(f, "%ld %ld", &pages, &resident) != 2) {
-        resident = 0;
+    if (!fgets(text, sizeof(text), f)) {
+        text[0] = '\0';
     }
     fclose(f);
+    char *end;
+    (void)strtol(text, &end, 10); /* total pages; the resident ones follow */
+    long resident = strtol(end, NULL, 10);
     return resident * (sysconf(_SC_PAGESIZE) / 1024) / 1024;
 }
 
+/* Runs one input under the limits; run >= 0 is a mutation's number, -1 - i corpus input i. */
 static void run_one(const uint8_t *data, size_t size, long run)
 {
     current_size = size;
-    current_run = run;
     alarm(timeout_s > 0 ? (unsigned)timeout_s : 0);
     LLVMFuzzerTestOneInput(data, size);
     alarm(0);
     long rss = rss_limit_mb > 0 ? rss_mb() : 0;
     if (rss > rss_limit_mb) {
         fprintf(stderr,
-                "==fuzz== ERROR: out-of-memory (used: %ld Mb; exceeds: %ld Mb) after run "
-                "%ld (%zu bytes)\n",
-                rss, rss_limit_mb, run, size);
+                "==fuzz== ERROR: out-of-memory (used: %ld Mb; exceeds: %ld Mb) after %s %ld "
+                "(%zu bytes)\n",
+                rss, rss_limit_mb, run < 0 ? "corpus input" : "mutation", run < 0 ? -1 - run : run,
+                size);
         abort();
     }
 }
