@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "lib/err.h"
+#include "lib/json.h"
 #include "lib/list.h"
 #include "lib/log.h"
 
@@ -310,9 +311,9 @@ int http_error_body(struct buf *out, int status, const char *type, const char *m
     json_object_object_add(e, "type", json_object_new_string(type));
     json_object_object_add(e, "param", param ? json_object_new_string(param) : NULL);
     json_object_object_add(e, "code", json_object_new_int(status));
-    const char *s = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN |
-                                                             JSON_C_TO_STRING_NOSLASHESCAPE);
-    int rc = s ? buf_appends(out, s) : -ENOMEM;
+    /* json_to_buf, not json-c's printer: a message that quotes a client's bytes may hold broken
+     * UTF-8 (a key cut at 100 bytes), which must become U+FFFD, never invalid JSON */
+    int rc = json_to_buf(root, 0, out);
     json_object_put(root);
     return rc;
 }

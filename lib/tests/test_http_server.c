@@ -20,6 +20,7 @@
 
 #include "lib/http_client.h"
 #include "lib/http_server.h"
+#include "lib/json.h"
 #include "lib/sse.h"
 
 /* ---- harness ---- */
@@ -1031,6 +1032,20 @@ static void test_error_body_and_lifecycle(void **state)
     buf_reset(&b);
     assert_int_equal(http_error_body(&b, 502, NULL, "upstream", NULL), 0);
     assert_non_null(strstr(buf_cstr(&b), "\"type\":\"server_error\""));
+    /* a message quoting a client's key cut inside a UTF-8 sequence (found by
+     * server_fuzz_openai_request): the body stays valid JSON, the broken byte becomes U+FFFD */
+    buf_reset(&b);
+    assert_int_equal(http_error_body(&b, 400, NULL, "after key \"o\xf2\x97\x97\"", NULL), 0);
+    char perr[128];
+    o = json_parse(buf_cstr(&b), b.len, perr, sizeof(perr));
+    if (!o) {
+        fail_msg("error body is not JSON (%s): %s", perr, buf_cstr(&b));
+    }
+    assert_true(json_object_object_get_ex(o, "error", &e));
+    assert_true(json_object_object_get_ex(e, "message", &v));
+    assert_string_equal(json_object_get_string(v),
+                        "after key \"o\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\"");
+    json_object_put(o);
     buf_free(&b);
 
     /* a server that was never started is freed at once; drain on it reports drained */
