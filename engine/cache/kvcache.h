@@ -74,6 +74,10 @@ typedef struct kvc_event_sink {
     /* One evicted block; hashes has n entries (always 1 today). */
     void (*removed)(void *user, const kvc_hash *hashes, int32_t n);
     void (*all_cleared)(void *user);
+    /* Never called by the kvc: the engine calls it once at the end of every step and after
+     * engine_reset_prefix_cache, under its lock, so that a publisher can send the events of one
+     * step as one batch (vLLM publishes one KVEventBatch per engine step). Should only queue. */
+    void (*flush)(void *user);
 } kvc_event_sink;
 
 typedef struct kvc kvc;

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "engine/sampler/stop.h"
 #include "lib/buf.h"
@@ -45,7 +46,34 @@ typedef struct ereq {
     double t_arrival, t_first, t_last;
     struct list_node live_node;  /* in engine.live */
     struct list_node abort_node; /* in engine.aborts while an abort is queued */
+    /* KV transfer (engine_kv_transfer) */
+    engine_kvt_mode kvt;
+    char *kv_request_id; /* PRODUCE: handed to the held entry when the blocks are held */
+    char *remote_engine_id, *remote_host, *notify;
+    int32_t remote_port;
+    int32_t *remote_blocks;
+    int32_t n_remote_blocks;
+    int kv_loaded;        /* engine_output.kv_loaded */
+    struct kv_load *load; /* CONSUME: while its load runs */
 } ereq;
+
+/* A running connector load. Outlives its ereq when the request is aborted meanwhile: the
+ * transfer still writes into the blocks, so the sched_req is freed when the load ends. */
+struct kv_load {
+    struct list_node node; /* in engine.loads */
+    uint64_t id;
+    sched_req *sr;
+    ereq *q;       /* NULL once the request was released */
+    bool fallback; /* the producer's blocks did not cover the prompt: notify only, then compute */
+};
+
+/* A finished PRODUCE request's blocks, held for the decoder. */
+struct kv_held {
+    struct list_node node; /* in engine.held */
+    char *request_id;
+    sched_req *sr;
+    double expiry; /* tandem_now_s() */
+};
 
 /* What the core hands the output processor about one sequence of a step, after sched_update
  * (vLLM's EngineCoreOutput): the token and whether the core ended the request. */
@@ -104,6 +132,15 @@ struct engine {
 
     bool has_metrics;
     struct engine_metrics mx;
+
+    /* KV transfer */
+    bool has_connector;
+    engine_kv_connector conn; /* strings owned (conn_*) */
+    char *conn_engine_id, *conn_host;
+    struct list_node loads; /* struct kv_load */
+    struct list_node held;  /* struct kv_held, oldest first */
+    int32_t n_loads, n_held;
+    uint64_t kv_loads, kv_load_failures, kv_released, kv_expired;
 };
 
 /* ---- metrics ---- */
@@ -232,6 +269,14 @@ static void metrics_update(engine *e)
 
 /* ---- requests ---- */
 
+/* End of a step's KV events (kvc_event_sink.flush); under e->mu. */
+static void events_flush(engine *e)
+{
+    if (e->cfg.kv_events.flush) {
+        e->cfg.kv_events.flush(e->cfg.kv_events.user);
+    }
+}
+
 static void ereq_free(ereq *r)
 {
     if (!r) {
@@ -244,6 +289,11 @@ static void ereq_free(ereq *r)
     detok_free(&r->dt);
     free(r->stop_ids);
     free(r->teacher);
+    free(r->kv_request_id);
+    free(r->remote_engine_id);
+    free(r->remote_host);
+    free(r->notify);
+    free(r->remote_blocks);
     free(r);
 }
 
@@ -259,10 +309,55 @@ static void core_end(engine *e, ereq *r, sched_status status)
     list_unlink(&r->abort_node);
 }
 
-/* Frees a request the core has ended (no lock needed: nothing else refers to it). */
-static void ereq_release(ereq *r)
+/* Frees a request the core has ended (lock not held; nothing else refers to it but a running
+ * load). A PRODUCE request holding its blocks moves them to the held list (freed by
+ * engine_kv_release or the timeout); one aborted while its load runs leaves its sched_req to the
+ * load. */
+static void ereq_release(engine *e, ereq *r)
 {
-    sched_req_free(NULL, r->sr);
+    sched_req *sr = r->sr;
+    if (sr->kv_held || r->load) {
+        struct kv_held *h = sr->kv_held ? calloc(1, sizeof *h) : NULL;
+        pthread_mutex_lock(&e->mu);
+        if (r->load) {
+            r->load->q = NULL;
+            if (sr->load_pending) {
+                sr = NULL; /* the load frees it when it ends */
+            } else {
+                list_unlink(&r->load->node);
+                e->n_loads--;
+                free(r->load);
+            }
+            r->load = NULL;
+        }
+        if (sr && sr->kv_held) {
+            if (h) {
+                double timeout = e->conn.hold_timeout_s > 0 ? e->conn.hold_timeout_s : 480.0;
+                h->request_id = r->kv_request_id;
+                r->kv_request_id = NULL;
+                h->sr = sr;
+                h->expiry = tandem_now_s() + timeout;
+                list_push_back(&e->held, &h->node);
+                e->n_held++;
+                h = NULL;
+                sr = NULL;
+            } else {
+                log_error("engine: out of memory holding the KV blocks of request %" PRIu64
+                          "; freeing them (the decoder will prefill itself)",
+                          r->id);
+                sched_release_held(e->s, sr);
+            }
+        }
+        if (sr) {
+            sched_req_free(NULL, sr);
+        }
+        pthread_cond_signal(&e->cv); /* the thread's timed wait covers the new hold */
+        pthread_mutex_unlock(&e->mu);
+        free(h);
+        ereq_free(r);
+        return;
+    }
+    sched_req_free(NULL, sr);
     ereq_free(r);
 }
 
@@ -277,6 +372,12 @@ static void output_fill(const ereq *r, engine_output *o)
     o->n_cached = sr->num_cached_tokens > 0 ? sr->num_cached_tokens : 0;
     if (!o->text) {
         o->text = "";
+    }
+    o->kv_loaded = r->kv_loaded;
+    if (sr->kv_held) {
+        o->kv_block_ids = sr->kv.blocks;
+        o->n_kv_blocks = sr->kv.n_blocks;
+        o->kv_request_id = r->kv_request_id;
     }
 }
 
@@ -336,7 +437,7 @@ static void report_aborted(engine *e, struct list_node *done)
         engine_output o = {
             .token = -1, .status = SCHED_FINISHED_ABORTED, .stop_index = -1, .stop_token = -1};
         report_finish(e, r, &o);
-        ereq_release(r);
+        ereq_release(e, r);
     }
     list_init(done);
 }
@@ -389,6 +490,8 @@ engine *engine_new(const model *m, const tokenizer *tok, const engine_config *cf
     pthread_cond_init(&e->cv, NULL);
     list_init(&e->live);
     list_init(&e->aborts);
+    list_init(&e->loads);
+    list_init(&e->held);
     sampler_scratch_init(&e->scratch);
     buf_init(&e->text, ENGINE_TEXT_CAP);
 
@@ -539,6 +642,8 @@ err_free:
     return NULL;
 }
 
+static void held_free(engine *e, struct kv_held *h);
+
 void engine_free(engine *e)
 {
     if (!e) {
@@ -553,8 +658,28 @@ void engine_free(engine *e)
     }
     pthread_mutex_unlock(&e->mu);
     report_aborted(e, &done);
+    /* the connector was stopped before: no load can end any more; free what is left */
+    struct list_node *n, *tmp;
+    // NOLINTNEXTLINE(clang-analyzer-unix.Malloc): a node is freed after its successor was read
+    list_for_each_safe(&e->held, n, tmp)
+    {
+        held_free(e, list_entry(n, struct kv_held, node));
+    }
+    // NOLINTNEXTLINE(clang-analyzer-unix.Malloc): a node is freed after its successor was read
+    list_for_each_safe(&e->loads, n, tmp)
+    {
+        struct kv_load *l = list_entry(n, struct kv_load, node);
+        list_unlink(&l->node);
+        if (!l->q) {
+            sched_remote_kv_done(e->s, l->sr, false);
+            sched_req_free(NULL, l->sr);
+        }
+        free(l);
+    }
     sched_free(e->s);
     kvc_free(e->kv);
+    free(e->conn_engine_id);
+    free(e->conn_host);
     if (e->be) {
         e->ops->destroy(e->be);
     }
@@ -571,6 +696,242 @@ void engine_free(engine *e)
     pthread_cond_destroy(&e->cv);
     pthread_mutex_destroy(&e->mu);
     free(e);
+}
+
+/* ---- KV transfer ---- */
+
+/* Takes the request's kv_transfer_params in. Without a connector, or with incomplete CONSUME
+ * parameters, the request is served as a plain one. 0 or -ENOMEM. */
+static int kv_transfer_copy(engine *e, ereq *q, const engine_kv_transfer *t)
+{
+    if (t->mode == ENGINE_KVT_NONE || !e->has_connector) {
+        return 0;
+    }
+    if (t->mode == ENGINE_KVT_PRODUCE) {
+        q->kvt = ENGINE_KVT_PRODUCE;
+        if (t->request_id && t->request_id[0]) {
+            q->kv_request_id = strdup(t->request_id);
+            if (!q->kv_request_id) {
+                return -ENOMEM;
+            }
+        }
+        return 0;
+    }
+    if (!t->remote_engine_id || !t->remote_host || !t->remote_request_id || t->remote_port <= 0 ||
+        t->remote_port > 65535 || t->n_remote_blocks < 0 ||
+        (t->n_remote_blocks > 0 && !t->remote_block_ids)) {
+        log_warn("engine: kv_transfer_params with do_remote_prefill lack remote_engine_id, "
+                 "remote_host, remote_port, remote_request_id or remote_block_ids; prefilling "
+                 "locally");
+        q->kv_loaded = -1;
+        return 0;
+    }
+    char notify[320];
+    snprintf(notify, sizeof notify, "%s:%d", t->remote_request_id, (int)e->conn.tp_size);
+    q->remote_engine_id = strdup(t->remote_engine_id);
+    q->remote_host = strdup(t->remote_host);
+    q->notify = strdup(notify);
+    if (t->n_remote_blocks > 0) {
+        q->remote_blocks = malloc((size_t)t->n_remote_blocks * sizeof *q->remote_blocks);
+        if (q->remote_blocks) {
+            memcpy(q->remote_blocks, t->remote_block_ids,
+                   (size_t)t->n_remote_blocks * sizeof *q->remote_blocks);
+        }
+    }
+    if (!q->remote_engine_id || !q->remote_host || !q->notify ||
+        (t->n_remote_blocks > 0 && !q->remote_blocks)) {
+        return -ENOMEM;
+    }
+    q->n_remote_blocks = t->n_remote_blocks;
+    q->remote_port = t->remote_port;
+    q->kvt = ENGINE_KVT_CONSUME;
+    return 0;
+}
+
+/* Starts the connector loads of this schedule's admitted CONSUME requests (lock held). */
+static void start_loads(engine *e, const sched_output *out)
+{
+    for (int32_t k = 0; k < out->n_loads; k++) {
+        sched_req *sr = out->loads[k];
+        ereq *q = sr->user;
+        struct kv_load *l = calloc(1, sizeof *l);
+        int32_t first = sr->load_first_block, n = sr->load_n_blocks;
+        if (!l) {
+            log_error("engine: request %" PRIu64 ": out of memory for its KV load; prefilling "
+                      "locally",
+                      q->id);
+            q->kv_loaded = -1;
+            e->kv_load_failures++;
+            sched_remote_kv_done(e->s, sr, false);
+            continue;
+        }
+        if (first + n > q->n_remote_blocks) {
+            log_warn("engine: request %" PRIu64 ": the producer's %d blocks do not cover the "
+                     "%d-token prompt; prefilling locally",
+                     q->id, (int)q->n_remote_blocks, (int)sr->n_prompt);
+            l->fallback = true;
+            n = 0; /* still notify, so that the producer frees its blocks */
+        }
+        l->id = q->id;
+        l->sr = sr;
+        l->q = q;
+        q->load = l;
+        list_push_back(&e->loads, &l->node);
+        e->n_loads++;
+        e->kv_loads++;
+        engine_kv_load load = {
+            .id = l->id,
+            .remote_engine_id = q->remote_engine_id,
+            .remote_host = q->remote_host,
+            .remote_port = q->remote_port,
+            .remote_blocks = q->remote_blocks ? q->remote_blocks + first : NULL,
+            .local_blocks = sr->kv.blocks + first,
+            .n_blocks = n,
+            .notify = q->notify,
+        };
+        int rc = e->conn.start_load(e->conn.ud, &load);
+        if (rc != 0) {
+            log_warn("engine: request %" PRIu64 ": cannot start its KV load (%s); prefilling "
+                     "locally",
+                     q->id, tandem_strerror(rc));
+            list_unlink(&l->node);
+            e->n_loads--;
+            q->load = NULL;
+            free(l);
+            q->kv_loaded = -1;
+            e->kv_load_failures++;
+            sched_remote_kv_done(e->s, sr, false);
+        }
+    }
+}
+
+void engine_kv_load_done(engine *e, uint64_t load_id, int status)
+{
+    pthread_mutex_lock(&e->mu);
+    struct kv_load *l = NULL;
+    struct list_node *n, *tmp;
+    list_for_each_safe(&e->loads, n, tmp)
+    {
+        struct kv_load *c = list_entry(n, struct kv_load, node);
+        if (c->id == load_id) {
+            l = c;
+            break;
+        }
+    }
+    if (!l) {
+        pthread_mutex_unlock(&e->mu);
+        return;
+    }
+    list_unlink(&l->node);
+    e->n_loads--;
+    bool ok = status == 0 && !l->fallback;
+    if (!ok) {
+        e->kv_load_failures++;
+        if (status != 0) {
+            log_warn("engine: request %" PRIu64 ": KV load failed (%s); prefilling locally",
+                     load_id, tandem_strerror(status));
+        }
+    }
+    sched_req *sr = l->sr;
+    if (l->q) {
+        l->q->load = NULL;
+        l->q->kv_loaded = ok ? 1 : -1;
+        sched_remote_kv_done(e->s, sr, ok); /* back in the queue, or just freed if aborted */
+    } else {
+        sched_remote_kv_done(e->s, sr, false); /* aborted and released: frees the blocks */
+        sched_req_free(NULL, sr);
+    }
+    free(l);
+    pthread_cond_signal(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+}
+
+/* Frees a held entry (lock held). */
+static void held_free(engine *e, struct kv_held *h)
+{
+    list_unlink(&h->node);
+    e->n_held--;
+    sched_release_held(e->s, h->sr);
+    sched_req_free(NULL, h->sr);
+    free(h->request_id);
+    free(h);
+}
+
+int engine_kv_release(engine *e, const char *request_id)
+{
+    int rc = -ENOENT;
+    pthread_mutex_lock(&e->mu);
+    struct list_node *n, *tmp;
+    list_for_each_safe(&e->held, n, tmp)
+    {
+        struct kv_held *h = list_entry(n, struct kv_held, node);
+        if (strcmp(h->request_id, request_id) == 0) {
+            held_free(e, h);
+            e->kv_released++;
+            rc = 0;
+            break;
+        }
+    }
+    metrics_update(e);
+    pthread_mutex_unlock(&e->mu);
+    return rc;
+}
+
+/* Frees the holds whose time is up (lock held); returns the next expiry, or 0 when none. */
+static double expire_held(engine *e)
+{
+    double now = tandem_now_s();
+    struct list_node *n, *tmp;
+    // NOLINTNEXTLINE(clang-analyzer-unix.Malloc): a node is freed after its successor was read
+    list_for_each_safe(&e->held, n, tmp)
+    {
+        struct kv_held *h = list_entry(n, struct kv_held, node);
+        if (h->expiry > now) {
+            return h->expiry; /* oldest first: the rest expire later */
+        }
+        log_warn("engine: releasing expired KV blocks of request %s (no decoder notified)",
+                 h->request_id);
+        held_free(e, h);
+        e->kv_expired++;
+    }
+    return 0;
+}
+
+int engine_set_kv_connector(engine *e, const engine_kv_connector *c)
+{
+    if (!c || !c->start_load || !c->engine_id || !c->host || c->port <= 0 || c->tp_size < 0) {
+        return -EINVAL;
+    }
+    char *id = strdup(c->engine_id), *host = strdup(c->host);
+    if (!id || !host) {
+        free(id);
+        free(host);
+        return -ENOMEM;
+    }
+    pthread_mutex_lock(&e->mu);
+    free(e->conn_engine_id);
+    free(e->conn_host);
+    e->conn = *c;
+    e->conn_engine_id = id;
+    e->conn_host = host;
+    e->conn.engine_id = id;
+    e->conn.host = host;
+    if (e->conn.tp_size == 0) {
+        e->conn.tp_size = 1;
+    }
+    e->has_connector = true;
+    pthread_mutex_unlock(&e->mu);
+    return 0;
+}
+
+const engine_kv_connector *engine_kv_connector_get(const engine *e)
+{
+    return e->has_connector ? &e->conn : NULL;
+}
+
+void *engine_kv_pool(engine *e, int layer, int kv, size_t *bytes)
+{
+    return e->ops->kv_pool(e->be, layer, kv, bytes);
 }
 
 /* ---- submission ---- */
@@ -655,6 +1016,10 @@ int64_t engine_submit(engine *e, const engine_request *r, char *err, size_t errl
     q->cb = r->on_output;
     q->user = r->user;
     q->t_arrival = tandem_now_s();
+    if (r->kv_transfer && (rc = kv_transfer_copy(e, q, r->kv_transfer)) != 0) {
+        tandem_set_err(err, errlen, "out of memory");
+        goto err_free;
+    }
 
     int32_t max_tokens = r->max_tokens;
     if (q->n_teacher > 0 && (max_tokens <= 0 || max_tokens > q->n_teacher)) {
@@ -676,7 +1041,18 @@ int64_t engine_submit(engine *e, const engine_request *r, char *err, size_t errl
         .priority = r->priority,
         .cache_salt = r->cache_salt,
         .user = q,
+        .delay_free = q->kvt == ENGINE_KVT_PRODUCE,
+        .load_remote = q->kvt == ENGINE_KVT_CONSUME,
     };
+    if (q->kvt == ENGINE_KVT_PRODUCE && !q->kv_request_id) {
+        char id[32];
+        snprintf(id, sizeof id, "tandem-%" PRIu64, q->id);
+        q->kv_request_id = strdup(id);
+        if (!q->kv_request_id) {
+            p.delay_free = false;
+            q->kvt = ENGINE_KVT_NONE;
+        }
+    }
     rc = sched_add(e->s, &p, &q->sr, err, errlen);
     if (rc != 0) {
         pthread_mutex_unlock(&e->mu);
@@ -910,7 +1286,7 @@ static void process_output(engine *e, core_output *co, const float *raw,
     }
     report_finish(e, r, &o);
     if (sched_status_finished(co->status)) {
-        ereq_release(r); /* the core ended it already */
+        ereq_release(e, r); /* the core ended it already */
     } else {
         co->end = o.status;
     }
@@ -923,8 +1299,12 @@ int engine_step(engine *e)
     pthread_mutex_lock(&e->mu);
     take_aborts(e, &aborted);
     const sched_output *out = sched_schedule(e->s);
+    if (out->n_loads > 0) {
+        start_loads(e, out);
+    }
     if (out->n_entries == 0) {
         metrics_update(e);
+        events_flush(e);
         pthread_mutex_unlock(&e->mu);
         report_aborted(e, &aborted);
         return 0;
@@ -957,6 +1337,7 @@ int engine_step(engine *e)
         log_error("engine: forward pass failed (%s); aborting every request", tandem_strerror(rc));
         take_all(e, &aborted);
         metrics_update(e);
+        events_flush(e);
         pthread_mutex_unlock(&e->mu);
         report_aborted(e, &aborted);
         return rc;
@@ -967,6 +1348,7 @@ int engine_step(engine *e)
         core_check(e, &e->outs[k], e->sampled[k]);
     }
     metrics_update(e);
+    events_flush(e);
     pthread_mutex_unlock(&e->mu);
 
     size_t nv = (size_t)e->n_vocab;
@@ -986,7 +1368,7 @@ int engine_step(engine *e)
         pthread_mutex_unlock(&e->mu);
         for (k = 0; k < n_logits; k++) {
             if (e->outs[k].end != SCHED_RUNNING) {
-                ereq_release(e->outs[k].r);
+                ereq_release(e, e->outs[k].r);
             }
         }
     }
@@ -1006,8 +1388,24 @@ static void *engine_thread(void *arg)
     engine *e = arg;
     pthread_mutex_lock(&e->mu);
     while (!e->stop_thread) {
+        double next = expire_held(e);
         if (!sched_has_work(e->s) && list_empty(&e->aborts)) {
-            pthread_cond_wait(&e->cv, &e->mu);
+            if (next > 0) {
+                /* sleep until the oldest hold expires (or work arrives) */
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                double wait = next - tandem_now_s();
+                wait = wait < 0.001 ? 0.001 : wait;
+                ts.tv_sec += (time_t)wait;
+                ts.tv_nsec += (long)((wait - (double)(time_t)wait) * 1e9);
+                if (ts.tv_nsec >= 1000000000L) {
+                    ts.tv_sec++;
+                    ts.tv_nsec -= 1000000000L;
+                }
+                pthread_cond_timedwait(&e->cv, &e->mu, &ts);
+            } else {
+                pthread_cond_wait(&e->cv, &e->mu);
+            }
             continue;
         }
         pthread_mutex_unlock(&e->mu);
@@ -1071,6 +1469,13 @@ void engine_get_stats(engine *e, engine_stats *o)
     o->preemptions = sched_num_preemptions(e->s);
     o->prefix_queries = sched_prefix_queries(e->s);
     o->prefix_hits = sched_prefix_hits(e->s);
+    o->kv_held = e->n_held;
+    o->kv_loading = e->n_loads;
+    o->kv_loads = e->kv_loads;
+    o->kv_load_failures = e->kv_load_failures;
+    o->kv_released = e->kv_released;
+    o->kv_expired = e->kv_expired;
+    o->kv_dtype_bytes = e->cfg.kv_dtype == ENGINE_KV_F32 ? 4 : 2;
     metrics_update(e);
     pthread_mutex_unlock(&e->mu);
 }
@@ -1094,6 +1499,7 @@ int engine_reset_prefix_cache(engine *e)
 {
     pthread_mutex_lock(&e->mu);
     int rc = kvc_reset_prefix_cache(e->kv);
+    events_flush(e);
     pthread_mutex_unlock(&e->mu);
     return rc;
 }

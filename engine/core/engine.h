@@ -74,6 +74,58 @@ typedef struct engine_config {
 
 typedef struct engine engine;
 
+/*
+ * P/D KV transfer (vLLM's KV connector with NIXL v2 semantics; docs/agent.md). The engine does
+ * the scheduling half: a PRODUCE request (kv_transfer_params.do_remote_decode) keeps its blocks
+ * after it finishes by length until engine_kv_release (the decoder's notification) or the hold
+ * timeout; a CONSUME request (do_remote_prefill) reuses its local prefix hits, has the connector
+ * copy the blocks it lacks from the producer, then computes from the last prompt token on. The
+ * connector (the agent's UCX transport) does the moving.
+ */
+typedef enum engine_kvt_mode {
+    ENGINE_KVT_NONE,
+    ENGINE_KVT_PRODUCE,
+    ENGINE_KVT_CONSUME,
+} engine_kvt_mode;
+
+typedef struct engine_kv_transfer {
+    engine_kvt_mode mode;
+    const char *request_id; /* PRODUCE: what the decoder will notify (remote_request_id) */
+    /* CONSUME: the producer's kv_transfer_params */
+    const char *remote_engine_id;
+    const char *remote_host;
+    int32_t remote_port;
+    const char *remote_request_id;
+    const int32_t *remote_block_ids;
+    int32_t n_remote_blocks;
+} engine_kv_transfer;
+
+/* One load for the connector: copy remote_blocks[i] of every KV region of the remote engine into
+ * local_blocks[i] of ours, then send notify to the producer (also when n_blocks is 0). */
+typedef struct engine_kv_load {
+    uint64_t id; /* for engine_kv_load_done */
+    const char *remote_engine_id;
+    const char *remote_host;
+    int32_t remote_port;
+    const int32_t *remote_blocks; /* [n_blocks], borrowed for the call */
+    const int32_t *local_blocks;
+    int32_t n_blocks;
+    const char *notify; /* "<remote_request_id>:<tp_size>" */
+} engine_kv_load;
+
+typedef struct engine_kv_connector {
+    void *ud;
+    const char *engine_id; /* this engine's id (remote_engine_id of its answers) */
+    const char *host;      /* side channel address (remote_host) */
+    int32_t port;          /* side channel port (remote_port) */
+    int32_t tp_size;       /* 1 */
+    double hold_timeout_s; /* held blocks are freed after this; 0: 480 (vLLM's
+                              VLLM_NIXL_ABORT_REQUEST_TIMEOUT) */
+    /* Queues a load (called with the engine lock held: only queue). 0, or a negative errno: the
+     * request is then prefilled locally. Its end is reported with engine_kv_load_done. */
+    int (*start_load)(void *ud, const engine_kv_load *load);
+} engine_kv_connector;
+
 /* What one step reports about one request (borrowed pointers: valid during the callback). */
 typedef struct engine_output {
     uint64_t id;
@@ -92,6 +144,13 @@ typedef struct engine_output {
     int32_t n_cached; /* prompt tokens served from the prefix cache */
     int error; /* 0, or why the engine ended the request early (-ENOMEM: its text could not be
                   produced); it is then finished with FINISHED_ABORTED and text "" */
+    /* finished PRODUCE request whose blocks are held for the decoder (n_kv_blocks > 0): */
+    const int32_t *kv_block_ids;
+    int32_t n_kv_blocks;
+    const char *kv_request_id;
+    /* CONSUME: 1 the prompt's KV was loaded remotely, -1 the load failed and the prompt was
+     * computed here; 0 not a CONSUME request */
+    int kv_loaded;
 } engine_output;
 
 typedef void (*engine_output_fn)(void *user, const engine_output *out);
@@ -110,7 +169,8 @@ typedef struct engine_request {
     const int32_t *teacher; /* [n_teacher] tokens forced instead of sampled ones (copied); the
                                request ends after them unless max_tokens ends it first */
     int32_t n_teacher;
-    bool return_logits; /* engine_output.logits gets the raw row */
+    bool return_logits;                    /* engine_output.logits gets the raw row */
+    const engine_kv_transfer *kv_transfer; /* NULL: none (copied) */
     engine_output_fn on_output;
     void *user;
 } engine_request;
@@ -152,6 +212,10 @@ typedef struct engine_stats {
     int32_t block_size;
     int32_t max_model_len;
     uint64_t prompt_tokens, generation_tokens, preemptions, prefix_queries, prefix_hits;
+    int32_t kv_held;    /* finished PRODUCE requests holding blocks */
+    int32_t kv_loading; /* CONSUME requests whose load runs */
+    uint64_t kv_loads, kv_load_failures, kv_released, kv_expired;
+    int32_t kv_dtype_bytes; /* 4 (F32) or 2 (F16) */
 } engine_stats;
 
 void engine_get_stats(engine *e, engine_stats *out);
@@ -161,5 +225,19 @@ const tokenizer *engine_tokenizer(const engine *e);
 
 /* Clears the prefix cache (AllBlocksCleared event); -EBUSY while any request runs. */
 int engine_reset_prefix_cache(engine *e);
+
+/* Attaches the KV connector (copied, strings too) before engine_start. -EINVAL, -ENOMEM. */
+int engine_set_kv_connector(engine *e, const engine_kv_connector *c);
+/* The connector given, or NULL. */
+const engine_kv_connector *engine_kv_connector_get(const engine *e);
+/* A load ended (any thread): status 0 the blocks are in place, else the request is prefilled
+ * here. Unknown ids are ignored. */
+void engine_kv_load_done(engine *e, uint64_t load_id, int status);
+/* The decoder's notification for request_id (any thread): frees the held blocks. 0, or -ENOENT
+ * for an id that holds nothing (unknown, already released or expired). */
+int engine_kv_release(engine *e, const char *request_id);
+/* Base and length of the K (kv 0) or V (kv 1) pool of a layer, for the connector's
+ * registration. */
+void *engine_kv_pool(engine *e, int layer, int kv, size_t *bytes);
 
 #endif

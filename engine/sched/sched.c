@@ -22,6 +22,8 @@ struct sched {
     int32_t n_running;
     struct list_node waiting; /* sched_req.wait_node, in queue order */
     int32_t n_waiting;
+    struct list_node loading; /* sched_req.wait_node while WAITING_REMOTE_KV */
+    int32_t n_loading;
     uint64_t next_arrival;
     sched_output out;
     kvc_hits hits;       /* a waiting request's prefix hits, from kvc_lookup to kvc_allocate */
@@ -119,6 +121,7 @@ sched *sched_new(const sched_config *cfg, kvc *kv, char *err, size_t errlen)
     s->cfg = *cfg;
     s->cfg.block_size = bs;
     list_init(&s->waiting);
+    list_init(&s->loading);
     s->kv = kv;
     s->block_size = bs;
     size_t n = (size_t)cfg->max_num_seqs;
@@ -126,9 +129,10 @@ sched *sched_new(const sched_config *cfg, kvc *kv, char *err, size_t errlen)
     s->out.entries = calloc(n, sizeof(*s->out.entries));
     s->out.preempted = calloc(n, sizeof(sched_req *));
     s->out.finished = calloc(n, sizeof(sched_req *));
+    s->out.loads = calloc(n, sizeof(sched_req *));
     s->hits.cap = (cfg->max_model_len + bs - 1) / bs; /* a request's max_blocks at most */
     s->hits.blocks = calloc((size_t)s->hits.cap, sizeof(*s->hits.blocks));
-    if (!s->running || !s->out.entries || !s->out.preempted || !s->out.finished ||
+    if (!s->running || !s->out.entries || !s->out.preempted || !s->out.finished || !s->out.loads ||
         !s->hits.blocks) {
         goto err_free;
     }
@@ -140,6 +144,7 @@ err_free:
     free(s->out.entries);
     free(s->out.preempted);
     free(s->out.finished);
+    free(s->out.loads);
     free(s);
 err_nomem:
     tandem_set_err(err, errlen, "sched: out of memory");
@@ -209,11 +214,17 @@ static void out_remove_entry(sched *s, sched_req *r)
     r->out_idx = -1;
 }
 
-/* Takes r out of every queue and the pending output, frees its blocks, sets st. */
+/* Takes r out of every queue and the pending output, frees its blocks, sets st. A request that
+ * finishes by length with delay_free keeps its blocks (kv_held); one whose remote load runs
+ * keeps them until the load ends (load_pending: the transfer still writes into them). */
 static void finish_internal(sched *s, sched_req *r, sched_status st)
 {
     if (r->status == SCHED_RUNNING) {
         running_remove(s, r);
+    } else if (r->status == SCHED_WAITING_REMOTE_KV) {
+        list_unlink(&r->wait_node);
+        s->n_loading--;
+        r->load_pending = true;
     } else {
         wait_remove(s, r);
     }
@@ -221,7 +232,11 @@ static void finish_internal(sched *s, sched_req *r, sched_status st)
         s->out.entries[r->out_idx].req = NULL;
         r->out_idx = -1;
     }
-    kvc_release(s->kv, &r->kv);
+    if (st == SCHED_FINISHED_LENGTH && r->delay_free && r->kv.n_blocks > 0) {
+        r->kv_held = true;
+    } else if (!r->load_pending) {
+        kvc_release(s->kv, &r->kv);
+    }
     r->status = st;
 }
 
@@ -284,6 +299,8 @@ int sched_add(sched *s, const sched_req_params *p, sched_req **out, char *err, s
     r->cap_tokens = cap;
     r->max_tokens = max_tokens;
     r->num_cached_tokens = -1;
+    r->delay_free = p->delay_free;
+    r->load_remote = p->load_remote;
     r->status = SCHED_WAITING;
     r->running_idx = -1;
     r->out_idx = -1;
@@ -326,6 +343,11 @@ void sched_req_free(sched *s, sched_req *r)
         TANDEM_ASSERT(s != NULL);
         finish_internal(s, r, SCHED_FINISHED_ABORTED);
     }
+    if (r->kv_held) {
+        TANDEM_ASSERT(s != NULL);
+        sched_release_held(s, r);
+    }
+    TANDEM_ASSERT(!r->load_pending);
     TANDEM_ASSERT(r->kv.n_blocks == 0);
     free(r->kv.blocks);
     free(r->kv.hashes);
@@ -346,10 +368,18 @@ void sched_free(sched *s)
     while (!list_empty(&s->waiting)) {
         finish_internal(s, wait_entry(list_first(&s->waiting)), SCHED_FINISHED_ABORTED);
     }
+    while (!list_empty(&s->loading)) {
+        /* the caller stopped every transfer before freeing the scheduler */
+        sched_req *r = wait_entry(list_first(&s->loading));
+        finish_internal(s, r, SCHED_FINISHED_ABORTED);
+        r->load_pending = false;
+        kvc_release(s->kv, &r->kv);
+    }
     free(s->running);
     free(s->out.entries);
     free(s->out.preempted);
     free(s->out.finished);
+    free(s->out.loads);
     free(s->hits.blocks);
     free(s);
 }
@@ -418,6 +448,73 @@ static int32_t cap_new_tokens(const sched *s, int32_t n, int32_t budget)
     return n < budget ? n : budget;
 }
 
+/* Admits a load_remote request for its remote KV load: local prefix hits first, then blocks for
+ * the whole prompt; it waits in the loading list, outside the running set and the token budget
+ * (vLLM's WAITING_FOR_REMOTE_KVS). -ENOSPC when the blocks are not there (it stays queued). */
+static int admit_remote(sched *s, sched_req *r)
+{
+    sched_output *o = &s->out;
+    int32_t hit = kvc_lookup(s->kv, &r->kv, r->tokens, r->n_tokens, &s->hits);
+    TANDEM_ASSERT(hit >= 0);
+    if (kvc_allocate(s->kv, &r->kv, r->n_tokens, &s->hits) != 0) {
+        return -ENOSPC;
+    }
+    wait_remove(s, r);
+    r->load_remote = false;
+    r->status = SCHED_WAITING_REMOTE_KV;
+    r->num_computed_tokens = hit;
+    if (r->num_cached_tokens < 0) {
+        r->num_cached_tokens = hit;
+    }
+    /* the last prompt token is recomputed for its logits: load the blocks of the ones before */
+    int32_t need = (r->n_tokens - 1 + s->block_size - 1) / s->block_size;
+    r->load_first_block = hit / s->block_size;
+    r->load_n_blocks = need > r->load_first_block ? need - r->load_first_block : 0;
+    list_push_back(&s->loading, &r->wait_node);
+    s->n_loading++;
+    o->loads[o->n_loads++] = r;
+    return 0;
+}
+
+int sched_remote_kv_done(sched *s, sched_req *r, bool ok)
+{
+    if (r->load_pending) {
+        r->load_pending = false;
+        kvc_release(s->kv, &r->kv);
+        return 0;
+    }
+    if (r->status != SCHED_WAITING_REMOTE_KV) {
+        return -EINVAL;
+    }
+    list_unlink(&r->wait_node);
+    s->n_loading--;
+    r->status = SCHED_WAITING;
+    if (ok) {
+        r->num_computed_tokens = r->n_tokens - 1;
+        kvc_cache_blocks(s->kv, &r->kv, r->tokens, r->num_computed_tokens);
+    } else {
+        kvc_release(s->kv, &r->kv);
+        r->num_computed_tokens = 0;
+        r->num_cached_tokens = -1;
+    }
+    /* FCFS: at the front, as a preempted request; PRIORITY: in its place */
+    wait_push(s, r, true);
+    return 0;
+}
+
+void sched_release_held(sched *s, sched_req *r)
+{
+    if (r->kv_held) {
+        r->kv_held = false;
+        kvc_release(s->kv, &r->kv);
+    }
+}
+
+int32_t sched_num_loading(const sched *s)
+{
+    return s->n_loading;
+}
+
 const sched_output *sched_schedule(sched *s)
 {
     sched_output *o = &s->out;
@@ -431,6 +528,7 @@ const sched_output *sched_schedule(sched *s)
     o->n_entries = o->n_tokens = o->n_logits = 0;
     o->n_preempted = 0;
     o->n_finished = 0;
+    o->n_loads = 0;
     s->update_pending = true;
     int32_t budget = s->cfg.max_num_batched_tokens;
 
@@ -465,6 +563,26 @@ const sched_output *sched_schedule(sched *s)
     while (o->n_preempted == 0 && !list_empty(&s->waiting) && budget > 0 &&
            s->n_running < s->cfg.max_num_seqs) {
         sched_req *r = wait_entry(list_first(&s->waiting));
+        if (r->load_remote) {
+            if (o->n_loads >= s->cfg.max_num_seqs || admit_remote(s, r) != 0) {
+                break;
+            }
+            continue;
+        }
+        if (r->kv.n_blocks > 0) {
+            /* loaded remotely: its blocks hold the prompt up to the last token */
+            int32_t n_new = cap_new_tokens(s, r->n_tokens - r->num_computed_tokens, budget);
+            if (kvc_allocate(s->kv, &r->kv, r->num_computed_tokens + n_new, NULL) != 0) {
+                break;
+            }
+            wait_remove(s, r);
+            r->status = SCHED_RUNNING;
+            r->running_idx = s->n_running;
+            s->running[s->n_running++] = r;
+            out_add(s, r, n_new);
+            budget -= n_new;
+            continue;
+        }
         int32_t hit = kvc_lookup(s->kv, &r->kv, r->tokens, r->n_tokens, &s->hits);
         TANDEM_ASSERT(hit >= 0);
         int32_t n_new = r->n_tokens - hit;

@@ -50,10 +50,12 @@ typedef enum sched_policy {
 typedef enum sched_status {
     SCHED_WAITING,
     SCHED_RUNNING,
-    SCHED_PREEMPTED,        /* back in the waiting queue, KV freed, will recompute */
-    SCHED_FINISHED_STOPPED, /* EOS / stop token / stop string (sched_finish) */
-    SCHED_FINISHED_LENGTH,  /* max_tokens or max_model_len reached */
-    SCHED_FINISHED_ABORTED, /* cancelled (client gone, shutdown) */
+    SCHED_PREEMPTED,         /* back in the waiting queue, KV freed, will recompute */
+    SCHED_FINISHED_STOPPED,  /* EOS / stop token / stop string (sched_finish) */
+    SCHED_FINISHED_LENGTH,   /* max_tokens or max_model_len reached */
+    SCHED_FINISHED_ABORTED,  /* cancelled (client gone, shutdown) */
+    SCHED_WAITING_REMOTE_KV, /* blocks allocated, the prompt's KV being loaded from a remote
+                                engine (sched_output.loads; sched_remote_kv_done ends it) */
 } sched_status;
 
 /* True for the three FINISHED_* states. */
@@ -87,6 +89,13 @@ typedef struct sched_req_params {
     const char *cache_salt; /* NULL: none; isolates prefix-cache hits by tenant */
     const char *lora_name;  /* NULL: none; enters every block hash and stored events */
     void *user;             /* caller's pointer, not interpreted */
+    /* KV transfer (vLLM's KV connector, scheduler side):
+     * delay_free: a request that finishes by length keeps its blocks (kv_held) until
+     *   sched_release_held: a remote decoder reads them (the producer of a P/D pair);
+     * load_remote: at admission the prompt's KV is loaded from elsewhere instead of computed:
+     *   the request then waits in SCHED_WAITING_REMOTE_KV (the consumer). */
+    bool delay_free;
+    bool load_remote;
 } sched_req_params;
 
 /* A request. Read any field; write none (use the functions). */
@@ -109,6 +118,14 @@ typedef struct sched_req {
     int32_t num_preemptions;   /* times this request was preempted */
     int32_t num_output_tokens; /* generated tokens (n_tokens - n_prompt) */
     int32_t num_steps;         /* steps this request was scheduled in */
+    bool delay_free;           /* see sched_req_params */
+    bool load_remote;          /* still to be loaded remotely at admission */
+    bool kv_held;              /* finished by length with its blocks kept (sched_release_held) */
+    bool load_pending;         /* aborted while its load runs: blocks freed by the load's end */
+    int32_t load_first_block;  /* WAITING_REMOTE_KV: first block of the load (local prefix hits
+                                  before it) */
+    int32_t load_n_blocks;     /* blocks [load_first_block, +n) to load: those holding prompt
+                                  tokens before the last one (which is recomputed) */
     char *cache_salt;          /* owned copies (NULL when none) */
     char *lora_name;
     /* scheduler internals */
@@ -140,6 +157,9 @@ typedef struct sched_output {
     int32_t n_preempted;
     sched_req **finished; /* [n_finished] finished by the last sched_update (length) */
     int32_t n_finished;
+    sched_req **loads; /* [n_loads] admitted for a remote KV load (WAITING_REMOTE_KV): start
+                          each load, then report it with sched_remote_kv_done */
+    int32_t n_loads;
 } sched_output;
 
 typedef struct sched sched;
@@ -168,8 +188,23 @@ int sched_abort(sched *s, sched_req *r);
 int sched_finish(sched *s, sched_req *r, sched_status st);
 
 /* Frees a request from sched_add, aborting it first when unfinished (s may be NULL only for a
- * finished request). NULL r is fine. */
+ * finished request that holds no blocks: not kv_held, not load_pending). NULL r is fine. */
 void sched_req_free(sched *s, sched_req *r);
+
+/* The remote load of a WAITING_REMOTE_KV request ended. ok: its blocks hold the prompt's KV up
+ * to the last prompt token, which is recomputed (num_computed_tokens = n_prompt - 1, the loaded
+ * full blocks enter the prefix cache) and it waits for admission at the queue's front; not ok:
+ * its blocks are freed and it is prefilled locally like any request. A request aborted while
+ * loading (load_pending) only gets its blocks freed. 0, or -EINVAL for a request in another
+ * state. */
+int sched_remote_kv_done(sched *s, sched_req *r, bool ok);
+
+/* Frees the blocks of a kv_held request (the remote decoder has read them, or the hold
+ * expired). No-op for one that holds none. */
+void sched_release_held(sched *s, sched_req *r);
+
+/* Requests waiting for their remote KV load. */
+int32_t sched_num_loading(const sched *s);
 
 /* Plans one step (phase A: running requests, preempting when blocks run out; phase B, only when
  * nothing was preempted: admit waiting requests with prefix-cache lookup and chunking). Never

@@ -496,6 +496,161 @@ static void test_prefix_hits_and_fill_batch(void **state)
     fx_deinit(&f);
 }
 
+static sched_req *add_kv(fixture *f, int32_t n_prompt, int32_t base, int32_t max_tokens,
+                         bool delay_free, bool load_remote)
+{
+    int32_t prompt[256];
+    assert_true(n_prompt <= 256);
+    for (int32_t i = 0; i < n_prompt; i++) {
+        prompt[i] = base + i;
+    }
+    sched_req_params p = {.id = (uint64_t)base,
+                          .prompt = prompt,
+                          .n_prompt = n_prompt,
+                          .max_tokens = max_tokens,
+                          .delay_free = delay_free,
+                          .load_remote = load_remote};
+    sched_req *r = NULL;
+    char err[256];
+    assert_int_equal(sched_add(f->s, &p, &r, err, sizeof(err)), 0);
+    return r;
+}
+
+/* The producer of a P/D pair: a length finish keeps the blocks until released; other finishes
+ * free them at once. */
+static void test_delay_free_holds_blocks(void **state)
+{
+    (void)state;
+    fixture f;
+    sched_config c = base_cfg();
+    fx_init(&f, 70, 4, &c);
+    int32_t free0 = kvc_num_free_blocks(f.kv);
+    sched_req *r = add_kv(&f, 10, 100, 1, true, false);
+    const sched_output *o = step(&f);
+    assert_int_equal(o->n_finished, 1);
+    assert_int_equal(r->status, SCHED_FINISHED_LENGTH);
+    assert_true(r->kv_held);
+    assert_int_equal(r->kv.n_blocks, 3); /* 10 prompt tokens + 1 sampled fit in 3 blocks of 4 */
+    assert_int_equal(kvc_num_free_blocks(f.kv), free0 - 3);
+    assert_false(sched_has_work(f.s));
+    sched_release_held(f.s, r);
+    assert_false(r->kv_held);
+    assert_int_equal(kvc_num_free_blocks(f.kv), free0);
+    sched_req_free(f.s, r);
+
+    /* stopped (EOS) or aborted: no hold */
+    r = add_kv(&f, 10, 200, 5, true, false);
+    step(&f);
+    assert_int_equal(sched_finish(f.s, r, SCHED_FINISHED_STOPPED), 0);
+    assert_false(r->kv_held);
+    assert_int_equal(kvc_num_free_blocks(f.kv), free0);
+    sched_req_free(f.s, r);
+
+    /* freeing a held request releases it too */
+    r = add_kv(&f, 6, 300, 1, true, false);
+    step(&f);
+    assert_true(r->kv_held);
+    sched_req_free(f.s, r);
+    assert_int_equal(kvc_num_free_blocks(f.kv), free0);
+    fx_deinit(&f);
+}
+
+/* The consumer: the prompt's KV is loaded (minus local prefix hits), then only the last prompt
+ * token is computed. */
+static void test_load_remote(void **state)
+{
+    (void)state;
+    fixture f;
+    sched_config c = base_cfg();
+    fx_init(&f, 70, 4, &c);
+    int32_t free0 = kvc_num_free_blocks(f.kv);
+    sched_req *r = add_kv(&f, 10, 100, 3, false, true);
+    const sched_output *o = sched_schedule(f.s);
+    assert_int_equal(o->n_entries, 0); /* nothing to compute yet */
+    assert_int_equal(o->n_loads, 1);
+    assert_ptr_equal(o->loads[0], r);
+    assert_int_equal(r->status, SCHED_WAITING_REMOTE_KV);
+    assert_int_equal(r->kv.n_blocks, 3);
+    assert_int_equal(r->load_first_block, 0);
+    assert_int_equal(r->load_n_blocks, 3); /* tokens 0..8 sit in blocks 0..2 */
+    assert_int_equal(sched_num_loading(f.s), 1);
+    assert_false(sched_has_work(f.s)); /* nothing to step while the load runs */
+    assert_int_equal(sched_update(f.s, NULL, 0), 0);
+    assert_int_equal(sched_remote_kv_done(f.s, r, true), 0);
+    assert_int_equal(r->status, SCHED_WAITING);
+    assert_int_equal(r->num_computed_tokens, 9);
+    o = sched_schedule(f.s);
+    assert_int_equal(o->n_entries, 1);
+    assert_int_equal(o->entries[0].start_pos, 9);
+    assert_int_equal(o->entries[0].n_new, 1);
+    assert_true(o->entries[0].wants_logits);
+    int32_t tok = 7;
+    assert_int_equal(sched_update(f.s, &tok, 1), 0);
+    assert_int_equal(r->num_output_tokens, 1);
+    /* the loaded full blocks are in the prefix cache: a second request with the same prompt
+     * loads only what it lacks */
+    sched_req *r2 = add_kv(&f, 10, 100, 3, false, true);
+    o = sched_schedule(f.s);
+    assert_int_equal(o->n_loads, 1);
+    assert_int_equal(r2->load_first_block, 2); /* blocks 0 and 1 are local hits */
+    assert_int_equal(r2->load_n_blocks, 1);
+    assert_int_equal(r2->num_cached_tokens, 8);
+    for (int32_t k = 0; k < o->n_logits; k++) {
+        (void)k;
+    }
+    int32_t toks[4] = {7, 7, 7, 7};
+    assert_int_equal(sched_update(f.s, toks, o->n_logits), 0);
+    /* a failed load frees the blocks and prefills locally */
+    assert_int_equal(sched_remote_kv_done(f.s, r2, false), 0);
+    assert_int_equal(r2->status, SCHED_WAITING);
+    assert_int_equal(r2->kv.n_blocks, 0);
+    for (int i = 0; i < 20 && sched_has_work(f.s); i++) {
+        step(&f);
+    }
+    assert_int_equal(r2->status, SCHED_FINISHED_LENGTH);
+    assert_int_equal(r2->num_cached_tokens, 8); /* recounted at the local admission */
+    assert_int_equal(sched_remote_kv_done(f.s, r2, true), -EINVAL); /* not loading any more */
+    sched_req_free(f.s, r);
+    sched_req_free(f.s, r2);
+    assert_int_equal(kvc_num_free_blocks(f.kv), free0);
+    fx_deinit(&f);
+}
+
+/* Aborting a request while its load runs keeps the blocks (the transfer writes into them)
+ * until the load ends. */
+static void test_abort_while_loading(void **state)
+{
+    (void)state;
+    fixture f;
+    sched_config c = base_cfg();
+    fx_init(&f, 70, 4, &c);
+    int32_t free0 = kvc_num_free_blocks(f.kv);
+    sched_req *r = add_kv(&f, 9, 500, 3, false, true);
+    const sched_output *o = sched_schedule(f.s);
+    assert_int_equal(o->n_loads, 1);
+    assert_int_equal(r->load_n_blocks, 2); /* tokens 0..7 in blocks 0..1; token 8 recomputed */
+    assert_int_equal(sched_update(f.s, NULL, 0), 0);
+    assert_int_equal(sched_abort(f.s, r), 0);
+    assert_int_equal(r->status, SCHED_FINISHED_ABORTED);
+    assert_true(r->load_pending);
+    assert_int_equal(kvc_num_free_blocks(f.kv), free0 - 3);
+    assert_int_equal(sched_num_loading(f.s), 0);
+    assert_int_equal(sched_remote_kv_done(f.s, r, true), 0);
+    assert_false(r->load_pending);
+    assert_int_equal(kvc_num_free_blocks(f.kv), free0);
+    sched_req_free(f.s, r);
+
+    /* a one-token prompt has nothing to load */
+    r = add_kv(&f, 1, 600, 2, false, true);
+    o = sched_schedule(f.s);
+    assert_int_equal(o->n_loads, 1);
+    assert_int_equal(r->load_n_blocks, 0);
+    assert_int_equal(sched_update(f.s, NULL, 0), 0);
+    /* sched_free with a request still loading frees its blocks (transfers stopped first) */
+    fx_deinit(&f);
+    sched_req_free(NULL, r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -510,6 +665,9 @@ int main(void)
         cmocka_unit_test(test_abort_each_state),
         cmocka_unit_test(test_max_model_len),
         cmocka_unit_test(test_prefix_hits_and_fill_batch),
+        cmocka_unit_test(test_delay_free_holds_blocks),
+        cmocka_unit_test(test_load_remote),
+        cmocka_unit_test(test_abort_while_loading),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
