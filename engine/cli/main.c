@@ -17,6 +17,7 @@
 
 #include <uv.h>
 
+#include "engine/cli/flags.h"
 #include "engine/core/engine.h"
 #include "engine/server/server.h"
 #include "engine/template/chat_template.h"
@@ -28,280 +29,6 @@
 #include "lib/metrics.h"
 #include "lib/shutdown.h"
 #include "lib/version.h"
-
-/* ---- argument helpers ---- */
-
-struct args {
-    int argc;
-    char **argv;
-    int i;
-    const char *cmd;
-};
-
-static int die(const char *fmt, ...) TANDEM_PRINTF(1, 2);
-static int die(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "tandem-engine: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    return 2;
-}
-
-/* Matches --name or --name=value; on a match *val gets the value (next argument when needed). */
-static int flag(struct args *a, const char *name, const char **val)
-{
-    const char *arg = a->argv[a->i];
-    size_t n = strlen(name);
-    *val = NULL;
-    if (strncmp(arg, name, n) != 0) {
-        return 0;
-    }
-    if (arg[n] == '=') {
-        *val = arg + n + 1;
-        return 1;
-    }
-    if (arg[n] != '\0') {
-        return 0;
-    }
-    if (a->i + 1 >= a->argc) {
-        *val = NULL;
-        return 1;
-    }
-    *val = a->argv[++a->i];
-    return 1;
-}
-
-static int bool_flag(struct args *a, const char *name)
-{
-    return strcmp(a->argv[a->i], name) == 0;
-}
-
-static int parse_i64(const char *s, const char *name, int64_t lo, int64_t hi, int64_t *out)
-{
-    if (!s || !*s) {
-        return die("%s needs a value", name);
-    }
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || *end || v < lo || v > hi) {
-        return die("%s: '%s' is not an integer in [%" PRId64 ", %" PRId64 "]", name, s, lo, hi);
-    }
-    *out = v;
-    return 0;
-}
-
-static int parse_i32(const char *s, const char *name, int32_t lo, int32_t hi, int32_t *out)
-{
-    int64_t v = 0;
-    int rc = parse_i64(s, name, lo, hi, &v);
-    if (rc == 0) {
-        *out = (int32_t)v;
-    }
-    return rc;
-}
-
-static int parse_float(const char *s, const char *name, double lo, double hi, float *out)
-{
-    if (!s || !*s) {
-        return die("%s needs a value", name);
-    }
-    char *end;
-    double v = strtod(s, &end);
-    if (*end || !(v >= lo && v <= hi)) {
-        return die("%s: '%s' is not a number in [%g, %g]", name, s, lo, hi);
-    }
-    *out = (float)v;
-    return 0;
-}
-
-/* Sizes like 4294967296, 4GiB, 512MiB, 2G, 100M, 64K. */
-static int parse_bytes(const char *s, const char *name, size_t *out)
-{
-    if (!s || !*s) {
-        return die("%s needs a value", name);
-    }
-    char *end;
-    double v = strtod(s, &end);
-    double mult = 1;
-    if (strcasecmp(end, "k") == 0 || strcasecmp(end, "kib") == 0 || strcasecmp(end, "kb") == 0) {
-        mult = 1024.0;
-    } else if (strcasecmp(end, "m") == 0 || strcasecmp(end, "mib") == 0 ||
-               strcasecmp(end, "mb") == 0) {
-        mult = 1024.0 * 1024;
-    } else if (strcasecmp(end, "g") == 0 || strcasecmp(end, "gib") == 0 ||
-               strcasecmp(end, "gb") == 0) {
-        mult = 1024.0 * 1024 * 1024;
-    } else if (*end) {
-        return die("%s: '%s' is not a size (e.g. 4GiB, 512MiB, 1073741824)", name, s);
-    }
-    if (!(v > 0) || v * mult > 1e15) {
-        return die("%s: '%s' is out of range", name, s);
-    }
-    *out = (size_t)(v * mult);
-    return 0;
-}
-
-/* "1,2,3" → malloc'd array. */
-static int parse_ids(const char *s, const char *name, int32_t **out, int32_t *n)
-{
-    if (!s) {
-        return die("%s needs a value", name);
-    }
-    size_t cap = 1;
-    for (const char *p = s; *p; p++) {
-        cap += *p == ',';
-    }
-    int32_t *ids = malloc(cap * sizeof *ids);
-    if (!ids) {
-        return die("out of memory");
-    }
-    int32_t k = 0;
-    const char *p = s;
-    while (*p) {
-        char *end;
-        errno = 0;
-        long v = strtol(p, &end, 10);
-        if (end == p || errno || v < 0 || v > INT32_MAX || (*end && *end != ',')) {
-            free(ids);
-            return die("%s: '%s' is not a comma-separated list of token ids", name, s);
-        }
-        ids[k++] = (int32_t)v;
-        p = *end ? end + 1 : end;
-    }
-    *out = ids;
-    *n = k;
-    return 0;
-}
-
-/* Engine flags shared by serve, generate and bench. Returns 1 when argv[i] was one of them, 0
- * when not, 2 on a bad value. */
-static int engine_flag(struct args *a, engine_config *c, const char **model_path,
-                       char **chat_template_arg)
-{
-    const char *v = NULL;
-    int32_t i32;
-    if (flag(a, "--model", &v)) {
-        if (!v) {
-            return die("--model needs a path");
-        }
-        *model_path = v;
-        return 1;
-    }
-    if (flag(a, "--max-model-len", &v)) {
-        return parse_i32(v, "--max-model-len", 2, 1 << 24, &c->max_model_len) ? 2 : 1;
-    }
-    if (flag(a, "--max-num-seqs", &v)) {
-        return parse_i32(v, "--max-num-seqs", 1, 65536, &c->max_num_seqs) ? 2 : 1;
-    }
-    if (flag(a, "--max-num-batched-tokens", &v)) {
-        return parse_i32(v, "--max-num-batched-tokens", 1, 1 << 24, &c->max_num_batched_tokens) ? 2
-                                                                                                : 1;
-    }
-    if (flag(a, "--block-size", &v)) {
-        return parse_i32(v, "--block-size", 1, 4096, &c->block_size) ? 2 : 1;
-    }
-    if (flag(a, "--kv-cache-memory", &v) || flag(a, "--kv-cache-memory-bytes", &v)) {
-        return parse_bytes(v, "--kv-cache-memory", &c->kv_cache_bytes) ? 2 : 1;
-    }
-    if (flag(a, "--kv-cache-dtype", &v)) {
-        if (v && strcmp(v, "auto") == 0) {
-            c->kv_dtype = ENGINE_KV_AUTO;
-        } else if (v &&
-                   (strcmp(v, "float32") == 0 || strcmp(v, "f32") == 0 || strcmp(v, "fp32") == 0)) {
-            c->kv_dtype = ENGINE_KV_F32;
-        } else if (v && (strcmp(v, "float16") == 0 || strcmp(v, "f16") == 0 ||
-                         strcmp(v, "fp16") == 0 || strcmp(v, "half") == 0)) {
-            c->kv_dtype = ENGINE_KV_F16;
-        } else {
-            return die("--kv-cache-dtype: '%s' is not one of auto, float32, float16", v ? v : "");
-        }
-        return 1;
-    }
-    if (flag(a, "--threads", &v) || flag(a, "-t", &v)) {
-        if (parse_i32(v, "--threads", 1, 1024, &i32)) {
-            return 2;
-        }
-        c->n_threads = i32;
-        return 1;
-    }
-    if (bool_flag(a, "--pin-threads")) {
-        c->pin_threads = true;
-        return 1;
-    }
-    if (bool_flag(a, "--enable-prefix-caching")) {
-        c->disable_prefix_caching = false;
-        return 1;
-    }
-    if (bool_flag(a, "--no-enable-prefix-caching")) {
-        c->disable_prefix_caching = true;
-        return 1;
-    }
-    if (bool_flag(a, "--enable-chunked-prefill")) {
-        c->disable_chunked_prefill = false;
-        return 1;
-    }
-    if (bool_flag(a, "--no-enable-chunked-prefill")) {
-        c->disable_chunked_prefill = true;
-        return 1;
-    }
-    if (flag(a, "--long-prefill-token-threshold", &v)) {
-        return parse_i32(v, "--long-prefill-token-threshold", 0, 1 << 24,
-                         &c->long_prefill_token_threshold)
-                   ? 2
-                   : 1;
-    }
-    if (flag(a, "--scheduling-policy", &v)) {
-        if (v && strcmp(v, "fcfs") == 0) {
-            c->policy = SCHED_FCFS;
-        } else if (v && strcmp(v, "priority") == 0) {
-            c->policy = SCHED_PRIORITY;
-        } else {
-            return die("--scheduling-policy: '%s' is not fcfs or priority", v ? v : "");
-        }
-        return 1;
-    }
-    if (flag(a, "--max-waiting-requests", &v)) {
-        return parse_i32(v, "--max-waiting-requests", 1, 1 << 20, &c->max_waiting) ? 2 : 1;
-    }
-    if (flag(a, "--prefix-caching-hash-seed", &v)) {
-        int64_t s = 0;
-        if (parse_i64(v, "--prefix-caching-hash-seed", 0, INT64_MAX, &s)) {
-            return 2;
-        }
-        c->prefix_hash_seed = (uint64_t)s;
-        return 1;
-    }
-    if (flag(a, "--chat-template", &v)) {
-        char terr[512] = "";
-        if (!v || chat_template_resolve_arg(v, chat_template_arg, terr, sizeof terr) != 0) {
-            return die("--chat-template: %s", v ? terr : "needs a file or a template");
-        }
-        return 1;
-    }
-    return 0;
-}
-
-static model *load_model(const char *path, const tokenizer **tok_out)
-{
-    char err[1024] = "";
-    model *m = model_load(path, err, sizeof err);
-    if (!m) {
-        fprintf(stderr, "tandem-engine: cannot load model: %s\n", err);
-        return NULL;
-    }
-    tokenizer *t = NULL;
-    if (tokenizer_from_model(m, &t, err, sizeof err) != 0) {
-        fprintf(stderr, "tandem-engine: cannot load the tokenizer of %s: %s\n", path, err);
-        model_free(m);
-        return NULL;
-    }
-    *tok_out = t;
-    return m;
-}
 
 /* ---- serve ---- */
 
@@ -344,88 +71,80 @@ static void serve_usage(FILE *f)
     fprintf(f, "usage: tandem-engine serve --model PATH [options]\n"
                "  --host ADDR                   bind address ($POD_IP, else 127.0.0.1)\n"
                "  --port N                      8200\n"
-               "  --served-model-name NAME      the OpenAI model id (default: the model's name)\n"
-               "  --max-model-len N             context length (default: the model's)\n"
-               "  --max-num-seqs N              running sequences at most (128)\n"
-               "  --max-num-batched-tokens N    tokens per engine step (2048)\n"
-               "  --block-size N                KV block size in tokens (16)\n"
-               "  --kv-cache-memory SIZE        KV cache budget, e.g. 2GiB (1GiB)\n"
-               "  --kv-cache-dtype auto|float32|float16\n"
-               "  --threads N                   compute threads (one per core)\n"
-               "  --pin-threads                 pin compute threads to cores\n"
-               "  --[no-]enable-prefix-caching  automatic prefix caching (on)\n"
-               "  --[no-]enable-chunked-prefill chunked prefill (on)\n"
-               "  --long-prefill-token-threshold N\n"
-               "  --scheduling-policy fcfs|priority\n"
-               "  --max-waiting-requests N      waiting queue bound; beyond it 503 (1024)\n"
-               "  --prefix-caching-hash-seed N  seed of the block-hash chain (0)\n"
-               "  --chat-template FILE|TEMPLATE override the model's chat template\n"
-               "  --drain-timeout-ms N          SIGTERM grace for in-flight requests (30000)\n"
+               "  --served-model-name NAME      the OpenAI model id (default: the model's name)\n");
+    engine_flags_usage(f);
+    fprintf(f, "  --drain-timeout-ms N          SIGTERM grace for in-flight requests (30000)\n"
                "  --enable-log-requests         one log line per request\n"
                "  --log-level debug|info|warn|error, --log-format text|json\n");
 }
 
-static int cmd_serve(struct args *a)
+static int cmd_serve(struct cli_args *a)
 {
-    engine_config c;
-    memset(&c, 0, sizeof c);
-    const char *model_path = NULL, *host = getenv("POD_IP"), *served = NULL;
-    char *chat_template = NULL;
+    struct engine_flags ef;
+    engine_flags_init(&ef);
+    engine_config *c = &ef.cfg;
+    const char *host = getenv("POD_IP"), *served = NULL;
     int64_t port = 8200, drain_ms = 30000;
     int log_requests = 0;
     enum log_level level = LOGL_INFO;
     enum log_format format = LOG_FORMAT_TEXT;
     const char *v = NULL;
     for (a->i = 2; a->i < a->argc; a->i++) {
-        int r = engine_flag(a, &c, &model_path, &chat_template);
+        int r = engine_flags_parse(a, &ef);
         if (r == 2) {
-            free(chat_template);
+            engine_flags_free(&ef);
             return 2;
         }
         if (r == 1) {
             continue;
         }
-        if (flag(a, "--host", &v)) {
+        if (cli_flag(a, "--host", &v)) {
             host = v;
-        } else if (flag(a, "--port", &v)) {
-            if (parse_i64(v, "--port", 0, 65535, &port)) {
+        } else if (cli_flag(a, "--port", &v)) {
+            if (cli_i64(v, "--port", 0, 65535, &port)) {
                 return 2;
             }
-        } else if (flag(a, "--served-model-name", &v)) {
+        } else if (cli_flag(a, "--served-model-name", &v)) {
             served = v;
-        } else if (flag(a, "--drain-timeout-ms", &v)) {
-            if (parse_i64(v, "--drain-timeout-ms", 0, 3600000, &drain_ms)) {
+        } else if (cli_flag(a, "--drain-timeout-ms", &v)) {
+            if (cli_i64(v, "--drain-timeout-ms", 0, 3600000, &drain_ms)) {
                 return 2;
             }
-        } else if (bool_flag(a, "--enable-log-requests")) {
+        } else if (cli_bool(a, "--enable-log-requests")) {
             log_requests = 1;
-        } else if (bool_flag(a, "--disable-log-requests")) {
+        } else if (cli_bool(a, "--disable-log-requests")) {
             log_requests = 0;
-        } else if (flag(a, "--log-level", &v)) {
+        } else if (cli_flag(a, "--log-level", &v)) {
             if (!v || log_parse_level(v, &level) != 0) {
-                return die("--log-level: '%s' is not debug, info, warn or error", v ? v : "");
+                return cli_die("--log-level: '%s' is not debug, info, warn or error", v ? v : "");
             }
-        } else if (flag(a, "--log-format", &v)) {
+        } else if (cli_flag(a, "--log-format", &v)) {
             if (!v || log_parse_format(v, &format) != 0) {
-                return die("--log-format: '%s' is not text or json", v ? v : "");
+                return cli_die("--log-format: '%s' is not text or json", v ? v : "");
             }
-        } else if (bool_flag(a, "--help") || bool_flag(a, "-h")) {
+        } else if (cli_bool(a, "--help") || cli_bool(a, "-h")) {
             serve_usage(stdout);
             return 0;
         } else {
             serve_usage(stderr);
-            return die("serve: unknown flag '%s'", a->argv[a->i]);
+            return cli_die("serve: unknown flag '%s'", a->argv[a->i]);
         }
     }
-    if (!model_path) {
+    if (!ef.model_path) {
         serve_usage(stderr);
-        return die("serve: --model is required");
+        engine_flags_free(&ef);
+        return cli_die("serve: --model is required");
     }
     log_init("tandem-engine", level, format);
+    struct openai_defaults defaults;
+    if (engine_flags_check(&ef) != 0 || engine_flags_generation_defaults(&ef, &defaults) != 0) {
+        engine_flags_free(&ef);
+        return 2;
+    }
     const tokenizer *tok = NULL;
-    model *m = load_model(model_path, &tok);
+    model *m = engine_flags_load_model(ef.model_path, &tok);
     if (!m) {
-        free(chat_template);
+        engine_flags_free(&ef);
         return 1;
     }
     int rc = 1;
@@ -435,9 +154,9 @@ static int cmd_serve(struct args *a)
     uv_loop_init(&loop);
     struct serve_state st = {.loop = &loop, .drain_ms = (uint64_t)drain_ms};
     struct engine_server *es = NULL;
-    c.metrics = reg;
-    c.served_model_name = served;
-    engine *e = reg ? engine_new(m, tok, &c, err, sizeof err) : NULL;
+    c->metrics = reg;
+    c->served_model_name = served;
+    engine *e = reg ? engine_new(m, tok, c, err, sizeof err) : NULL;
     if (!e) {
         log_error("cannot start the engine: %s", reg ? err : "out of memory");
         goto out;
@@ -465,9 +184,10 @@ static int cmd_serve(struct args *a)
     }
     struct engine_server_config sc = {
         .served_model_name = served,
-        .model_root = model_path,
-        .chat_template = chat_template,
+        .model_root = ef.model_path,
+        .chat_template = ef.chat_template,
         .log_requests = log_requests,
+        .defaults = &defaults,
     };
     es = engine_server_new(&loop, st.srv, e, &sc, err, sizeof err);
     if (!es || engine_start(e) != 0 || http_server_start(st.srv, err, sizeof err) != 0) {
@@ -500,7 +220,7 @@ out:
     metrics_registry_free(reg);
     tokenizer_free((tokenizer *)tok);
     model_free(m);
-    free(chat_template);
+    engine_flags_free(&ef);
     return rc;
 }
 
@@ -570,12 +290,12 @@ static void generate_usage(FILE *f)
             "  comparison with another engine); --no-special: no BOS for a text prompt.\n");
 }
 
-static int cmd_generate(struct args *a)
+static int cmd_generate(struct cli_args *a)
 {
-    engine_config c;
-    memset(&c, 0, sizeof c);
-    const char *model_path = NULL, *prompt = NULL, *dump_path = NULL, *v = NULL;
-    char *chat_template = NULL;
+    struct engine_flags ef;
+    engine_flags_init(&ef);
+    engine_config *c = &ef.cfg;
+    const char *prompt = NULL, *dump_path = NULL, *v = NULL;
     int32_t *prompt_ids = NULL, n_prompt_ids = 0, *teacher = NULL, n_teacher = 0, n = 16;
     int add_special = 1, ignore_eos = 0;
     struct sampling_params sp;
@@ -583,85 +303,88 @@ static int cmd_generate(struct args *a)
     sp.temperature = 0;
     int rc = 2;
     for (a->i = 2; a->i < a->argc; a->i++) {
-        int r = engine_flag(a, &c, &model_path, &chat_template);
+        int r = engine_flags_parse(a, &ef);
         if (r == 2) {
             goto out;
         }
         if (r == 1) {
             continue;
         }
-        if (flag(a, "--prompt", &v)) {
+        if (cli_flag(a, "--prompt", &v)) {
             if (!v) {
-                die("--prompt needs a value");
+                cli_die("--prompt needs a value");
                 goto out;
             }
             prompt = v;
-        } else if (flag(a, "--prompt-tokens", &v)) {
+        } else if (cli_flag(a, "--prompt-tokens", &v)) {
             free(prompt_ids);
             prompt_ids = NULL;
-            if (parse_ids(v, "--prompt-tokens", &prompt_ids, &n_prompt_ids)) {
+            if (cli_ids(v, "--prompt-tokens", &prompt_ids, &n_prompt_ids)) {
                 goto out;
             }
-        } else if (flag(a, "--teacher-tokens", &v)) {
+        } else if (cli_flag(a, "--teacher-tokens", &v)) {
             free(teacher);
             teacher = NULL;
-            if (parse_ids(v, "--teacher-tokens", &teacher, &n_teacher)) {
+            if (cli_ids(v, "--teacher-tokens", &teacher, &n_teacher)) {
                 goto out;
             }
-        } else if (flag(a, "--n", &v) || flag(a, "-n", &v)) {
-            if (parse_i32(v, "--n", 1, 1 << 24, &n)) {
+        } else if (cli_flag(a, "--n", &v) || cli_flag(a, "-n", &v)) {
+            if (cli_i32(v, "--n", 1, 1 << 24, &n)) {
                 goto out;
             }
-        } else if (flag(a, "--temperature", &v)) {
-            if (parse_float(v, "--temperature", 0, 100, &sp.temperature)) {
+        } else if (cli_flag(a, "--temperature", &v)) {
+            if (cli_float(v, "--temperature", 0, 100, &sp.temperature)) {
                 goto out;
             }
-        } else if (flag(a, "--top-k", &v)) {
+        } else if (cli_flag(a, "--top-k", &v)) {
             int32_t k;
-            if (parse_i32(v, "--top-k", -1, 1 << 24, &k)) {
+            if (cli_i32(v, "--top-k", -1, 1 << 24, &k)) {
                 goto out;
             }
             sp.top_k = k;
-        } else if (flag(a, "--top-p", &v)) {
-            if (parse_float(v, "--top-p", 1e-9, 1, &sp.top_p)) {
+        } else if (cli_flag(a, "--top-p", &v)) {
+            if (cli_float(v, "--top-p", 1e-9, 1, &sp.top_p)) {
                 goto out;
             }
-        } else if (flag(a, "--min-p", &v)) {
-            if (parse_float(v, "--min-p", 0, 1, &sp.min_p)) {
+        } else if (cli_flag(a, "--min-p", &v)) {
+            if (cli_float(v, "--min-p", 0, 1, &sp.min_p)) {
                 goto out;
             }
-        } else if (flag(a, "--seed", &v)) {
+        } else if (cli_flag(a, "--seed", &v)) {
             int64_t s = 0;
-            if (parse_i64(v, "--seed", INT64_MIN, INT64_MAX, &s)) {
+            if (cli_i64(v, "--seed", INT64_MIN, INT64_MAX, &s)) {
                 goto out;
             }
             sp.seed = (uint64_t)s;
             sp.has_seed = 1;
-        } else if (flag(a, "--dump-logits", &v)) {
+        } else if (cli_flag(a, "--dump-logits", &v)) {
             dump_path = v;
-        } else if (bool_flag(a, "--ignore-eos")) {
+        } else if (cli_bool(a, "--ignore-eos")) {
             ignore_eos = 1;
-        } else if (bool_flag(a, "--no-special")) {
+        } else if (cli_bool(a, "--no-special")) {
             add_special = 0;
-        } else if (bool_flag(a, "--help") || bool_flag(a, "-h")) {
+        } else if (cli_bool(a, "--help") || cli_bool(a, "-h")) {
             generate_usage(stdout);
             rc = 0;
             goto out;
         } else {
             generate_usage(stderr);
-            die("generate: unknown flag '%s'", a->argv[a->i]);
+            cli_die("generate: unknown flag '%s'", a->argv[a->i]);
             goto out;
         }
     }
-    if (!model_path || (!prompt && !prompt_ids) || (prompt && prompt_ids)) {
+    if (!ef.model_path || (!prompt && !prompt_ids) || (prompt && prompt_ids)) {
         generate_usage(stderr);
-        die("generate: --model and exactly one of --prompt / --prompt-tokens are required");
+        cli_die("generate: --model and exactly one of --prompt / --prompt-tokens are required");
         goto out;
     }
     log_init("tandem-engine", LOGL_WARN, LOG_FORMAT_TEXT);
+    if (engine_flags_check(&ef) != 0) {
+        goto out;
+    }
     rc = 1;
     const tokenizer *tok = NULL;
-    model *m = load_model(model_path, &tok);
+    model *m = engine_flags_load_model(ef.model_path, &tok);
     if (!m) {
         goto out;
     }
@@ -669,18 +392,18 @@ static int cmd_generate(struct args *a)
         size_t nn = 0;
         if (tokenizer_encode(tok, prompt, strlen(prompt), add_special, true, &prompt_ids, &nn) !=
             0) {
-            die("cannot tokenize the prompt");
+            cli_die("cannot tokenize the prompt");
             goto out_model;
         }
         n_prompt_ids = (int32_t)nn;
     }
-    if (c.max_num_seqs == 0) {
-        c.max_num_seqs = 1;
+    if (c->max_num_seqs == 0) {
+        c->max_num_seqs = 1;
     }
     char err[1024] = "";
-    engine *e = engine_new(m, tok, &c, err, sizeof err);
+    engine *e = engine_new(m, tok, c, err, sizeof err);
     if (!e) {
-        die("cannot start the engine: %s", err);
+        cli_die("cannot start the engine: %s", err);
         goto out_model;
     }
     struct gen_state g = {.n_vocab = m->cfg.n_vocab};
@@ -688,7 +411,7 @@ static int cmd_generate(struct args *a)
     if (dump_path) {
         g.dump = fopen(dump_path, "wb");
         if (!g.dump) {
-            die("--dump-logits: cannot open %s: %s", dump_path, strerror(errno));
+            cli_die("--dump-logits: cannot open %s: %s", dump_path, strerror(errno));
             goto out_engine;
         }
     }
@@ -708,24 +431,24 @@ static int cmd_generate(struct args *a)
     double t0 = tandem_now_s();
     int64_t id = engine_submit(e, &r, err, sizeof err);
     if (id < 0) {
-        die("%s", err);
+        cli_die("%s", err);
         goto out_engine;
     }
     while (!g.finished) {
         int s = engine_step(e);
         if (s < 0) {
-            die("forward pass failed: %s", tandem_strerror(s));
+            cli_die("forward pass failed: %s", tandem_strerror(s));
             goto out_engine;
         }
         if (s == 0 && !g.finished) {
-            die("the engine stopped without finishing the request");
+            cli_die("the engine stopped without finishing the request");
             goto out_engine;
         }
     }
     double dt = tandem_now_s() - t0;
     int lost = g.error ? g.error : g.lost ? -ENOMEM : buf_error(&g.text);
     if (lost != 0) {
-        die("the output is incomplete: %s", tandem_strerror(lost));
+        cli_die("the output is incomplete: %s", tandem_strerror(lost));
         goto out_engine;
     }
     print_ids("prompt_tokens", prompt_ids, n_prompt_ids);
@@ -736,7 +459,7 @@ static int cmd_generate(struct args *a)
             (int)g.n, dt);
     rc = g.dump_failed ? 1 : 0;
     if (g.dump_failed) {
-        die("--dump-logits: write failed");
+        cli_die("--dump-logits: write failed");
     }
 out_engine:
     if (g.dump && fclose(g.dump) != 0) {
@@ -751,7 +474,7 @@ out_model:
 out:
     free(prompt_ids);
     free(teacher);
-    free(chat_template);
+    engine_flags_free(&ef);
     return rc;
 }
 
@@ -824,15 +547,15 @@ static int parse_int_list(const char *s, const char *name, int32_t *out, int cap
         char *end;
         long v = strtol(p, &end, 10);
         if (end == p || v < 0 || v > (1 << 20) || (*end && *end != ',') || *n == cap) {
-            return die("%s: '%s' is not a comma-separated list of counts", name, s);
+            return cli_die("%s: '%s' is not a comma-separated list of counts", name, s);
         }
         out[(*n)++] = (int32_t)v;
         p = *end ? end + 1 : end;
     }
-    return *n ? 0 : die("%s needs a value", name);
+    return *n ? 0 : cli_die("%s needs a value", name);
 }
 
-static int cmd_bench(struct args *a)
+static int cmd_bench(struct cli_args *a)
 {
     const char *model_path = NULL, *v = NULL;
     int32_t pps[8] = {512}, tgs[8] = {128}, threads[16] = {0};
@@ -843,36 +566,36 @@ static int cmd_bench(struct args *a)
     int kdt_set = 0;
     threads[0] = (int32_t)sysconf(_SC_NPROCESSORS_ONLN);
     for (a->i = 2; a->i < a->argc; a->i++) {
-        if (flag(a, "--model", &v) || flag(a, "-m", &v)) {
+        if (cli_flag(a, "--model", &v) || cli_flag(a, "-m", &v)) {
             model_path = v;
-        } else if (flag(a, "-p", &v) || flag(a, "--n-prompt", &v)) {
+        } else if (cli_flag(a, "-p", &v) || cli_flag(a, "--n-prompt", &v)) {
             if (parse_int_list(v, "-p", pps, 8, &n_pp)) {
                 return 2;
             }
-        } else if (flag(a, "-n", &v) || flag(a, "--n-gen", &v)) {
+        } else if (cli_flag(a, "-n", &v) || cli_flag(a, "--n-gen", &v)) {
             if (parse_int_list(v, "-n", tgs, 8, &n_tg)) {
                 return 2;
             }
-        } else if (flag(a, "-t", &v) || flag(a, "--threads", &v)) {
+        } else if (cli_flag(a, "-t", &v) || cli_flag(a, "--threads", &v)) {
             if (parse_int_list(v, "-t", threads, 16, &n_thr)) {
                 return 2;
             }
-        } else if (flag(a, "-r", &v) || flag(a, "--repetitions", &v)) {
-            if (parse_i32(v, "-r", 1, 1000, &reps)) {
+        } else if (cli_flag(a, "-r", &v) || cli_flag(a, "--repetitions", &v)) {
+            if (cli_i32(v, "-r", 1, 1000, &reps)) {
                 return 2;
             }
-        } else if (flag(a, "--kv-cache-dtype", &v)) {
+        } else if (cli_flag(a, "--kv-cache-dtype", &v)) {
             kdt_set = 1;
             if (v && (strcmp(v, "float32") == 0 || strcmp(v, "f32") == 0)) {
                 kdt = KV_DTYPE_F32;
             } else if (v && (strcmp(v, "float16") == 0 || strcmp(v, "f16") == 0)) {
                 kdt = KV_DTYPE_F16;
             } else {
-                return die("--kv-cache-dtype: '%s' is not float32 or float16", v ? v : "");
+                return cli_die("--kv-cache-dtype: '%s' is not float32 or float16", v ? v : "");
             }
-        } else if (flag(a, "-o", &v)) {
+        } else if (cli_flag(a, "-o", &v)) {
             json = v && strcmp(v, "json") == 0;
-        } else if (bool_flag(a, "--help") || bool_flag(a, "-h")) {
+        } else if (cli_bool(a, "--help") || cli_bool(a, "-h")) {
             printf("usage: tandem-engine bench --model PATH [-p 512] [-n 128] [-t 1,2] [-r 5]\n"
                    "                           [--kv-cache-dtype float16|float32] [-o md|json]\n"
                    "  pp<p>: one prompt of p random tokens in one forward pass; tg<n>: n\n"
@@ -881,18 +604,18 @@ static int cmd_bench(struct args *a)
                    "  The KV cache is F16 by default, like llama-bench's.\n");
             return 0;
         } else {
-            return die("bench: unknown flag '%s'", a->argv[a->i]);
+            return cli_die("bench: unknown flag '%s'", a->argv[a->i]);
         }
     }
     (void)kdt_set;
     if (!model_path) {
-        return die("bench: --model is required");
+        return cli_die("bench: --model is required");
     }
     log_init("tandem-engine", LOGL_WARN, LOG_FORMAT_TEXT);
     char err[1024] = "";
     model *m = model_load(model_path, err, sizeof err);
     if (!m) {
-        return die("cannot load model: %s", err);
+        return cli_die("cannot load model: %s", err);
     }
     const backend_ops *ops = &cpu_backend_ops;
     int32_t max_tokens = 1;
@@ -911,7 +634,7 @@ static int cmd_bench(struct args *a)
         free(blocks);
         free(logits);
         model_free(m);
-        return die("out of memory");
+        return cli_die("out of memory");
     }
     for (int32_t i = 0; i < n_blocks; i++) {
         blocks[i] = i + 1;
@@ -932,7 +655,7 @@ static int cmd_bench(struct args *a)
                              .n_threads = threads[ti]};
         backend *b = ops->create(m, &bc, err, sizeof err);
         if (!b) {
-            rc = die("cannot create the backend: %s", err);
+            rc = cli_die("cannot create the backend: %s", err);
             break;
         }
         for (int kind = 0; kind < 2 && rc == 0; kind++) {
@@ -944,13 +667,13 @@ static int cmd_bench(struct args *a)
                 }
                 double ts[1000] = {0};
                 if (bench_run(ops, b, m, blocks, n_blocks, p, n, logits, &rng) < 0) { /* warm */
-                    rc = die("forward pass failed");
+                    rc = cli_die("forward pass failed");
                     break;
                 }
                 for (int r = 0; r < reps; r++) {
                     double s = bench_run(ops, b, m, blocks, n_blocks, p, n, logits, &rng);
                     if (s <= 0) {
-                        rc = die("forward pass failed");
+                        rc = cli_die("forward pass failed");
                         break;
                     }
                     ts[r] = (double)(p ? p : n) / s;
@@ -1005,7 +728,8 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    struct args a = {.argc = argc, .argv = argv, .cmd = argv[1]};
+    struct cli_args a = {.argc = argc, .argv = argv};
+    cli_set_prog("tandem-engine");
     if (strcmp(argv[1], "serve") == 0) {
         return cmd_serve(&a);
     }
@@ -1025,5 +749,5 @@ int main(int argc, char **argv)
         return 0;
     }
     usage(stderr);
-    return die("unknown command '%s'", argv[1]);
+    return cli_die("unknown command '%s'", argv[1]);
 }

@@ -150,6 +150,33 @@ int openai_parse_chat(const char *body, size_t len, struct openai_request *req,
 
 void openai_request_deinit(struct openai_request *req);
 
+/*
+ * Server-side sampling defaults, vLLM's "default_sampling_params": what the model's
+ * generation_config.json recommends (--generation-config auto) merged with
+ * --override-generation-config. They replace vLLM's defaults for the fields a request leaves out;
+ * max_new_tokens caps max_tokens (vLLM's get_max_tokens takes the minimum). Keys as in
+ * generation_config.json: temperature, top_p, top_k, min_p, repetition_penalty, max_new_tokens.
+ */
+struct openai_defaults {
+    int has_temperature, has_top_p, has_top_k, has_min_p, has_repetition_penalty, has_max_tokens;
+    float temperature, top_p, min_p, repetition_penalty;
+    int top_k;
+    int max_tokens; /* from max_new_tokens */
+};
+
+/* Merges the sampling keys of a generation-config JSON object (text, len bytes) into d, later
+ * values winning. Other keys are ignored (a generation_config.json holds many: bos_token_id,
+ * do_sample, ...); a known key with a wrong type or out of range is an error naming it. 0, or
+ * -EINVAL with err set ("'temperature' must be non-negative, got -1"). */
+int openai_defaults_merge(struct openai_defaults *d, const char *text, size_t len, char *err,
+                          size_t errlen);
+
+/* Fills the fields req's body did not set (absent or null) from d. */
+void openai_apply_defaults(struct openai_request *req, const struct openai_defaults *d);
+
+/* "temperature=0.6 top_p=0.95" for a log line ("" when d sets nothing). */
+void openai_defaults_describe(const struct openai_defaults *d, char *out, size_t outlen);
+
 /* /tokenize: {"model"?, "prompt" | "messages", "add_special_tokens"?, "add_generation_prompt"?,
  * "continue_final_message"?, "chat_template"?, "return_token_strs"?}. kind is OPENAI_COMPLETION
  * for a prompt (text only; add_special_tokens default 1) and OPENAI_CHAT for messages (default

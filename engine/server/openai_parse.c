@@ -962,3 +962,138 @@ err_put:
     json_object_put(req.root);
     return rc;
 }
+
+/* ---- server-side sampling defaults (generation config) ---- */
+
+static int default_number(struct json_object *root, const char *key, double lo, double hi,
+                          int lo_open, double *out, int *has, char *err, size_t errlen)
+{
+    struct json_object *v;
+    if (!member(root, key, &v) || !v) {
+        return 0;
+    }
+    enum json_type t = json_object_get_type(v);
+    if (t != json_type_int && t != json_type_double) {
+        snprintf(err, errlen, "'%s' must be a number, got %s", key, type_label(v));
+        return -EINVAL;
+    }
+    double d = json_object_get_double(v);
+    if (!(lo_open ? d > lo : d >= lo) || !(d <= hi)) {
+        snprintf(err, errlen, "'%s' must be in %s%g, %g], got %g", key, lo_open ? "(" : "[", lo, hi,
+                 d);
+        return -EINVAL;
+    }
+    *out = d;
+    *has = 1;
+    return 0;
+}
+
+int openai_defaults_merge(struct openai_defaults *d, const char *text, size_t len, char *err,
+                          size_t errlen)
+{
+    char perr[256] = "";
+    struct json_object *root = json_parse(text, len, perr, sizeof perr);
+    if (!root) {
+        snprintf(err, errlen, "not valid JSON: %s", perr);
+        return -EINVAL;
+    }
+    if (!json_object_is_type(root, json_type_object)) {
+        snprintf(err, errlen, "must be a JSON object, got %s", type_label(root));
+        json_object_put(root);
+        return -EINVAL;
+    }
+    struct openai_defaults n = *d;
+    double v = 0;
+    int rc = 0;
+    struct {
+        const char *key;
+        double lo, hi;
+        int lo_open;
+        int *has;
+        float *f;
+        int *i;
+    } keys[] = {
+        {"temperature", 0, 1e6, 0, &n.has_temperature, &n.temperature, NULL},
+        {"top_p", 0, 1, 1, &n.has_top_p, &n.top_p, NULL},
+        {"top_k", -1, 1 << 30, 0, &n.has_top_k, NULL, &n.top_k},
+        {"min_p", 0, 1, 0, &n.has_min_p, &n.min_p, NULL},
+        {"repetition_penalty", 0, 1e6, 1, &n.has_repetition_penalty, &n.repetition_penalty, NULL},
+        {"max_new_tokens", 1, INT32_MAX, 0, &n.has_max_tokens, NULL, &n.max_tokens},
+    };
+    for (size_t k = 0; rc == 0 && k < ARRAY_SIZE(keys); k++) {
+        int has = 0;
+        rc = default_number(root, keys[k].key, keys[k].lo, keys[k].hi, keys[k].lo_open, &v, &has,
+                            err, errlen);
+        if (rc != 0 || !has) {
+            continue;
+        }
+        if (keys[k].i && v != floor(v)) {
+            snprintf(err, errlen, "'%s' must be an integer, got %g", keys[k].key, v);
+            rc = -EINVAL;
+            break;
+        }
+        if (keys[k].i && keys[k].key[0] == 't' && v == -1) {
+            v = 0; /* top_k -1 and 0 both mean "off" */
+        }
+        *keys[k].has = 1;
+        if (keys[k].f) {
+            *keys[k].f = (float)v;
+        } else {
+            *keys[k].i = (int)v;
+        }
+    }
+    json_object_put(root);
+    if (rc == 0) {
+        *d = n;
+    }
+    return rc;
+}
+
+static int body_sets(const struct openai_request *req, const char *key)
+{
+    struct json_object *v;
+    return member(req->root, key, &v) && v;
+}
+
+void openai_apply_defaults(struct openai_request *req, const struct openai_defaults *d)
+{
+    if (!d) {
+        return;
+    }
+    struct sampling_params *sp = &req->sampling;
+    if (d->has_temperature && !body_sets(req, "temperature")) {
+        sp->temperature = d->temperature;
+    }
+    if (d->has_top_p && !body_sets(req, "top_p")) {
+        sp->top_p = d->top_p;
+    }
+    if (d->has_top_k && !body_sets(req, "top_k")) {
+        sp->top_k = d->top_k;
+    }
+    if (d->has_min_p && !body_sets(req, "min_p")) {
+        sp->min_p = d->min_p;
+    }
+    if (d->has_repetition_penalty && !body_sets(req, "repetition_penalty")) {
+        sp->repetition_penalty = d->repetition_penalty;
+    }
+}
+
+void openai_defaults_describe(const struct openai_defaults *d, char *out, size_t outlen)
+{
+    size_t n = 0;
+    out[0] = '\0';
+#define DESCRIBE(cond, fmt, val)                                                                   \
+    do {                                                                                           \
+        if ((cond) && n < outlen) {                                                                \
+            int w = snprintf(out + n, outlen - n, "%s" fmt, n ? " " : "", val);                    \
+            n += w > 0 ? (size_t)w : 0;                                                            \
+        }                                                                                          \
+    } while (0)
+    DESCRIBE(d->has_temperature, "temperature=%g", (double)d->temperature);
+    DESCRIBE(d->has_top_p, "top_p=%g", (double)d->top_p);
+    DESCRIBE(d->has_top_k, "top_k=%d", d->top_k);
+    DESCRIBE(d->has_min_p, "min_p=%g", (double)d->min_p);
+    DESCRIBE(d->has_repetition_penalty, "repetition_penalty=%g", (double)d->repetition_penalty);
+    DESCRIBE(d->has_max_tokens, "max_new_tokens=%d", d->max_tokens);
+#undef DESCRIBE
+}

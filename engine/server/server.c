@@ -53,6 +53,11 @@ struct out_event {
     int32_t n_prompt, n_generated, n_cached;
     int has_lp;
     struct lp_entry lp;
+    int kv_loaded;
+    /* a finished PRODUCE request's held blocks (stored after the text) */
+    const int32_t *kv_blocks;
+    int32_t n_kv_blocks;
+    const char *kv_request_id;
 };
 
 struct choice {
@@ -73,6 +78,7 @@ struct choice {
      * fails the request instead of leaving a hole in its text or a request that never ends. */
     int lost;
     struct out_event lost_ev;
+    struct json_object *kv_params; /* the producer's kv_transfer_params for the answer */
 };
 
 struct gen {
@@ -105,6 +111,7 @@ struct engine_server {
     struct chat_template *ct; /* the compiled template (override, model's, or chatml) */
     int log_requests;
     int64_t created;
+    struct openai_defaults defaults; /* generation config (all has_* 0: vLLM's defaults) */
 
     uv_async_t async;
     int async_open;
@@ -128,6 +135,7 @@ static void event_fill(struct out_event *ev, const engine_output *o)
     ev->n_prompt = o->n_prompt;
     ev->n_generated = o->n_generated;
     ev->n_cached = o->n_cached;
+    ev->kv_loaded = o->kv_loaded;
     ev->has_lp = 0;
     if (o->sample && o->token >= 0) {
         ev->has_lp = 1;
@@ -144,15 +152,32 @@ static void on_engine_output(void *user, const engine_output *o)
 {
     struct choice *c = user;
     struct engine_server *s = c->g->s;
-    struct out_event *ev = malloc(sizeof *ev + o->text_len + 1);
+    size_t kv_bytes = 0, id_len = 0;
+    if (o->n_kv_blocks > 0 && o->kv_request_id) {
+        id_len = strlen(o->kv_request_id);
+        kv_bytes = (size_t)o->n_kv_blocks * sizeof(int32_t) + id_len + 1;
+    }
+    /* [event][kv block ids][text NUL][kv request id NUL] (the ids first: aligned) */
+    struct out_event *ev = malloc(sizeof *ev + kv_bytes + o->text_len + 1);
     if (ev) {
         memset(ev, 0, sizeof *ev);
         ev->c = c;
-        char *text = (char *)(ev + 1);
-        memcpy(text, o->text, o->text_len);
-        text[o->text_len] = '\0';
-        ev->text = text;
+        char *p = (char *)(ev + 1);
+        if (kv_bytes) {
+            memcpy(p, o->kv_block_ids, (size_t)o->n_kv_blocks * sizeof(int32_t));
+            ev->kv_blocks = (const int32_t *)(void *)p;
+            ev->n_kv_blocks = o->n_kv_blocks;
+            p += (size_t)o->n_kv_blocks * sizeof(int32_t);
+        }
+        memcpy(p, o->text, o->text_len);
+        p[o->text_len] = '\0';
+        ev->text = p;
         ev->text_len = o->text_len;
+        if (kv_bytes) {
+            char *id = p + o->text_len + 1;
+            memcpy(id, o->kv_request_id, id_len + 1);
+            ev->kv_request_id = id;
+        }
         event_fill(ev, o);
     }
     pthread_mutex_lock(&s->mu);
@@ -188,6 +213,7 @@ static void gen_free(struct gen *g)
     for (int i = 0; i < g->n; i++) {
         buf_free(&g->choices[i].text);
         free(g->choices[i].lps);
+        json_object_put(g->choices[i].kv_params);
     }
     free(g->choices);
     free(g->echo_text);
@@ -318,7 +344,7 @@ static void fill_meta(struct gen *g, struct openai_meta *meta)
     meta->id = g->id;
     meta->model = g->s->served_name;
     meta->created = g->created;
-    meta->kv_transfer_params = NULL;
+    meta->kv_transfer_params = g->n > 0 ? g->choices[0].kv_params : NULL;
 }
 
 static void fill_usage(struct gen *g, struct openai_usage *u)
@@ -512,6 +538,40 @@ static void collect_event(struct gen *g, struct choice *c, const struct out_even
     }
 }
 
+/* The answer of a PRODUCE request (vLLM NixlConnector's request_finished): where the decoder
+ * finds the prompt's KV. When nobody can receive it (the client is gone), the blocks are let go
+ * at once instead of waiting for the hold timeout. */
+static void kv_params_of(struct engine_server *s, struct choice *c, const struct out_event *ev)
+{
+    const engine_kv_connector *kc = engine_kv_connector_get(s->e);
+    if (!c->g->req || c->g->failed || !kc || c->index > 0) {
+        /* nobody to tell, or a second choice (one kv_transfer_params per answer) */
+        engine_kv_release(s->e, ev->kv_request_id);
+        return;
+    }
+    struct json_object *kv = json_object_new_object();
+    struct json_object *ids = json_object_new_array_ext(ev->n_kv_blocks);
+    if (!kv || !ids) {
+        json_object_put(kv);
+        json_object_put(ids);
+        engine_kv_release(s->e, ev->kv_request_id);
+        return;
+    }
+    for (int32_t i = 0; i < ev->n_kv_blocks; i++) {
+        json_object_array_add(ids, json_object_new_int(ev->kv_blocks[i]));
+    }
+    json_object_object_add(kv, "do_remote_prefill", json_object_new_boolean(1));
+    json_object_object_add(kv, "do_remote_decode", json_object_new_boolean(0));
+    json_object_object_add(kv, "remote_block_ids", ids);
+    json_object_object_add(kv, "remote_engine_id", json_object_new_string(kc->engine_id));
+    json_object_object_add(kv, "remote_request_id", json_object_new_string(ev->kv_request_id));
+    json_object_object_add(kv, "remote_host", json_object_new_string(kc->host));
+    json_object_object_add(kv, "remote_port", json_object_new_int(kc->port));
+    json_object_object_add(kv, "tp_size", json_object_new_int(kc->tp_size));
+    json_object_put(c->kv_params);
+    c->kv_params = kv;
+}
+
 static void handle_event(struct engine_server *s, struct out_event *ev)
 {
     struct choice *c = ev->c;
@@ -526,6 +586,9 @@ static void handle_event(struct engine_server *s, struct out_event *ev)
         c->finish = finish_of(ev->status);
         c->stop_index = ev->stop_index;
         c->stop_token = ev->stop_token;
+        if (ev->n_kv_blocks > 0) {
+            kv_params_of(s, c, ev);
+        }
     }
     if (ev->lost) {
         gen_fail(g, "out of memory passing the engine's output to the server");
@@ -708,6 +771,85 @@ static int request_prompt(struct engine_server *s, const struct openai_request *
     return 0;
 }
 
+/* kv_transfer_params of a request (vLLM NixlConnector, NIXL v2): do_remote_decode → this
+ * engine produces (holds the blocks for a decoder); do_remote_prefill → it consumes (loads the
+ * blocks from remote_host). Wrong types are a 400 naming the field; a consumer's missing fields
+ * leave the request a plain one (the engine logs it). *blocks is malloc'd (free it). */
+static int kv_transfer_of(struct json_object *kv, engine_kv_transfer *t, int32_t **blocks,
+                          struct openai_error *err)
+{
+    memset(t, 0, sizeof *t);
+    *blocks = NULL;
+    if (!kv) {
+        return 0;
+    }
+    struct json_object *v;
+    int remote_decode = json_object_object_get_ex(kv, "do_remote_decode", &v) && v &&
+                        json_object_is_type(v, json_type_boolean) && json_object_get_boolean(v);
+    int remote_prefill = json_object_object_get_ex(kv, "do_remote_prefill", &v) && v &&
+                         json_object_is_type(v, json_type_boolean) && json_object_get_boolean(v);
+    if (remote_decode && !remote_prefill) {
+        t->mode = ENGINE_KVT_PRODUCE;
+        return 0;
+    }
+    if (!remote_prefill) {
+        return 0;
+    }
+    static const char *const strs[] = {"remote_engine_id", "remote_host", "remote_request_id"};
+    const char **dst[] = {&t->remote_engine_id, &t->remote_host, &t->remote_request_id};
+    for (size_t i = 0; i < ARRAY_SIZE(strs); i++) {
+        if (json_object_object_get_ex(kv, strs[i], &v) && v) {
+            if (!json_object_is_type(v, json_type_string) || json_object_get_string_len(v) > 256) {
+                openai_error_set(err, 400, "kv_transfer_params",
+                                 "'kv_transfer_params.%s' must be a string of at most 256 bytes",
+                                 strs[i]);
+                return -EINVAL;
+            }
+            *dst[i] = json_object_get_string(v);
+        }
+    }
+    if (json_object_object_get_ex(kv, "remote_port", &v) && v) {
+        int64_t port = json_object_is_type(v, json_type_int) ? json_object_get_int64(v) : -1;
+        if (port < 1 || port > 65535) {
+            openai_error_set(err, 400, "kv_transfer_params",
+                             "'kv_transfer_params.remote_port' must be a port number");
+            return -EINVAL;
+        }
+        t->remote_port = (int32_t)port;
+    }
+    if (json_object_object_get_ex(kv, "remote_block_ids", &v) && v) {
+        size_t n = json_object_is_type(v, json_type_array) ? json_object_array_length(v) : 0;
+        if (!json_object_is_type(v, json_type_array) || n > (1u << 20)) {
+            openai_error_set(err, 400, "kv_transfer_params",
+                             "'kv_transfer_params.remote_block_ids' must be a list of block ids");
+            return -EINVAL;
+        }
+        *blocks = malloc((n ? n : 1) * sizeof **blocks);
+        if (!*blocks) {
+            openai_error_set(err, 500, NULL, "out of memory");
+            return -ENOMEM;
+        }
+        for (size_t i = 0; i < n; i++) {
+            struct json_object *e = json_object_array_get_idx(v, i);
+            int64_t id = e && json_object_is_type(e, json_type_int) ? json_object_get_int64(e) : -1;
+            if (id < 1 || id > INT32_MAX) {
+                free(*blocks);
+                *blocks = NULL;
+                openai_error_set(err, 400, "kv_transfer_params",
+                                 "'kv_transfer_params.remote_block_ids[%zu]' must be a block id "
+                                 "(an integer >= 1)",
+                                 i);
+                return -EINVAL;
+            }
+            (*blocks)[i] = (int32_t)id;
+        }
+        t->remote_block_ids = *blocks;
+        t->n_remote_blocks = (int32_t)n;
+    }
+    t->mode = ENGINE_KVT_CONSUME;
+    return 0;
+}
+
 static void handle_generate(struct http_request *req, struct engine_server *s,
                             enum openai_kind kind)
 {
@@ -730,9 +872,11 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
         free(g);
         return;
     }
-    int32_t *ids = NULL;
+    openai_apply_defaults(&g->o, &s->defaults);
+    int32_t *ids = NULL, *kv_blocks = NULL;
     size_t n_ids = 0;
     char *prompt_text = NULL;
+    engine_kv_transfer kvt = {.mode = ENGINE_KVT_NONE};
     size_t prompt_len = 0;
     if (check_model(s, g->o.model, &err) != 0 ||
         request_prompt(s, &g->o, &ids, &n_ids, &prompt_text, &prompt_len, &err) != 0) {
@@ -755,6 +899,9 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
                          "completion). Please reduce the length of the messages or completion.",
                          (int)max_len, (int64_t)n_ids + max_tokens, n_ids, (int)max_tokens);
         goto err_respond;
+    }
+    if (s->defaults.has_max_tokens && max_tokens > s->defaults.max_tokens) {
+        max_tokens = s->defaults.max_tokens; /* generation config's max_new_tokens caps it */
     }
     if (g->o.echo && kind == OPENAI_COMPLETION) {
         if (prompt_text) {
@@ -807,6 +954,9 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
             goto err_respond;
         }
     }
+    if (kv_transfer_of(g->o.kv_transfer_params, &kvt, &kv_blocks, &err) != 0) {
+        goto err_respond;
+    }
     g->req = req;
     list_push_front(&s->gens, &g->node);
     s->n_gens++;
@@ -825,11 +975,17 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
         .on_output = on_engine_output,
     };
     er.sampling.logprobs = g->o.logprobs;
-    char eerr[512] = "";
+    er.kv_transfer = kvt.mode != ENGINE_KVT_NONE ? &kvt : NULL;
+    char eerr[512] = "", kv_id[96];
     for (int i = 0; i < g->n; i++) {
         er.user = &g->choices[i];
         if (g->n > 1 && g->o.sampling.has_seed) {
             er.sampling.seed = g->o.sampling.seed + (uint64_t)i;
+        }
+        if (kvt.mode == ENGINE_KVT_PRODUCE) {
+            /* the id the decoder notifies: the response id (x-request-id based), per choice */
+            snprintf(kv_id, sizeof kv_id, g->n > 1 ? "%s-%d" : "%s", g->id, i);
+            kvt.request_id = kv_id;
         }
         int64_t id = engine_submit(s->e, &er, eerr, sizeof eerr);
         if (id < 0) {
@@ -841,6 +997,7 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
                 gen_free(g);
             }
             free(ids);
+            free(kv_blocks);
             respond_openai_error(req, &err);
             return;
         }
@@ -848,6 +1005,7 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
         g->pending++;
     }
     free(ids);
+    free(kv_blocks);
     http_request_on_abort(req, on_client_abort, g);
     if (g->o.stream) {
         http_stream_start(req, 200, "text/event-stream");
@@ -879,6 +1037,7 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
 
 err_respond:
     free(ids);
+    free(kv_blocks);
     free(prompt_text);
     respond_openai_error(req, &err);
     openai_request_deinit(&g->o);
@@ -1044,6 +1203,9 @@ struct engine_server *engine_server_new(uv_loop_t *loop, struct http_server *srv
         tmpl = chat_template_builtin("chatml");
     }
     s->log_requests = cfg->log_requests;
+    if (cfg->defaults) {
+        s->defaults = *cfg->defaults;
+    }
     s->created = (int64_t)time(NULL);
     pthread_mutex_init(&s->mu, NULL);
     list_init(&s->gens);

@@ -20,6 +20,7 @@
 #include <uv.h>
 
 #include "engine/core/engine.h"
+#include "engine/server/openai.h"
 #include "lib/http_server.h"
 
 struct engine_server_config {
@@ -27,6 +28,8 @@ struct engine_server_config {
     const char *model_root;        /* /v1/models "root" (the model path) */
     const char *chat_template;     /* template text overriding the model's, or NULL */
     int log_requests;              /* log one line per finished request */
+    /* sampling defaults for fields a request leaves out (generation config); NULL: vLLM's */
+    const struct openai_defaults *defaults;
 };
 
 struct engine_server;
