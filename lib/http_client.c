@@ -316,6 +316,14 @@ struct http_client_req *http_client_start(struct http_client *c, const struct ht
                      o->connect_timeout_ms > 0 ? o->connect_timeout_ms
                                                : (long)HTTP_CLIENT_DEFAULT_CONNECT_TIMEOUT_MS);
 
+    if (o->ca_file) {
+        curl_easy_setopt(e, CURLOPT_CAINFO, o->ca_file);
+    }
+    if (o->insecure_skip_verify) {
+        curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
+        curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
+    }
+
     const char *method = o->method ? o->method : (o->body ? "POST" : "GET");
     if (strcmp(method, "HEAD") == 0) {
         curl_easy_setopt(e, CURLOPT_NOBODY, 1L);

@@ -70,8 +70,13 @@ struct http_client_opts {
     const char *const *headers; /* NULL-terminated "Name: value" strings (copied); may be NULL */
     const void *body;           /* request body (copied); NULL for none */
     size_t body_len;
-    long timeout_ms;             /* whole transfer; 0 → none */
-    long connect_timeout_ms;     /* 0 → HTTP_CLIENT_DEFAULT_CONNECT_TIMEOUT_MS */
+    long timeout_ms;         /* whole transfer; 0 → none */
+    long connect_timeout_ms; /* 0 → HTTP_CLIENT_DEFAULT_CONNECT_TIMEOUT_MS */
+    /* https:// only: the peer's certificate and name are verified against the system's CAs (or
+     * ca_file) unless insecure_skip_verify is set (an explicit operator choice, never a
+     * default). */
+    const char *ca_file;
+    int insecure_skip_verify;
     size_t max_response;         /* cap of the buffered body, and of one SSE event; 0 → default */
     http_client_head_fn on_head; /* optional */
     /* At most one of on_data / on_event. With neither, the body is buffered into resp->body (past
