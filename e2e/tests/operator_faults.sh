@@ -146,7 +146,7 @@ log "300 ms latency: converged"
 # ---- the end state: nothing duplicated, nothing missing ------------------------------------------
 managed=$(kn get deploy,svc,cm,sa,role,rolebinding,hpa -o json |
     jq -r '[.items[] | .kind + "/" + .metadata.name | select(. != "ServiceAccount/default" and . != "ConfigMap/kube-root-ca.crt")] | sort | join(" ")')
-want="ConfigMap/fa-epp-config ConfigMap/fb-epp-config Deployment/fa-epp Deployment/fam-worker Deployment/fb-epp Deployment/fbm-worker Role/fa-epp Role/fb-epp RoleBinding/fa-epp RoleBinding/fb-epp Service/fa-epp Service/fb-epp ServiceAccount/fa-agent ServiceAccount/fa-epp ServiceAccount/fb-agent ServiceAccount/fb-epp"
+want="ConfigMap/fa-epp-config ConfigMap/fb-epp-config Deployment/fa-epp Deployment/fam-worker Deployment/fb-epp Deployment/fbm-worker Role/fa-agent Role/fa-epp Role/fb-agent Role/fb-epp RoleBinding/fa-agent RoleBinding/fa-epp RoleBinding/fb-agent RoleBinding/fb-epp Service/fa-epp Service/fb-epp ServiceAccount/fa-agent ServiceAccount/fa-epp ServiceAccount/fb-agent ServiceAccount/fb-epp"
 assert_eq "$managed" "$want" "objects in $NS after the faults"
 for o in imodel/fam imodel/fbm ipool/fa ipool/fb; do
     op_wait_ready "${o%/*}" "${o#*/}" 60

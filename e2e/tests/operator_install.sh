@@ -197,8 +197,16 @@ for pool in llama-pd qwen chat; do
     rb=$(kjson -n "$NS" get rolebinding "$pool-epp")
     owned_by "$rb" InferencePool "$pool"
     assert_jq "$rb" ".roleRef == {\"apiGroup\": \"rbac.authorization.k8s.io\", \"kind\": \"Role\", \"name\": \"$pool-epp\"} and
-        ([.subjects[] | select(.kind == \"ServiceAccount\" and .namespace == \"$NS\") | .name] | sort == [\"$pool-agent\", \"$pool-epp\"])" \
-        "$pool-epp RoleBinding: binds the EPP's and the agents' service accounts"
+        ([.subjects[] | select(.kind == \"ServiceAccount\" and .namespace == \"$NS\") | .name] == [\"$pool-epp\"])" \
+        "$pool-epp RoleBinding: binds the EPP's service account"
+    # the agents' SSRF allowlist: exactly pods and the pool, read-only
+    r=$(kjson -n "$NS" get role "$pool-agent")
+    owned_by "$r" InferencePool "$pool"
+    assert_jq "$r" '[.rules[] | {g: .apiGroups, r: .resources, v: .verbs}] == [{"g": [""], "r": ["pods"], "v": ["get", "list", "watch"]}, {"g": ["tandem.dev"], "r": ["inferencepools"], "v": ["get", "list", "watch"]}]' \
+        "$pool-agent Role: reads pods and InferencePools, nothing else"
+    rb=$(kjson -n "$NS" get rolebinding "$pool-agent")
+    assert_jq "$rb" ".roleRef.name == \"$pool-agent\" and ([.subjects[] | .name] == [\"$pool-agent\"])" \
+        "$pool-agent RoleBinding: binds the agents' service account"
 done
 cfg=$(kn get cm llama-pd-epp-config -o jsonpath='{.data.config\.yaml}')
 for p in pd-profile-handler prefill-filter decode-filter prefix-cache-scorer queue-scorer kv-cache-utilization-scorer; do

@@ -144,7 +144,7 @@ EOF
 op_wait_ready imodel ldm2 90
 managed=$(kn get deploy,svc,cm,sa,role,rolebinding -l app.kubernetes.io/managed-by=tandem-operator -o json |
     jq -r '[.items[] | .kind + "/" + .metadata.name] | sort | join(" ")')
-assert_eq "$managed" "ConfigMap/ld-epp-config Deployment/ld-epp Deployment/ldm-worker Deployment/ldm2-worker Role/ld-epp RoleBinding/ld-epp Service/ld-epp ServiceAccount/ld-agent ServiceAccount/ld-epp" \
+assert_eq "$managed" "ConfigMap/ld-epp-config Deployment/ld-epp Deployment/ldm-worker Deployment/ldm2-worker Role/ld-agent Role/ld-epp RoleBinding/ld-agent RoleBinding/ld-epp Service/ld-epp ServiceAccount/ld-agent ServiceAccount/ld-epp" \
     "the operator's objects after the failover (none duplicated, none missing)"
 
 # ---- two replicas again, exactly one leader -------------------------------------------------------

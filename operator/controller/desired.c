@@ -834,32 +834,64 @@ struct json_object *desired_epp_role(const struct spec_pool *pool)
     return jb_done(&b, role);
 }
 
-struct json_object *desired_epp_role_binding(const struct spec_pool *pool)
+/* A RoleBinding of Role name to ServiceAccount name (both named name). */
+static struct json_object *role_binding(const struct spec_pool *pool, const char *name,
+                                        const char *app, const char *component)
 {
     struct jb b = {0};
-    char name[DESIRED_NAME_MAX], agent[DESIRED_NAME_MAX];
-    if (desired_pool_object_name(pool, "-epp", name, sizeof(name)) != 0 ||
-        desired_pool_object_name(pool, "-agent", agent, sizeof(agent)) != 0) {
-        return NULL;
-    }
     struct json_object *rb =
         new_object(&b, "rbac.authorization.k8s.io/v1", "RoleBinding", name, pool->ns,
-                   pool_labels(&b, pool, "tandem-epp", "endpoint-picker"), pool_owner(&b, pool));
-    struct json_object *ref = jb_obj(&b), *subjects = jb_arr(&b);
+                   pool_labels(&b, pool, app, component), pool_owner(&b, pool));
+    struct json_object *ref = jb_obj(&b), *subjects = jb_arr(&b), *s = jb_obj(&b);
     jb_put(&b, ref, "apiGroup", jb_str(&b, "rbac.authorization.k8s.io"));
     jb_put(&b, ref, "kind", jb_str(&b, "Role"));
     jb_put(&b, ref, "name", jb_str(&b, name));
-    const char *const sas[] = {name, agent};
-    for (size_t i = 0; i < ARRAY_SIZE(sas); i++) {
-        struct json_object *s = jb_obj(&b);
-        jb_put(&b, s, "kind", jb_str(&b, "ServiceAccount"));
-        jb_put(&b, s, "name", jb_str(&b, sas[i]));
-        jb_put(&b, s, "namespace", jb_str(&b, pool->ns));
-        jb_push(&b, subjects, s);
-    }
+    jb_put(&b, s, "kind", jb_str(&b, "ServiceAccount"));
+    jb_put(&b, s, "name", jb_str(&b, name));
+    jb_put(&b, s, "namespace", jb_str(&b, pool->ns));
+    jb_push(&b, subjects, s);
     jb_put(&b, rb, "roleRef", ref);
     jb_put(&b, rb, "subjects", subjects);
     return jb_done(&b, rb);
+}
+
+struct json_object *desired_epp_role_binding(const struct spec_pool *pool)
+{
+    char name[DESIRED_NAME_MAX];
+    if (desired_pool_object_name(pool, "-epp", name, sizeof(name)) != 0) {
+        return NULL;
+    }
+    return role_binding(pool, name, "tandem-epp", "endpoint-picker");
+}
+
+/* The agent's SSRF allowlist reads its pool (for spec.selector) and the pool's pods: exactly
+ * get/list/watch on those two. */
+struct json_object *desired_agent_role(const struct spec_pool *pool)
+{
+    struct jb b = {0};
+    char name[DESIRED_NAME_MAX];
+    if (desired_pool_object_name(pool, "-agent", name, sizeof(name)) != 0) {
+        return NULL;
+    }
+    static const char *const core[] = {"pods"};
+    static const char *const ours[] = {"inferencepools"};
+    struct json_object *role =
+        new_object(&b, "rbac.authorization.k8s.io/v1", "Role", name, pool->ns,
+                   pool_labels(&b, pool, "tandem-agent", "agent"), pool_owner(&b, pool));
+    struct json_object *rules = jb_arr(&b);
+    jb_push(&b, rules, rule(&b, "", core, ARRAY_SIZE(core)));
+    jb_push(&b, rules, rule(&b, SPEC_GROUP, ours, ARRAY_SIZE(ours)));
+    jb_put(&b, role, "rules", rules);
+    return jb_done(&b, role);
+}
+
+struct json_object *desired_agent_role_binding(const struct spec_pool *pool)
+{
+    char name[DESIRED_NAME_MAX];
+    if (desired_pool_object_name(pool, "-agent", name, sizeof(name)) != 0) {
+        return NULL;
+    }
+    return role_binding(pool, name, "tandem-agent", "agent");
 }
 
 int desired_pool_objects(const struct spec_pool *pool, const struct desired_opts *opts,
@@ -886,6 +918,8 @@ int desired_pool_objects(const struct spec_pool *pool, const struct desired_opts
     jb_push(&b, arr, desired_service_account(pool, "-agent", "agent"));
     jb_push(&b, arr, desired_epp_role(pool));
     jb_push(&b, arr, desired_epp_role_binding(pool));
+    jb_push(&b, arr, desired_agent_role(pool));
+    jb_push(&b, arr, desired_agent_role_binding(pool));
     if (have_config) {
         jb_push(&b, arr, desired_epp_configmap(pool, buf_cstr(&text)));
     }

@@ -79,6 +79,9 @@ struct json_object *desired_service_account(const struct spec_pool *pool, const 
                                             const char *component);
 struct json_object *desired_epp_role(const struct spec_pool *pool);
 struct json_object *desired_epp_role_binding(const struct spec_pool *pool);
+/* The agent's Role (get/list/watch pods and the pool: its SSRF allowlist) and RoleBinding. */
+struct json_object *desired_agent_role(const struct spec_pool *pool);
+struct json_object *desired_agent_role_binding(const struct spec_pool *pool);
 
 /*
  * Every object of a pool in creation order (ServiceAccounts, Role, RoleBinding, ConfigMap unless

@@ -548,6 +548,8 @@ static void test_pool_objects(void **state)
         {"ServiceAccount", "llama-pd-agent"},
         {"Role", "llama-pd-epp"},
         {"RoleBinding", "llama-pd-epp"},
+        {"Role", "llama-pd-agent"},
+        {"RoleBinding", "llama-pd-agent"},
         {"ConfigMap", "llama-pd-epp-config"},
         {"Deployment", "llama-pd-epp"},
         {"Service", "llama-pd-epp"},
@@ -567,7 +569,7 @@ static void test_pool_objects(void **state)
     }
 
     /* The ConfigMap holds a valid P/D config; its hash annotates the EPP pods. */
-    struct json_object *cm = json_object_array_get_idx(objs, 4);
+    struct json_object *cm = json_object_array_get_idx(objs, 6);
     const char *text =
         json_object_get_string(json_object_object_get(json_get(cm, "data"), "config.yaml"));
     assert_non_null(text);
@@ -576,7 +578,7 @@ static void test_pool_objects(void **state)
     json_object_put(cfg);
     char hash[17];
     desired_hash_hex(text, strlen(text), hash);
-    struct json_object *dep = json_object_array_get_idx(objs, 5);
+    struct json_object *dep = json_object_array_get_idx(objs, 7);
     assert_string_equal(
         json_object_get_string(json_object_object_get(
             json_get(dep, "spec.template.metadata.annotations"), ANNOTATION_CONFIG_HASH)),
@@ -616,7 +618,7 @@ static void test_pool_objects(void **state)
         spec_selector_matches(&pool.selector, json_get(dep, "spec.template.metadata.labels")));
 
     /* The Service selects the EPP pods. */
-    struct json_object *svc = json_object_array_get_idx(objs, 6);
+    struct json_object *svc = json_object_array_get_idx(objs, 8);
     struct spec_selector sel = {json_get(svc, "spec.selector"), NULL};
     assert_true(spec_selector_matches(&sel, json_get(dep, "spec.template.metadata.labels")));
     assert_true(json_object_equal(json_get(svc, "spec.selector"),
@@ -626,7 +628,7 @@ static void test_pool_objects(void **state)
     assert_string_equal(str(svc, "spec.ports[1].name"), "grpc");
     assert_int_equal(num(svc, "spec.ports[1].port"), 9002);
 
-    /* RBAC: read pods, endpoints, pools and models; bound to the EPP and agent accounts. */
+    /* RBAC: the EPP reads pods, endpoints, pools and models; the agent pods and pools. */
     struct json_object *role = json_object_array_get_idx(objs, 2);
     assert_string_equal(str(role, "rules[0].apiGroups[0]"), "");
     assert_string_equal(str(role, "rules[0].resources[0]"), "pods");
@@ -639,15 +641,25 @@ static void test_pool_objects(void **state)
     assert_string_equal(str(rb, "roleRef.kind"), "Role");
     assert_string_equal(str(rb, "roleRef.name"), "llama-pd-epp");
     assert_string_equal(str(rb, "subjects[0].name"), "llama-pd-epp");
-    assert_string_equal(str(rb, "subjects[1].name"), "llama-pd-agent");
-    assert_string_equal(str(rb, "subjects[1].namespace"), "default");
+    assert_null(json_get(rb, "subjects[1]"));
+    struct json_object *arole = json_object_array_get_idx(objs, 4);
+    assert_string_equal(str(arole, "rules[0].resources[0]"), "pods");
+    assert_null(json_get(arole, "rules[0].resources[1]"));
+    assert_string_equal(str(arole, "rules[1].apiGroups[0]"), "tandem.dev");
+    assert_string_equal(str(arole, "rules[1].resources[0]"), "inferencepools");
+    assert_null(json_get(arole, "rules[1].resources[1]"));
+    assert_string_equal(str(arole, "rules[1].verbs[0]"), "get");
+    struct json_object *arb = json_object_array_get_idx(objs, 5);
+    assert_string_equal(str(arb, "roleRef.name"), "llama-pd-agent");
+    assert_string_equal(str(arb, "subjects[0].name"), "llama-pd-agent");
+    assert_string_equal(str(arb, "subjects[0].namespace"), "default");
     json_object_put(objs);
     spec_pool_free(&pool);
 
     /* configMapRef: no ConfigMap; the EPP mounts the user's, key mapped to config.yaml. */
     assert_int_equal(parse_pool(crs, "scaled", &pool), 0);
     assert_int_equal(desired_pool_objects(&pool, NULL, &objs, &errs), 0);
-    assert_int_equal(json_object_array_length(objs), 6);
+    assert_int_equal(json_object_array_length(objs), 8);
     assert_null(find(objs, "ConfigMap", "scaled-epp-config"));
     dep = find(objs, "Deployment", "scaled-epp");
     assert_string_equal(str(dep, "spec.template.spec.volumes[0].configMap.name"), "my-epp-config");
