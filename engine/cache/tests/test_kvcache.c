@@ -78,7 +78,7 @@ static void on_cleared(void *user)
 static kvc *new_logged(int32_t num_blocks, int32_t bs, ev_log *l)
 {
     memset(l, 0, sizeof(*l));
-    kvc_event_sink sink = {l, on_stored, on_removed, on_cleared};
+    kvc_event_sink sink = {l, on_stored, on_removed, on_cleared, NULL};
     kvc *c = kvc_new(num_blocks, bs, true, 42, &sink);
     assert_non_null(c);
     return c;
@@ -529,7 +529,7 @@ static void test_no_prefix_caching(void **state)
 {
     (void)state;
     int stored = 0;
-    kvc_event_sink sink = {&stored, NULL, NULL, NULL};
+    kvc_event_sink sink = {&stored, NULL, NULL, NULL, NULL};
     kvc *c = kvc_new(8, 2, false, 0, &sink);
     int32_t t[6] = {1, 2, 3, 4, 5, 6};
     kvc_seq a, b;
@@ -615,7 +615,7 @@ static void test_randomized_against_model(void **state)
 {
     (void)state;
     model_state *m = calloc(1, sizeof(*m));
-    kvc_event_sink sink = {m, m_stored, m_removed, m_cleared};
+    kvc_event_sink sink = {m, m_stored, m_removed, m_cleared, NULL};
     kvc *c = kvc_new(R_BLOCKS, R_BS, true, 99, &sink);
     r_seq seqs[R_SEQS];
     memset(seqs, 0, sizeof(seqs));
