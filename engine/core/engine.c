@@ -842,6 +842,7 @@ void engine_kv_load_done(engine *e, uint64_t load_id, int status)
         sched_req_free(NULL, sr);
     }
     free(l);
+    metrics_update(e);
     pthread_cond_signal(&e->cv);
     pthread_mutex_unlock(&e->mu);
 }
@@ -893,6 +894,7 @@ static double expire_held(engine *e)
                  h->request_id);
         held_free(e, h);
         e->kv_expired++;
+        metrics_update(e); /* vllm:kv_cache_usage_perc drops without a step */
     }
     return 0;
 }
