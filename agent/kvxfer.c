@@ -1,0 +1,2495 @@
+/*
+ * kvx: KV blocks between engines over UCX, with vLLM NixlConnector's side channel (kvxfer.h).
+ *
+ * The file has three parts: a bounded msgpack reader and the wire codecs (pure functions), the
+ * kvx thread (UCX worker, the side-channel ROUTER, handshakes, transfers), and the public API,
+ * which only validates, copies and queues. A request (struct kvx_xfer) goes queue → waiting on
+ * its peer's handshake → active (UCX operations in flight) → ready (all completed) → next stage or
+ * done. A remote engine (struct kvx_peer) goes handshaking → ready, and lives while it is cached
+ * or a request holds it.
+ */
+#include "agent/kvxfer.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <msgpack.h>
+#include <openssl/evp.h>
+#include <ucp/api/ucp.h>
+#include <zmq.h>
+
+#include "lib/clock.h"
+#include "lib/common.h"
+#include "lib/err.h"
+#include "lib/list.h"
+#include "lib/log.h"
+
+/* ---- msgpack reading --------------------------------------------------------------------------
+ * A bounded pull reader: msgpack-c's unpacker allocates what an array or map header claims
+ * before it knows the input holds it (a 5-byte input can ask for gigabytes), so network bytes
+ * never reach it. Every count here is checked against the bytes left. */
+
+enum mp_kind {
+    MP_NIL,
+    MP_BOOL,
+    MP_UINT,
+    MP_INT,
+    MP_FLOAT,
+    MP_STR,
+    MP_BIN,
+    MP_ARRAY,
+    MP_MAP,
+    MP_EXT
+};
+
+static const char *const mp_kind_name[] = {
+    "nil",   "bool", "unsigned integer", "negative integer", "float", "string", "binary",
+    "array", "map",  "extension"};
+
+struct mp_item {
+    enum mp_kind kind;
+    uint64_t u;          /* MP_UINT, MP_BOOL */
+    int64_t i;           /* MP_INT (always negative: non-negative integers are MP_UINT) */
+    uint32_t n;          /* bytes of MP_STR/MP_BIN/MP_EXT, elements of MP_ARRAY, pairs of MP_MAP */
+    const uint8_t *data; /* payload of MP_STR/MP_BIN/MP_EXT */
+};
+
+struct mp {
+    const uint8_t *p;
+    size_t len;
+    size_t off;
+    char why[96]; /* why the last read failed */
+};
+
+#define MP_MAX_DEPTH 32
+
+static void mp_init(struct mp *m, const void *buf, size_t len)
+{
+    m->p = buf;
+    m->len = len;
+    m->off = 0;
+    m->why[0] = '\0';
+}
+
+/* Records why a read failed; false, for `return mp_fail(m, ...)`. A macro, so that the static
+ * analyzer sees the false (it does not model variadic functions). */
+#define mp_fail(m, ...) (snprintf((m)->why, sizeof((m)->why), __VA_ARGS__), false)
+
+static bool mp_take(struct mp *m, size_t n, const uint8_t **out)
+{
+    if (m->len - m->off < n) {
+        return mp_fail(m, "truncated at byte %zu", m->len);
+    }
+    *out = m->p + m->off;
+    m->off += n;
+    return true;
+}
+
+/* A big-endian unsigned integer of n (1, 2, 4 or 8) bytes. */
+static bool mp_be(struct mp *m, size_t n, uint64_t *v)
+{
+    const uint8_t *b = NULL;
+    if (!mp_take(m, n, &b)) {
+        return false;
+    }
+    *v = 0;
+    for (size_t i = 0; i < n; i++) {
+        *v = (*v << 8) | b[i];
+    }
+    return true;
+}
+
+static bool mp_payload(struct mp *m, struct mp_item *it, size_t lenbytes, bool ext)
+{
+    uint64_t n;
+    const uint8_t *type = NULL;
+    if (!mp_be(m, lenbytes, &n) || (ext && !mp_take(m, 1, &type))) {
+        return false;
+    }
+    it->n = (uint32_t)n;
+    return mp_take(m, it->n, &it->data);
+}
+
+static bool mp_count(struct mp *m, struct mp_item *it, size_t lenbytes, enum mp_kind kind)
+{
+    uint64_t n = it->n;
+    if (lenbytes && !mp_be(m, lenbytes, &n)) {
+        return false;
+    }
+    it->kind = kind;
+    it->n = (uint32_t)n;
+    /* every element takes at least one byte */
+    uint64_t need = kind == MP_MAP ? 2 * n : n;
+    if (need > m->len - m->off) {
+        return mp_fail(m, "%s of %" PRIu64 " elements in %zu bytes", mp_kind_name[kind], n,
+                       m->len - m->off);
+    }
+    return true;
+}
+
+static bool mp_signed(struct mp *m, struct mp_item *it, size_t bytes)
+{
+    uint64_t v;
+    if (!mp_be(m, bytes, &v)) {
+        return false;
+    }
+    int64_t s = bytes == 1   ? (int8_t)v
+                : bytes == 2 ? (int16_t)v
+                : bytes == 4 ? (int32_t)v
+                             : (int64_t)v;
+    if (s >= 0) {
+        it->kind = MP_UINT;
+        it->u = (uint64_t)s;
+    } else {
+        it->kind = MP_INT;
+        it->i = s;
+    }
+    return true;
+}
+
+/* Reads the next item's header, and the bytes of a string, binary or extension; the elements of
+ * an array or map follow it. */
+static bool mp_next(struct mp *m, struct mp_item *it)
+{
+    const uint8_t *b = NULL;
+    memset(it, 0, sizeof(*it));
+    if (!mp_take(m, 1, &b)) {
+        return false;
+    }
+    uint8_t c = b[0];
+    if (c <= 0x7f) {
+        it->kind = MP_UINT;
+        it->u = c;
+        return true;
+    }
+    if (c >= 0xe0) {
+        it->kind = MP_INT;
+        it->i = (int64_t)c - 256; /* negative fixint */
+        return true;
+    }
+    if ((c & 0xf0) == 0x80 || (c & 0xf0) == 0x90) {
+        it->n = c & 0x0f;
+        return mp_count(m, it, 0, (c & 0xf0) == 0x80 ? MP_MAP : MP_ARRAY);
+    }
+    if ((c & 0xe0) == 0xa0) {
+        it->kind = MP_STR;
+        it->n = c & 0x1f;
+        return mp_take(m, it->n, &it->data);
+    }
+    switch (c) {
+    case 0xc0:
+        it->kind = MP_NIL;
+        return true;
+    case 0xc2:
+    case 0xc3:
+        it->kind = MP_BOOL;
+        it->u = c == 0xc3;
+        return true;
+    case 0xc4:
+    case 0xc5:
+    case 0xc6:
+        it->kind = MP_BIN;
+        return mp_payload(m, it, (size_t)1 << (c - 0xc4), false);
+    case 0xc7:
+    case 0xc8:
+    case 0xc9:
+        it->kind = MP_EXT;
+        return mp_payload(m, it, (size_t)1 << (c - 0xc7), true);
+    case 0xca:
+    case 0xcb:
+        it->kind = MP_FLOAT;
+        return mp_take(m, c == 0xca ? 4 : 8, &b);
+    case 0xcc:
+    case 0xcd:
+    case 0xce:
+    case 0xcf:
+        it->kind = MP_UINT;
+        return mp_be(m, (size_t)1 << (c - 0xcc), &it->u);
+    case 0xd0:
+    case 0xd1:
+    case 0xd2:
+    case 0xd3:
+        return mp_signed(m, it, (size_t)1 << (c - 0xd0));
+    case 0xd4:
+    case 0xd5:
+    case 0xd6:
+    case 0xd7:
+    case 0xd8:
+        it->kind = MP_EXT;
+        it->n = 1u << (c - 0xd4);
+        return mp_take(m, 1, &b) && mp_take(m, it->n, &it->data);
+    case 0xd9:
+    case 0xda:
+    case 0xdb:
+        it->kind = MP_STR;
+        return mp_payload(m, it, (size_t)1 << (c - 0xd9), false);
+    case 0xdc:
+    case 0xdd:
+        return mp_count(m, it, c == 0xdc ? 2 : 4, MP_ARRAY);
+    case 0xde:
+    case 0xdf:
+        return mp_count(m, it, c == 0xde ? 2 : 4, MP_MAP);
+    default:
+        return mp_fail(m, "invalid byte 0x%02x at %zu", c, m->off - 1);
+    }
+}
+
+/* Skips one item with everything in it. Work is linear in the bytes skipped. */
+static bool mp_skip(struct mp *m, int depth)
+{
+    struct mp_item it;
+    if (depth > MP_MAX_DEPTH) {
+        return mp_fail(m, "nested deeper than %d", MP_MAX_DEPTH);
+    }
+    if (!mp_next(m, &it)) {
+        return false;
+    }
+    uint64_t children = it.kind == MP_ARRAY ? it.n : it.kind == MP_MAP ? 2 * (uint64_t)it.n : 0;
+    for (uint64_t i = 0; i < children; i++) {
+        if (!mp_skip(m, depth + 1)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool mp_expect(struct mp *m, enum mp_kind kind, struct mp_item *it)
+{
+    if (!mp_next(m, it)) {
+        return false;
+    }
+    if (it->kind != kind) {
+        return mp_fail(m, "expected %s, got %s", mp_kind_name[kind], mp_kind_name[it->kind]);
+    }
+    return true;
+}
+
+static bool mp_uint(struct mp *m, uint64_t min, uint64_t max, uint64_t *v)
+{
+    struct mp_item it;
+    if (!mp_expect(m, MP_UINT, &it)) {
+        return false;
+    }
+    if (it.u < min || it.u > max) {
+        return mp_fail(m, "%" PRIu64 " outside [%" PRIu64 ", %" PRIu64 "]", it.u, min, max);
+    }
+    *v = it.u;
+    return true;
+}
+
+static bool mp_int(struct mp *m, int64_t *v)
+{
+    struct mp_item it;
+    if (!mp_next(m, &it)) {
+        return false;
+    }
+    if (it.kind == MP_INT) {
+        *v = it.i;
+        return true;
+    }
+    if (it.kind == MP_UINT && it.u <= INT64_MAX) {
+        *v = (int64_t)it.u;
+        return true;
+    }
+    return mp_fail(m, "expected an integer, got %s", mp_kind_name[it.kind]);
+}
+
+/* A string of printable ASCII (engine ids, layout names, hashes) copied into out (cap bytes,
+ * NUL included). */
+static bool mp_text(struct mp *m, char *out, size_t cap)
+{
+    struct mp_item it;
+    if (!mp_expect(m, MP_STR, &it)) {
+        return false;
+    }
+    if (it.n >= cap) {
+        return mp_fail(m, "string of %u bytes, at most %zu allowed", it.n, cap - 1);
+    }
+    for (uint32_t i = 0; i < it.n; i++) {
+        if (it.data[i] < 0x20 || it.data[i] > 0x7e) {
+            return mp_fail(m, "string has a non-printable byte 0x%02x", it.data[i]);
+        }
+    }
+    memcpy(out, it.data, it.n);
+    out[it.n] = '\0';
+    return true;
+}
+
+/* A binary of 1..max bytes. */
+static bool mp_blob(struct mp *m, size_t max, const uint8_t **data, size_t *len)
+{
+    struct mp_item it;
+    if (!mp_expect(m, MP_BIN, &it)) {
+        return false;
+    }
+    if (it.n == 0 || it.n > max) {
+        return mp_fail(m, "binary of %u bytes, 1 to %zu allowed", it.n, max);
+    }
+    *data = it.data;
+    *len = it.n;
+    return true;
+}
+
+/* An array of 1..KVX_MAX_REGIONS unsigned integers of at least min, into *out (malloc'd). */
+static bool mp_uint_array(struct mp *m, uint64_t min, uint64_t **out, int32_t *n)
+{
+    struct mp_item it;
+    if (!mp_expect(m, MP_ARRAY, &it)) {
+        return false;
+    }
+    if (it.n == 0 || it.n > KVX_MAX_REGIONS) {
+        return mp_fail(m, "%u regions, 1 to %d allowed", it.n, KVX_MAX_REGIONS);
+    }
+    uint64_t *v = malloc(sizeof(*v) * it.n);
+    if (!v) {
+        return mp_fail(m, "out of memory");
+    }
+    for (uint32_t i = 0; i < it.n; i++) {
+        if (!mp_uint(m, min, UINT64_MAX, &v[i])) {
+            free(v);
+            return false;
+        }
+    }
+    *out = v;
+    *n = (int32_t)it.n;
+    return true;
+}
+
+/* Reads a map key (a string) and finds it in keys (n names); *idx = -1 for an unknown key. Refuses
+ * a key seen before (bit idx of *seen). */
+static bool mp_key(struct mp *m, const char *const *keys, int n, unsigned *seen, int *idx)
+{
+    struct mp_item it;
+    if (!mp_expect(m, MP_STR, &it)) {
+        return false;
+    }
+    *idx = -1;
+    for (int k = 0; k < n; k++) {
+        if (strlen(keys[k]) == it.n && memcmp(keys[k], it.data, it.n) == 0) {
+            if (*seen & (1u << k)) {
+                return mp_fail(m, "duplicate key \"%s\"", keys[k]);
+            }
+            *seen |= 1u << k;
+            *idx = k;
+            break;
+        }
+    }
+    return true;
+}
+
+/* ---- Wire codecs ----------------------------------------------------------------------------- */
+
+void kvx_compat_hash(const struct kvx_layout *l, const char *model, int tp_size,
+                     char out[KVX_HASH_HEX + 1])
+{
+    char head[256];
+    int n =
+        snprintf(head, sizeof(head),
+                 "tandem-kvx-v1\ndtype_bytes=%d\nn_kv_heads=%d\nhead_dim=%d\nn_layers=%d\n"
+                 "block_size=%d\ntp_size=%d\nmodel=",
+                 l->dtype_bytes, l->n_kv_heads, l->head_dim, l->n_layers, l->block_size, tp_size);
+    TANDEM_ASSERT(n > 0 && (size_t)n < sizeof(head));
+    model = model ? model : "";
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int md_len = 0;
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    TANDEM_ASSERT(ctx != NULL);
+    int ok = EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) && EVP_DigestUpdate(ctx, head, (size_t)n) &&
+             EVP_DigestUpdate(ctx, model, strlen(model)) && EVP_DigestFinal_ex(ctx, md, &md_len);
+    EVP_MD_CTX_free(ctx);
+    TANDEM_ASSERT(ok && md_len * 2 == KVX_HASH_HEX);
+    for (unsigned int i = 0; i < md_len; i++) {
+        snprintf(out + 2 * i, 3, "%02x", md[i]);
+    }
+}
+
+/* A short printable rendering of untrusted bytes for messages. */
+static void printable(const uint8_t *p, size_t n, char *out, size_t cap)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < n && o + 5 < cap; i++) {
+        if (p[i] >= 0x20 && p[i] <= 0x7e && p[i] != '\\') {
+            out[o++] = (char)p[i];
+        } else {
+            o += (size_t)snprintf(out + o, cap - o, "\\x%02x", p[i]);
+        }
+    }
+    out[o] = '\0';
+}
+
+int kvx_wire_decode_request(const void *buf, size_t len, int64_t *tp_rank, char *err, size_t errlen)
+{
+    static const char tag[] = KVX_GET_META_MSG;
+    if (len == sizeof(tag) - 1 && memcmp(buf, tag, len) == 0) {
+        *tp_rank = 0; /* vLLM <= 0.9 sent the bare bytes */
+        return 0;
+    }
+    struct mp m;
+    struct mp_item it;
+    mp_init(&m, buf, len);
+    if (len == 0) {
+        return tandem_fail(err, errlen, -EINVAL, "empty request");
+    }
+    if (!mp_next(&m, &it)) {
+        return tandem_fail(err, errlen, -EINVAL, "request is not msgpack: %s", m.why);
+    }
+    if (it.kind != MP_ARRAY || it.n != 2) {
+        return tandem_fail(err, errlen, -EINVAL,
+                           "request must be the array [\"get_meta_msg\", tp_rank], got %s",
+                           mp_kind_name[it.kind]);
+    }
+    if (!mp_next(&m, &it)) {
+        return tandem_fail(err, errlen, -EINVAL, "request: %s", m.why);
+    }
+    if ((it.kind != MP_BIN && it.kind != MP_STR) || it.n != sizeof(tag) - 1 ||
+        memcmp(it.data, tag, it.n) != 0) {
+        char shown[64] = "";
+        if (it.kind == MP_BIN || it.kind == MP_STR) {
+            printable(it.data, it.n < 16 ? it.n : 16, shown, sizeof(shown));
+        }
+        return tandem_fail(err, errlen, -EINVAL, "unknown request type %s \"%s\"",
+                           mp_kind_name[it.kind], shown);
+    }
+    int64_t rank = 0;
+    if (!mp_int(&m, &rank)) {
+        return tandem_fail(err, errlen, -EINVAL, "request tp_rank: %s", m.why);
+    }
+    if (m.off != len) {
+        return tandem_fail(err, errlen, -EINVAL, "request has %zu trailing bytes", len - m.off);
+    }
+    *tp_rank = rank;
+    return 0;
+}
+
+int kvx_wire_decode_handshake(const void *buf, size_t len, struct kvx_handshake *out, char *err,
+                              size_t errlen)
+{
+    static const char *const keys[] = {"compatibility_hash", "agent_metadata_bytes", "error"};
+    struct mp m;
+    struct mp_item it;
+    unsigned seen = 0;
+    memset(out, 0, sizeof(*out));
+    mp_init(&m, buf, len);
+    if (len == 0) {
+        return tandem_fail(err, errlen, -EINVAL, "empty handshake reply");
+    }
+    if (!mp_expect(&m, MP_MAP, &it)) {
+        return tandem_fail(err, errlen, -EINVAL, "handshake reply is not a msgpack map: %s", m.why);
+    }
+    for (uint32_t i = 0; i < it.n; i++) {
+        int k;
+        if (!mp_key(&m, keys, (int)ARRAY_SIZE(keys), &seen, &k)) {
+            return tandem_fail(err, errlen, -EINVAL, "handshake reply: %s", m.why);
+        }
+        bool ok = true;
+        if (k == 0) {
+            ok = mp_text(&m, out->compat_hash, sizeof(out->compat_hash));
+            if (ok && strlen(out->compat_hash) != KVX_HASH_HEX) {
+                ok = mp_fail(&m, "%zu characters, expected %d", strlen(out->compat_hash),
+                             KVX_HASH_HEX);
+            }
+        } else if (k == 1) {
+            ok = mp_blob(&m, KVX_REPLY_MAX, &out->agent_metadata, &out->agent_metadata_len);
+        } else if (k == 2) {
+            struct mp_item e;
+            ok = mp_expect(&m, MP_STR, &e);
+            if (ok) {
+                printable(e.data, e.n < 200 ? e.n : 200, out->error, sizeof(out->error));
+                if (!out->error[0]) {
+                    snprintf(out->error, sizeof(out->error), "(no reason given)");
+                }
+            }
+        } else {
+            ok = mp_skip(&m, 1);
+        }
+        if (!ok) {
+            return tandem_fail(err, errlen, -EINVAL, "handshake reply field \"%s\": %s",
+                               k >= 0 ? keys[k] : "(unknown)", m.why);
+        }
+    }
+    if (m.off != len) {
+        return tandem_fail(err, errlen, -EINVAL, "handshake reply has %zu trailing bytes",
+                           len - m.off);
+    }
+    if (out->error[0]) {
+        return 0;
+    }
+    for (int k = 0; k < 2; k++) {
+        if (!(seen & (1u << k))) {
+            return tandem_fail(err, errlen, -EINVAL, "handshake reply lacks \"%s\"", keys[k]);
+        }
+    }
+    return 0;
+}
+
+void kvx_agent_meta_release(struct kvx_agent_meta *m)
+{
+    free(m->base_addrs);
+    free(m->block_lens);
+    free((void *)m->rkeys);
+    free(m->rkey_lens);
+    memset(m, 0, sizeof(*m));
+}
+
+/* BLOB: {"kvx": 1, "worker_address": bin, "rkeys": [bin...]}. */
+static bool decode_blob(struct mp *m, struct kvx_agent_meta *out, int32_t *n_rkeys)
+{
+    static const char *const keys[] = {"kvx", "worker_address", "rkeys"};
+    struct mp_item it;
+    unsigned seen = 0;
+    if (!mp_expect(m, MP_MAP, &it)) {
+        return false;
+    }
+    for (uint32_t i = 0; i < it.n; i++) {
+        int k;
+        uint64_t version;
+        if (!mp_key(m, keys, (int)ARRAY_SIZE(keys), &seen, &k)) {
+            return false;
+        }
+        if (k == 0) {
+            if (!mp_uint(m, 1, 1, &version)) {
+                return false;
+            }
+        } else if (k == 1) {
+            if (!mp_blob(m, KVX_BLOB_MAX, &out->worker_addr, &out->worker_addr_len)) {
+                return false;
+            }
+        } else if (k == 2) {
+            struct mp_item arr;
+            if (!mp_expect(m, MP_ARRAY, &arr)) {
+                return false;
+            }
+            if (arr.n == 0 || arr.n > KVX_MAX_REGIONS) {
+                return mp_fail(m, "%u rkeys, 1 to %d allowed", arr.n, KVX_MAX_REGIONS);
+            }
+            free((void *)out->rkeys); /* NULL: a duplicate key was refused; for the analyzer */
+            free(out->rkey_lens);
+            out->rkeys = calloc(arr.n, sizeof(*out->rkeys));
+            out->rkey_lens = calloc(arr.n, sizeof(*out->rkey_lens));
+            if (!out->rkeys || !out->rkey_lens) {
+                return mp_fail(m, "out of memory");
+            }
+            for (uint32_t r = 0; r < arr.n; r++) {
+                if (!mp_blob(m, KVX_BLOB_MAX, &out->rkeys[r], &out->rkey_lens[r])) {
+                    return false;
+                }
+            }
+            *n_rkeys = (int32_t)arr.n;
+        } else if (!mp_skip(m, 2)) {
+            return false;
+        }
+    }
+    for (int k = 0; k < (int)ARRAY_SIZE(keys); k++) {
+        if (!(seen & (1u << k))) {
+            return mp_fail(m, "lacks \"%s\"", keys[k]);
+        }
+    }
+    return true;
+}
+
+int kvx_wire_decode_agent_meta(const void *buf, size_t len, struct kvx_agent_meta *out, char *err,
+                               size_t errlen)
+{
+    static const char *const keys[] = {"engine_id",       "agent_metadata", "kv_caches_base_addr",
+                                       "device_id",       "num_blocks",     "block_lens",
+                                       "kv_cache_layout", "block_size"};
+    enum {
+        K_ENGINE,
+        K_BLOB,
+        K_BASES,
+        K_DEVICE,
+        K_NUM_BLOCKS,
+        K_BLOCK_LENS,
+        K_LAYOUT,
+        K_BLOCK_SIZE
+    };
+    struct mp m;
+    struct mp_item it;
+    unsigned seen = 0;
+    int32_t n_bases = 0, n_lens = 0, n_rkeys = 0;
+    uint64_t v = 0;
+    memset(out, 0, sizeof(*out));
+    mp_init(&m, buf, len);
+    if (!mp_expect(&m, MP_MAP, &it)) {
+        return tandem_fail(err, errlen, -EINVAL, "agent metadata is not a msgpack map: %s", m.why);
+    }
+    for (uint32_t i = 0; i < it.n; i++) {
+        int k;
+        bool ok = true;
+        if (!mp_key(&m, keys, (int)ARRAY_SIZE(keys), &seen, &k)) {
+            kvx_agent_meta_release(out);
+            return tandem_fail(err, errlen, -EINVAL, "agent metadata: %s", m.why);
+        }
+        switch (k) {
+        case K_ENGINE:
+            ok = mp_text(&m, out->engine_id, sizeof(out->engine_id));
+            if (ok && !out->engine_id[0]) {
+                ok = mp_fail(&m, "empty");
+            }
+            break;
+        case K_BLOB: {
+            struct mp_item blob;
+            ok = mp_expect(&m, MP_BIN, &blob);
+            if (ok) {
+                struct mp inner;
+                mp_init(&inner, blob.data, blob.n);
+                ok = decode_blob(&inner, out, &n_rkeys);
+                if (ok && inner.off != inner.len) {
+                    ok = mp_fail(&inner, "%zu trailing bytes", inner.len - inner.off);
+                }
+                if (!ok) {
+                    snprintf(m.why, sizeof(m.why), "%s", inner.why);
+                }
+            }
+            break;
+        }
+        case K_BASES:
+            ok = mp_uint_array(&m, 0, &out->base_addrs, &n_bases);
+            break;
+        case K_DEVICE:
+            ok = mp_int(&m, &out->device_id);
+            break;
+        case K_NUM_BLOCKS:
+            ok = mp_uint(&m, 1, INT32_MAX, &v);
+            out->num_blocks = (int32_t)v;
+            break;
+        case K_BLOCK_LENS:
+            ok = mp_uint_array(&m, 1, &out->block_lens, &n_lens);
+            break;
+        case K_LAYOUT:
+            ok = mp_text(&m, out->kv_cache_layout, sizeof(out->kv_cache_layout));
+            break;
+        case K_BLOCK_SIZE:
+            ok = mp_uint(&m, 1, INT32_MAX, &v);
+            out->block_size = (int32_t)v;
+            break;
+        default:
+            ok = mp_skip(&m, 1);
+            break;
+        }
+        if (!ok) {
+            kvx_agent_meta_release(out);
+            return tandem_fail(err, errlen, -EINVAL, "agent metadata field \"%s\": %s",
+                               k >= 0 ? keys[k] : "(unknown)", m.why);
+        }
+    }
+    if (m.off != len) {
+        tandem_set_err(err, errlen, "agent metadata has %zu trailing bytes", len - m.off);
+        goto err_release;
+    }
+    for (int k = 0; k < (int)ARRAY_SIZE(keys); k++) {
+        if (k != K_DEVICE && !(seen & (1u << k))) {
+            tandem_set_err(err, errlen, "agent metadata lacks \"%s\"", keys[k]);
+            goto err_release;
+        }
+    }
+    if (n_lens != n_bases || n_rkeys != n_bases) {
+        tandem_set_err(err, errlen,
+                       "agent metadata: %d base addresses, %d block_lens, %d rkeys: one each "
+                       "per region expected",
+                       n_bases, n_lens, n_rkeys);
+        goto err_release;
+    }
+    out->n_regions = n_bases;
+    for (int32_t r = 0; r < n_bases; r++) {
+        if (out->block_lens[r] > UINT64_MAX / (uint64_t)out->num_blocks ||
+            out->base_addrs[r] > UINT64_MAX - out->block_lens[r] * (uint64_t)out->num_blocks) {
+            tandem_set_err(err, errlen,
+                           "agent metadata: region %d (base 0x%" PRIx64 ", %d blocks of %" PRIu64
+                           " bytes) does not fit in the address space",
+                           r, out->base_addrs[r], out->num_blocks, out->block_lens[r]);
+            goto err_release;
+        }
+    }
+    return 0;
+
+err_release:
+    kvx_agent_meta_release(out);
+    return -EINVAL;
+}
+
+int kvx_agent_meta_check(const struct kvx_agent_meta *m, const struct kvx_layout *local, char *err,
+                         size_t errlen)
+{
+    uint64_t block_bytes = (uint64_t)local->n_kv_heads * (uint64_t)local->block_size *
+                           (uint64_t)local->head_dim * (uint64_t)local->dtype_bytes;
+    if (m->n_regions != 2 * local->n_layers) {
+        return tandem_fail(err, errlen, -EINVAL,
+                           "remote has %d KV regions, this engine %d (2 per layer)", m->n_regions,
+                           2 * local->n_layers);
+    }
+    for (int32_t r = 0; r < m->n_regions; r++) {
+        if (m->block_lens[r] != block_bytes) {
+            return tandem_fail(err, errlen, -EINVAL,
+                               "block_lens mismatch: region %d has %" PRIu64
+                               "-byte blocks remotely, %" PRIu64 " here",
+                               r, m->block_lens[r], block_bytes);
+        }
+    }
+    if (m->block_size != local->block_size) {
+        return tandem_fail(err, errlen, -EINVAL, "block_size mismatch: remote %d, local %d",
+                           m->block_size, local->block_size);
+    }
+    if (strcmp(m->kv_cache_layout, KVX_LAYOUT_HND) != 0) {
+        return tandem_fail(err, errlen, -EINVAL, "kv_cache_layout \"%s\" is not supported (\"%s\")",
+                           m->kv_cache_layout, KVX_LAYOUT_HND);
+    }
+    if (m->num_blocks < 2) {
+        return tandem_fail(err, errlen, -EINVAL, "remote has %d blocks per region", m->num_blocks);
+    }
+    return 0;
+}
+
+static int pack_str(msgpack_packer *pk, const char *s)
+{
+    size_t n = strlen(s);
+    return msgpack_pack_str(pk, n) | msgpack_pack_str_body(pk, s, n);
+}
+
+static int pack_bin(msgpack_packer *pk, const void *p, size_t n)
+{
+    return msgpack_pack_bin(pk, n) | msgpack_pack_bin_body(pk, p, n);
+}
+
+/* The packed bytes (ownership passes to the caller), or NULL when a pack call failed. */
+static void *pack_finish(msgpack_sbuffer *sb, int rc, size_t *len)
+{
+    if (rc != 0 || !sb->data) {
+        msgpack_sbuffer_destroy(sb);
+        return NULL;
+    }
+    *len = sb->size;
+    return msgpack_sbuffer_release(sb);
+}
+
+void *kvx_wire_encode_request(int64_t tp_rank, size_t *len)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    int rc = msgpack_pack_array(&pk, 2);
+    rc |= pack_bin(&pk, KVX_GET_META_MSG, strlen(KVX_GET_META_MSG));
+    rc |= msgpack_pack_int64(&pk, tp_rank);
+    return pack_finish(&sb, rc, len);
+}
+
+void *kvx_wire_encode_handshake(const char *compat_hash, const void *agent_metadata,
+                                size_t agent_metadata_len, size_t *len)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    int rc = msgpack_pack_map(&pk, 2);
+    rc |= pack_str(&pk, "compatibility_hash") | pack_str(&pk, compat_hash);
+    rc |= pack_str(&pk, "agent_metadata_bytes") | pack_bin(&pk, agent_metadata, agent_metadata_len);
+    return pack_finish(&sb, rc, len);
+}
+
+void *kvx_wire_encode_refusal(const char *message, size_t *len)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    int rc = msgpack_pack_map(&pk, 1);
+    rc |= pack_str(&pk, "error") | pack_str(&pk, message);
+    return pack_finish(&sb, rc, len);
+}
+
+void *kvx_wire_encode_agent_meta(const struct kvx_agent_meta *m, size_t *len)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    size_t blob_len = 0;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    int rc = msgpack_pack_map(&pk, 3);
+    rc |= pack_str(&pk, "kvx") | msgpack_pack_uint32(&pk, 1);
+    rc |= pack_str(&pk, "worker_address") | pack_bin(&pk, m->worker_addr, m->worker_addr_len);
+    rc |= pack_str(&pk, "rkeys") | msgpack_pack_array(&pk, (size_t)m->n_regions);
+    for (int32_t r = 0; r < m->n_regions; r++) {
+        rc |= pack_bin(&pk, m->rkeys[r], m->rkey_lens[r]);
+    }
+    void *blob = pack_finish(&sb, rc, &blob_len);
+    if (!blob) {
+        return NULL;
+    }
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    rc = msgpack_pack_map(&pk, 8);
+    rc |= pack_str(&pk, "engine_id") | pack_str(&pk, m->engine_id);
+    rc |= pack_str(&pk, "agent_metadata") | pack_bin(&pk, blob, blob_len);
+    rc |= pack_str(&pk, "kv_caches_base_addr") | msgpack_pack_array(&pk, (size_t)m->n_regions);
+    for (int32_t r = 0; r < m->n_regions; r++) {
+        rc |= msgpack_pack_uint64(&pk, m->base_addrs[r]);
+    }
+    rc |= pack_str(&pk, "device_id") | msgpack_pack_int64(&pk, m->device_id);
+    rc |= pack_str(&pk, "num_blocks") | msgpack_pack_int32(&pk, m->num_blocks);
+    rc |= pack_str(&pk, "block_lens") | msgpack_pack_array(&pk, (size_t)m->n_regions);
+    for (int32_t r = 0; r < m->n_regions; r++) {
+        rc |= msgpack_pack_uint64(&pk, m->block_lens[r]);
+    }
+    rc |= pack_str(&pk, "kv_cache_layout") | pack_str(&pk, m->kv_cache_layout);
+    rc |= pack_str(&pk, "block_size") | msgpack_pack_int32(&pk, m->block_size);
+    free(blob);
+    return pack_finish(&sb, rc, len);
+}
+
+/* ---- The kvx object -------------------------------------------------------------------------- */
+
+/* Zero bytes after each worker address or rkey handed to UCX, whose unpackers take no length:
+ * enough for every md bit of an rkey's 64-bit map to claim a 255-byte component key. */
+#define KVX_UCX_PAD (64 * 256 + 64)
+
+#define KVX_SHUTDOWN_WAIT_MS 1000 /* for operations in flight, then for endpoint closes */
+/* With operations in flight the thread progresses UCX at least this often: not every completion
+ * raises an event (a shared-memory FIFO that has room again does not), and UCX 1.13 emulates RMA
+ * on ordinary memory with streams of such messages. A sleep, not a spin: on a small host a
+ * spinning thread starves the peer's thread it waits for. */
+#define KVX_IN_FLIGHT_SLEEP_US 50
+#define KVX_ROUTER_MAX_MSG     (64 * 1024)
+#define KVX_HOST_MAX           255
+
+/* A remote engine: handshaking (sock set, waiters queued) or ready (ep, rkeys, bases). */
+struct kvx_peer {
+    struct list_node node; /* in kvx.peers while it lives */
+    char engine_id[KVX_ENGINE_ID_MAX + 1];
+    char host[KVX_HOST_MAX + 1];
+    int port;
+    bool cached;       /* findable by engine id (holds one ref) */
+    bool ready;        /* handshake done */
+    bool failed;       /* UCX reported an endpoint error, or a transfer timed out */
+    bool err_peer;     /* the endpoint has peer error handling (shared memory in UCX 1.13 has
+                          none: then it is closed gracefully, or forced only when it hangs) */
+    int refs;          /* the cache's + one per request using it */
+    uint64_t last_use; /* for LRU eviction */
+    void *sock;        /* DEALER while handshaking */
+    int64_t deadline_ms;
+    struct list_node waiters; /* requests waiting for the handshake */
+    ucp_ep_h ep;
+    ucp_rkey_h *rkeys; /* [n_regions] */
+    uint64_t *bases;   /* [n_regions] */
+    int32_t num_blocks;
+};
+
+enum xfer_stage { XFER_GETS, XFER_NOTIFY, XFER_DONE };
+
+/* A pull or notification request; the id arrays and the message live in the same allocation. */
+struct kvx_xfer {
+    struct list_node node; /* in the queue, a peer's waiters, kvx.active or kvx.ready */
+    bool is_pull;
+    char engine_id[KVX_ENGINE_ID_MAX + 1];
+    char host[KVX_HOST_MAX + 1];
+    int port;
+    int32_t n;
+    int32_t *remote; /* [n] */
+    int32_t *local;  /* [n] */
+    char *msg;       /* NULL: no notification */
+    size_t msg_len;
+    kvx_done_fn done;
+    void *ud;
+    struct kvx_peer *peer; /* while active (holds a ref) */
+    enum xfer_stage stage;
+    int pending;          /* UCX operations in flight */
+    ucs_status_t failure; /* the first failed operation's status */
+    bool handshook;       /* waited for a fresh handshake: a transfer error is final */
+    bool retried;
+    bool notified;
+    bool expired; /* its transfer timeout passed */
+    uint64_t bytes;
+    int64_t t0_ns;
+};
+
+struct kvx {
+    /* fixed at kvx_new */
+    char engine_id[KVX_ENGINE_ID_MAX + 1];
+    struct kvx_layout layout;
+    int32_t n_regions;
+    uint64_t block_bytes;
+    uint8_t **base; /* [n_regions] */
+    char compat_hash[KVX_HASH_HEX + 1];
+    bool enforce_compat;
+    int tp_size;
+    int handshake_timeout_ms;
+    int transfer_timeout_ms;
+    int listen_port;
+    void (*on_notify)(void *ud, const char *msg, size_t len);
+    void *ud;
+
+    /* UCX and ZeroMQ: the kvx thread's once it runs */
+    ucp_context_h ctx;
+    ucp_worker_h worker;
+    int ucx_fd;
+    ucp_mem_h *memh; /* [n_regions] */
+    void *reply;     /* the handshake reply, encoded once */
+    size_t reply_len;
+    void *zctx;
+    void *router;
+    uint8_t *pad_buf; /* scratch for zero-padded blobs handed to UCX */
+
+    pthread_t thread;
+    int event_fd;
+
+    pthread_mutex_t lock;   /* guards the fields down to stats */
+    struct list_node queue; /* requests not yet taken by the thread */
+    int in_flight;          /* accepted and not done */
+    bool stopping;
+    struct kvx_stats stats;
+
+    /* the kvx thread's */
+    struct list_node peers;
+    int n_cached;
+    uint64_t use_clock;
+    struct list_node active;  /* requests with UCX operations in flight */
+    struct list_node ready;   /* requests whose operations all completed */
+    struct list_node zombies; /* reported requests whose cancelled operations UCX still holds:
+                                 freed when those complete, or after the worker is destroyed */
+    bool peer_failed;         /* an endpoint error was reported since the last check */
+    bool cancelling;          /* kvx_free has begun: no new stage starts */
+    bool warned_no_peer_errh; /* logged that a peer is connected without error handling */
+    void **closing;           /* ucp_ep_close_nbx requests in progress */
+    size_t n_closing;
+    size_t cap_closing;
+};
+
+#define STAT_ADD(x, field, v)                                                                      \
+    do {                                                                                           \
+        pthread_mutex_lock(&(x)->lock);                                                            \
+        (x)->stats.field += (v);                                                                   \
+        pthread_mutex_unlock(&(x)->lock);                                                          \
+    } while (0)
+
+static int ucs_to_errno(ucs_status_t st)
+{
+    switch (st) {
+    case UCS_ERR_NO_MEMORY:
+        return -ENOMEM;
+    case UCS_ERR_CANCELED:
+        return -ECANCELED;
+    case UCS_ERR_TIMED_OUT:
+    case UCS_ERR_ENDPOINT_TIMEOUT:
+        return -ETIMEDOUT;
+    case UCS_ERR_INVALID_PARAM:
+        return -EINVAL;
+    default:
+        return -EIO;
+    }
+}
+
+/* ---- endpoints and peers (kvx thread) -------------------------------------------------------- */
+
+/* Closes an endpoint: FORCE completes its outstanding operations with UCS_ERR_CANCELED at once
+ * (UCX requires peer error handling on both sides for it); otherwise they are flushed first. */
+static void ep_close(struct kvx *x, ucp_ep_h ep, bool force)
+{
+    ucp_request_param_t prm = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                               .flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0};
+    ucs_status_ptr_t sp = ucp_ep_close_nbx(ep, &prm);
+    if (sp == NULL || UCS_PTR_IS_ERR(sp)) {
+        return;
+    }
+    void **n = tandem_grow(x->closing, &x->cap_closing, x->n_closing + 1, sizeof(*n), 8);
+    if (!n) {
+        /* out of memory: finish this close here */
+        while (ucp_request_check_status(sp) == UCS_INPROGRESS) {
+            ucp_worker_progress(x->worker);
+        }
+        ucp_request_free(sp);
+        return;
+    }
+    x->closing = n;
+    x->closing[x->n_closing++] = sp;
+}
+
+static void reap_closing(struct kvx *x)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < x->n_closing; i++) {
+        if (ucp_request_check_status(x->closing[i]) == UCS_INPROGRESS) {
+            x->closing[kept++] = x->closing[i];
+        } else {
+            ucp_request_free(x->closing[i]);
+        }
+    }
+    x->n_closing = kept;
+}
+
+static void destroy_rkeys(struct kvx *x, struct kvx_peer *p)
+{
+    for (int32_t r = 0; p->rkeys && r < x->n_regions; r++) {
+        if (p->rkeys[r]) {
+            ucp_rkey_destroy(p->rkeys[r]);
+            p->rkeys[r] = NULL;
+        }
+    }
+}
+
+static void peer_destroy(struct kvx *x, struct kvx_peer *p)
+{
+    TANDEM_ASSERT(p->refs == 0 && list_empty(&p->waiters));
+    list_unlink(&p->node);
+    if (p->sock) {
+        zmq_close(p->sock);
+    }
+    destroy_rkeys(x, p); /* no operation uses them any more */
+    if (p->ep) {
+        ep_close(x, p->ep, p->err_peer || p->failed);
+    }
+    free(p->rkeys);
+    free(p->bases);
+    free(p);
+}
+
+static void peer_unref(struct kvx *x, struct kvx_peer *p)
+{
+    TANDEM_ASSERT(p->refs > 0);
+    if (--p->refs == 0) {
+        peer_destroy(x, p);
+    }
+}
+
+/* Removes p from the cache; it lives on while requests hold it. */
+static void peer_drop(struct kvx *x, struct kvx_peer *p)
+{
+    if (!p->cached) {
+        return;
+    }
+    p->cached = false;
+    x->n_cached--;
+    peer_unref(x, p);
+}
+
+/* Gives up on a peer whose operations hang: FORCE-closing the endpoint completes them with
+ * UCS_ERR_CANCELED (a peer without error handling is forced too: it is not answering anyway). */
+static void peer_abort(struct kvx *x, struct kvx_peer *p)
+{
+    p->failed = true;
+    if (p->ep) {
+        ep_close(x, p->ep, true);
+        p->ep = NULL;
+    }
+    destroy_rkeys(x, p); /* after the close: it completed every operation that used them */
+    peer_drop(x, p);
+}
+
+static struct kvx_peer *peer_find(struct kvx *x, const char *engine_id)
+{
+    struct list_node *n, *tmp;
+    list_for_each_safe(&x->peers, n, tmp)
+    {
+        struct kvx_peer *p = list_entry(n, struct kvx_peer, node);
+        if (p->cached && strcmp(p->engine_id, engine_id) == 0) {
+            return p;
+        }
+    }
+    return NULL;
+}
+
+/* Drops the least recently used ready peer no request holds; false when there is none. */
+static bool peer_evict_one(struct kvx *x)
+{
+    struct kvx_peer *victim = NULL;
+    struct list_node *n, *tmp;
+    list_for_each_safe(&x->peers, n, tmp)
+    {
+        struct kvx_peer *p = list_entry(n, struct kvx_peer, node);
+        if (p->cached && p->ready && p->refs == 1 && (!victim || p->last_use < victim->last_use)) {
+            victim = p;
+        }
+    }
+    if (!victim) {
+        return false;
+    }
+    log_info("kvx: evicting cached engine %s at %s:%d", victim->engine_id, victim->host,
+             victim->port);
+    peer_drop(x, victim);
+    return true;
+}
+
+static void on_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+    struct kvx *x = arg;
+    struct list_node *n, *tmp;
+    list_for_each_safe(&x->peers, n, tmp)
+    {
+        struct kvx_peer *p = list_entry(n, struct kvx_peer, node);
+        if (p->ep == ep && !p->failed) {
+            log_warn("kvx: endpoint to engine %s at %s:%d failed: %s", p->engine_id, p->host,
+                     p->port, ucs_status_string(status));
+            p->failed = true;
+            x->peer_failed = true;
+        }
+    }
+}
+
+/* ---- requests (kvx thread) ------------------------------------------------------------------- */
+
+static void xfer_start(struct kvx *x, struct kvx_xfer *xf);
+
+static void TANDEM_PRINTF(4, 5)
+    xfer_finish(struct kvx *x, struct kvx_xfer *xf, int status, const char *fmt, ...)
+{
+    char msg[1024] = "";
+    if (status != 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        tandem_set_errv(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+    }
+    list_unlink(&xf->node);
+    double seconds = xf->t0_ns ? (double)(tandem_now_ns() - xf->t0_ns) * 1e-9 : 0.0;
+    uint64_t bytes = status == 0 ? xf->bytes : 0;
+    pthread_mutex_lock(&x->lock);
+    x->in_flight--;
+    if (xf->is_pull && status == 0) {
+        x->stats.pulls++;
+        x->stats.bytes += bytes;
+        x->stats.transfer_seconds += seconds;
+    } else if (xf->is_pull) {
+        x->stats.pull_failures++;
+    } else if (status != 0) {
+        x->stats.notification_failures++;
+    }
+    if (xf->notified) {
+        x->stats.notifications_sent++;
+    }
+    pthread_mutex_unlock(&x->lock);
+    if (xf->peer) {
+        peer_unref(x, xf->peer);
+        xf->peer = NULL;
+    }
+    if (status == -ECANCELED) {
+        log_info("kvx: %s engine %s at %s:%d cancelled: %s",
+                 xf->is_pull ? "pull from" : "notify to", xf->engine_id, xf->host, xf->port, msg);
+    } else if (status != 0) {
+        log_warn("kvx: %s engine %s at %s:%d failed: %s", xf->is_pull ? "pull from" : "notify to",
+                 xf->engine_id, xf->host, xf->port, msg);
+    }
+    if (xf->done) {
+        xf->done(xf->ud, status, bytes, seconds, status != 0 ? msg : NULL);
+    }
+    if (xf->pending > 0) {
+        list_push_back(&x->zombies, &xf->node); /* UCX still calls on_op_done with it */
+    } else {
+        free(xf);
+    }
+}
+
+static void on_op_done(void *request, ucs_status_t status, void *user_data)
+{
+    struct kvx_xfer *xf = user_data;
+    if (status != UCS_OK && xf->failure == UCS_OK) {
+        xf->failure = status;
+    }
+    ucp_request_free(request);
+    TANDEM_ASSERT(xf->pending > 0);
+    xf->pending--;
+}
+
+/* Accounts for one posted operation; false when it failed at once (remembered in failure). */
+static bool op_posted(struct kvx_xfer *xf, ucs_status_ptr_t sp)
+{
+    if (sp == NULL) {
+        return true;
+    }
+    if (UCS_PTR_IS_ERR(sp)) {
+        if (xf->failure == UCS_OK) {
+            xf->failure = UCS_PTR_STATUS(sp);
+        }
+        return false;
+    }
+    xf->pending++;
+    return true;
+}
+
+/* Posts one get per region per run of consecutive ids, then a flush of the endpoint. */
+static void post_gets(struct kvx *x, struct kvx_xfer *xf)
+{
+    struct kvx_peer *p = xf->peer;
+    ucp_request_param_t prm = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+                                               UCP_OP_ATTR_FIELD_USER_DATA |
+                                               UCP_OP_ATTR_FIELD_MEMH | UCP_OP_ATTR_FLAG_MULTI_SEND,
+                               .cb.send = on_op_done,
+                               .user_data = xf};
+    xf->bytes = 0;
+    for (int32_t s = 0; s < xf->n;) {
+        int32_t e = s + 1;
+        while (e < xf->n && xf->remote[e] == xf->remote[e - 1] + 1 &&
+               xf->local[e] == xf->local[e - 1] + 1) {
+            e++;
+        }
+        size_t run = (size_t)(e - s) * x->block_bytes;
+        uint64_t local_off = (uint64_t)xf->local[s] * x->block_bytes;
+        uint64_t remote_off = (uint64_t)xf->remote[s] * x->block_bytes;
+        for (int32_t r = 0; r < x->n_regions; r++) {
+            prm.memh = x->memh[r];
+            if (!op_posted(xf, ucp_get_nbx(p->ep, x->base[r] + local_off, run,
+                                           p->bases[r] + remote_off, p->rkeys[r], &prm))) {
+                return;
+            }
+            xf->bytes += run;
+        }
+        s = e;
+    }
+    prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    op_posted(xf, ucp_ep_flush_nbx(p->ep, &prm));
+}
+
+static void post_notify(struct kvx_xfer *xf)
+{
+    ucp_request_param_t prm = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+                                               UCP_OP_ATTR_FIELD_USER_DATA |
+                                               UCP_OP_ATTR_FIELD_FLAGS,
+                               .flags = UCP_AM_SEND_FLAG_EAGER,
+                               .cb.send = on_op_done,
+                               .user_data = xf};
+    op_posted(xf,
+              ucp_am_send_nbx(xf->peer->ep, KVX_AM_NOTIFY, NULL, 0, xf->msg, xf->msg_len, &prm));
+}
+
+/* Puts xf (in no list) on active or ready depending on whether it waits for UCX. */
+static void xfer_park(struct kvx *x, struct kvx_xfer *xf)
+{
+    list_push_back(xf->pending ? &x->active : &x->ready, &xf->node);
+}
+
+/* Starts the transfer of xf on the ready peer p. */
+static void xfer_post(struct kvx *x, struct kvx_xfer *xf, struct kvx_peer *p)
+{
+    xf->peer = p;
+    p->refs++;
+    p->last_use = ++x->use_clock;
+    xf->failure = UCS_OK;
+    xf->t0_ns = tandem_now_ns();
+    if (xf->is_pull) {
+        for (int32_t i = 0; i < xf->n; i++) {
+            if (xf->remote[i] >= p->num_blocks) {
+                xfer_finish(x, xf, -EINVAL,
+                            "remote block id %d out of range [1, %d) of engine %s (nothing moved)",
+                            xf->remote[i], p->num_blocks, p->engine_id);
+                return;
+            }
+        }
+        xf->stage = XFER_GETS;
+        post_gets(x, xf);
+    } else {
+        xf->stage = XFER_NOTIFY;
+        post_notify(xf);
+    }
+    xfer_park(x, xf);
+}
+
+/* A request whose operations all completed: next stage, retry or done. */
+static void xfer_advance(struct kvx *x, struct kvx_xfer *xf)
+{
+    list_unlink(&xf->node);
+    if (x->cancelling) {
+        xfer_finish(x, xf, -ECANCELED, "kvx is shutting down");
+        return;
+    }
+    struct kvx_peer *p = xf->peer;
+    if (xf->expired) {
+        xfer_finish(x, xf, -ETIMEDOUT, "%s to engine %s did not complete within %d ms",
+                    xf->stage == XFER_GETS ? "transfer" : "notification", xf->engine_id,
+                    x->transfer_timeout_ms);
+        return;
+    }
+    if (xf->failure != UCS_OK) {
+        ucs_status_t st = xf->failure;
+        peer_drop(x, p); /* its endpoint or keys are bad: the next request handshakes again */
+        if (!xf->handshook && !xf->retried) {
+            log_warn("kvx: transfer from cached engine %s at %s:%d failed (%s); handshaking again",
+                     xf->engine_id, xf->host, xf->port, ucs_status_string(st));
+            xf->retried = true;
+            xf->notified = false;
+            peer_unref(x, p);
+            xf->peer = NULL;
+            xfer_start(x, xf);
+            return;
+        }
+        xfer_finish(x, xf, ucs_to_errno(st), "%s to engine %s failed: %s",
+                    xf->stage == XFER_GETS ? "transfer" : "notification", xf->engine_id,
+                    ucs_status_string(st));
+        return;
+    }
+    if (xf->stage == XFER_GETS && xf->msg) {
+        xf->stage = XFER_NOTIFY;
+        post_notify(xf);
+        xfer_park(x, xf);
+        return;
+    }
+    if (xf->stage == XFER_NOTIFY) {
+        xf->notified = true;
+    }
+    xf->stage = XFER_DONE;
+    xfer_finish(x, xf, 0, "%s", "");
+}
+
+/* ---- handshakes (kvx thread) ----------------------------------------------------------------- */
+
+static void peer_fail_waiters(struct kvx *x, struct kvx_peer *p, int status, const char *msg)
+{
+    struct list_node *n, *tmp;
+    list_for_each_safe(&p->waiters, n, tmp)
+    {
+        xfer_finish(x, list_entry(n, struct kvx_xfer, node), status, "%s", msg);
+    }
+}
+
+static void TANDEM_PRINTF(4, 5)
+    handshake_fail(struct kvx *x, struct kvx_peer *p, int status, const char *fmt, ...)
+{
+    char reason[400], msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    tandem_set_errv(reason, sizeof(reason), fmt, ap);
+    va_end(ap);
+    snprintf(msg, sizeof(msg), "handshake with engine %s at %s:%d: %s", p->engine_id, p->host,
+             p->port, reason);
+    STAT_ADD(x, handshake_failures, 1);
+    p->refs++; /* keep p while its waiters finish */
+    peer_fail_waiters(x, p, status, msg);
+    peer_drop(x, p);
+    peer_unref(x, p);
+}
+
+/* Returns a zero-padded copy of a blob for UCX (in x->pad_buf). */
+static const void *padded(struct kvx *x, const uint8_t *p, size_t n)
+{
+    memset(x->pad_buf + n, 0, KVX_UCX_PAD);
+    memcpy(x->pad_buf, p, n);
+    return x->pad_buf;
+}
+
+/* Connects to a decoded, checked peer: endpoint and remote keys. */
+static int peer_connect(struct kvx *x, struct kvx_peer *p, const struct kvx_agent_meta *m,
+                        char *err, size_t errlen)
+{
+    ucp_ep_params_t ep_params = {
+        .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLER,
+        .address = padded(x, m->worker_addr, m->worker_addr_len),
+        .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+        .err_handler = {.cb = on_ep_error, .arg = x},
+    };
+    ucs_status_t st = ucp_ep_create(x->worker, &ep_params, &p->ep);
+    p->err_peer = st == UCS_OK;
+    if (st == UCS_ERR_UNREACHABLE) {
+        /* no transport to this peer can detect its failure (UCX 1.13's shared memory; UCX logs
+         * "no peer failure handler"): connect without error handling; the transfer timeout
+         * still bounds every request */
+        if (!x->warned_no_peer_errh) {
+            log_warn("kvx: engine %s at %s:%d: no UCX transport with peer failure detection "
+                     "(UCX_TLS=%s); connecting without error handling",
+                     p->engine_id, p->host, p->port,
+                     getenv("UCX_TLS") ? getenv("UCX_TLS") : "(unset)");
+            x->warned_no_peer_errh = true;
+        }
+        ep_params.field_mask &= ~(uint64_t)UCP_EP_PARAM_FIELD_ERR_HANDLER;
+        ep_params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+        ep_params.address = padded(x, m->worker_addr, m->worker_addr_len);
+        st = ucp_ep_create(x->worker, &ep_params, &p->ep);
+    }
+    if (st != UCS_OK) {
+        p->ep = NULL;
+        return tandem_fail(err, errlen, -EIO, "cannot reach the remote worker: %s",
+                           ucs_status_string(st));
+    }
+    p->rkeys = calloc((size_t)x->n_regions, sizeof(ucp_rkey_h));
+    p->bases = malloc(sizeof(*p->bases) * (size_t)x->n_regions);
+    if (!p->rkeys || !p->bases) {
+        return tandem_fail(err, errlen, -ENOMEM, "out of memory");
+    }
+    for (int32_t r = 0; r < x->n_regions; r++) {
+        st = ucp_ep_rkey_unpack(p->ep, padded(x, m->rkeys[r], m->rkey_lens[r]), &p->rkeys[r]);
+        if (st != UCS_OK) {
+            p->rkeys[r] = NULL;
+            return tandem_fail(err, errlen, -EINVAL, "rkey of region %d rejected by UCX: %s", r,
+                               ucs_status_string(st));
+        }
+        p->bases[r] = m->base_addrs[r];
+    }
+    p->num_blocks = m->num_blocks;
+    return 0;
+}
+
+/* Drops cached ready engines at p's address other than p: the address now belongs to another
+ * engine. (A handshake in progress there finds out on its own.) */
+static void drop_address(struct kvx *x, const struct kvx_peer *p)
+{
+    struct list_node *n, *tmp;
+    list_for_each_safe(&x->peers, n, tmp)
+    {
+        struct kvx_peer *q = list_entry(n, struct kvx_peer, node);
+        if (q != p && q->cached && q->ready && q->port == p->port &&
+            strcmp(q->host, p->host) == 0) {
+            log_info("kvx: dropping cached engine %s: %s:%d now answers as another engine",
+                     q->engine_id, q->host, q->port);
+            peer_drop(x, q);
+        }
+    }
+}
+
+static void handshake_done(struct kvx *x, struct kvx_peer *p, const void *data, size_t len)
+{
+    char err[400];
+    struct kvx_handshake hs;
+    struct kvx_agent_meta m;
+    if (kvx_wire_decode_handshake(data, len, &hs, err, sizeof(err)) != 0) {
+        STAT_ADD(x, bad_messages, 1);
+        handshake_fail(x, p, -EINVAL, "%s", err);
+        return;
+    }
+    if (hs.error[0]) {
+        handshake_fail(x, p, -EINVAL, "refused by the producer: %s", hs.error);
+        return;
+    }
+    if (strcmp(hs.compat_hash, x->compat_hash) != 0) {
+        if (x->enforce_compat) {
+            handshake_fail(
+                x, p, -EINVAL,
+                "compatibility hash mismatch (remote %.12s..., local %.12s...): model, dtype "
+                "or KV layout differ",
+                hs.compat_hash, x->compat_hash);
+            return;
+        }
+        log_warn("kvx: engine %s at %s:%d has compatibility hash %.12s..., this engine %.12s... "
+                 "(not enforced)",
+                 p->engine_id, p->host, p->port, hs.compat_hash, x->compat_hash);
+    }
+    if (kvx_wire_decode_agent_meta(hs.agent_metadata, hs.agent_metadata_len, &m, err,
+                                   sizeof(err)) != 0) {
+        STAT_ADD(x, bad_messages, 1);
+        handshake_fail(x, p, -EINVAL, "%s", err);
+        return;
+    }
+    if (strcmp(m.engine_id, p->engine_id) != 0) {
+        char remote[KVX_ENGINE_ID_MAX + 1];
+        snprintf(remote, sizeof(remote), "%s", m.engine_id);
+        kvx_agent_meta_release(&m);
+        drop_address(x, p);
+        handshake_fail(x, p, -EINVAL,
+                       "engine id mismatch: the side channel answers as engine %s (restarted, or "
+                       "the address was reused)",
+                       remote);
+        return;
+    }
+    int rc = kvx_agent_meta_check(&m, &x->layout, err, sizeof(err));
+    if (rc == 0) {
+        rc = peer_connect(x, p, &m, err, sizeof(err));
+    }
+    int32_t num_blocks = m.num_blocks;
+    kvx_agent_meta_release(&m);
+    if (rc != 0) {
+        handshake_fail(x, p, rc, "%s", err);
+        return;
+    }
+    zmq_close(p->sock);
+    p->sock = NULL;
+    p->ready = true;
+    STAT_ADD(x, handshakes, 1);
+    log_info("kvx: handshake with engine %s at %s:%d: %d regions of %d blocks", p->engine_id,
+             p->host, p->port, x->n_regions, num_blocks);
+    struct list_node *n, *tmp;
+    list_for_each_safe(&p->waiters, n, tmp)
+    {
+        struct kvx_xfer *xf = list_entry(n, struct kvx_xfer, node);
+        list_unlink(&xf->node);
+        xfer_post(x, xf, p);
+    }
+}
+
+/* Reads the reply on a handshaking peer's DEALER: ["", payload] (or [payload]). */
+static void handshake_read(struct kvx *x, struct kvx_peer *p)
+{
+    zmq_msg_t part[2];
+    int n = 0, extra = 0;
+    bool more = true;
+    while (more) {
+        zmq_msg_t scratch;
+        zmq_msg_t *m = n < 2 ? &part[n] : &scratch;
+        zmq_msg_init(m);
+        if (zmq_msg_recv(m, p->sock, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(m);
+            break;
+        }
+        more = zmq_msg_more(m);
+        if (n < 2) {
+            n++;
+        } else {
+            extra++;
+            zmq_msg_close(m);
+        }
+    }
+    if (n == 0) {
+        return; /* nothing after all */
+    }
+    zmq_msg_t *payload = &part[n - 1];
+    if (extra || (n == 2 && zmq_msg_size(&part[0]) != 0)) {
+        STAT_ADD(x, bad_messages, 1);
+        handshake_fail(x, p, -EINVAL, "malformed side-channel reply (%d frames)", n + extra);
+    } else {
+        handshake_done(x, p, zmq_msg_data(payload), zmq_msg_size(payload));
+    }
+    for (int i = 0; i < n; i++) {
+        zmq_msg_close(&part[i]);
+    }
+}
+
+static struct kvx_peer *peer_new(struct kvx *x, const struct kvx_xfer *xf, char *err, size_t errlen)
+{
+    if (x->n_cached >= KVX_MAX_PEERS && !peer_evict_one(x)) {
+        tandem_set_err(err, errlen, "%d remote engines busy; none can be evicted", KVX_MAX_PEERS);
+        return NULL;
+    }
+    struct kvx_peer *p = calloc(1, sizeof(*p));
+    if (!p) {
+        tandem_set_err(err, errlen, "out of memory");
+        return NULL;
+    }
+    snprintf(p->engine_id, sizeof(p->engine_id), "%s", xf->engine_id);
+    snprintf(p->host, sizeof(p->host), "%s", xf->host);
+    p->port = xf->port;
+    list_init(&p->waiters);
+    char endpoint[KVX_HOST_MAX + 32];
+    bool v6 = strchr(p->host, ':') != NULL;
+    snprintf(endpoint, sizeof(endpoint), v6 ? "tcp://[%s]:%d" : "tcp://%s:%d", p->host, p->port);
+    int zero = 0, one = 1;
+    int64_t max = KVX_REPLY_MAX + 4096;
+    size_t req_len = 0;
+    void *req = kvx_wire_encode_request(0, &req_len);
+    p->sock = zmq_socket(x->zctx, ZMQ_DEALER);
+    if (!req || !p->sock || zmq_setsockopt(p->sock, ZMQ_LINGER, &zero, sizeof(zero)) != 0 ||
+        zmq_setsockopt(p->sock, ZMQ_MAXMSGSIZE, &max, sizeof(max)) != 0 ||
+        (v6 && zmq_setsockopt(p->sock, ZMQ_IPV6, &one, sizeof(one)) != 0) ||
+        zmq_connect(p->sock, endpoint) != 0 ||
+        zmq_send(p->sock, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT) != 0 ||
+        zmq_send(p->sock, req, req_len, ZMQ_DONTWAIT) != (int)req_len) {
+        tandem_set_err(err, errlen, "side channel %s: %s", endpoint,
+                       req ? zmq_strerror(zmq_errno()) : "out of memory");
+        free(req);
+        if (p->sock) {
+            zmq_close(p->sock);
+        }
+        free(p);
+        return NULL;
+    }
+    free(req);
+    p->deadline_ms = tandem_now_ms() + x->handshake_timeout_ms;
+    p->cached = true;
+    p->refs = 1;
+    list_push_back(&x->peers, &p->node);
+    x->n_cached++;
+    return p;
+}
+
+/* Takes a request from the queue (or a retry): to its peer's handshake, or straight to UCX. */
+static void xfer_start(struct kvx *x, struct kvx_xfer *xf)
+{
+    struct kvx_peer *p = peer_find(x, xf->engine_id);
+    /* a ready engine now named at another address, or failed, is dropped; a handshake in
+     * progress is joined whatever address this request names */
+    if (p && p->ready && (p->failed || p->port != xf->port || strcmp(p->host, xf->host) != 0)) {
+        peer_drop(x, p);
+        p = NULL;
+    }
+    if (!p) {
+        char err[300];
+        p = peer_new(x, xf, err, sizeof(err));
+        if (!p) {
+            STAT_ADD(x, handshake_failures, 1);
+            xfer_finish(x, xf, -EIO, "%s", err);
+            return;
+        }
+    }
+    if (!p->ready) {
+        xf->handshook = true;
+        list_push_back(&p->waiters, &xf->node);
+        return;
+    }
+    xfer_post(x, xf, p);
+}
+
+static void expire_handshakes(struct kvx *x, int64_t now_ms)
+{
+    struct list_node *n, *tmp;
+    list_for_each_safe(&x->peers, n, tmp)
+    {
+        struct kvx_peer *p = list_entry(n, struct kvx_peer, node);
+        if (p->sock && now_ms >= p->deadline_ms) {
+            handshake_fail(x, p, -ETIMEDOUT,
+                           "no answer on the side channel within %d ms (is the producer up?)",
+                           x->handshake_timeout_ms);
+        }
+    }
+}
+
+/* Requests whose UCX part outlived the transfer timeout: their peers are aborted (which completes
+ * the operations with UCS_ERR_CANCELED); a request UCX still holds after that is reported now. */
+static void expire_transfers(struct kvx *x, int64_t now_ns)
+{
+    int64_t limit = (int64_t)x->transfer_timeout_ms * 1000000;
+    bool any = false;
+    struct list_node *n, *tmp;
+    list_for_each_safe(&x->active, n, tmp)
+    {
+        struct kvx_xfer *xf = list_entry(n, struct kvx_xfer, node);
+        if (xf->pending > 0 && now_ns - xf->t0_ns > limit) {
+            xf->expired = true;
+            any = true;
+            if (xf->peer->ep) {
+                log_warn("kvx: transfer to engine %s at %s:%d hangs; aborting the endpoint",
+                         xf->engine_id, xf->host, xf->port);
+                peer_abort(x, xf->peer);
+            }
+        }
+    }
+    if (!any) {
+        return;
+    }
+    while (ucp_worker_progress(x->worker)) {
+    }
+    list_for_each_safe(&x->active, n, tmp)
+    {
+        struct kvx_xfer *xf = list_entry(n, struct kvx_xfer, node);
+        if (xf->expired && xf->pending > 0) {
+            xfer_finish(x, xf, -ETIMEDOUT,
+                        "transfer to engine %s did not complete within %d ms (endpoint aborted)",
+                        xf->engine_id, x->transfer_timeout_ms);
+        }
+    }
+}
+
+/* ---- the side channel, producer side (kvx thread) -------------------------------------------- */
+
+static void router_reply(struct kvx *x, zmq_msg_t *identity, bool delimiter, const void *body,
+                         size_t len)
+{
+    if (zmq_send(x->router, zmq_msg_data(identity), zmq_msg_size(identity),
+                 ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
+        (delimiter && zmq_send(x->router, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) ||
+        zmq_send(x->router, body, len, ZMQ_DONTWAIT) < 0) {
+        log_warn("kvx: side-channel reply not sent: %s", zmq_strerror(zmq_errno()));
+    }
+}
+
+static void router_refuse(struct kvx *x, zmq_msg_t *identity, bool delimiter, const char *why)
+{
+    size_t len = 0;
+    void *body = kvx_wire_encode_refusal(why, &len);
+    log_warn("kvx: bad side-channel request: %s", why);
+    pthread_mutex_lock(&x->lock);
+    x->stats.bad_messages++;
+    pthread_mutex_unlock(&x->lock);
+    if (body) {
+        router_reply(x, identity, delimiter, body, len);
+        free(body);
+    }
+}
+
+/* One request: [identity, "", payload] from a REQ (vLLM), [identity, payload] from a DEALER. */
+static void router_handle(struct kvx *x, zmq_msg_t *part, int n, int extra)
+{
+    bool delimiter = n >= 3 && zmq_msg_size(&part[1]) == 0;
+    int payloads = n + extra - 1 - (delimiter ? 1 : 0);
+    if (payloads != 1) {
+        char why[64];
+        snprintf(why, sizeof(why), "expected one message frame, got %d", payloads);
+        router_refuse(x, &part[0], delimiter, why);
+        return;
+    }
+    zmq_msg_t *payload = &part[n - 1];
+    char err[256];
+    int64_t tp_rank;
+    if (kvx_wire_decode_request(zmq_msg_data(payload), zmq_msg_size(payload), &tp_rank, err,
+                                sizeof(err)) != 0) {
+        router_refuse(x, &part[0], delimiter, err);
+        return;
+    }
+    if (tp_rank < 0 || tp_rank >= x->tp_size) {
+        snprintf(err, sizeof(err), "tp_rank %" PRId64 " out of range [0, %d)", tp_rank, x->tp_size);
+        router_refuse(x, &part[0], delimiter, err);
+        return;
+    }
+    router_reply(x, &part[0], delimiter, x->reply, x->reply_len);
+    STAT_ADD(x, metadata_served, 1);
+}
+
+static void serve_router(struct kvx *x)
+{
+    for (int handled = 0; handled < 64; handled++) {
+        zmq_msg_t part[3];
+        int n = 0, extra = 0;
+        bool more = true;
+        while (more) {
+            zmq_msg_t scratch;
+            zmq_msg_t *m = n < 3 ? &part[n] : &scratch;
+            zmq_msg_init(m);
+            if (zmq_msg_recv(m, x->router, ZMQ_DONTWAIT) < 0) {
+                zmq_msg_close(m);
+                break;
+            }
+            more = zmq_msg_more(m);
+            if (n < 3) {
+                n++;
+            } else {
+                extra++;
+                zmq_msg_close(m);
+            }
+        }
+        if (n == 0) {
+            return;
+        }
+        if (n >= 2) {
+            router_handle(x, part, n, extra);
+        }
+        for (int i = 0; i < n; i++) {
+            zmq_msg_close(&part[i]);
+        }
+    }
+}
+
+static ucs_status_t on_am_notify(void *arg, const void *header, size_t header_length, void *data,
+                                 size_t length, const ucp_am_recv_param_t *param)
+{
+    struct kvx *x = arg;
+    if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) || length > KVX_NOTIFY_MAX) {
+        log_warn("kvx: dropped a notification of %zu bytes (at most %d, eager)", length,
+                 KVX_NOTIFY_MAX);
+        STAT_ADD(x, bad_messages, 1);
+        return UCS_OK;
+    }
+    char msg[KVX_NOTIFY_MAX + 1];
+    if (length) {
+        memcpy(msg, data, length);
+    }
+    msg[length] = '\0';
+    STAT_ADD(x, notifications_received, 1);
+    if (x->on_notify) {
+        x->on_notify(x->ud, msg, length);
+    }
+    return UCS_OK;
+}
+
+/* ---- the loop (kvx thread) ------------------------------------------------------------------- */
+
+/* Progresses UCX and moves every request whose operations completed. */
+static void run_ucx(struct kvx *x)
+{
+    for (int round = 0; round < 64; round++) {
+        unsigned progressed = 0;
+        while (progressed < 100000 && ucp_worker_progress(x->worker)) {
+            progressed++;
+        }
+        bool moved = false;
+        if (x->peer_failed) {
+            x->peer_failed = false;
+            struct list_node *n, *tmp;
+            list_for_each_safe(&x->peers, n, tmp)
+            {
+                struct kvx_peer *p = list_entry(n, struct kvx_peer, node);
+                if (p->failed) {
+                    peer_drop(x, p);
+                }
+            }
+        }
+        struct list_node *n, *tmp;
+        list_for_each_safe(&x->active, n, tmp)
+        {
+            struct kvx_xfer *xf = list_entry(n, struct kvx_xfer, node);
+            if (xf->pending == 0) {
+                list_unlink(&xf->node);
+                list_push_back(&x->ready, &xf->node);
+            }
+        }
+        while (!list_empty(&x->ready)) {
+            xfer_advance(x, list_entry(list_first(&x->ready), struct kvx_xfer, node));
+            moved = true;
+        }
+        if (!moved && progressed == 0) {
+            break;
+        }
+    }
+    struct list_node *n, *tmp;
+    list_for_each_safe(&x->zombies, n, tmp)
+    {
+        struct kvx_xfer *xf = list_entry(n, struct kvx_xfer, node);
+        if (xf->pending == 0) {
+            list_unlink(&xf->node);
+            free(xf);
+        }
+    }
+    reap_closing(x);
+}
+
+/* Takes the queued requests; false once kvx_free has begun (they stay queued for shutdown). */
+static bool take_queue(struct kvx *x)
+{
+    uint64_t v;
+    struct list_node q;
+    list_init(&q);
+    if (read(x->event_fd, &v, sizeof(v)) < 0 && errno != EAGAIN) {
+        log_warn("kvx: eventfd read: %s", strerror(errno));
+    }
+    pthread_mutex_lock(&x->lock);
+    bool stopping = x->stopping;
+    while (!stopping && !list_empty(&x->queue)) {
+        struct list_node *n = list_first(&x->queue);
+        list_unlink(n);
+        list_push_back(&q, n);
+    }
+    pthread_mutex_unlock(&x->lock);
+    while (!list_empty(&q)) {
+        struct list_node *n = list_first(&q);
+        list_unlink(n);
+        xfer_start(x, list_entry(n, struct kvx_xfer, node));
+    }
+    return !stopping;
+}
+
+/* Sleeps until a side-channel message, queued work, a UCX event or a handshake deadline; with
+ * transfers in flight it wakes at least every millisecond. */
+static void wait_events(struct kvx *x)
+{
+    zmq_pollitem_t items[3 + KVX_MAX_PEERS];
+    struct kvx_peer *hs[KVX_MAX_PEERS];
+    int n = 0, nhs = 0;
+    long timeout = -1;
+    int64_t now = tandem_now_ms();
+    items[n++] = (zmq_pollitem_t){.fd = x->event_fd, .events = ZMQ_POLLIN};
+    items[n++] = (zmq_pollitem_t){.fd = x->ucx_fd, .events = ZMQ_POLLIN};
+    int router_item = -1;
+    if (x->router) {
+        router_item = n;
+        items[n++] = (zmq_pollitem_t){.socket = x->router, .events = ZMQ_POLLIN};
+    }
+    struct list_node *node, *tmp;
+    list_for_each_safe(&x->peers, node, tmp)
+    {
+        struct kvx_peer *p = list_entry(node, struct kvx_peer, node);
+        if (p->sock && nhs < KVX_MAX_PEERS) {
+            hs[nhs++] = p;
+            items[n++] = (zmq_pollitem_t){.socket = p->sock, .events = ZMQ_POLLIN};
+            long left = p->deadline_ms > now ? (long)(p->deadline_ms - now) : 0;
+            timeout = timeout < 0 || left < timeout ? left : timeout;
+        }
+    }
+    bool in_flight = !list_empty(&x->active);
+    if (in_flight) {
+        timeout = 0; /* slept below instead, shorter than zmq_poll's milliseconds */
+    }
+    if (ucp_worker_arm(x->worker) == UCS_ERR_BUSY) {
+        timeout = 0;
+    }
+    int ready = zmq_poll(items, n, timeout);
+    if (ready < 0) {
+        if (zmq_errno() != EINTR) {
+            log_error("kvx: zmq_poll: %s", zmq_strerror(zmq_errno()));
+        }
+        return;
+    }
+    if (ready == 0 && in_flight) {
+        usleep(KVX_IN_FLIGHT_SLEEP_US);
+    }
+    if (router_item >= 0 && (items[router_item].revents & ZMQ_POLLIN)) {
+        serve_router(x);
+    }
+    for (int i = 0; i < nhs; i++) {
+        if (items[n - nhs + i].revents & ZMQ_POLLIN) {
+            handshake_read(x, hs[i]);
+        }
+    }
+}
+
+/* Waits (bounded) until no request has UCX operations in flight. */
+static void drain_active(struct kvx *x, int64_t deadline_ms)
+{
+    while (tandem_now_ms() < deadline_ms) {
+        while (ucp_worker_progress(x->worker)) {
+        }
+        bool busy = false;
+        struct list_node *n, *tmp;
+        list_for_each_safe(&x->active, n, tmp)
+        {
+            busy = busy || list_entry(n, struct kvx_xfer, node)->pending > 0;
+        }
+        if (!busy) {
+            return;
+        }
+        usleep(100);
+    }
+}
+
+/* kvx_free's part on the thread: every request ends with -ECANCELED, every peer goes. */
+static void shutdown_thread(struct kvx *x)
+{
+    struct list_node *n, *tmp;
+    x->cancelling = true;
+    pthread_mutex_lock(&x->lock);
+    struct list_node q;
+    list_init(&q);
+    while (!list_empty(&x->queue)) {
+        n = list_first(&x->queue);
+        list_unlink(n);
+        list_push_back(&q, n);
+    }
+    pthread_mutex_unlock(&x->lock);
+    list_for_each_safe(&q, n, tmp)
+    {
+        xfer_finish(x, list_entry(n, struct kvx_xfer, node), -ECANCELED, "kvx is shutting down");
+    }
+    list_for_each_safe(&x->peers, n, tmp)
+    {
+        struct kvx_peer *p = list_entry(n, struct kvx_peer, node);
+        p->refs++;
+        peer_fail_waiters(x, p, -ECANCELED, "kvx is shutting down (handshake in progress)");
+        peer_unref(x, p);
+    }
+    /* operations in flight finish on their own (a live peer answers quickly) ... */
+    drain_active(x, tandem_now_ms() + KVX_SHUTDOWN_WAIT_MS);
+    /* ... or are cancelled by closing their endpoints (FORCE completes them with an error) */
+    list_for_each_safe(&x->active, n, tmp)
+    {
+        struct kvx_xfer *xf = list_entry(n, struct kvx_xfer, node);
+        if (xf->pending > 0 && xf->peer->ep) {
+            log_warn("kvx: cancelling transfers in flight to engine %s", xf->engine_id);
+            peer_abort(x, xf->peer);
+        }
+    }
+    drain_active(x, tandem_now_ms() + KVX_SHUTDOWN_WAIT_MS);
+    while (!list_empty(&x->active) || !list_empty(&x->ready)) {
+        struct list_node *first =
+            list_empty(&x->active) ? list_first(&x->ready) : list_first(&x->active);
+        xfer_finish(x, list_entry(first, struct kvx_xfer, node), -ECANCELED,
+                    "kvx is shutting down (transfer in flight)");
+    }
+    list_for_each_safe(&x->peers, n, tmp)
+    {
+        peer_drop(x, list_entry(n, struct kvx_peer, node));
+    }
+    int64_t deadline = tandem_now_ms() + KVX_SHUTDOWN_WAIT_MS;
+    while (x->n_closing && tandem_now_ms() < deadline) {
+        ucp_worker_progress(x->worker);
+        reap_closing(x);
+    }
+    if (x->n_closing) {
+        log_warn("kvx: %zu endpoint closes still in progress at shutdown", x->n_closing);
+    }
+}
+
+static void *kvx_main(void *arg)
+{
+    struct kvx *x = arg;
+    while (take_queue(x)) {
+        run_ucx(x);
+        expire_handshakes(x, tandem_now_ms());
+        expire_transfers(x, tandem_now_ns());
+        run_ucx(x);
+        wait_events(x);
+    }
+    shutdown_thread(x);
+    return NULL;
+}
+
+/* ---- setup ----------------------------------------------------------------------------------- */
+
+static int check_config(const struct kvx_config *c, char *err, size_t errlen)
+{
+    const struct kvx_layout *l = &c->layout;
+    if (!c->engine_id || !c->engine_id[0] || strlen(c->engine_id) > KVX_ENGINE_ID_MAX) {
+        return tandem_fail(err, errlen, -EINVAL, "kvx: engine_id must be 1 to %d bytes",
+                           KVX_ENGINE_ID_MAX);
+    }
+    for (const char *s = c->engine_id; *s; s++) {
+        if (*s < 0x20 || *s > 0x7e) {
+            return tandem_fail(err, errlen, -EINVAL, "kvx: engine_id has a non-printable byte");
+        }
+    }
+    if (l->n_layers < 1 || 2 * (int64_t)l->n_layers > KVX_MAX_REGIONS || l->n_kv_heads < 1 ||
+        l->head_dim < 1 || l->block_size < 1 || l->num_blocks < 2 ||
+        (l->dtype_bytes != 2 && l->dtype_bytes != 4)) {
+        return tandem_fail(err, errlen, -EINVAL,
+                           "kvx: bad layout (n_layers %d, n_kv_heads %d, head_dim %d, block_size "
+                           "%d, num_blocks %d, dtype_bytes %d)",
+                           l->n_layers, l->n_kv_heads, l->head_dim, l->block_size, l->num_blocks,
+                           l->dtype_bytes);
+    }
+    if (c->tp_size != 0 && c->tp_size != 1) {
+        return tandem_fail(err, errlen, -ENOTSUP, "kvx: tp_size %d: only 1 is supported",
+                           c->tp_size);
+    }
+    if (c->listen_port < 0 || c->listen_port > 65535 || c->handshake_timeout_ms < 0 ||
+        c->transfer_timeout_ms < 0) {
+        return tandem_fail(err, errlen, -EINVAL, "kvx: bad listen_port %d or timeout",
+                           c->listen_port);
+    }
+    if (c->listen_host && (!c->listen_host[0] || strlen(c->listen_host) > KVX_HOST_MAX)) {
+        return tandem_fail(err, errlen, -EINVAL, "kvx: bad listen_host");
+    }
+    if (!c->region_base != !c->region_bytes) {
+        return tandem_fail(err, errlen, -EINVAL,
+                           "kvx: region_base and region_bytes go together (both NULL: kvx "
+                           "allocates the regions)");
+    }
+    uint64_t block_bytes = (uint64_t)l->n_kv_heads * (uint64_t)l->block_size *
+                           (uint64_t)l->head_dim * (uint64_t)l->dtype_bytes;
+    for (int32_t r = 0; c->region_base && r < 2 * l->n_layers; r++) {
+        if (!c->region_base[r] || c->region_bytes[r] / (uint64_t)l->num_blocks != block_bytes ||
+            c->region_bytes[r] % (uint64_t)l->num_blocks != 0) {
+            return tandem_fail(
+                err, errlen, -EINVAL,
+                "kvx: region %d: %zu bytes at %p, expected %d blocks of %" PRIu64 " bytes", r,
+                c->region_bytes[r], c->region_base[r], l->num_blocks, block_bytes);
+        }
+    }
+    return 0;
+}
+
+/* UCX context and worker, memory registration, the encoded handshake reply. */
+static int setup_ucx(struct kvx *x, const struct kvx_config *c, char *err, size_t errlen)
+{
+    ucp_config_t *config;
+    ucs_status_t st = ucp_config_read(NULL, NULL, &config);
+    if (st != UCS_OK) {
+        return tandem_fail(err, errlen, -EINVAL, "kvx: UCX configuration: %s",
+                           ucs_status_string(st));
+    }
+    ucp_params_t params = {.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME,
+                           .features = UCP_FEATURE_RMA | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
+                           .name = "tandem-kvx"};
+    st = ucp_init(&params, config, &x->ctx);
+    ucp_config_release(config);
+    if (st != UCS_OK) {
+        x->ctx = NULL;
+        return tandem_fail(err, errlen, -EIO, "kvx: ucp_init: %s (check UCX_TLS)",
+                           ucs_status_string(st));
+    }
+    ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+                              .thread_mode = UCS_THREAD_MODE_SINGLE};
+    st = ucp_worker_create(x->ctx, &wp, &x->worker);
+    if (st != UCS_OK) {
+        x->worker = NULL;
+        return tandem_fail(err, errlen, -EIO, "kvx: ucp_worker_create: %s", ucs_status_string(st));
+    }
+    st = ucp_worker_get_efd(x->worker, &x->ucx_fd);
+    if (st != UCS_OK) {
+        return tandem_fail(err, errlen, -EIO, "kvx: ucp_worker_get_efd: %s", ucs_status_string(st));
+    }
+    ucp_am_handler_param_t am = {
+        .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
+                      UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG,
+        .id = KVX_AM_NOTIFY,
+        .flags = UCP_AM_FLAG_WHOLE_MSG,
+        .cb = on_am_notify,
+        .arg = x};
+    st = ucp_worker_set_am_recv_handler(x->worker, &am);
+    if (st != UCS_OK) {
+        return tandem_fail(err, errlen, -EIO, "kvx: ucp_worker_set_am_recv_handler: %s",
+                           ucs_status_string(st));
+    }
+
+    /* what the handshake reply carries */
+    struct kvx_agent_meta m = {.n_regions = x->n_regions,
+                               .num_blocks = x->layout.num_blocks,
+                               .block_size = x->layout.block_size};
+    snprintf(m.engine_id, sizeof(m.engine_id), "%s", x->engine_id);
+    snprintf(m.kv_cache_layout, sizeof(m.kv_cache_layout), "%s", KVX_LAYOUT_HND);
+    ucp_worker_attr_t wa = {.field_mask = UCP_WORKER_ATTR_FIELD_ADDRESS};
+    void **packed = calloc((size_t)x->n_regions, sizeof(*packed));
+    m.base_addrs = calloc((size_t)x->n_regions, sizeof(*m.base_addrs));
+    m.block_lens = calloc((size_t)x->n_regions, sizeof(*m.block_lens));
+    m.rkeys = calloc((size_t)x->n_regions, sizeof(*m.rkeys));
+    m.rkey_lens = calloc((size_t)x->n_regions, sizeof(*m.rkey_lens));
+    x->memh = calloc((size_t)x->n_regions, sizeof(ucp_mem_h));
+    int rc = 0;
+    if (!packed || !m.base_addrs || !m.block_lens || !m.rkeys || !m.rkey_lens || !x->memh) {
+        rc = tandem_fail(err, errlen, -ENOMEM, "kvx: out of memory");
+        goto out;
+    }
+    st = ucp_worker_query(x->worker, &wa);
+    if (st != UCS_OK) {
+        rc = tandem_fail(err, errlen, -EIO, "kvx: ucp_worker_query: %s", ucs_status_string(st));
+        goto out;
+    }
+    m.worker_addr = (const uint8_t *)wa.address;
+    m.worker_addr_len = wa.address_length;
+    for (int32_t r = 0; r < x->n_regions; r++) {
+        size_t bytes = x->block_bytes * (size_t)x->layout.num_blocks;
+        ucp_mem_map_params_t mp = {.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
+                                                 UCP_MEM_MAP_PARAM_FIELD_LENGTH,
+                                   .address = x->base[r],
+                                   .length = bytes};
+        if (!x->base[r]) { /* kvx allocates: UCX's shared memory, reachable one-sided */
+            mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS;
+            mp.flags = UCP_MEM_MAP_ALLOCATE;
+        }
+        size_t len = 0;
+        st = ucp_mem_map(x->ctx, &mp, &x->memh[r]);
+        if (st == UCS_OK && !x->base[r]) {
+            ucp_mem_attr_t attr = {.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS};
+            st = ucp_mem_query(x->memh[r], &attr);
+            x->base[r] = attr.address;
+        }
+        if (st == UCS_OK) {
+            st = ucp_rkey_pack(x->ctx, x->memh[r], &packed[r], &len);
+            if (st != UCS_OK) {
+                packed[r] = NULL;
+            }
+        } else {
+            x->memh[r] = NULL;
+        }
+        if (st != UCS_OK) {
+            rc = tandem_fail(err, errlen, -EIO, "kvx: %s region %d (%zu bytes): %s",
+                             c->region_base ? "registering" : "allocating", r, bytes,
+                             ucs_status_string(st));
+            goto out_address;
+        }
+        if (len == 0 || len > KVX_BLOB_MAX) {
+            rc = tandem_fail(err, errlen, -EIO, "kvx: region %d: packed rkey of %zu bytes", r, len);
+            goto out_address;
+        }
+        m.rkeys[r] = packed[r];
+        m.rkey_lens[r] = len;
+        m.base_addrs[r] = (uint64_t)(uintptr_t)x->base[r];
+        m.block_lens[r] = x->block_bytes;
+    }
+    if (m.worker_addr_len == 0 || m.worker_addr_len > KVX_BLOB_MAX) {
+        rc = tandem_fail(err, errlen, -EIO, "kvx: worker address of %zu bytes", m.worker_addr_len);
+        goto out_address;
+    }
+    size_t meta_len = 0;
+    void *meta = kvx_wire_encode_agent_meta(&m, &meta_len);
+    if (meta) {
+        x->reply = kvx_wire_encode_handshake(x->compat_hash, meta, meta_len, &x->reply_len);
+        free(meta);
+    }
+    if (!x->reply) {
+        rc = tandem_fail(err, errlen, -ENOMEM, "kvx: out of memory");
+    }
+
+out_address:
+    ucp_worker_release_address(x->worker, wa.address);
+out:
+    for (int32_t r = 0; packed && r < x->n_regions; r++) {
+        if (packed[r]) {
+            ucp_rkey_buffer_release(packed[r]);
+        }
+    }
+    free(packed);
+    free(m.base_addrs);
+    free(m.block_lens);
+    free((void *)m.rkeys);
+    free(m.rkey_lens);
+    return rc;
+}
+
+static int setup_side_channel(struct kvx *x, const struct kvx_config *c, char *err, size_t errlen)
+{
+    int zero = 0, one = 1;
+    int64_t max = KVX_ROUTER_MAX_MSG;
+    x->zctx = zmq_ctx_new();
+    if (!x->zctx || zmq_ctx_set(x->zctx, ZMQ_BLOCKY, 0) != 0) {
+        return tandem_fail(err, errlen, -ENOMEM, "kvx: zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
+    }
+    if (!c->listen_host) {
+        return 0;
+    }
+    bool v6 = strchr(c->listen_host, ':') != NULL;
+    char endpoint[KVX_HOST_MAX + 32], port[16];
+    if (c->listen_port) {
+        snprintf(port, sizeof(port), "%d", c->listen_port);
+    } else {
+        snprintf(port, sizeof(port), "*");
+    }
+    snprintf(endpoint, sizeof(endpoint), v6 ? "tcp://[%s]:%s" : "tcp://%s:%s", c->listen_host,
+             port);
+    x->router = zmq_socket(x->zctx, ZMQ_ROUTER);
+    if (!x->router || zmq_setsockopt(x->router, ZMQ_LINGER, &zero, sizeof(zero)) != 0 ||
+        zmq_setsockopt(x->router, ZMQ_MAXMSGSIZE, &max, sizeof(max)) != 0 ||
+        (v6 && zmq_setsockopt(x->router, ZMQ_IPV6, &one, sizeof(one)) != 0)) {
+        return tandem_fail(err, errlen, -EIO, "kvx: side channel socket: %s",
+                           zmq_strerror(zmq_errno()));
+    }
+    if (zmq_bind(x->router, endpoint) != 0) {
+        int e = zmq_errno();
+        return tandem_fail(err, errlen, e == EADDRINUSE ? -EADDRINUSE : -EINVAL,
+                           "kvx: side channel %s: %s%s", endpoint, zmq_strerror(e),
+                           e == EADDRINUSE ? " (another engine on this port?)" : "");
+    }
+    char last[KVX_HOST_MAX + 64];
+    size_t last_len = sizeof(last);
+    if (zmq_getsockopt(x->router, ZMQ_LAST_ENDPOINT, last, &last_len) != 0) {
+        return tandem_fail(err, errlen, -EIO, "kvx: side channel endpoint: %s",
+                           zmq_strerror(zmq_errno()));
+    }
+    const char *colon = strrchr(last, ':');
+    x->listen_port = colon ? (int)strtol(colon + 1, NULL, 10) : 0;
+    if (x->listen_port <= 0) {
+        return tandem_fail(err, errlen, -EIO, "kvx: side channel bound at \"%s\"?", last);
+    }
+    log_info("kvx: engine %s serves KV metadata on %s", x->engine_id, last);
+    return 0;
+}
+
+/* Releases what kvx_new set up (the thread is not running). */
+static void kvx_teardown(struct kvx *x)
+{
+    if (x->router) {
+        zmq_close(x->router);
+    }
+    if (x->zctx) {
+        zmq_ctx_term(x->zctx);
+    }
+    for (int32_t r = 0; x->memh && r < x->n_regions; r++) {
+        if (x->memh[r]) {
+            ucp_mem_unmap(x->ctx, x->memh[r]);
+        }
+    }
+    if (x->worker) {
+        ucp_worker_destroy(x->worker);
+    }
+    struct list_node *n, *tmp;
+    list_for_each_safe(&x->zombies, n, tmp) /* UCX can no longer call back with them */
+    {
+        list_unlink(n);
+        free(list_entry(n, struct kvx_xfer, node));
+    }
+    if (x->ctx) {
+        ucp_cleanup(x->ctx);
+    }
+    if (x->event_fd >= 0) {
+        close(x->event_fd);
+    }
+    pthread_mutex_destroy(&x->lock);
+    free(x->closing);
+    free(x->memh);
+    free(x->reply);
+    free(x->pad_buf);
+    free(x->base);
+    free(x);
+}
+
+struct kvx *kvx_new(const struct kvx_config *c, char *err, size_t errlen)
+{
+    if (check_config(c, err, errlen) != 0) {
+        return NULL;
+    }
+    struct kvx *x = calloc(1, sizeof(*x));
+    if (!x) {
+        tandem_set_err(err, errlen, "kvx: out of memory");
+        return NULL;
+    }
+    x->event_fd = -1;
+    pthread_mutex_init(&x->lock, NULL);
+    list_init(&x->queue);
+    list_init(&x->peers);
+    list_init(&x->active);
+    list_init(&x->ready);
+    list_init(&x->zombies);
+    snprintf(x->engine_id, sizeof(x->engine_id), "%s", c->engine_id);
+    x->layout = c->layout;
+    x->n_regions = 2 * c->layout.n_layers;
+    x->block_bytes = (uint64_t)c->layout.n_kv_heads * (uint64_t)c->layout.block_size *
+                     (uint64_t)c->layout.head_dim * (uint64_t)c->layout.dtype_bytes;
+    x->enforce_compat = c->enforce_compat;
+    x->tp_size = 1;
+    x->handshake_timeout_ms = c->handshake_timeout_ms ? c->handshake_timeout_ms : KVX_HANDSHAKE_MS;
+    x->transfer_timeout_ms = c->transfer_timeout_ms ? c->transfer_timeout_ms : KVX_TRANSFER_MS;
+    x->on_notify = c->on_notify;
+    x->ud = c->ud;
+    kvx_compat_hash(&c->layout, c->compat_model, x->tp_size, x->compat_hash);
+    x->base = malloc(sizeof(*x->base) * (size_t)x->n_regions);
+    x->pad_buf = malloc(KVX_BLOB_MAX + KVX_UCX_PAD);
+    if (!x->base || !x->pad_buf) {
+        tandem_set_err(err, errlen, "kvx: out of memory");
+        goto err_teardown;
+    }
+    for (int32_t r = 0; r < x->n_regions; r++) {
+        x->base[r] = c->region_base ? c->region_base[r] : NULL;
+    }
+    if (setup_ucx(x, c, err, errlen) != 0 || setup_side_channel(x, c, err, errlen) != 0) {
+        goto err_teardown;
+    }
+    x->event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (x->event_fd < 0) {
+        tandem_set_err(err, errlen, "kvx: eventfd: %s", strerror(errno));
+        goto err_teardown;
+    }
+    /* the thread takes no signals: they belong to the agent's loop */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&x->thread, NULL, kvx_main, x);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        tandem_set_err(err, errlen, "kvx: pthread_create: %s", strerror(rc));
+        goto err_teardown;
+    }
+    return x;
+
+err_teardown:
+    kvx_teardown(x);
+    return NULL;
+}
+
+void *kvx_region(const struct kvx *x, int region, size_t *bytes)
+{
+    TANDEM_ASSERT(region >= 0 && region < x->n_regions);
+    if (bytes) {
+        *bytes = x->block_bytes * (size_t)x->layout.num_blocks;
+    }
+    return x->base[region];
+}
+
+int kvx_listen_port(const struct kvx *x)
+{
+    return x->router ? x->listen_port : 0;
+}
+
+/* ---- public requests ------------------------------------------------------------------------- */
+
+static bool valid_target(const char *what, const char *engine_id, const char *host, int port)
+{
+    if (!engine_id || !engine_id[0] || strlen(engine_id) > KVX_ENGINE_ID_MAX || !host || !host[0] ||
+        strlen(host) > KVX_HOST_MAX || port < 1 || port > 65535) {
+        log_warn("kvx: %s: the remote engine id (1-%d bytes), host (1-%d bytes) and port "
+                 "(1-65535) are required",
+                 what, KVX_ENGINE_ID_MAX, KVX_HOST_MAX);
+        return false;
+    }
+    return true;
+}
+
+/* A request with room for n ids of each side and a message. */
+static struct kvx_xfer *xfer_alloc(const char *engine_id, const char *host, int port, int32_t n,
+                                   const char *msg, kvx_done_fn done, void *ud)
+{
+    size_t msg_len = msg ? strlen(msg) : 0;
+    size_t ids = 2 * (size_t)n * sizeof(int32_t);
+    struct kvx_xfer *xf = calloc(1, sizeof(*xf) + ids + msg_len + 1);
+    if (!xf) {
+        return NULL;
+    }
+    snprintf(xf->engine_id, sizeof(xf->engine_id), "%s", engine_id);
+    snprintf(xf->host, sizeof(xf->host), "%s", host);
+    xf->port = port;
+    xf->n = n;
+    xf->remote = (int32_t *)(void *)(xf + 1);
+    xf->local = xf->remote + n;
+    if (msg) {
+        xf->msg = (char *)(xf->local + n);
+        memcpy(xf->msg, msg, msg_len + 1);
+        xf->msg_len = msg_len;
+    }
+    xf->done = done;
+    xf->ud = ud;
+    return xf;
+}
+
+static int submit(struct kvx *x, struct kvx_xfer *xf)
+{
+    pthread_mutex_lock(&x->lock);
+    int rc = x->stopping ? -ESHUTDOWN : x->in_flight >= KVX_MAX_IN_FLIGHT ? -EAGAIN : 0;
+    if (rc == 0) {
+        x->in_flight++;
+        list_push_back(&x->queue, &xf->node);
+    }
+    pthread_mutex_unlock(&x->lock);
+    if (rc != 0) {
+        free(xf);
+        return rc;
+    }
+    uint64_t one = 1;
+    if (write(x->event_fd, &one, sizeof(one)) < 0 && errno != EAGAIN) {
+        log_warn("kvx: eventfd write: %s", strerror(errno));
+    }
+    return 0;
+}
+
+int kvx_pull(struct kvx *x, const char *remote_engine_id, const char *remote_host, int remote_port,
+             const int32_t *remote_blocks, const int32_t *local_blocks, int32_t n,
+             const char *notify_msg, kvx_done_fn done, void *ud)
+{
+    if (!valid_target("pull", remote_engine_id, remote_host, remote_port)) {
+        return -EINVAL;
+    }
+    if (n < 1 || n > x->layout.num_blocks || !remote_blocks || !local_blocks) {
+        log_warn("kvx: pull from engine %s: %d blocks (1 to %d allowed)", remote_engine_id, n,
+                 x->layout.num_blocks);
+        return -EINVAL;
+    }
+    if (notify_msg && strlen(notify_msg) > KVX_NOTIFY_MAX) {
+        log_warn("kvx: pull from engine %s: notification longer than %d bytes", remote_engine_id,
+                 KVX_NOTIFY_MAX);
+        return -EINVAL;
+    }
+    for (int32_t i = 0; i < n; i++) {
+        if (local_blocks[i] < 1 || local_blocks[i] >= x->layout.num_blocks ||
+            remote_blocks[i] < 1) {
+            log_warn("kvx: pull from engine %s: block pair %d (remote %d → local %d) out of range "
+                     "(local [1, %d), remote >= 1; block 0 is the null block)",
+                     remote_engine_id, i, remote_blocks[i], local_blocks[i], x->layout.num_blocks);
+            return -EINVAL;
+        }
+    }
+    struct kvx_xfer *xf =
+        xfer_alloc(remote_engine_id, remote_host, remote_port, n, notify_msg, done, ud);
+    if (!xf) {
+        return -ENOMEM;
+    }
+    xf->is_pull = true;
+    memcpy(xf->remote, remote_blocks, sizeof(int32_t) * (size_t)n);
+    memcpy(xf->local, local_blocks, sizeof(int32_t) * (size_t)n);
+    return submit(x, xf);
+}
+
+int kvx_notify(struct kvx *x, const char *remote_engine_id, const char *remote_host,
+               int remote_port, const char *msg, kvx_done_fn done, void *ud)
+{
+    if (!valid_target("notify", remote_engine_id, remote_host, remote_port)) {
+        return -EINVAL;
+    }
+    if (!msg || strlen(msg) > KVX_NOTIFY_MAX) {
+        log_warn("kvx: notify to engine %s: a message of at most %d bytes is required",
+                 remote_engine_id, KVX_NOTIFY_MAX);
+        return -EINVAL;
+    }
+    struct kvx_xfer *xf = xfer_alloc(remote_engine_id, remote_host, remote_port, 0, msg, done, ud);
+    if (!xf) {
+        return -ENOMEM;
+    }
+    return submit(x, xf);
+}
+
+void kvx_get_stats(struct kvx *x, struct kvx_stats *out)
+{
+    pthread_mutex_lock(&x->lock);
+    *out = x->stats;
+    pthread_mutex_unlock(&x->lock);
+}
+
+void kvx_free(struct kvx *x)
+{
+    if (!x) {
+        return;
+    }
+    pthread_mutex_lock(&x->lock);
+    x->stopping = true;
+    pthread_mutex_unlock(&x->lock);
+    uint64_t one = 1;
+    if (write(x->event_fd, &one, sizeof(one)) < 0 && errno != EAGAIN) {
+        log_warn("kvx: eventfd write: %s", strerror(errno));
+    }
+    pthread_join(x->thread, NULL);
+    kvx_teardown(x);
+}
