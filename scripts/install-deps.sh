@@ -14,7 +14,7 @@ packages=(
     libcmocka-dev
     clang clang-format clang-tidy cppcheck libclang-rt-14-dev
     python3 python3-zmq python3-msgpack python3-yaml python3-jinja2
-    curl wrk jq procps iproute2 psmisc nodejs
+    curl wrk jq procps iproute2 psmisc nodejs ucx-utils
 )
 
 missing=()

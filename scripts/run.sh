@@ -2,10 +2,11 @@
 # `make run`: the main job on an embedded default. Today that is
 #   * tandem-engine serving a generated model (random weights around the real Qwen3 tokenizer and
 #     chat template) on 127.0.0.1:8200, with a completion and a chat completion shown;
-#   * localkube (the single-machine Kubernetes stand-in) running tandem-operator with an example
-#     disaggregated InferencePool, plus a demo Deployment of tandem-echo pods, each a local
-#     process on its own loopback IP.
-# Later issues grow this into the whole serving stack.
+#   * localkube (the single-machine Kubernetes stand-in) running tandem-operator with a
+#     disaggregated InferencePool of real tandem-agent pods serving that model (1 prefill, 2
+#     decode), one request served disaggregated (the answer's headers name both pods), plus a
+#     demo Deployment of tandem-echo pods, each a local process on its own loopback IP.
+# The endpoint picker is still a stand-in: the P/D request names its prefill pod itself.
 #
 #   scripts/run.sh [BUILD_DIR]     stays in the foreground; Ctrl-C (or SIGTERM) tears it all down
 #   RUN_DETACH=1 scripts/run.sh    leaves localkube running; stop it with
@@ -71,15 +72,28 @@ fi
 "${kc[@]}" rollout status deployment/echo --timeout=120s
 "${kc[@]}" get pods -o wide
 
-# The operator (two replicas, leader election) and a disaggregated pool: the operator turns the
-# InferencePool/InferenceModel into prefill/decode Deployments, the EPP and status. Until the
-# agent and EPP land, their images run tandem-echo stand-ins (e2e/localkube/images.json).
+# The operator (two replicas, leader election) and a disaggregated pool of real agents serving the
+# demo model: the operator turns the InferencePool/InferenceModel into prefill/decode Deployments,
+# the EPP (still a stand-in, e2e/localkube/images.json) and status.
 "${kc[@]}" apply -k manifests/
 "${kc[@]}" -n tandem-system rollout status deployment/tandem-operator --timeout=120s
-"${kc[@]}" apply -f manifests/examples/disaggregated.yaml
-"${kc[@]}" wait --for=condition=Ready inferencemodel/llama-1b --timeout=180s
+sed "s|MODEL_FILE|$demo_model|" manifests/demo/pd.yaml | "${kc[@]}" apply -f -
+"${kc[@]}" wait --for=condition=Ready inferencemodel/demo-qwen3 --timeout=180s
 "${kc[@]}" get inferencepools,inferencemodels
-"${kc[@]}" get deployments -l tandem.dev/pool=llama-pd
+"${kc[@]}" get pods -l tandem.dev/pool=demo-pd -o wide
+
+# One request served disaggregated: to a decode pod's sidecar, naming a prefill pod (what the
+# endpoint picker will do): the prompt runs on the prefill pod, its KV blocks move to the decode
+# pod over UCX, the decode pod generates.
+pod_ip() { "${kc[@]}" get pods -l "tandem.dev/pool=demo-pd,llm-d.ai/role=$1" -o jsonpath='{.items[0].status.podIP}'; }
+prefill_ip=$(pod_ip prefill)
+decode_ip=$(pod_ip decode)
+pd_body='{"model":"demo-qwen3","prompt":"Disaggregated serving runs the prompt on one pod and the generation on another, moving the KV cache between them","max_tokens":12,"temperature":0}'
+echo "\$ curl -si http://$decode_ip:8000/v1/completions -H 'x-prefiller-host-port: $prefill_ip:8000' -d '$pd_body'"
+curl -si "http://$decode_ip:8000/v1/completions" -H 'Content-Type: application/json' \
+    -H "x-prefiller-host-port: $prefill_ip:8000" -d "$pd_body" | grep -iv '^date:'
+echo
+echo "(x-tandem-prefill-host / x-tandem-decode-host: the pods that served it)"
 
 ips=$("${kc[@]}" get pods -l app.kubernetes.io/name=echo -o jsonpath='{.items[*].status.podIP}')
 first=${ips%% *}
@@ -92,11 +106,15 @@ tandem: tandem-engine (OpenAI API) is on http://127.0.0.1:8200:
   (port 8200 is taken while this runs: start another tandem-engine with --port 8300)
   python3 e2e/bench/tools/serve_load.py --url http://127.0.0.1:8200 --concurrency 1,4
 localkube is up with tandem-operator (namespace tandem-system), the disaggregated pool
-llama-pd (2 prefill + 3 decode workers, stand-in agents), and the echo demo (3 tandem-echo pods,
-each on its own loopback IP).
+demo-pd (tandem-agent pods: 1 prefill on $prefill_ip, 2 decode; the EPP is a stand-in), and the
+echo demo (3 tandem-echo pods, each on its own loopback IP).
   export KUBECONFIG=$state/kubeconfig
-  kubectl get ipool,imodel; kubectl describe imodel llama-1b
-  kubectl patch imodel llama-1b --type=merge -p '{"spec":{"deployment":{"decodeWorkers":{"replicas":4}}}}'
+  kubectl get ipool,imodel; kubectl describe imodel demo-qwen3
+  curl -s http://$decode_ip:8000/v1/chat/completions -H 'x-prefiller-host-port: $prefill_ip:8000' \
+      -H 'Content-Type: application/json' -d '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":8}'
+  curl -s http://$decode_ip:8000/metrics | grep -E '^(llmd_sidecar|vllm:nixl)'
+  /usr/bin/python3 agent/tests/kvevents_check.py --endpoint tcp://$prefill_ip:5557 --count 1 --timeout 30
+  kubectl patch imodel demo-qwen3 --type=merge -p '{"spec":{"deployment":{"decodeWorkers":{"replicas":3}}}}'
   kubectl get deploy,rs,pods,svc,endpoints -o wide
   curl http://$first:8000/            # which pod answered
   curl http://$first:8000/metrics     # Prometheus metrics

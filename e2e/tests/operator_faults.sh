@@ -53,7 +53,7 @@ spec:
     name: $2
   modelName: $1-model
   modelSource:
-    storageUri: file:///var/lib/tandem/models/$1.gguf
+    storageUri: $(op_model_uri "$1")
   deployment:
     type: Unified
     unifiedWorkers:

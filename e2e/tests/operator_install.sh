@@ -8,7 +8,8 @@
 #     references (controller, to the right uid), agent/EPP args, ports, probes, env, volumes,
 #     resources, rollout strategy, EPP config, Service ports, Role rules and RoleBinding subjects;
 #     nothing else is created;
-#   * every workload pod becomes Ready (tandem-agent / tandem-epp are localkube stand-ins), the
+#   * every workload pod becomes Ready (tandem-agent / tandem-epp run as localkube stand-ins here:
+#     the examples' models cannot be fetched offline; images-agent-standin.json), the
 #     pools' and models' Ready conditions become True for their generation, with pod counts;
 #   * the printer columns show in `kubectl get ipool,imodel`;
 #   * the operator's ClusterRole holds every permission of the Roles it creates (Kubernetes
@@ -18,7 +19,7 @@
 # Needs TANDEM_BUILD_DIR; exit 77 (skip) when the operator is not built. KUBECONFIG set: runs
 # against that cluster (the images tandem-operator/agent/epp must be pullable there).
 . "$(dirname "$0")/lib/operator.sh"
-op_setup operator_install
+op_setup operator_install agent-standin
 
 EX=$REPO/manifests/examples
 
@@ -47,7 +48,7 @@ want_deploy="chat-canary-worker chat-epp chat-stable-worker llama-1b-decode llam
 want_svc="chat-epp llama-pd-epp qwen-epp"
 want_cm="chat-epp-config llama-pd-epp-config qwen-epp-config"
 want_sa="chat-agent chat-epp llama-pd-agent llama-pd-epp qwen-agent qwen-epp"
-want_role="chat-epp llama-pd-epp qwen-epp"
+want_role="chat-agent chat-epp llama-pd-agent llama-pd-epp qwen-agent qwen-epp"
 
 # names KIND: the sorted names of the operator-managed objects of KIND in $NS.
 names() {

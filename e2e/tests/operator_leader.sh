@@ -49,7 +49,7 @@ spec:
     name: ld
   modelName: ld-model
   modelSource:
-    storageUri: file:///var/lib/tandem/models/ld.gguf
+    storageUri: $(op_model_uri ld)
   deployment:
     type: Unified
     unifiedWorkers:
@@ -135,7 +135,7 @@ spec:
     name: ld
   modelName: ld-model-2
   modelSource:
-    storageUri: file:///var/lib/tandem/models/ld2.gguf
+    storageUri: $(op_model_uri ld2)
   deployment:
     type: Unified
     unifiedWorkers:

@@ -19,7 +19,7 @@ op_setup operator_lifecycle
 
 op_install
 wait_for 60 "an operator leader" op_leader_pod
-# the image of the rolling update (localkube maps any tag of tandem-agent to the stand-in)
+# the image of the rolling update (localkube maps any tag of tandem-agent to the real agent)
 NEW_IMAGE=${OP_E2E_AGENT_IMAGE_2:-registry.example/tandem-agent:v2}
 
 cat >"$WORK/lc.yaml" <<EOF
@@ -48,7 +48,7 @@ spec:
     name: lc
   modelName: lc-model
   modelSource:
-    storageUri: file:///var/lib/tandem/models/lc.gguf
+    storageUri: $(op_model_uri lc)
   runtime:
     config:
       maxModelLen: 2048
@@ -192,7 +192,7 @@ spec:
     name: lc
   modelName: mn-model
   modelSource:
-    storageUri: file:///var/lib/tandem/models/mn.gguf
+    storageUri: $(op_model_uri mn)
   deployment:
     type: MultiNode
     tensorParallelism:

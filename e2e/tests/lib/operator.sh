@@ -3,7 +3,7 @@
 # e2e/tests/lib/operator.sh: what the operator e2e tests (e2e/tests/operator_*.sh) share.
 #
 #   . "$(dirname "$0")/lib/operator.sh"
-#   op_setup NAME
+#   op_setup NAME [agent-standin]
 #
 # op_setup checks the prerequisites (exit 77, a skip, when the operator or tandem-echo is not
 # built or a tool is missing), makes a scratch directory $WORK, brings up the cluster and creates
@@ -23,6 +23,9 @@
 #   wait_until SECS CMD...      bounded polling (0.5 s); 1 on timeout
 #   wait_for SECS DESC CMD...   the same, failing the test on timeout with CMD's last output
 #   assert_jq JSON FILTER DESC  jq -e FILTER must hold on JSON
+#   op_model_uri NAME           a storageUri for a model NAME that the real agent can load: a
+#                               small generated GGUF under $WORK on localkube; on a cluster
+#                               ${OP_E2E_MODEL_URI_BASE:-file:///var/lib/tandem/models}/NAME.gguf
 #   op_install                  kubectl apply -k manifests/; the operator Deployment rolled out
 #   op_apply FILE               kubectl apply -f FILE with "namespace: default" rewritten to $NS
 #   ready_pods NS [SELECTOR]    how many pods are Ready
@@ -160,11 +163,21 @@ free_port() {
 
 op_setup() {
     TEST_NAME=$1
-    local build=${TANDEM_BUILD_DIR:-$REPO/build}
+    local build=${TANDEM_BUILD_DIR:-$REPO/build} images=$REPO/e2e/localkube/images.json
     OP_BIN=$build/operator/controller/tandem-operator
     ECHO_BIN=$build/e2e/tandem-echo
+    AGENT_BIN=$build/agent/tandem-agent
+    GENMODEL_BIN=$build/engine/tools/tandem-genmodel
     [ -x "$OP_BIN" ] || skip "tandem-operator not built ($OP_BIN)"
-    [ -x "$ECHO_BIN" ] || skip "tandem-echo (the agent/EPP stand-in) not built ($ECHO_BIN)"
+    [ -x "$ECHO_BIN" ] || skip "tandem-echo (the EPP stand-in) not built ($ECHO_BIN)"
+    if [ "${2:-}" = agent-standin ]; then
+        # the example manifests' models (hf://, https://, /var/lib paths) cannot be fetched
+        # offline: this test is about orchestration, the agent image runs tandem-echo
+        images=$REPO/e2e/localkube/images-agent-standin.json
+    else
+        [ -x "$AGENT_BIN" ] || skip "tandem-agent not built ($AGENT_BIN)"
+        [ -x "$GENMODEL_BIN" ] || skip "tandem-genmodel not built ($GENMODEL_BIN)"
+    fi
     export TANDEM_BUILD_DIR=$build
     local tool
     for tool in jq curl python3; do
@@ -189,7 +202,7 @@ op_setup() {
         MODE=localkube
         LK_DIR=$WORK/lk
         log "starting localkube in $LK_DIR"
-        if ! timeout 120 "$LK_CLI" up --dir "$LK_DIR" --nodes 2 --node-cpu 64 --node-memory 256Gi \
+        if ! timeout 120 "$LK_CLI" up --dir "$LK_DIR" --images "$images" --nodes 2 --node-cpu 64 --node-memory 256Gi \
             --backoff-scale 0.1 >"$WORK/lk-up.log" 2>&1; then
             fail "localkube up failed: $(tail -n 30 "$WORK/lk-up.log")"
         fi
@@ -198,6 +211,23 @@ op_setup() {
     fi
     NS=op-${TEST_NAME//_/-}-$(rand5)
     op_new_namespace "$NS"
+}
+
+# op_model_uri NAME: prints a storageUri the agent can load (see the header).
+op_model_uri() {
+    if [ "$MODE" = cluster ]; then
+        echo "${OP_E2E_MODEL_URI_BASE:-file:///var/lib/tandem/models}/$1.gguf"
+        return
+    fi
+    local dir=$WORK/models
+    mkdir -p "$dir"
+    if [ ! -f "$dir/tiny.gguf" ]; then
+        "$GENMODEL_BIN" --format gguf --out "$dir/tiny.gguf" --arch llama --layers 2 --dim 64 \
+            --heads 4 --kv-heads 2 --ffn 128 --vocab 512 --ctx 4096 --type f32 --seed 3 \
+            >/dev/null || fail "tandem-genmodel failed"
+    fi
+    ln -f "$dir/tiny.gguf" "$dir/$1.gguf"
+    echo "file://$dir/$1.gguf"
 }
 
 # op_new_namespace NAME: creates a namespace, deleted at the end.
