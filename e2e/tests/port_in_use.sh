@@ -4,7 +4,8 @@
 # port and must see it exit within $limit seconds with status 1 and "Address already in use" plus
 # the address in its log. A binary still running at the limit has hung (the fault of issue 15: the
 # engine logged the bind error and then waited in epoll forever).
-# One line per listener in `cases`; the agent's and the EPP's ports join the table as they land.
+# One line per listener in `cases` (the agent: each of its five ports); the EPP's join the table
+# when it lands.
 # Needs TANDEM_BUILD_DIR (set by ctest); exits 77 (skip) when a binary or python3 is missing.
 set -euo pipefail
 
@@ -13,7 +14,8 @@ engine=$build/engine/cli/tandem-engine
 genmodel=$build/engine/tools/tandem-genmodel
 operator=$build/operator/controller/tandem-operator
 echo_bin=$build/e2e/tandem-echo
-for b in "$engine" "$genmodel" "$operator" "$echo_bin"; do
+agent=$build/agent/tandem-agent
+for b in "$engine" "$genmodel" "$operator" "$echo_bin" "$agent"; do
     [ -n "$build" ] && [ -x "$b" ] || { echo "skip: $b not built (TANDEM_BUILD_DIR=$build)"; exit 77; }
 done
 command -v /usr/bin/python3 >/dev/null 2>&1 || { echo "skip: /usr/bin/python3 not found"; exit 77; }
@@ -61,6 +63,16 @@ contexts: [{name: c, context: {cluster: c, user: u}}]
 current-context: c
 EOF
 
+# Free ports for the agent's other listeners (the taken one is $port).
+read -r p1 p2 p3 p4 p5 < <(/usr/bin/python3 -c '
+import socket
+ss = [socket.socket() for _ in range(5)]
+for s in ss:
+    s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in ss))
+')
+ag="$agent serve --model $tmp/m.gguf --host 127.0.0.1 --threads 1 --kv-connector nixlv2"
+
 # name | command line (word-split; $addr, $port, $tmp expanded)
 cases=(
     "tandem-engine serve|$engine serve --model $tmp/m.gguf --host 127.0.0.1 --port $port"
@@ -68,6 +80,11 @@ cases=(
     "tandem-operator metrics|$operator --kubeconfig $tmp/kubeconfig --metrics-bind-address $addr --health-probe-bind-address 127.0.0.1:0"
     "tandem-operator health|$operator --kubeconfig $tmp/kubeconfig --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address $addr"
     "tandem-operator metrics+health|$operator --kubeconfig $tmp/kubeconfig --metrics-bind-address $addr --health-probe-bind-address $addr"
+    "tandem-agent sidecar|$ag --port $port --engine-port $p1 --kv-events-port $p2 --kv-events-replay-port $p3 --kv-transfer-port $p4"
+    "tandem-agent engine|$ag --port $p5 --engine-port $port --kv-events-port $p2 --kv-events-replay-port $p3 --kv-transfer-port $p4"
+    "tandem-agent kv-events|$ag --port $p5 --engine-port $p1 --kv-events-port $port --kv-events-replay-port $p3 --kv-transfer-port $p4"
+    "tandem-agent kv-events replay|$ag --port $p5 --engine-port $p1 --kv-events-port $p2 --kv-events-replay-port $port --kv-transfer-port $p4"
+    "tandem-agent kv-transfer|$ag --port $p5 --engine-port $p1 --kv-events-port $p2 --kv-events-replay-port $p3 --kv-transfer-port $port"
 )
 
 n=0
@@ -92,7 +109,7 @@ for c in "${cases[@]}"; do
         cat "$tmp/out.log" >&2
         fail "$name: the log does not name $addr"
     }
-    echo "ok: $name exits 1 in ${took}s: $(grep -o 'bind/listen.*' "$tmp/out.log" | head -n 1)"
+    echo "ok: $name exits 1 in ${took}s: $(grep -o '[^ ]*127.0.0.1:$port.*' "$tmp/out.log" | head -n 1)"
     n=$((n + 1))
 done
 kill -0 "$holder" 2>/dev/null || fail "the port holder died; the cases proved nothing"
