@@ -109,7 +109,7 @@ for c in "${cases[@]}"; do
         cat "$tmp/out.log" >&2
         fail "$name: the log does not name $addr"
     }
-    echo "ok: $name exits 1 in ${took}s: $(grep -o '[^ ]*127.0.0.1:$port.*' "$tmp/out.log" | head -n 1)"
+    echo "ok: $name exits 1 in ${took}s: $(grep -o "[^ ]*127.0.0.1:$port.*" "$tmp/out.log" | head -n 1)"
     n=$((n + 1))
 done
 kill -0 "$holder" 2>/dev/null || fail "the port holder died; the cases proved nothing"
