@@ -168,9 +168,9 @@ int main(int argc, char **argv)
         } else if (strcmp(argv[i], "--ucx-alloc") == 0) {
             ucx_alloc = true;
         } else if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc) {
-            iters = atoi(argv[++i]);
+            iters = (int)strtol(argv[++i], NULL, 10);
         } else if (strcmp(argv[i], "--blocks") == 0 && i + 1 < argc) {
-            n = atoi(argv[++i]);
+            n = (int)strtol(argv[++i], NULL, 10);
         } else {
             fprintf(stderr, "usage: kvx_bench [--thread] [--ucx-alloc] [--iters N] [--blocks N]\n");
             return 2;

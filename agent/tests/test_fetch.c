@@ -314,7 +314,7 @@ static void test_retry_after(void **state)
     assert_int_equal(fetch_parse_retry_after("Tue, 20 Oct 2015 07:28:00 GMT", now, &s), 0);
     assert_int_equal(s, 0); /* in the past */
     assert_int_equal(fetch_parse_retry_after("9999999999", now, &s), 0);
-    assert_true(s >= 9999999999L || s == LONG_MAX);
+    assert_true(s >= 9999999999L); /* LONG_MAX when it saturates */
 
     const char *bad[] = {"",        "  ",
                          "-5",      "+5",
