@@ -364,7 +364,7 @@ static void test_example_disaggregated(void **state)
     assert_int_equal(res.requeue, 0);
     assert_int_equal(res.requeue_after_ms, 0);
     model_ok("llama-1b", &res);
-    assert_int_equal(g_ctx.created - created0, 9); /* 7 for the pool, 2 for the model */
+    assert_int_equal(g_ctx.created - created0, 11); /* 9 for the pool, 2 for the model */
 
     struct json_object *pool = get(&OPCTL_INFERENCEPOOLS, "llama-pd");
     struct json_object *model = get(&OPCTL_INFERENCEMODELS, "llama-1b");
@@ -849,7 +849,7 @@ static void test_events(void **state)
             assert_string_equal(str(e, "type"), "Normal");
         }
     }
-    assert_int_equal(created, 7);
+    assert_int_equal(created, 9);
     json_object_put(list);
     kube_event_recorder_free(rec);
     kube_client_free(ec);
