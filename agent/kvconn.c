@@ -157,12 +157,12 @@ static void metrics_setup(struct kvconn *k, struct metrics_registry *r)
     struct metric_family *nb = metrics_histogram_new(
         r, "vllm:nixl_bytes_transferred", "KV bytes per transfer (vLLM NixlConnector's name)", 0,
         NULL, byte_buckets, ARRAY_SIZE(byte_buckets));
-    struct metric_family *fx = metrics_counter_new(r, "vllm:nixl_num_failed_transfers",
+    struct metric_family *fx = metrics_counter_new(r, "vllm:nixl_num_failed_transfers_total",
                                                    "KV transfers that failed", 0, NULL);
     struct metric_family *fn = metrics_counter_new(r, "vllm:nixl_num_failed_notifications",
                                                    "Notifications that could not be sent", 0, NULL);
     struct metric_family *fu =
-        metrics_counter_new(r, "tandem_agent_kv_unknown_notifications",
+        metrics_counter_new(r, "tandem_agent_kv_unknown_notifications_total",
                             "Notifications for requests that hold no blocks here", 0, NULL);
     if (!fb || !fs || !nt || !nb || !fx || !fn || !fu) {
         log_warn("kv: transfer metrics not registered (names taken?)");

@@ -226,7 +226,8 @@ def run_pd(p, d, u):
             break
         time.sleep(0.1)
     check(usage == 0, "prefiller KV usage after the notifications: %r" % usage)
-    check((d.metric("vllm:nixl_num_failed_transfers_total") or 0) == 0, "no failed transfers")
+    check(d.metric("vllm:nixl_num_failed_transfers_total") == 0, "no failed transfers (%r)" %
+          d.metric("vllm:nixl_num_failed_transfers_total"))
     # streaming P/D
     st, data, r = completion(d, "streamed prompt " * 10, {"stream": True},
                              {"x-prefiller-host-port": hp})
