@@ -159,7 +159,7 @@ static void metrics_setup(struct kvconn *k, struct metrics_registry *r)
         NULL, byte_buckets, ARRAY_SIZE(byte_buckets));
     struct metric_family *fx = metrics_counter_new(r, "vllm:nixl_num_failed_transfers_total",
                                                    "KV transfers that failed", 0, NULL);
-    struct metric_family *fn = metrics_counter_new(r, "vllm:nixl_num_failed_notifications",
+    struct metric_family *fn = metrics_counter_new(r, "vllm:nixl_num_failed_notifications_total",
                                                    "Notifications that could not be sent", 0, NULL);
     struct metric_family *fu =
         metrics_counter_new(r, "tandem_agent_kv_unknown_notifications_total",
