@@ -11,6 +11,7 @@
  */
 #include "agent/serve.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +43,7 @@ struct agent_flags {
     const char *pool;       /* NS/NAME */
     const char *pool_group; /* tandem.dev | inference.networking.k8s.io */
     const char *connector;
-    const char *connector_config;
+    struct kvconn_config kv_opts; /* --kv-connector-config (and the environment) */
     int ssrf;
     int prefiller_tls, prefiller_insecure;
     int64_t prefill_timeout_ms, drain_ms;
@@ -110,6 +111,47 @@ static int port_flag(struct cli_args *a, const char *name, int64_t lo, int64_t *
     return 1;
 }
 
+/* --kv-connector-config: vLLM's kv_connector_extra_config key enforce_handshake_compat, and
+ * abort_request_timeout (seconds; vLLM reads it from VLLM_NIXL_ABORT_REQUEST_TIMEOUT). Other
+ * keys are refused, except NIXL's backends and num_threads, which do not apply (logged). */
+static int connector_options(const char *json, struct kvconn_config *kc, char *err, size_t errlen)
+{
+    struct json_object *o = json_parse(json, strlen(json), err, errlen);
+    if (!o || !json_object_is_type(o, json_type_object)) {
+        if (o || !err[0]) {
+            snprintf(err, errlen, "%s", "must be a JSON object");
+        }
+        json_object_put(o);
+        return -EINVAL;
+    }
+    int rc = 0;
+    json_object_object_foreach(o, key, val)
+    {
+        if (strcmp(key, "enforce_handshake_compat") == 0 &&
+            json_object_is_type(val, json_type_boolean)) {
+            kc->enforce_compat = json_object_get_boolean(val);
+        } else if (strcmp(key, "abort_request_timeout") == 0 &&
+                   (json_object_is_type(val, json_type_int) ||
+                    json_object_is_type(val, json_type_double)) &&
+                   json_object_get_double(val) > 0) {
+            kc->hold_timeout_s = json_object_get_double(val);
+        } else if (strcmp(key, "backends") == 0 || strcmp(key, "num_threads") == 0) {
+            log_info("--kv-connector-config: '%s' does not apply (UCX is the transport; one "
+                     "thread)",
+                     key);
+        } else {
+            snprintf(err, errlen,
+                     "unknown key or wrong type: '%s' (known: enforce_handshake_compat (bool), "
+                     "abort_request_timeout (seconds > 0))",
+                     key);
+            rc = -EINVAL;
+            break;
+        }
+    }
+    json_object_put(o);
+    return rc;
+}
+
 /* llm-d's --enable-tls / --tls-insecure-skip-verify take a list of stages; the engine is in
  * process here, so the prefill hop is the only one TLS can apply to. */
 static int tls_stages(const char *name, const char *v)
@@ -137,6 +179,17 @@ static int parse_flags(int argc, char **argv, struct agent_flags *f)
     f->kv_transfer_port = 5600;
     f->pool = env_pool && *env_pool ? env_pool : NULL;
     f->pool_group = "tandem.dev";
+    f->kv_opts.enforce_compat = true;
+    const char *env = getenv("VLLM_NIXL_ABORT_REQUEST_TIMEOUT");
+    if (env && *env) {
+        char *end;
+        double t = strtod(env, &end);
+        if (*end || !(t > 0)) {
+            return cli_die("VLLM_NIXL_ABORT_REQUEST_TIMEOUT: '%s' is not a number of seconds > 0",
+                           env);
+        }
+        f->kv_opts.hold_timeout_s = t; /* --kv-connector-config's abort_request_timeout wins */
+    }
     f->drain_ms = 30000;
     f->level = LOGL_INFO;
     f->format = LOG_FORMAT_TEXT;
@@ -179,9 +232,10 @@ static int parse_flags(int argc, char **argv, struct agent_flags *f)
             f->pool = v;
         } else if (cli_flag(&a, "--pool-group", &v)) {
             if (!v ||
-                (strcmp(v, "tandem.dev") != 0 && strcmp(v, "inference.networking.k8s.io") != 0)) {
-                return cli_die("--pool-group: '%s' is not tandem.dev or "
-                               "inference.networking.k8s.io",
+                (strcmp(v, "tandem.dev") != 0 && strcmp(v, "inference.networking.k8s.io") != 0 &&
+                 strcmp(v, "inference.networking.x-k8s.io") != 0)) {
+                return cli_die("--pool-group: '%s' is not tandem.dev, "
+                               "inference.networking.k8s.io or inference.networking.x-k8s.io",
                                v ? v : "");
             }
             f->pool_group = v;
@@ -192,14 +246,9 @@ static int parse_flags(int argc, char **argv, struct agent_flags *f)
             f->connector = v;
         } else if (cli_flag(&a, "--kv-connector-config", &v)) {
             char err[256] = "";
-            struct json_object *o = v ? json_parse(v, strlen(v), err, sizeof err) : NULL;
-            int ok = o && json_object_is_type(o, json_type_object);
-            json_object_put(o);
-            if (!ok) {
-                return cli_die("--kv-connector-config: must be a JSON object%s%s",
-                               err[0] ? ": " : "", err);
+            if (!v || connector_options(v, &f->kv_opts, err, sizeof err) != 0) {
+                return cli_die("--kv-connector-config: %s", v ? err : "needs a JSON object");
             }
-            f->connector_config = v;
         } else if (cli_bool(&a, "--enable-ssrf-protection")) {
             f->ssrf = 1;
         } else if (cli_bool(&a, "--prefiller-use-tls")) {
@@ -440,50 +489,10 @@ static int start_kv_events(struct agent *ag, const model *m)
 static int start_kv_transfer(struct agent *ag, struct metrics_registry *reg)
 {
     const struct agent_flags *f = ag->fl;
-    struct kvconn_config kc = {
-        .host = f->host,
-        .port = (int)f->kv_transfer_port,
-        .enforce_compat = true,
-        .metrics = reg,
-    };
-    const char *env = getenv("VLLM_NIXL_ABORT_REQUEST_TIMEOUT");
-    if (env && *env) {
-        char *end;
-        double t = strtod(env, &end);
-        if (*end || !(t > 0)) {
-            log_error("VLLM_NIXL_ABORT_REQUEST_TIMEOUT: '%s' is not a number of seconds > 0", env);
-            return -1;
-        }
-        kc.hold_timeout_s = t;
-    }
-    if (f->connector_config) {
-        char err[256] = "";
-        struct json_object *o =
-            json_parse(f->connector_config, strlen(f->connector_config), err, sizeof err);
-        json_object_object_foreach(o, key, val)
-        {
-            if (strcmp(key, "enforce_handshake_compat") == 0 &&
-                json_object_is_type(val, json_type_boolean)) {
-                kc.enforce_compat = json_object_get_boolean(val);
-            } else if (strcmp(key, "abort_request_timeout") == 0 &&
-                       (json_object_is_type(val, json_type_int) ||
-                        json_object_is_type(val, json_type_double)) &&
-                       json_object_get_double(val) > 0) {
-                kc.hold_timeout_s = json_object_get_double(val);
-            } else if (strcmp(key, "backends") == 0 || strcmp(key, "num_threads") == 0) {
-                log_info("--kv-connector-config: '%s' does not apply (UCX is the transport; "
-                         "one thread)",
-                         key);
-            } else {
-                json_object_put(o);
-                log_error("--kv-connector-config: unknown key or wrong type: '%s' (known: "
-                          "enforce_handshake_compat (bool), abort_request_timeout (seconds))",
-                          key);
-                return -1;
-            }
-        }
-        json_object_put(o);
-    }
+    struct kvconn_config kc = f->kv_opts;
+    kc.host = f->host;
+    kc.port = (int)f->kv_transfer_port;
+    kc.metrics = reg;
     char err[512] = "";
     ag->kvc = kvconn_new(ag->e, &kc, err, sizeof err);
     if (!ag->kvc) {

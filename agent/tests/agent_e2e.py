@@ -386,6 +386,8 @@ def run_bad_flags(exe, model, ip, work):
         (["--device", "cuda"], "--device"),
         (["--kv-connector", "lmcache"], "--kv-connector"),
         (["--kv-connector-config", "[1]"], "--kv-connector-config"),
+        (["--kv-connector", "nixlv2", "--kv-connector-config", '{"bogus": 1}'], "bogus"),
+        (["--pool-group", "example.com"], "--pool-group"),
         (["--enable-ssrf-protection", "--inference-pool", ""], "--inference-pool"),
         (["--inference-pool", "justaname"], "--inference-pool"),
         (["--port", "8200"], "port 8200"),
