@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # e2e: the life of a model under tandem-operator (installed with `kubectl apply -k manifests/`).
 #
+#   * the pool's real agents serve a P/D request (the decode pod names the prefill pod; KV moves
+#     over UCX, no fallback) and refuse a prefill target outside the pool with 403 (SSRF
+#     allowlist fed by the pool and its pods; localkube only);
 #   * scale: decodeWorkers.replicas 1 → 3 → 2; the decode Deployment follows, its pods become
 #     Ready and status.deploymentStatus counts them; the prefill Deployment is not touched;
 #   * new runtime image: the Deployments roll (kubectl rollout status completes, every pod runs
@@ -66,6 +69,29 @@ kn apply -f "$WORK/lc.yaml" >/dev/null
 op_wait_ready imodel lcm 90
 op_wait_ready ipool lc 60
 log "pool lc and model lcm Ready"
+
+# ---- the pool's agents serve P/D, and refuse prefill targets outside the pool ---------------------
+# (localkube only: the pod IPs are this machine's loopback addresses)
+if [ "$MODE" = localkube ]; then
+    pod_ip() { kn get pods -l "tandem.dev/model=lcm,llm-d.ai/role=$1" -o jsonpath='{.items[0].status.podIP}'; }
+    pre_ip=$(pod_ip prefill)
+    dec_ip=$(pod_ip decode)
+    body='{"model":"lc-model","prompt":"one two three four five six seven eight nine ten eleven twelve thirteen","max_tokens":4,"temperature":0}'
+    hdrs=$(curl -s -o "$WORK/pd.json" -D - "http://$dec_ip:8000/v1/completions" -H 'Content-Type: application/json' \
+        -H "x-prefiller-host-port: $pre_ip:8000" -d "$body" | tr -d '\r')
+    assert_contains "$hdrs" "HTTP/1.1 200" "P/D request through the decode pod"
+    assert_contains "$hdrs" "x-tandem-prefill-host: $pre_ip:8000" "the answer names the prefill pod"
+    [[ "$hdrs" != *x-tandem-pd-fallback* ]] || fail "P/D fell back to a local prefill: $hdrs"
+    # the EPP's pod is not a pod of the pool: 403, and the SSRF counter moves
+    epp_ip=$(kn get pods -l app.kubernetes.io/name=tandem-epp -o jsonpath='{.items[0].status.podIP}')
+    code=$(curl -s -o "$WORK/ssrf.json" -w '%{http_code}' "http://$dec_ip:8000/v1/completions" \
+        -H 'Content-Type: application/json' -H "x-prefiller-host-port: $epp_ip:8000" -d "$body")
+    assert_eq "$code" 403 "prefill target outside the pool (the EPP pod $epp_ip)"
+    assert_contains "$(cat "$WORK/ssrf.json")" "SSRF" "the 403 body"
+    blocked=$(curl -s "http://$dec_ip:8000/metrics" | awk '/^llmd_sidecar_ssrf_blocked_requests_total /{print $2}')
+    assert_eq "$blocked" 1 "llmd_sidecar_ssrf_blocked_requests_total"
+    log "P/D served by the pool's agents (KV over UCX); a prefill target outside the pool: 403"
+fi
 
 rv() { kn get "$1" "$2" -o jsonpath='{.metadata.resourceVersion}'; }
 gen() { kn get "$1" "$2" -o jsonpath='{.metadata.generation}'; }
