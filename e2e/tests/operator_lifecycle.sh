@@ -77,8 +77,16 @@ if [ "$MODE" = localkube ]; then
     pre_ip=$(pod_ip prefill)
     dec_ip=$(pod_ip decode)
     body='{"model":"lc-model","prompt":"one two three four five six seven eight nine ten eleven twelve thirteen","max_tokens":4,"temperature":0}'
-    hdrs=$(curl -s -o "$WORK/pd.json" -D - "http://$dec_ip:8000/v1/completions" -H 'Content-Type: application/json' \
-        -H "x-prefiller-host-port: $pre_ip:8000" -d "$body" | tr -d '\r')
+    pd() {
+        curl -s -o "$WORK/pd.json" -D - "http://$dec_ip:8000/v1/completions" -H 'Content-Type: application/json' \
+            -H "x-prefiller-host-port: $pre_ip:8000" -d "$body" | tr -d '\r'
+    }
+    # the decode agent's allowlist learns the prefill pod's IP from a watch: allow it a moment
+    for _ in $(seq 1 20); do
+        hdrs=$(pd)
+        [[ "$hdrs" == *"HTTP/1.1 403"* ]] || break
+        sleep 0.25
+    done
     assert_contains "$hdrs" "HTTP/1.1 200" "P/D request through the decode pod"
     assert_contains "$hdrs" "x-tandem-prefill-host: $pre_ip:8000" "the answer names the prefill pod"
     [[ "$hdrs" != *x-tandem-pd-fallback* ]] || fail "P/D fell back to a local prefill: $hdrs"
