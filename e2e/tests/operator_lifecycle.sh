@@ -92,12 +92,13 @@ if [ "$MODE" = localkube ]; then
     [[ "$hdrs" != *x-tandem-pd-fallback* ]] || fail "P/D fell back to a local prefill: $hdrs"
     # the EPP's pod is not a pod of the pool: 403, and the SSRF counter moves
     epp_ip=$(kn get pods -l app.kubernetes.io/name=tandem-epp -o jsonpath='{.items[0].status.podIP}')
+    blocked_count() { curl -s "http://$dec_ip:8000/metrics" | awk '/^llmd_sidecar_ssrf_blocked_requests_total /{print $2}'; }
+    blocked0=$(blocked_count)
     code=$(curl -s -o "$WORK/ssrf.json" -w '%{http_code}' "http://$dec_ip:8000/v1/completions" \
         -H 'Content-Type: application/json' -H "x-prefiller-host-port: $epp_ip:8000" -d "$body")
     assert_eq "$code" 403 "prefill target outside the pool (the EPP pod $epp_ip)"
     assert_contains "$(cat "$WORK/ssrf.json")" "SSRF" "the 403 body"
-    blocked=$(curl -s "http://$dec_ip:8000/metrics" | awk '/^llmd_sidecar_ssrf_blocked_requests_total /{print $2}')
-    assert_eq "$blocked" 1 "llmd_sidecar_ssrf_blocked_requests_total"
+    assert_eq "$(($(blocked_count) - blocked0))" 1 "llmd_sidecar_ssrf_blocked_requests_total, increase"
     log "P/D served by the pool's agents (KV over UCX); a prefill target outside the pool: 403"
 fi
 
