@@ -858,6 +858,17 @@ static int hf_tokens(genvocab *v, struct json_object *tok, const char *tpath, in
         tandem_set_err(err, errlen, "%s: model.vocab: no tokens", tpath);
         return -EINVAL;
     }
+    /* The tables are indexed by id, as the engine's tokenizer's are, with the same rule: a few
+     * tokens with a huge id would cost megabytes each and seconds to scan. Real vocabularies are
+     * dense; gaps up to the number of tokens plus GENV_MAX_GAP are tolerated. */
+    size_t n_tokens = (size_t)json_object_object_length(vocab) + n_added;
+    if ((size_t)max_id + 1 > 2 * n_tokens + GENV_MAX_GAP) {
+        tandem_set_err(err, errlen,
+                       "%s: model.vocab: ids reach %lld for %zu tokens: more than %zu unused ids "
+                       "(a sparse vocabulary)",
+                       tpath, (long long)max_id, n_tokens, n_tokens + (size_t)GENV_MAX_GAP);
+        return -EINVAL;
+    }
     size_t n = (size_t)(max_id + 1);
     if (min_vocab > (int64_t)n) {
         n = (size_t)min_vocab;

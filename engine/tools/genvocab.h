@@ -45,6 +45,8 @@ enum {
 
 /* Upper bound on the vocabulary size accepted from a tokenizer or --vocab. */
 #define GENV_MAX_TOKENS (1u << 21)
+/* Unused ids a vocabulary may have beyond one per token (engine/tokenizer: TOK_MAX_GAP). */
+#define GENV_MAX_GAP 65536
 
 typedef struct genvocab {
     char model[16];             /* GGUF tokenizer.ggml.model: "gpt2" or "llama" */
