@@ -8,17 +8,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "agent/kvxfer.h"
-#include "lib/clock.h"
 #include "lib/common.h"
 #include "lib/log.h"
+#include "lib/uuid.h"
 
 struct kvconn {
     engine *e;
     struct kvx *x;
-    char engine_id[40];
+    char engine_id[TANDEM_UUID_LEN + 1];
     void **bases;
     size_t *bytes;
     struct metric *m_bytes, *m_seconds, *m_nixl_time, *m_nixl_bytes, *m_failed_xfers,
@@ -31,22 +30,6 @@ struct load_ctx {
     uint64_t id;
     int has_data;
 };
-
-static void uuid4(char *out, size_t outlen)
-{
-    uint8_t b[16];
-    if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) {
-        uint64_t t = (uint64_t)(tandem_now_s() * 1e9);
-        for (size_t i = 0; i < sizeof b; i++) {
-            b[i] = (uint8_t)((t >> ((i % 8) * 8)) ^ (i * 151u));
-        }
-    }
-    b[6] = (uint8_t)((b[6] & 0x0f) | 0x40);
-    b[8] = (uint8_t)((b[8] & 0x3f) | 0x80);
-    snprintf(out, outlen, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-             b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-             b[14], b[15]);
-}
 
 /* What makes two engines' KV interchangeable: the architecture, shapes and every tensor's type
  * (another quantisation of the same model computes other KV). */
@@ -185,7 +168,7 @@ struct kvconn *kvconn_new(engine *e, const struct kvconn_config *c, char *err, s
         return NULL;
     }
     k->e = e;
-    uuid4(k->engine_id, sizeof k->engine_id);
+    tandem_uuid4(k->engine_id);
     const model *m = engine_model(e);
     engine_stats st;
     engine_get_stats(e, &st);

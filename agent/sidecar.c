@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/random.h>
 
 #include <json-c/json.h>
 
@@ -23,6 +22,7 @@
 #include "lib/json.h"
 #include "lib/list.h"
 #include "lib/log.h"
+#include "lib/uuid.h"
 
 #define SIDECAR_MAX_BODY        (64u << 20) /* a leg's request or buffered response */
 #define SIDECAR_PREFILL_DEFAULT 60000       /* ms */
@@ -71,22 +71,6 @@ struct fwd {
 };
 
 /* ---- helpers ---- */
-
-static void make_uuid(char *out, size_t outlen)
-{
-    uint8_t b[16];
-    if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) {
-        uint64_t t = (uint64_t)(tandem_now_s() * 1e9);
-        for (size_t i = 0; i < sizeof b; i++) {
-            b[i] = (uint8_t)(t >> ((i % 8) * 8)) ^ (uint8_t)(i * 131u);
-        }
-    }
-    b[6] = (uint8_t)((b[6] & 0x0f) | 0x40); /* version 4 */
-    b[8] = (uint8_t)((b[8] & 0x3f) | 0x80); /* RFC 4122 variant */
-    snprintf(out, outlen, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-             b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-             b[14], b[15]);
-}
 
 /* A request id we pass on: printable ASCII without spaces, at most 64 bytes. */
 static int valid_request_id(const char *v)
@@ -544,7 +528,7 @@ static struct fwd *fwd_new(struct sidecar *s, struct http_request *req, enum fwd
     if (rid && valid_request_id(rid)) {
         snprintf(f->rid, sizeof f->rid, "%s", rid);
     } else {
-        make_uuid(f->rid, sizeof f->rid);
+        tandem_uuid4(f->rid);
     }
     list_push_back(&s->fwds, &f->link);
     s->in_flight++;
