@@ -46,6 +46,10 @@ typedef struct ereq {
     double t_arrival, t_first, t_last;
     struct list_node live_node;  /* in engine.live */
     struct list_node abort_node; /* in engine.aborts while an abort is queued */
+    /* in engine.ending from core_end to ereq_release when its blocks will be held: a decoder
+     * may read them and notify as soon as the final output is reported, before the hold exists */
+    struct list_node ending_node;
+    bool kv_released; /* engine_kv_release came while in engine.ending: free, do not hold */
     /* KV transfer (engine_kv_transfer) */
     engine_kvt_mode kvt;
     char *kv_request_id; /* PRODUCE: handed to the held entry when the blocks are held */
@@ -137,8 +141,9 @@ struct engine {
     bool has_connector;
     engine_kv_connector conn; /* strings owned (conn_*) */
     char *conn_engine_id, *conn_host;
-    struct list_node loads; /* struct kv_load */
-    struct list_node held;  /* struct kv_held, oldest first */
+    struct list_node loads;  /* struct kv_load */
+    struct list_node held;   /* struct kv_held, oldest first */
+    struct list_node ending; /* ereq.ending_node: PRODUCE requests between core_end and release */
     int32_t n_loads, n_held;
     uint64_t kv_loads, kv_load_failures, kv_released, kv_expired;
 };
@@ -307,6 +312,9 @@ static void core_end(engine *e, ereq *r, sched_status status)
     }
     list_unlink(&r->live_node);
     list_unlink(&r->abort_node);
+    if (r->sr->kv_held && r->kv_request_id) {
+        list_push_back(&e->ending, &r->ending_node);
+    }
 }
 
 /* Frees a request the core has ended (lock not held; nothing else refers to it but a running
@@ -319,6 +327,10 @@ static void ereq_release(engine *e, ereq *r)
     if (sr->kv_held || r->load) {
         struct kv_held *h = sr->kv_held ? calloc(1, sizeof *h) : NULL;
         pthread_mutex_lock(&e->mu);
+        list_unlink(&r->ending_node);
+        if (r->kv_released && sr->kv_held) {
+            sched_release_held(e->s, sr); /* the decoder is done with them already */
+        }
         if (r->load) {
             r->load->q = NULL;
             if (sr->load_pending) {
@@ -492,6 +504,7 @@ engine *engine_new(const model *m, const tokenizer *tok, const engine_config *cf
     list_init(&e->aborts);
     list_init(&e->loads);
     list_init(&e->held);
+    list_init(&e->ending);
     sampler_scratch_init(&e->scratch);
     buf_init(&e->text, ENGINE_TEXT_CAP);
 
@@ -871,6 +884,19 @@ int engine_kv_release(engine *e, const char *request_id)
             e->kv_released++;
             rc = 0;
             break;
+        }
+    }
+    if (rc != 0) {
+        /* its final output is out but ereq_release has not made the hold yet */
+        list_for_each_safe(&e->ending, n, tmp)
+        {
+            ereq *r = list_entry(n, ereq, ending_node);
+            if (!r->kv_released && strcmp(r->kv_request_id, request_id) == 0) {
+                r->kv_released = true;
+                e->kv_released++;
+                rc = 0;
+                break;
+            }
         }
     }
     metrics_update(e);

@@ -471,12 +471,66 @@ static void test_abort_during_load(void **state)
     engine_free(p);
 }
 
+/* The decoder's notification may come as soon as the final output is reported, before the
+ * engine turned the request's blocks into a hold: it still frees them (the race the agent's
+ * e2e test found under ASan). */
+struct early {
+    engine *e;
+    struct collect c;
+    int rc;
+};
+
+static void on_out_release(void *user, const engine_output *o)
+{
+    struct early *x = user;
+    on_out(&x->c, o);
+    if (o->finished && o->n_kv_blocks > 0) {
+        x->rc = engine_kv_release(x->e, o->kv_request_id);
+    }
+}
+
+static void test_release_before_hold(void **state)
+{
+    (void)state;
+    struct xfer x = {0};
+    engine *p = new_engine(&x, "p", 0);
+    int32_t prompt[50];
+    prompt_of(prompt, 50, 6);
+    struct early ea = {.e = p, .rc = 1};
+    engine_kv_transfer pt = {.mode = ENGINE_KVT_PRODUCE, .request_id = "early"};
+    engine_request r = {
+        .prompt = prompt,
+        .n_prompt = 50,
+        .max_tokens = 1,
+        .kv_transfer = &pt,
+        .on_output = on_out_release,
+        .user = &ea,
+    };
+    sampling_params_init(&r.sampling);
+    r.sampling.temperature = 0;
+    char err[256];
+    assert_true(engine_submit(p, &r, err, sizeof err) >= 0);
+    for (int i = 0; i < 100 && !ea.c.finished; i++) {
+        engine_step(p);
+    }
+    assert_true(ea.c.finished);
+    assert_int_equal(ea.rc, 0);
+    engine_stats s;
+    engine_get_stats(p, &s);
+    assert_int_equal(s.kv_held, 0);
+    assert_int_equal(s.kv_usage, 0);
+    assert_int_equal(s.kv_released, 1);
+    /* a second notification for it is unknown */
+    assert_int_equal(engine_kv_release(p, "early"), -ENOENT);
+    engine_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pd_equals_unified), cmocka_unit_test(test_partial_prefix_hit),
         cmocka_unit_test(test_fallbacks),         cmocka_unit_test(test_hold_release_and_expiry),
-        cmocka_unit_test(test_abort_during_load),
+        cmocka_unit_test(test_abort_during_load), cmocka_unit_test(test_release_before_hold),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
