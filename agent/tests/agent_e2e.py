@@ -1,10 +1,11 @@
 #!/usr/bin/python3
 """Black-box tests of `tandem-agent serve` (Debian's python3: pyzmq and msgpack for KV events).
 
-    agent_e2e.py TANDEM_AGENT TANDEM_GENMODEL WORK_DIR
+    agent_e2e.py TANDEM_AGENT TANDEM_GENMODEL WORK_DIR [NET]
 
 Generates a small llama model and runs agents the way the operator renders them, each on its own
-loopback address (127.0.77.x, like localkube's pods) with the default ports 8000/8200/5557/5558.
+loopback address (NET.1-4, 127.0.77 by default, like localkube's pods) with the default ports
+8000/8200/5557/5558.
 Checks over real HTTP and ZeroMQ:
   * the sidecar in local mode gives the engine port's answers (greedy text, SSE stream, /v1/models,
     /health), keeps or creates x-request-id, and serves the agent's /metrics (llmd_sidecar_* and
@@ -226,6 +227,8 @@ def run_pd(p, d, u):
             break
         time.sleep(0.1)
     check(usage == 0, "prefiller KV usage after the notifications: %r" % usage)
+    unknown = p.metric("tandem_agent_kv_unknown_notifications_total") or 0
+    check(unknown == 0, "the prefiller found no hold for %r notifications" % unknown)
     check(d.metric("vllm:nixl_num_failed_transfers_total") == 0, "no failed transfers (%r)" %
           d.metric("vllm:nixl_num_failed_transfers_total"))
     # streaming P/D
@@ -415,10 +418,12 @@ def run_bad_flags(exe, model, ip, work):
 
 def main():
     exe, gen, work = sys.argv[1:4]
+    # the agents use fixed ports, so each run (plain, ASan) gets its own /24 of loopback
+    net = sys.argv[4] if len(sys.argv) > 4 else "127.0.77"
     os.makedirs(work, exist_ok=True)
-    ips = ["127.0.77.1", "127.0.77.2", "127.0.77.3", "127.0.77.4"]
+    ips = ["%s.%d" % (net, i) for i in range(1, 5)]
     if not all(addr_usable(ip) for ip in ips):
-        print("skip: 127.0.77.x loopback addresses are not usable here")
+        print("skip: %s.x loopback addresses are not usable here" % net)
         return 77
     model = os.path.join(work, "tiny.gguf")
     subprocess.run([gen, "--format", "gguf", "--out", model, "--arch", "llama", "--layers", "2",
