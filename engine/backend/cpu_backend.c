@@ -15,6 +15,8 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +36,7 @@ typedef struct cpu_layer {
     float *q_norm, *k_norm;      /* [head_dim] or NULL */
     float *bq, *bk, *bv;         /* [q_dim], [kv_dim], [kv_dim] or NULL */
     void *k_pool, *v_pool;       /* KV pools, pool_bytes each */
+    bool k_external, v_external; /* adopted (cpu_kv_adopt): not ours to free */
 } cpu_layer;
 
 struct backend {
@@ -140,8 +143,12 @@ static void cpu_destroy(backend *b)
             free(L->bq);
             free(L->bk);
             free(L->bv);
-            free(L->k_pool);
-            free(L->v_pool);
+            if (!L->k_external) {
+                free(L->k_pool);
+            }
+            if (!L->v_external) {
+                free(L->v_pool);
+            }
             kc_weight_release(&L->wq);
             kc_weight_release(&L->wk);
             kc_weight_release(&L->wv);
@@ -592,11 +599,29 @@ static void *cpu_kv_pool(backend *b, int layer, int kv, size_t *bytes)
     return kv == 0 ? b->layers[layer].k_pool : b->layers[layer].v_pool;
 }
 
+static int cpu_kv_adopt(backend *b, int layer, int kv, void *mem, size_t bytes)
+{
+    if (layer < 0 || layer >= b->n_layer || (kv != 0 && kv != 1) || !mem ||
+        bytes != b->pool_bytes || (uintptr_t)mem % CPU_ALIGN != 0) {
+        return -EINVAL;
+    }
+    cpu_layer *L = &b->layers[layer];
+    void **pool = kv == 0 ? &L->k_pool : &L->v_pool;
+    bool *external = kv == 0 ? &L->k_external : &L->v_external;
+    if (!*external) {
+        free(*pool);
+    }
+    *pool = mem;
+    *external = true;
+    return 0;
+}
+
 const backend_ops cpu_backend_ops = {
     .name = "cpu",
     .kv_block_bytes = cpu_kv_block_bytes,
     .create = cpu_create,
     .forward = cpu_forward,
     .kv_pool = cpu_kv_pool,
+    .kv_adopt = cpu_kv_adopt,
     .destroy = cpu_destroy,
 };

@@ -40,6 +40,11 @@ typedef struct backend_ops {
     /* Base address and byte length of the K (kv = 0) or V (kv = 1) pool of a layer, for
      * registering the KV memory with a transfer layer. */
     void *(*kv_pool)(backend *b, int layer, int kv, size_t *bytes);
+    /* Optional (NULL: unsupported). Moves a pool into mem (bytes long, at least 64-byte aligned,
+     * not owned: it must outlive the backend) so a transfer layer may own the KV memory (UCX's
+     * shared memory, a NIC's registered region). Only before the first forward: the contents
+     * are not copied. 0 or -EINVAL. */
+    int (*kv_adopt)(backend *b, int layer, int kv, void *mem, size_t bytes);
     void (*destroy)(backend *b);
 } backend_ops;
 

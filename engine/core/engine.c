@@ -97,6 +97,7 @@ struct engine_metrics {
     struct metric *prompt_tokens, *generation_tokens, *prefix_queries, *prefix_hits, *preemptions;
     struct metric *success_stop, *success_length, *success_abort;
     struct metric *ttft, *itl, *e2e, *tpot;
+    struct metric *kv_held, *kv_released, *kv_expired; /* P/D holds (tandem_engine_kv_*) */
 };
 
 struct engine {
@@ -235,6 +236,20 @@ static int metrics_setup(engine *e, const char *model_name)
                                                 "Histogram of e2e request latency in seconds.", 2,
                                                 labels, e2e_buckets, ARRAY_SIZE(e2e_buckets)),
                           model_name);
+    x->kv_held = family_child(
+        metrics_gauge_new(r, "tandem_engine_kv_held_requests",
+                          "Finished prefill requests whose KV blocks are held for a decoder.", 2,
+                          labels),
+        model_name);
+    x->kv_released = family_child(
+        metrics_counter_new(r, "tandem_engine_kv_holds_released_total",
+                            "Held KV blocks freed by a decoder's notification.", 2, labels),
+        model_name);
+    x->kv_expired =
+        family_child(metrics_counter_new(
+                         r, "tandem_engine_kv_holds_expired_total",
+                         "Held KV blocks freed by the timeout (no decoder notified).", 2, labels),
+                     model_name);
     char bs[32], nb[32];
     snprintf(bs, sizeof bs, "%d", (int)kvc_block_size(e->kv));
     snprintf(nb, sizeof nb, "%d", (int)e->num_blocks);
@@ -250,7 +265,8 @@ static int metrics_setup(engine *e, const char *model_name)
     }
     if (!x->running || !x->waiting || !x->kv_usage || !x->prompt_tokens || !x->generation_tokens ||
         !x->prefix_queries || !x->prefix_hits || !x->preemptions || !x->success_stop || !x->ttft ||
-        !x->itl || !x->e2e || !x->tpot || !x->cache_info) {
+        !x->itl || !x->e2e || !x->tpot || !x->cache_info || !x->kv_held || !x->kv_released ||
+        !x->kv_expired) {
         return -EINVAL;
     }
     return 0;
@@ -270,6 +286,9 @@ static void metrics_update(engine *e)
     metric_set(e->mx.prefix_queries, (double)sched_prefix_queries(e->s));
     metric_set(e->mx.prefix_hits, (double)sched_prefix_hits(e->s));
     metric_set(e->mx.preemptions, (double)sched_num_preemptions(e->s));
+    metric_set(e->mx.kv_held, (double)e->n_held);
+    metric_set(e->mx.kv_released, (double)e->kv_released);
+    metric_set(e->mx.kv_expired, (double)e->kv_expired);
 }
 
 /* ---- requests ---- */
@@ -363,6 +382,7 @@ static void ereq_release(engine *e, ereq *r)
         if (sr) {
             sched_req_free(NULL, sr);
         }
+        metrics_update(e);
         pthread_cond_signal(&e->cv); /* the thread's timed wait covers the new hold */
         pthread_mutex_unlock(&e->mu);
         free(h);
@@ -960,6 +980,34 @@ const engine_kv_connector *engine_kv_connector_get(const engine *e)
 void *engine_kv_pool(engine *e, int layer, int kv, size_t *bytes)
 {
     return e->ops->kv_pool(e->be, layer, kv, bytes);
+}
+
+int engine_kv_adopt_pools(engine *e, void *const *bases, const size_t *bytes)
+{
+    if (!e->ops->kv_adopt) {
+        return -ENOTSUP;
+    }
+    if (e->thread_started || e->next_id != 1) {
+        return -EBUSY;
+    }
+    if (!bases) {
+        return 0; /* the question only */
+    }
+    int n = e->m->cfg.n_layer;
+    for (int r = 0; r < 2 * n; r++) { /* check all first: all or nothing */
+        size_t have;
+        if (!engine_kv_pool(e, r / 2, r % 2, &have) || !bases[r] || bytes[r] != have ||
+            (uintptr_t)bases[r] % 64 != 0) {
+            return -EINVAL;
+        }
+    }
+    for (int r = 0; r < 2 * n; r++) {
+        int rc = e->ops->kv_adopt(e->be, r / 2, r % 2, bases[r], bytes[r]);
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    return 0;
 }
 
 /* ---- submission ---- */

@@ -239,5 +239,11 @@ int engine_kv_release(engine *e, const char *request_id);
 /* Base and length of the K (kv 0) or V (kv 1) pool of a layer, for the connector's
  * registration. */
 void *engine_kv_pool(engine *e, int layer, int kv, size_t *bytes);
+/* Moves the KV pools into memory the connector's transport allocated (bases[2 * layer + kv], each
+ * bytes[...] long, equal to engine_kv_pool's, 64-byte aligned; not owned: it must outlive the
+ * engine's last step). Only before engine_start and the first submit. 0, -EBUSY (too late),
+ * -ENOTSUP (the backend cannot), -EINVAL (a size or alignment differs; nothing moved). bases
+ * NULL asks only whether it would (0, -EBUSY, -ENOTSUP). */
+int engine_kv_adopt_pools(engine *e, void *const *bases, const size_t *bytes);
 
 #endif

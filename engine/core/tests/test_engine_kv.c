@@ -286,6 +286,51 @@ static void test_pd_equals_unified(void **state)
     engine_free(d);
 }
 
+/* Pools moved into memory someone else owns (what the agent does with UCX's): P/D still equals
+ * unified, and the move is refused once the engine served a request or with a wrong size. */
+static void test_adopted_pools(void **state)
+{
+    (void)state;
+    struct xfer x = {0};
+    engine *p = new_engine(&x, "p", 0);
+    engine *d = new_engine(&x, "d", 0);
+    x.self = d;
+    x.remote = p;
+    int n = 2 * g_model->cfg.n_layer;
+    void *mem[2][64];
+    size_t bytes[64] = {0};
+    assert_true(n <= 64);
+    engine *both[2] = {p, d};
+    assert_int_equal(engine_kv_adopt_pools(p, NULL, NULL), 0);
+    for (int k = 0; k < 2; k++) {
+        for (int r = 0; r < n; r++) {
+            void *old = engine_kv_pool(both[k], r / 2, r % 2, &bytes[r]);
+            assert_non_null(old);
+            assert_int_equal(posix_memalign(&mem[k][r], 4096, bytes[r]), 0);
+            memset(mem[k][r], 0xa5, bytes[r]); /* not zeroed: the engine must not care */
+        }
+        size_t wrong = bytes[n - 1];
+        bytes[n - 1] = wrong - 1;
+        assert_int_equal(engine_kv_adopt_pools(both[k], mem[k], bytes), -EINVAL);
+        bytes[n - 1] = wrong;
+        assert_int_equal(engine_kv_adopt_pools(both[k], mem[k], bytes), 0);
+        for (int r = 0; r < n; r++) {
+            assert_ptr_equal(engine_kv_pool(both[k], r / 2, r % 2, NULL), mem[k][r]);
+        }
+    }
+    pd_once(p, d, &x, 100, 3, 1);
+    pd_once(p, d, &x, 33, 4, 1);
+    assert_int_equal(engine_kv_adopt_pools(p, NULL, NULL), -EBUSY);
+    assert_int_equal(engine_kv_adopt_pools(p, mem[0], bytes), -EBUSY);
+    engine_free(p);
+    engine_free(d);
+    for (int k = 0; k < 2; k++) {
+        for (int r = 0; r < n; r++) {
+            free(mem[k][r]);
+        }
+    }
+}
+
 /* The decoder already holds a prefix: only the missing blocks move. */
 static void test_partial_prefix_hit(void **state)
 {
@@ -528,9 +573,10 @@ static void test_release_before_hold(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_pd_equals_unified), cmocka_unit_test(test_partial_prefix_hit),
-        cmocka_unit_test(test_fallbacks),         cmocka_unit_test(test_hold_release_and_expiry),
-        cmocka_unit_test(test_abort_during_load), cmocka_unit_test(test_release_before_hold),
+        cmocka_unit_test(test_pd_equals_unified),       cmocka_unit_test(test_adopted_pools),
+        cmocka_unit_test(test_partial_prefix_hit),      cmocka_unit_test(test_fallbacks),
+        cmocka_unit_test(test_hold_release_and_expiry), cmocka_unit_test(test_abort_during_load),
+        cmocka_unit_test(test_release_before_hold),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
