@@ -184,6 +184,10 @@ struct kvconn *kvconn_new(engine *e, const struct kvconn_config *c, char *err, s
             k->bases[2 * l + kv] = engine_kv_pool(e, l, kv, &k->bytes[2 * l + kv]);
         }
     }
+    /* Where the engine can move its pools (before its first request), they go into memory UCX
+     * allocates: shared memory that a decoder on this host reads one-sided at memory speed,
+     * where ordinary memory goes through UCX 1.13's get emulation (kvxfer.h, "Speed"). */
+    bool ucx_pools = engine_kv_adopt_pools(e, NULL, NULL) == 0;
     char identity[512];
     model_identity(m, identity, sizeof identity);
     struct kvx_config xc = {
@@ -199,8 +203,8 @@ struct kvconn *kvconn_new(engine *e, const struct kvconn_config *c, char *err, s
                 .num_blocks = st.num_blocks,
                 .dtype_bytes = st.kv_dtype_bytes,
             },
-        .region_base = k->bases,
-        .region_bytes = k->bytes,
+        .region_base = ucx_pools ? NULL : k->bases,
+        .region_bytes = ucx_pools ? NULL : k->bytes,
         .compat_model = identity,
         .tp_size = 1,
         .enforce_compat = c->enforce_compat,
@@ -210,6 +214,26 @@ struct kvconn *kvconn_new(engine *e, const struct kvconn_config *c, char *err, s
     k->x = kvx_new(&xc, err, errlen);
     if (!k->x) {
         goto fail;
+    }
+    if (ucx_pools) {
+        void **ubases = calloc((size_t)n_regions, sizeof *ubases);
+        size_t *ubytes = calloc((size_t)n_regions, sizeof *ubytes);
+        int rc = ubases && ubytes ? 0 : -ENOMEM;
+        for (int r = 0; rc == 0 && r < n_regions; r++) {
+            ubases[r] = kvx_region(k->x, r, &ubytes[r]);
+        }
+        if (rc == 0) {
+            rc = engine_kv_adopt_pools(e, ubases, ubytes);
+        }
+        if (rc == 0) {
+            memcpy(k->bases, ubases, (size_t)n_regions * sizeof *ubases);
+        }
+        free(ubases);
+        free(ubytes);
+        if (rc != 0) {
+            snprintf(err, errlen, "cannot place the KV cache in UCX memory: %s", strerror(-rc));
+            goto fail;
+        }
     }
     if (c->metrics) {
         metrics_setup(k, c->metrics);
@@ -227,8 +251,9 @@ struct kvconn *kvconn_new(engine *e, const struct kvconn_config *c, char *err, s
         snprintf(err, errlen, "%s", "cannot attach the KV connector to the engine");
         goto fail;
     }
-    log_info("kv: engine %s serves its KV cache on %s:%d (%d regions of %d blocks)", k->engine_id,
-             c->host, kvx_listen_port(k->x), n_regions, st.num_blocks);
+    log_info("kv: engine %s serves its KV cache on %s:%d (%d regions of %d blocks, in %s memory)",
+             k->engine_id, c->host, kvx_listen_port(k->x), n_regions, st.num_blocks,
+             ucx_pools ? "UCX-allocated" : "the engine's");
     return k;
 fail:
     kvconn_free(k);

@@ -26,8 +26,11 @@ struct kvconn_config {
 
 struct kvconn;
 
-/* Registers the engine's KV pools with UCX, binds the side channel and attaches itself as the
- * engine's connector (before engine_start). NULL + err on failure (a taken port names it). */
+/* Moves the engine's KV pools into memory UCX allocates (shared memory that a decoder on the
+ * same host reads one-sided; engine_kv_adopt_pools) or, where the engine cannot move them,
+ * registers them where they are; binds the side channel and attaches itself as the engine's
+ * connector. Before engine_start and the first request. NULL + err on failure (a taken port
+ * names it). */
 struct kvconn *kvconn_new(engine *e, const struct kvconn_config *c, char *err, size_t errlen);
 
 /* This engine's id (remote_engine_id of its answers). */
