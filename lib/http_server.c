@@ -136,6 +136,8 @@ struct http_request {
     struct buf inflight; /* stream bytes handed to h2o, until proceed */
     http_abort_fn on_abort;
     void *abort_ud;
+    http_done_fn on_done;
+    void *done_ud;
     uint64_t start_ns;
     struct arena *arena;
     char *peer;
@@ -427,6 +429,9 @@ static void request_dispose(void *p)
     }
     double secs = (double)(uv_hrtime() - r->start_ns) / 1e9;
     record_request(srv, r->route, r->method_idx, status, secs);
+    if (r->on_done) {
+        r->on_done(r->done_ud, status, secs);
+    }
     metric_inc(srv->m_inflight, -1);
     srv->stats.requests_in_flight--;
     list_unlink(&r->link);
@@ -1390,18 +1395,77 @@ struct arena *http_request_arena(struct http_request *req)
     return req->arena;
 }
 
+static int bad_header_text(const char *s)
+{
+    return strpbrk(s, "\r\n") != NULL;
+}
+
 void http_request_on_abort(struct http_request *req, http_abort_fn fn, void *ud)
 {
     req->on_abort = fn;
     req->abort_ud = ud;
 }
 
-/* ---- answering ---- */
-
-static int bad_header_text(const char *s)
+void http_request_on_done(struct http_request *req, http_done_fn fn, void *ud)
 {
-    return strpbrk(s, "\r\n") != NULL;
+    req->on_done = fn;
+    req->done_ud = ud;
 }
+
+int http_request_set_body(struct http_request *req, const void *body, size_t len)
+{
+    if (req->state != REQ_WAITING || req->aborted || (len > 0 && !body)) {
+        return -EINVAL;
+    }
+    char *copy = h2o_mem_alloc_pool(&req->h2o->pool, len + 1);
+    if (len > 0) {
+        memcpy(copy, body, len);
+    }
+    copy[len] = '\0';
+    req->h2o->entity = h2o_iovec_init(copy, len);
+    return 0;
+}
+
+int http_request_set_header(struct http_request *req, const char *name, const char *value)
+{
+    if (req->state != REQ_WAITING || req->aborted || !name || !*name || !value ||
+        bad_header_text(name) || bad_header_text(value) || strchr(name, ':') || strchr(name, ' ')) {
+        return -EINVAL;
+    }
+    size_t n = strlen(name);
+    char *lc = h2o_mem_alloc_pool(&req->h2o->pool, n + 1);
+    memcpy(lc, name, n + 1);
+    h2o_strtolower(lc, n);
+    h2o_iovec_t v = h2o_strdup(&req->h2o->pool, value, strlen(value));
+    const h2o_token_t *tok = h2o_lookup_token(lc, n);
+    if (tok) {
+        h2o_set_header(&req->h2o->pool, &req->h2o->headers, tok, v.base, v.len, 1);
+    } else {
+        h2o_set_header_by_str(&req->h2o->pool, &req->h2o->headers, lc, n, 1, v.base, v.len, 1);
+    }
+    return 0;
+}
+
+int http_server_dispatch(struct http_server *srv, struct http_request *req)
+{
+    if (req->state != REQ_WAITING || req->aborted || srv->loop != req->srv->loop) {
+        return -EINVAL;
+    }
+    dispatch(srv, req); /* req may be gone after this */
+    return 0;
+}
+
+int http_request_abort(struct http_request *req, int status, const char *reason)
+{
+    if (req->aborted || (req->state != REQ_WAITING && req->state != REQ_STREAMING) ||
+        status < 400 || status > 599 || !reason) {
+        return -EINVAL;
+    }
+    abort_live_request(req, reason, status);
+    return 0;
+}
+
+/* ---- answering ---- */
 
 int http_add_header(struct http_request *req, const char *name, const char *value)
 {

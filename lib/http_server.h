@@ -175,6 +175,33 @@ struct arena *http_request_arena(struct http_request *req);
 /* Registers the abort callback (replaces a previous one). See http_abort_fn. */
 void http_request_on_abort(struct http_request *req, http_abort_fn fn, void *ud);
 
+/* Called once when the server is done with a request (response written, or the client gone),
+ * with the status that went out (499 when none did) and the seconds since it arrived. The request
+ * is gone by then: ud is all the callback gets. One per request (replaces a previous one). */
+typedef void (*http_done_fn)(void *ud, int status, double seconds);
+void http_request_on_done(struct http_request *req, http_done_fn fn, void *ud);
+
+/* ---- handing a request on in-process (a proxy in front of handlers of the same process) ---- */
+
+/* Replaces the request body handlers see (copied, NUL-terminated in the copy). Before the
+ * response starts; 0 or -EINVAL. */
+int http_request_set_body(struct http_request *req, const void *body, size_t len);
+
+/* Sets a request header handlers see (replacing the first of that name). 0 or -EINVAL (bad name
+ * or value, or the response started). */
+int http_request_set_header(struct http_request *req, const char *name, const char *value);
+
+/* Routes req by srv's routes, as if it had arrived there (404/405 included); srv must run on the
+ * same loop. The request still belongs to its own server: its connection, /metrics series,
+ * drain and on_done stay there. req may be gone when this returns. 0, or -EINVAL (answered
+ * already, or another loop). */
+int http_server_dispatch(struct http_server *srv, struct http_request *req);
+
+/* Ends a request from the server side (a deadline passed): on_abort runs with reason, then a
+ * waiting request is answered status (4xx/5xx) with an OpenAI error naming reason, and a stream
+ * is cut off and its connection closed. 0, or -EINVAL (answered already, bad status). */
+int http_request_abort(struct http_request *req, int status, const char *reason);
+
 /* ---- answering ---- */
 
 /* Adds a response header before the response starts (-EINVAL after, or on CR/LF in either). */

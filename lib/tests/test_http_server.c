@@ -3,8 +3,9 @@
  * (404/405, prefixes, HEAD), request accessors, body limits (413 from h2o rewritten as JSON), big
  * bodies, keep-alive reuse, streaming SSE with a slow producer, client disconnect → producer
  * cancelled, client timeouts, late answers, graceful drain (in-flight finish, new connections
- * refused, deadline aborts), /metrics, and backpressure. Servers bind 127.0.0.1 port 0; every
- * wait is bounded by a guard timer; every handle is closed (uv_loop_close must succeed).
+ * refused, deadline aborts), /metrics, backpressure, and in-process dispatch to another server's
+ * handlers (replaced body and headers, on_done, server-side aborts). Servers bind 127.0.0.1 port 0;
+ * every wait is bounded by a guard timer; every handle is closed (uv_loop_close must succeed).
  */
 #include <errno.h>
 #include <json-c/json.h>
@@ -1108,6 +1109,125 @@ static void test_ipv6(void **state)
     fx_finish(&f);
 }
 
+/* ---- in-process dispatch (a proxy in front of another server's handlers) ---- */
+
+static struct {
+    struct http_server *back;
+    int done_status[8];
+    int n_done;
+    uv_timer_t timer;
+    struct http_request *pending;
+} fw;
+
+static void front_done(void *ud, int status, double seconds)
+{
+    (void)ud;
+    assert_true(seconds >= 0);
+    if (fw.n_done < 8) {
+        fw.done_status[fw.n_done] = status;
+    }
+    fw.n_done++;
+}
+
+static void front_deadline(uv_timer_t *t)
+{
+    (void)t;
+    assert_int_equal(http_request_abort(fw.pending, 504, "deadline passed"), 0);
+}
+
+static void h_front(struct http_request *req, void *ud)
+{
+    (void)ud;
+    const char *abort_ms = http_request_query_param(req, "abort_ms");
+    if (strcmp(http_request_path(req), "/echo") == 0) {
+        assert_int_equal(http_request_set_body(req, "rewritten body", 14), 0);
+    }
+    assert_int_equal(http_request_set_header(req, "X-Test", "from the front"), 0);
+    assert_int_equal(http_request_set_header(req, "Bad Name", "v"), -EINVAL);
+    assert_int_equal(http_add_header(req, "X-Front", "yes"), 0);
+    http_request_on_done(req, front_done, NULL);
+    if (abort_ms) {
+        fw.pending = req;
+        uv_timer_start(&fw.timer, front_deadline, strtoull(abort_ms, NULL, 10), 0);
+    }
+    assert_int_equal(http_server_dispatch(fw.back, req), 0);
+}
+
+static void test_dispatch_in_process(void **state)
+{
+    (void)state;
+    struct fixture f;
+    struct http_server_config cfg;
+    fx_init(&f);
+    base_config(&cfg);
+    fx_start(&f, &cfg);
+    memset(&fw, 0, sizeof fw);
+    uv_timer_init(&f.loop, &fw.timer);
+    /* the back server only holds routes: it never listens */
+    char err[256] = "";
+    struct http_server_config bcfg;
+    base_config(&bcfg);
+    fw.back = http_server_new(&f.loop, &bcfg, err, sizeof err);
+    assert_non_null(fw.back);
+    struct fixture back = {.srv = fw.back};
+    add_routes(&back);
+    handler_loop = &f.loop;
+    assert_int_equal(http_server_route(f.srv, NULL, "/", 1, h_front, NULL), 0);
+    fx_listen(&f);
+
+    /* the handler sees the replaced body and header; the front's response header goes out */
+    struct result r;
+    result_init(&r);
+    const char *hdrs[] = {"Content-Type: text/plain", NULL};
+    request(&f, &r, "POST", "/echo", hdrs, "original", 8);
+    assert_int_equal(r.resp.status, 200);
+    assert_string_equal(buf_cstr(&r.resp.body), "rewritten body");
+    char v[64];
+    assert_non_null(http_response_header(&r.resp, "x-front", v, sizeof v));
+    assert_string_equal(v, "yes");
+    result_free(&r);
+    result_init(&r);
+    request(&f, &r, "GET", "/info?x=1", NULL, NULL, 0);
+    json_object *o = parse_json(&r.resp), *jv;
+    assert_true(json_object_object_get_ex(o, "hdr", &jv));
+    assert_string_equal(json_object_get_string(jv), "from the front");
+    json_object_put(o);
+    result_free(&r);
+    /* the back server's 404 */
+    result_init(&r);
+    request(&f, &r, "GET", "/nothing/here", NULL, NULL, 0);
+    assert_json_error(&r.resp, 404, "invalid_request_error", "Invalid URL");
+    result_free(&r);
+    /* a server-side abort of a waiting request: the handler's on_abort, then 504 */
+    result_init(&r);
+    request(&f, &r, "GET", "/never?abort_ms=30", NULL, NULL, 0);
+    assert_json_error(&r.resp, 504, "server_error", "deadline passed");
+    assert_int_equal(ts.aborts, 1);
+    assert_string_equal(ts.abort_reason, "deadline passed");
+    result_free(&r);
+    /* ... and of a stream: the producer stops, the stream is cut */
+    ts.aborts = 0;
+    result_init(&r);
+    start(&f, &r, "GET", "/stream?n=1000000&interval_ms=5&abort_ms=60", NULL, NULL, 0);
+    assert_true(run_until(&f.loop, &r.done, 5000));
+    assert_int_equal(r.resp.status, 200);
+    assert_true(run_until(&f.loop, &ts.aborts, 2000));
+    int produced = ts.produced;
+    run_for(&f.loop, 50);
+    assert_int_equal(ts.produced, produced);
+    assert_int_equal(ts.completed, 0);
+    result_free(&r);
+    run_for(&f.loop, 20);
+    assert_int_equal(fw.n_done, 5);
+    assert_int_equal(fw.done_status[0], 200);
+    assert_int_equal(fw.done_status[2], 404);
+    assert_int_equal(fw.done_status[3], 504);
+    assert_int_equal(fw.done_status[4], 200);
+    uv_close((uv_handle_t *)&fw.timer, NULL);
+    http_server_free(fw.back);
+    fx_finish(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1124,6 +1244,7 @@ int main(void)
         cmocka_unit_test(test_backpressure),
         cmocka_unit_test(test_error_body_and_lifecycle),
         cmocka_unit_test(test_ipv6),
+        cmocka_unit_test(test_dispatch_in_process),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
