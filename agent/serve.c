@@ -589,6 +589,7 @@ static int run(struct agent_flags *f)
     snprintf(self, sizeof self, lit, f->host, (long long)f->port);
     struct sidecar_config scc = {
         .engine_url = engine_url,
+        .engine_srv = ag.engine_srv,
         .self_host = self,
         .connector = f->connector,
         .allow = ag.allow ? allowlist_allows : NULL,

@@ -38,6 +38,7 @@ enum fwd_kind {
 struct sidecar {
     uv_loop_t *loop;
     struct http_server *srv;
+    struct http_server *engine_srv; /* in-process engine legs; NULL: over HTTP to engine_url */
     struct http_client *client;
     char *engine_url;
     char *self_host;
@@ -65,9 +66,11 @@ struct fwd {
     struct json_object *root;         /* the parsed body (FWD_PD) */
     struct json_object *kv_params;    /* the prefiller's kv_transfer_params (owned) */
     double t0;
-    double deadline; /* tandem_now_s() bound from x-request-timeout, 0 = none */
-    int started;     /* the response to the client has started */
-    int status;      /* the status sent to the client */
+    double deadline;   /* tandem_now_s() bound from x-request-timeout, 0 = none */
+    int started;       /* the response to the client has started */
+    int status;        /* the status sent to the client */
+    int inproc;        /* handed to the engine's handlers in-process; ends in inproc_done */
+    uv_timer_t *timer; /* x-request-timeout of an in-process leg */
 };
 
 /* ---- helpers ---- */
@@ -199,11 +202,20 @@ static void build_headers(struct fwd *f, char hdrs[][512], const char **out)
     out[n] = NULL;
 }
 
+static void free_timer(uv_handle_t *h)
+{
+    free(h);
+}
+
 static void fwd_free(struct fwd *f)
 {
     if (f->up) {
         http_client_cancel(f->up);
         f->up = NULL;
+    }
+    if (f->timer) {
+        uv_close((uv_handle_t *)f->timer, free_timer);
+        f->timer = NULL;
     }
     if (list_linked(&f->link)) {
         list_unlink(&f->link);
@@ -303,10 +315,68 @@ static void stream_done(void *ud, struct http_response *resp)
     fwd_done(f, ok);
 }
 
+/* ---- the engine leg in-process: the request goes to the engine server's handlers ---- */
+
+static void inproc_done(void *ud, int status, double seconds)
+{
+    struct fwd *f = ud;
+    (void)seconds;
+    f->req = NULL; /* gone */
+    f->status = status;
+    fwd_done(f, status >= 200 && status < 300);
+}
+
+static void inproc_deadline(uv_timer_t *t)
+{
+    struct fwd *f = t->data;
+    log_warn("sidecar: request %s: x-request-timeout passed; ending it", f->rid);
+    http_request_abort(f->req, 504, "the request timed out (x-request-timeout)");
+}
+
+/* Hands the client's request (with body, when it is not the client's own) to the engine's
+ * handlers: no second HTTP exchange, the same answers as the engine port. */
+static int start_inproc_leg(struct fwd *f, const void *body, size_t len)
+{
+    struct http_request *req = f->req;
+    size_t own_len = 0;
+    const void *own = http_request_body(req, &own_len);
+    if ((body != own || len != own_len) && http_request_set_body(req, body, len) != 0) {
+        respond_error(f, 500, NULL, "cannot hand the request to the engine");
+        return -EINVAL;
+    }
+    if (f->deadline > 0) {
+        f->timer = malloc(sizeof *f->timer);
+        if (!f->timer) {
+            respond_error(f, 500, NULL, "out of memory");
+            return -ENOMEM;
+        }
+        uv_timer_init(f->s->loop, f->timer);
+        f->timer->data = f;
+        uv_timer_start(f->timer, inproc_deadline, (uint64_t)remaining_ms(f, 0), 0);
+    }
+    http_request_set_header(req, "x-request-id", f->rid);
+    http_add_header(req, "x-request-id", f->rid);
+    if (f->kind == FWD_PD) {
+        http_add_header(req, "x-tandem-prefill-host", f->prefiller);
+        http_add_header(req, "x-tandem-decode-host", f->s->self_host);
+        if (f->fallback) {
+            http_add_header(req, "x-tandem-pd-fallback", f->fallback);
+        }
+    }
+    f->inproc = 1;
+    http_request_on_abort(req, NULL, NULL); /* the engine's handler takes the abort over */
+    http_request_on_done(req, inproc_done, f);
+    http_server_dispatch(f->s->engine_srv, req); /* f may be gone after this */
+    return 0;
+}
+
 /* Sends body (or the client's own) to the own engine and streams the answer back. */
 static int start_engine_leg(struct fwd *f, const char *method, const void *body, size_t len)
 {
     struct sidecar *s = f->s;
+    if (s->engine_srv) {
+        return start_inproc_leg(f, body, len);
+    }
     char url[2048], hbuf[SIDECAR_MAX_HEADERS][512], err[256] = "";
     const char *hdrs[SIDECAR_MAX_HEADERS + 1];
     int n = snprintf(url, sizeof url, "%s%s", s->engine_url, http_request_target(f->req));
@@ -647,6 +717,7 @@ struct sidecar *sidecar_new(uv_loop_t *loop, struct http_server *srv,
     }
     s->loop = loop;
     s->srv = srv;
+    s->engine_srv = cfg->engine_srv;
     list_init(&s->fwds);
     s->engine_url = strdup(cfg->engine_url);
     s->self_host = strdup(cfg->self_host ? cfg->self_host : "");
@@ -701,7 +772,11 @@ void sidecar_free(struct sidecar *s)
     // NOLINTNEXTLINE(clang-analyzer-unix.Malloc): a node is freed after its successor was read
     list_for_each_safe(&s->fwds, n, tmp)
     {
-        fwd_free(list_entry(n, struct fwd, link));
+        struct fwd *f = list_entry(n, struct fwd, link);
+        if (f->inproc && f->req) {
+            http_request_on_done(f->req, NULL, NULL); /* the server outlives us */
+        }
+        fwd_free(f);
     }
     http_client_free(s->client);
     free(s->engine_url);

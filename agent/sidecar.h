@@ -19,6 +19,11 @@
  * with a unit: 500ms, 30s, 2m) bounds the whole request. Responses of P/D requests carry
  * x-tandem-prefill-host (the prefiller) and x-tandem-decode-host (this pod).
  *
+ * The engine legs (local mode, the decode leg, the reverse proxy) run in-process when the
+ * config names the engine's server: the request itself is handed to its handlers, so the answer
+ * is the engine port's by construction and no second HTTP exchange is made (x-request-timeout is
+ * then a timer that ends the request: 504 before the answer starts, a cut stream after).
+ *
  * Threading: the loop's thread only.
  */
 #ifndef TANDEM_AGENT_SIDECAR_H
@@ -37,8 +42,11 @@ typedef bool (*sidecar_allow_fn)(void *ud, const char *host);
 
 struct sidecar_config {
     const char *engine_url; /* the own engine, "http://127.0.0.1:8200" */
-    const char *self_host;  /* this pod's address as x-tandem-decode-host names it ("ip:port") */
-    const char *connector;  /* "nixlv2" (the only one), NULL → nixlv2 */
+    /* The own engine's server in this process (same loop): engine legs go to its handlers
+     * in-process (http_server_dispatch) instead of over HTTP to engine_url. NULL: HTTP. */
+    struct http_server *engine_srv;
+    const char *self_host; /* this pod's address as x-tandem-decode-host names it ("ip:port") */
+    const char *connector; /* "nixlv2" (the only one), NULL → nixlv2 */
     /* SSRF protection: NULL allow → every prefill target is allowed. */
     sidecar_allow_fn allow;
     void *allow_ud;
