@@ -164,6 +164,17 @@ def run_local_mode(a):
     events = [ln[6:] for ln in raw.splitlines() if ln.startswith("data: ")]
     check(events and events[-1] == "[DONE]", "stream ends with [DONE]: %r" % events[-2:])
     check(any('"usage"' in e and '"prompt_tokens"' in e for e in events), "stream has usage")
+    # x-request-timeout ends a request the engine has not finished: 504, and the engine stops it
+    st, data, _ = completion(a, "time me out", {"max_tokens": 230, "ignore_eos": True},
+                             {"x-request-timeout": "5ms"})
+    check(st == 504 and b"x-request-timeout" in data, "x-request-timeout: %d %r" % (st, data[:200]))
+    running = None
+    for _ in range(50):
+        running = a.metric("vllm:num_requests_running")
+        if running == 0:
+            break
+        time.sleep(0.05)
+    check(running == 0, "the timed-out request still runs in the engine: %r" % running)
     # errors come through as the engine's JSON
     st, data, _ = a.post("/v1/completions", {"model": MODEL_NAME, "prompt": "x",
                                              "temperature": -1})
@@ -294,6 +305,62 @@ def run_hold_timeout(exe, model, ip, work):
               (st, data[:200]))
     finally:
         a.stop()
+
+
+def run_decoder_killed(exe, model, ip_p, ip_d, work):
+    """The decoder dies after the prefill leg and before its notification: the prefiller frees
+    the held blocks when abort_request_timeout is up, and only then."""
+    p = Agent(exe, model, ip_p, work, "orphan-p", ["--kv-connector", "nixlv2",
+                                                   "--kv-connector-config",
+                                                   '{"abort_request_timeout": 2}'])
+    d = Agent(exe, model, ip_d, work, "doomed-d", ["--kv-connector", "nixlv2", "--max-num-seqs",
+                                                   "1", "--max-model-len", "2048",
+                                                   "--max-num-batched-tokens", "2048"])
+    busy = None
+    try:
+        usage0 = p.metric("vllm:kv_cache_usage_perc")
+        # the decoder's only sequence slot is taken by a long stream, so the P/D request's
+        # decode leg (and its pull) waits in the decoder's queue once the prefill leg is done
+        busy = http.client.HTTPConnection(d.ip, d.port, timeout=60)
+        busy.request("POST", "/v1/completions", body=json.dumps({
+            "model": MODEL_NAME, "prompt": "busy", "max_tokens": 2000, "temperature": 0,
+            "ignore_eos": True, "stream": True}), headers={"Content-Type": "application/json"})
+        br = busy.getresponse()
+        check(br.status == 200 and br.readline().startswith(b"data: "), "busy stream started")
+        hp = "%s:%d" % (p.ip, p.port)
+        t = threading.Thread(target=lambda: completion(d, "orphaned prefill " * 20,
+                                                       {"max_tokens": 4},
+                                                       {"x-prefiller-host-port": hp}),
+                             daemon=True)
+        t.start()
+        held = 0
+        for _ in range(500):
+            held = p.metric("tandem_engine_kv_held_requests") or 0
+            if held:
+                break
+            time.sleep(0.01)
+        check(held == 1, "the prefiller holds the request's blocks (%r)" % held)
+        check(d.metric("llmd_sidecar_kv_cache_transfer_bytes_count") in (None, 0),
+              "the decoder had not pulled yet (busy stream too short?)")
+        d.proc.kill()
+        d.proc.wait()
+        check((p.metric("vllm:kv_cache_usage_perc") or 0) > (usage0 or 0),
+              "blocks still held after the decoder died")
+        for _ in range(80):
+            if not p.metric("tandem_engine_kv_held_requests"):
+                break
+            time.sleep(0.1)
+        check(p.metric("tandem_engine_kv_held_requests") == 0, "hold freed by the timeout")
+        check(p.metric("tandem_engine_kv_holds_expired_total") == 1, "counted as expired")
+        check(p.metric("tandem_engine_kv_holds_released_total") == 0, "no notification came")
+        check(p.metric("vllm:kv_cache_usage_perc") == usage0,
+              "prefiller KV usage back at its baseline: %r vs %r" %
+              (p.metric("vllm:kv_cache_usage_perc"), usage0))
+    finally:
+        if busy:
+            busy.close()
+        p.stop()
+        d.stop()
 
 
 def run_prefiller_gone(d, dead_ip):
@@ -446,6 +513,7 @@ def main():
         check(u.stop() == 0, "unified agent exit status")
     run_kv_events(exe, model, ips[2], work)
     run_hold_timeout(exe, model, ips[3], work)
+    run_decoder_killed(exe, model, ips[0], ips[1], work)
     run_generation_config(exe, model, ips[3], work)
     print("%d failure(s)" % len(FAILS))
     return 1 if FAILS else 0
