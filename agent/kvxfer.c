@@ -14,6 +14,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -539,10 +540,12 @@ void kvx_agent_meta_release(struct kvx_agent_meta *m)
     memset(m, 0, sizeof(*m));
 }
 
-/* BLOB: {"kvx": 1, "worker_address": bin, "rkeys": [bin...]}. */
+/* BLOB: {"kvx": 1, "worker_address": bin, "rkeys": [bin...], "host_ns": str, "pid": uint}
+ * (the last two optional). */
 static bool decode_blob(struct mp *m, struct kvx_agent_meta *out, int32_t *n_rkeys)
 {
-    static const char *const keys[] = {"kvx", "worker_address", "rkeys"};
+    static const char *const keys[] = {"kvx", "worker_address", "rkeys", "host_ns", "pid"};
+    const int n_required = 3;
     struct mp_item it;
     unsigned seen = 0;
     if (!mp_expect(m, MP_MAP, &it)) {
@@ -583,11 +586,21 @@ static bool decode_blob(struct mp *m, struct kvx_agent_meta *out, int32_t *n_rke
                 }
             }
             *n_rkeys = (int32_t)arr.n;
+        } else if (k == 3) {
+            if (!mp_text(m, out->host_ns, sizeof(out->host_ns))) {
+                return false;
+            }
+        } else if (k == 4) {
+            uint64_t pid;
+            if (!mp_uint(m, 1, INT32_MAX, &pid)) {
+                return false;
+            }
+            out->pid = (int64_t)pid;
         } else if (!mp_skip(m, 2)) {
             return false;
         }
     }
-    for (int k = 0; k < (int)ARRAY_SIZE(keys); k++) {
+    for (int k = 0; k < n_required; k++) {
         if (!(seen & (1u << k))) {
             return mp_fail(m, "lacks \"%s\"", keys[k]);
         }
@@ -813,12 +826,18 @@ void *kvx_wire_encode_agent_meta(const struct kvx_agent_meta *m, size_t *len)
     size_t blob_len = 0;
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    int rc = msgpack_pack_map(&pk, 3);
+    int rc = msgpack_pack_map(&pk, 3 + (m->host_ns[0] ? 1 : 0) + (m->pid > 0 ? 1 : 0));
     rc |= pack_str(&pk, "kvx") | msgpack_pack_uint32(&pk, 1);
     rc |= pack_str(&pk, "worker_address") | pack_bin(&pk, m->worker_addr, m->worker_addr_len);
     rc |= pack_str(&pk, "rkeys") | msgpack_pack_array(&pk, (size_t)m->n_regions);
     for (int32_t r = 0; r < m->n_regions; r++) {
         rc |= pack_bin(&pk, m->rkeys[r], m->rkey_lens[r]);
+    }
+    if (m->host_ns[0]) {
+        rc |= pack_str(&pk, "host_ns") | pack_str(&pk, m->host_ns);
+    }
+    if (m->pid > 0) {
+        rc |= pack_str(&pk, "pid") | msgpack_pack_uint64(&pk, (uint64_t)m->pid);
     }
     void *blob = pack_finish(&sb, rc, &blob_len);
     if (!blob) {
@@ -880,6 +899,8 @@ struct kvx_peer {
     ucp_rkey_h *rkeys; /* [n_regions] */
     uint64_t *bases;   /* [n_regions] */
     int32_t num_blocks;
+    int64_t pid; /* a producer in this host's namespaces (no UCX error handling): its process,
+                    checked before each reuse; 0 otherwise */
 };
 
 enum xfer_stage { XFER_GETS, XFER_NOTIFY, XFER_DONE };
@@ -918,6 +939,8 @@ struct kvx {
     uint64_t block_bytes;
     uint8_t **base; /* [n_regions] */
     char compat_hash[KVX_HASH_HEX + 1];
+    char host_ns[KVX_HOST_NS_MAX + 1]; /* see host_ns_get; "" when unknown */
+    bool shm_tls;                      /* UCX_TLS (at kvx_new) allows a shared-memory transport */
     bool enforce_compat;
     int tp_size;
     int handshake_timeout_ms;
@@ -1298,6 +1321,20 @@ static void xfer_advance(struct kvx *x, struct kvx_xfer *xf)
         return;
     }
     struct kvx_peer *p = xf->peer;
+    if (xf->expired && !xf->handshook && !xf->retried) {
+        /* a cached endpoint that hangs: the producer may have been replaced under the same id
+         * (a same-host endpoint without error handling cannot tell); one fresh handshake */
+        log_warn("kvx: transfer from cached engine %s at %s:%d timed out; handshaking again",
+                 xf->engine_id, xf->host, xf->port);
+        peer_drop(x, p);
+        xf->retried = true;
+        xf->expired = false;
+        xf->notified = false;
+        peer_unref(x, p);
+        xf->peer = NULL;
+        xfer_start(x, xf);
+        return;
+    }
     if (xf->expired) {
         xfer_finish(x, xf, -ETIMEDOUT, "%s to engine %s did not complete within %d ms",
                     xf->stage == XFER_GETS ? "transfer" : "notification", xf->engine_id,
@@ -1371,6 +1408,67 @@ static const void *padded(struct kvx *x, const uint8_t *p, size_t n)
     return x->pad_buf;
 }
 
+/* Maps every page of [addr, addr + len) now (MADV_POPULATE_*, Linux 5.14), so that no transfer
+ * pays a page fault per 4 KiB: first-touch faults made a pull of fresh blocks 10x slower than
+ * one of warm ones. Writable: the memory is also allocated (and zeroed); a kernel without it is
+ * left to fault lazily. */
+static void populate(void *addr, size_t len, bool writable)
+{
+    uintptr_t page = 4096, off = (uintptr_t)addr & (page - 1);
+    char *a = (char *)addr - off;
+    size_t n = (len + off + page - 1) & ~(page - 1);
+    if (madvise(a, n, writable ? MADV_POPULATE_WRITE : MADV_POPULATE_READ) != 0) {
+        log_debug("kvx: madvise(MADV_POPULATE_%s, %zu bytes): %s", writable ? "WRITE" : "READ", n,
+                  strerror(errno));
+    }
+}
+
+/* Where shared memory between two processes works: one kernel (boot id) and one IPC and PID
+ * namespace (UCX's posix/sysv/cma transports need both). "" when /proc does not tell. */
+static void host_ns_get(char *out, size_t cap)
+{
+    char boot[64] = "", ipc[64] = "", pid[64] = "";
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f) {
+        if (!fgets(boot, sizeof(boot), f)) {
+            boot[0] = '\0';
+        }
+        fclose(f);
+        boot[strcspn(boot, "\r\n")] = '\0';
+    }
+    ssize_t n = readlink("/proc/self/ns/ipc", ipc, sizeof(ipc) - 1);
+    ipc[n > 0 ? n : 0] = '\0';
+    n = readlink("/proc/self/ns/pid", pid, sizeof(pid) - 1);
+    pid[n > 0 ? n : 0] = '\0';
+    out[0] = '\0';
+    if (boot[0] && ipc[0] && pid[0]) {
+        int w = snprintf(out, cap, "%s/%s/%s", boot, ipc, pid);
+        if (w < 0 || (size_t)w >= cap) {
+            out[0] = '\0'; /* unknown rather than cut */
+        }
+    }
+}
+
+/* Whether UCX_TLS (unset: every transport) lets UCX use shared memory ("sm", "shm", "posix",
+ * "sysv", "all"; a "^" list excludes). */
+static bool tls_allows_shm(const char *tls)
+{
+    if (!tls || !*tls) {
+        return true;
+    }
+    static const char *const shm[] = {"sm", "shm", "mm", "posix", "sysv"};
+    bool exclude = tls[0] == '^';
+    char list[256];
+    snprintf(list, sizeof(list), ",%s,", exclude ? tls + 1 : tls);
+    bool named = strstr(list, ",all,") != NULL && !exclude;
+    for (size_t i = 0; i < ARRAY_SIZE(shm) && !named; i++) {
+        char item[16];
+        snprintf(item, sizeof(item), ",%s,", shm[i]);
+        named = strstr(list, item) != NULL;
+    }
+    return exclude ? !named : named;
+}
+
 /* Connects to a decoded, checked peer: endpoint and remote keys. */
 static int peer_connect(struct kvx *x, struct kvx_peer *p, const struct kvx_agent_meta *m,
                         char *err, size_t errlen)
@@ -1382,9 +1480,16 @@ static int peer_connect(struct kvx *x, struct kvx_peer *p, const struct kvx_agen
         .err_mode = UCP_ERR_HANDLING_MODE_PEER,
         .err_handler = {.cb = on_ep_error, .arg = x},
     };
-    ucs_status_t st = ucp_ep_create(x->worker, &ep_params, &p->ep);
+    /* a producer on this host: no error handling, so that UCX may pick shared memory */
+    bool same_host = x->shm_tls && x->host_ns[0] && strcmp(x->host_ns, m->host_ns) == 0;
+    p->pid = same_host ? m->pid : 0;
+    ucs_status_t st =
+        same_host ? UCS_ERR_UNREACHABLE : ucp_ep_create(x->worker, &ep_params, &p->ep);
     p->err_peer = st == UCS_OK;
-    if (st == UCS_ERR_UNREACHABLE) {
+    if (same_host) {
+        log_debug("kvx: engine %s at %s:%d shares this host's namespaces: shared memory allowed",
+                  p->engine_id, p->host, p->port);
+    } else if (st == UCS_ERR_UNREACHABLE) {
         /* no transport to this peer can detect its failure (UCX 1.13's shared memory; UCX logs
          * "no peer failure handler"): connect without error handling; the transfer timeout
          * still bounds every request */
@@ -1395,6 +1500,8 @@ static int peer_connect(struct kvx *x, struct kvx_peer *p, const struct kvx_agen
                      getenv("UCX_TLS") ? getenv("UCX_TLS") : "(unset)");
             x->warned_no_peer_errh = true;
         }
+    }
+    if (st == UCS_ERR_UNREACHABLE) {
         ep_params.field_mask &= ~(uint64_t)UCP_EP_PARAM_FIELD_ERR_HANDLER;
         ep_params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
         ep_params.address = padded(x, m->worker_addr, m->worker_addr_len);
@@ -1418,6 +1525,11 @@ static int peer_connect(struct kvx *x, struct kvx_peer *p, const struct kvx_agen
                                ucs_status_string(st));
         }
         p->bases[r] = m->base_addrs[r];
+        void *local = NULL;
+        if (same_host && ucp_rkey_ptr(p->rkeys[r], m->base_addrs[r], &local) == UCS_OK) {
+            /* the producer's region is mapped here (shared memory): map its pages now */
+            populate(local, (size_t)m->block_lens[r] * (size_t)m->num_blocks, false);
+        }
     }
     p->num_blocks = m->num_blocks;
     return 0;
@@ -1599,6 +1711,12 @@ static void xfer_start(struct kvx *x, struct kvx_xfer *xf)
     struct kvx_peer *p = peer_find(x, xf->engine_id);
     /* a ready engine now named at another address, or failed, is dropped; a handshake in
      * progress is joined whatever address this request names */
+    if (p && p->ready && p->pid > 0 && kill((pid_t)p->pid, 0) != 0 && errno == ESRCH) {
+        /* a same-host producer is gone: its endpoint cannot tell (no error handling) */
+        log_info("kvx: engine %s at %s:%d has exited; handshaking again", p->engine_id, p->host,
+                 p->port);
+        p->failed = true;
+    }
     if (p && p->ready && (p->failed || p->port != xf->port || strcmp(p->host, xf->host) != 0)) {
         peer_drop(x, p);
         p = NULL;
@@ -2104,6 +2222,8 @@ static int setup_ucx(struct kvx *x, const struct kvx_config *c, char *err, size_
                                .block_size = x->layout.block_size};
     snprintf(m.engine_id, sizeof(m.engine_id), "%s", x->engine_id);
     snprintf(m.kv_cache_layout, sizeof(m.kv_cache_layout), "%s", KVX_LAYOUT_HND);
+    snprintf(m.host_ns, sizeof(m.host_ns), "%s", x->host_ns);
+    m.pid = (int64_t)getpid();
     ucp_worker_attr_t wa = {.field_mask = UCP_WORKER_ATTR_FIELD_ADDRESS};
     void **packed = calloc((size_t)x->n_regions, sizeof(*packed));
     m.base_addrs = calloc((size_t)x->n_regions, sizeof(*m.base_addrs));
@@ -2139,6 +2259,9 @@ static int setup_ucx(struct kvx *x, const struct kvx_config *c, char *err, size_
             ucp_mem_attr_t attr = {.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS};
             st = ucp_mem_query(x->memh[r], &attr);
             x->base[r] = attr.address;
+            if (st == UCS_OK) {
+                populate(x->base[r], bytes, true);
+            }
         }
         if (st == UCS_OK) {
             st = ucp_rkey_pack(x->ctx, x->memh[r], &packed[r], &len);
@@ -2297,6 +2420,8 @@ struct kvx *kvx_new(const struct kvx_config *c, char *err, size_t errlen)
     list_init(&x->ready);
     list_init(&x->zombies);
     snprintf(x->engine_id, sizeof(x->engine_id), "%s", c->engine_id);
+    host_ns_get(x->host_ns, sizeof(x->host_ns));
+    x->shm_tls = tls_allows_shm(getenv("UCX_TLS"));
     x->layout = c->layout;
     x->n_regions = 2 * c->layout.n_layers;
     x->block_bytes = (uint64_t)c->layout.n_kv_heads * (uint64_t)c->layout.block_size *

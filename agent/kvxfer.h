@@ -17,8 +17,11 @@
  * CMA serves only AM rendezvous). Regions UCX allocates itself (kvx_new without region_base, then
  * kvx_region) are shared memory that a producer on the same host and IPC namespace serves
  * one-sided: a 1024-token pull of the ~290M model (24 MiB) takes ~4 ms (~6-7 GB/s), the same as
- * ucx_perftest's ucp_get of 24 MiB. RDMA transports (verbs) register ordinary memory and serve
- * it one-sided; two pods of one node share no IPC namespace and talk tcp.
+ * ucx_perftest's ucp_get of 24 MiB. Allocated regions are populated at kvx_new, and a consumer
+ * populates its mapping of a same-host producer's regions at the handshake: otherwise every pull
+ * of fresh blocks pays a page fault per 4 KiB on both sides (10x slower). RDMA transports (verbs)
+ * register ordinary memory and serve it one-sided; two pods of one node share no IPC namespace
+ * and talk tcp.
  *
  * Side channel (vLLM's, so its framing matches NixlConnector's): a ZeroMQ ROUTER bound at
  * tcp://listen_host:listen_port. The consumer connects a DEALER, sends the REQ envelope
@@ -37,7 +40,9 @@
  *             "kv_cache_layout": "HND", "block_size": uint}
  *   BLOB     (kvx's own, where NIXL puts its agent metadata):
  *            {"kvx": 1, "worker_address": bin (ucp_worker_query's address),
- *             "rkeys": [bin per region (ucp_rkey_pack)]}
+ *             "rkeys": [bin per region (ucp_rkey_pack)],
+ *             "host_ns": str (optional: "<boot id>/<ipc ns>/<pid ns>" of the producer),
+ *             "pid": uint (optional: the producer's process id)}
  *
  * Decoders ignore map keys they do not know (vLLM adds fields over time) and refuse duplicated
  * keys, wrong types, truncated input, trailing bytes and sizes past the limits below.
@@ -62,8 +67,14 @@
  * is dropped. A transfer error on a cached engine drops it and the pull is retried once through a
  * fresh handshake. Endpoints use UCX's peer error handling where the transports have it; UCX
  * 1.13's shared-memory transports have none (UCX_TLS=sm,self), and such peers are connected
- * without it. Either way transfer_timeout_ms bounds every request: past it the endpoint is
- * aborted and the request fails with -ETIMEDOUT, so a dead or hung producer never hangs a pull.
+ * without it. Where UCX_TLS allows shared memory, a producer whose host_ns equals the consumer's
+ * (one kernel, one IPC and PID namespace: processes of one host or pod, where shared memory works)
+ * is connected without error handling from the start, so UCX picks shared memory over TCP (with it,
+ * UCX_TLS unset selects tcp, the one transport here that detects peer failure: 5-10x slower). Such
+ * an endpoint cannot report the producer's death, so before each reuse the consumer checks that the
+ * producer's pid still exists (kill 0; one PID namespace) and handshakes again when it does not.
+ * Either way transfer_timeout_ms bounds every request: past it the endpoint is aborted and the
+ * request fails with -ETIMEDOUT, so a dead or hung producer never hangs a pull.
  *
  * Threading: kvx_new starts one thread that owns every UCX and ZeroMQ object (UCX runs in
  * single-thread mode); it sleeps in zmq_poll on the ROUTER, an eventfd for queued work, the
@@ -95,6 +106,7 @@
 #define KVX_REPLY_MAX     (1 << 24) /* bytes of a handshake reply the consumer accepts */
 #define KVX_AM_NOTIFY     0x4b56    /* UCX active message id of notifications ("KV") */
 #define KVX_HASH_HEX      64        /* characters of the compatibility hash */
+#define KVX_HOST_NS_MAX   128       /* characters of a host_ns */
 #define KVX_DEFAULT_PORT  5600      /* vLLM's VLLM_NIXL_SIDE_CHANNEL_PORT */
 #define KVX_HANDSHAKE_MS  5000      /* vLLM's side-channel receive timeout */
 #define KVX_TRANSFER_MS   30000     /* default bound on a request's UCX part */
@@ -146,7 +158,7 @@ struct kvx *kvx_new(const struct kvx_config *c, char *err, size_t errlen);
  * no region_base, memory kvx allocated through UCX (ucp_mem_map ALLOCATE: shared memory that a
  * producer on the same host serves one-sided at memory bandwidth, where ordinary memory goes
  * through UCX 1.13's RMA emulation; see "Speed" above). Allocated regions live until kvx_free;
- * their initial contents are undefined. */
+ * they are resident (populated at kvx_new) and their initial contents are undefined. */
 void *kvx_region(const struct kvx *x, int region, size_t *bytes);
 
 /* The side channel's bound port (the one chosen when listen_port was 0), 0 without one. */
@@ -241,8 +253,10 @@ struct kvx_agent_meta {
     char kv_cache_layout[8];
     const uint8_t *worker_addr; /* into the buffer */
     size_t worker_addr_len;
-    const uint8_t **rkeys; /* [n_regions] spans into the buffer */
-    size_t *rkey_lens;     /* [n_regions] */
+    const uint8_t **rkeys;             /* [n_regions] spans into the buffer */
+    size_t *rkey_lens;                 /* [n_regions] */
+    char host_ns[KVX_HOST_NS_MAX + 1]; /* BLOB "host_ns", "" when absent */
+    int64_t pid;                       /* BLOB "pid", 0 when absent */
 };
 
 /* Decodes AGENT_METADATA → 0 and *out (release it), or -EINVAL with a message (also when out of
