@@ -34,7 +34,7 @@ sys.path.insert(0, HERE)
 
 import engine_cpu  # noqa: E402
 
-IPS = ["127.0.78.1", "127.0.78.2", "127.0.78.3"]
+IPS = ["127.0.79.1", "127.0.79.2", "127.0.79.3"]  # agent_e2e uses .77 and .78
 
 
 def pct(v, p):
