@@ -31,6 +31,7 @@ static const struct kube_resource *const kind_resources[OPCTL_NKINDS] = {
     [OPCTL_ROLE] = &KUBE_ROLES,
     [OPCTL_ROLEBINDING] = &KUBE_ROLEBINDINGS,
     [OPCTL_HPA] = &KUBE_HPAS,
+    [OPCTL_DAEMONSET] = &KUBE_DAEMONSETS,
     [OPCTL_POD] = &KUBE_PODS,
 };
 

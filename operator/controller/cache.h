@@ -31,6 +31,7 @@ enum opctl_kind {
     OPCTL_ROLE,
     OPCTL_ROLEBINDING,
     OPCTL_HPA,
+    OPCTL_DAEMONSET,
     OPCTL_POD,
     OPCTL_NKINDS
 };

@@ -468,18 +468,119 @@ static struct json_object *fetch_container(struct jb *b, const struct spec_model
     return c;
 }
 
+/* The memory-backed emptyDir at /dev/shm (UCX allocates the KV pools in POSIX shared memory; a
+ * container's own /dev/shm is 64 MiB). */
+static struct json_object *shm_volume(struct jb *b)
+{
+    struct json_object *v = jb_obj(b), *src = jb_obj(b);
+    jb_put(b, src, "medium", jb_str(b, "Memory"));
+    jb_put(b, src, "sizeLimit", jb_str(b, DESIRED_SHM_SIZE_LIMIT));
+    jb_put(b, v, "name", jb_str(b, DESIRED_SHM_VOLUME));
+    jb_put(b, v, "emptyDir", src);
+    return v;
+}
+
+static struct json_object *shm_mount(struct jb *b)
+{
+    struct json_object *m = jb_obj(b);
+    jb_put(b, m, "name", jb_str(b, DESIRED_SHM_VOLUME));
+    jb_put(b, m, "mountPath", jb_str(b, DESIRED_SHM_DIR));
+    return m;
+}
+
+/* The agent pod template of a role, annotated with its own hash (ANNOTATION_CONFIG_HASH).
+ * labels is taken. */
+static struct json_object *agent_template(struct jb *b, const struct spec_pool *pool,
+                                          const struct spec_model *model, enum spec_role role,
+                                          const struct desired_opts *opts,
+                                          struct json_object *labels)
+{
+    char sa[DESIRED_NAME_MAX];
+    if (desired_pool_object_name(pool, "-agent", sa, sizeof(sa)) != 0) {
+        json_object_put(labels);
+        b->oom = 1;
+        return NULL;
+    }
+    const struct spec_workers *w = spec_model_workers(model, role);
+    const char *image = agent_image(model, opts);
+    struct json_object *tmpl = jb_obj(b), *tmeta = jb_obj(b), *pod = jb_obj(b);
+    jb_put(b, tmeta, "labels", labels);
+    jb_put(b, pod, "serviceAccountName", jb_str(b, sa));
+    jb_put(b, pod, "nodeSelector", w->node_selector ? jb_copy(b, w->node_selector) : jb_obj(b));
+    jb_put(b, pod, "tolerations", w->tolerations ? jb_copy(b, w->tolerations) : jb_arr(b));
+    struct json_object *inits = jb_arr(b);
+    if (fetched(model)) {
+        jb_push(b, inits, fetch_container(b, model, image));
+    }
+    jb_put(b, pod, "initContainers", inits);
+
+    struct json_object *c = jb_obj(b), *ports = jb_arr(b), *mounts = jb_arr(b);
+    jb_put(b, c, "name", jb_str(b, "agent"));
+    jb_put(b, c, "image", jb_str(b, image));
+    jb_put(b, c, "args", desired_agent_args(pool, model, role));
+    jb_put(b, c, "env", downward_env(b, 1));
+    jb_push(b, ports, port(b, "http", pool->target_port));
+    jb_push(b, ports, port(b, "engine", SPEC_ENGINE_PORT));
+    jb_push(b, ports, port(b, "kv-events", SPEC_KV_EVENTS_PORT));
+    jb_push(b, ports, port(b, "kv-transfer", SPEC_KV_TRANSFER_PORT));
+    jb_put(b, c, "ports", ports);
+    jb_put(b, c, "readinessProbe",
+           http_probe(b, pool->health.endpoint, "http", pool->health.interval_s,
+                      pool->health.timeout_s, pool->health.success_threshold,
+                      pool->health.failure_threshold));
+    jb_put(b, c, "resources", resources_of(b, w->resources ? w->resources : model->resources));
+    jb_push(b, mounts, model_mount(b, model));
+    jb_push(b, mounts, shm_mount(b));
+    jb_put(b, c, "volumeMounts", mounts);
+    struct json_object *containers = jb_arr(b), *volumes = jb_arr(b);
+    jb_push(b, containers, c);
+    jb_put(b, pod, "containers", containers);
+    jb_push(b, volumes, model_volume(b, model));
+    jb_push(b, volumes, shm_volume(b));
+    jb_put(b, pod, "volumes", volumes);
+    jb_put(b, tmpl, "metadata", tmeta);
+    jb_put(b, tmpl, "spec", pod);
+
+    /* The hash of the template (before it is annotated) marks which pods run the current one. */
+    if (!b->oom) {
+        struct buf text;
+        char hash[17];
+        buf_init(&text, 1 << 22);
+        if (json_to_buf(tmpl, 0, &text) != 0) {
+            b->oom = 1;
+        } else {
+            desired_hash_hex(text.data, text.len, hash);
+            struct json_object *ann = jb_obj(b);
+            jb_put(b, ann, ANNOTATION_CONFIG_HASH, jb_str(b, hash));
+            jb_put(b, tmeta, "annotations", ann);
+        }
+        buf_free(&text);
+    }
+    return tmpl;
+}
+
+/* spec.selector of a role's workload: role, pool and model. */
+static struct json_object *workload_selector(struct jb *b, const struct spec_pool *pool,
+                                             const struct spec_model *model, enum spec_role role)
+{
+    struct json_object *sel = jb_obj(b), *ml = jb_obj(b);
+    jb_put(b, ml, LABEL_ROLE, jb_str(b, spec_role_label(role)));
+    jb_put(b, ml, LABEL_POOL, jb_str(b, pool->name));
+    jb_put(b, ml, LABEL_MODEL, jb_str(b, model->name));
+    jb_put(b, sel, "matchLabels", ml);
+    return sel;
+}
+
 struct json_object *desired_model_deployment(const struct spec_pool *pool,
                                              const struct spec_model *model, enum spec_role role,
                                              const struct desired_opts *opts)
 {
     struct jb b = {0};
-    char name[DESIRED_NAME_MAX], sa[DESIRED_NAME_MAX];
-    if (desired_workload_name(model, role, name, sizeof(name)) != 0 ||
-        desired_pool_object_name(pool, "-agent", sa, sizeof(sa)) != 0) {
+    char name[DESIRED_NAME_MAX];
+    if (desired_workload_name(model, role, name, sizeof(name)) != 0) {
         return NULL;
     }
     const struct spec_workers *w = spec_model_workers(model, role);
-    const char *image = agent_image(model, opts);
     struct json_object *labels = spec_pod_labels(pool, model, role);
     if (!labels) {
         return NULL;
@@ -490,12 +591,7 @@ struct json_object *desired_model_deployment(const struct spec_pool *pool,
     if (!pool->autoscaling.enabled) {
         jb_put(&b, spec, "replicas", jb_int(&b, w->replicas));
     }
-    struct json_object *sel = jb_obj(&b), *ml = jb_obj(&b);
-    jb_put(&b, ml, LABEL_ROLE, jb_str(&b, spec_role_label(role)));
-    jb_put(&b, ml, LABEL_POOL, jb_str(&b, pool->name));
-    jb_put(&b, ml, LABEL_MODEL, jb_str(&b, model->name));
-    jb_put(&b, sel, "matchLabels", ml);
-    jb_put(&b, spec, "selector", sel);
+    jb_put(&b, spec, "selector", workload_selector(&b, pool, model, role));
 
     struct json_object *strategy = jb_obj(&b), *ru = jb_obj(&b);
     jb_put(&b, strategy, "type", jb_str(&b, "RollingUpdate"));
@@ -503,64 +599,53 @@ struct json_object *desired_model_deployment(const struct spec_pool *pool,
     jb_put(&b, ru, "maxUnavailable", int_or_percent(&b, &model->deployment.max_unavailable));
     jb_put(&b, strategy, "rollingUpdate", ru);
     jb_put(&b, spec, "strategy", strategy);
-
-    /* The pod template. */
-    struct json_object *tmpl = jb_obj(&b), *tmeta = jb_obj(&b), *pod = jb_obj(&b);
-    jb_put(&b, tmeta, "labels", labels);
-    labels = NULL;
-    jb_put(&b, pod, "serviceAccountName", jb_str(&b, sa));
-    jb_put(&b, pod, "nodeSelector", w->node_selector ? jb_copy(&b, w->node_selector) : jb_obj(&b));
-    jb_put(&b, pod, "tolerations", w->tolerations ? jb_copy(&b, w->tolerations) : jb_arr(&b));
-    struct json_object *inits = jb_arr(&b);
-    if (fetched(model)) {
-        jb_push(&b, inits, fetch_container(&b, model, image));
-    }
-    jb_put(&b, pod, "initContainers", inits);
-
-    struct json_object *c = jb_obj(&b), *ports = jb_arr(&b), *mounts = jb_arr(&b);
-    jb_put(&b, c, "name", jb_str(&b, "agent"));
-    jb_put(&b, c, "image", jb_str(&b, image));
-    jb_put(&b, c, "args", desired_agent_args(pool, model, role));
-    jb_put(&b, c, "env", downward_env(&b, 1));
-    jb_push(&b, ports, port(&b, "http", pool->target_port));
-    jb_push(&b, ports, port(&b, "engine", SPEC_ENGINE_PORT));
-    jb_push(&b, ports, port(&b, "kv-events", SPEC_KV_EVENTS_PORT));
-    jb_push(&b, ports, port(&b, "kv-transfer", SPEC_KV_TRANSFER_PORT));
-    jb_put(&b, c, "ports", ports);
-    jb_put(&b, c, "readinessProbe",
-           http_probe(&b, pool->health.endpoint, "http", pool->health.interval_s,
-                      pool->health.timeout_s, pool->health.success_threshold,
-                      pool->health.failure_threshold));
-    jb_put(&b, c, "resources", resources_of(&b, w->resources ? w->resources : model->resources));
-    jb_push(&b, mounts, model_mount(&b, model));
-    jb_put(&b, c, "volumeMounts", mounts);
-    struct json_object *containers = jb_arr(&b), *volumes = jb_arr(&b);
-    jb_push(&b, containers, c);
-    jb_put(&b, pod, "containers", containers);
-    jb_push(&b, volumes, model_volume(&b, model));
-    jb_put(&b, pod, "volumes", volumes);
-    jb_put(&b, tmpl, "metadata", tmeta);
-    jb_put(&b, tmpl, "spec", pod);
-
-    /* The hash of the template (before it is annotated) marks which pods run the current one. */
-    if (!b.oom) {
-        struct buf text;
-        char hash[17];
-        buf_init(&text, 1 << 22);
-        if (json_to_buf(tmpl, 0, &text) != 0) {
-            b.oom = 1;
-        } else {
-            desired_hash_hex(text.data, text.len, hash);
-            struct json_object *ann = jb_obj(&b);
-            jb_put(&b, ann, ANNOTATION_CONFIG_HASH, jb_str(&b, hash));
-            jb_put(&b, tmeta, "annotations", ann);
-        }
-        buf_free(&text);
-    }
-    jb_put(&b, spec, "template", tmpl);
+    jb_put(&b, spec, "template", agent_template(&b, pool, model, role, opts, labels));
     jb_put(&b, d, "spec", spec);
-    json_object_put(labels);
     return jb_done(&b, d);
+}
+
+struct json_object *desired_model_daemonset(const struct spec_pool *pool,
+                                            const struct spec_model *model,
+                                            const struct desired_opts *opts)
+{
+    struct jb b = {0};
+    char name[DESIRED_NAME_MAX];
+    if (desired_workload_name(model, ROLE_BOTH, name, sizeof(name)) != 0) {
+        return NULL;
+    }
+    struct json_object *labels = spec_pod_labels(pool, model, ROLE_BOTH);
+    if (!labels) {
+        return NULL;
+    }
+    struct json_object *d = new_object(&b, "apps/v1", "DaemonSet", name, model->ns,
+                                       jb_copy(&b, labels), model_owner(&b, model));
+    struct json_object *spec = jb_obj(&b);
+    jb_put(&b, spec, "selector", workload_selector(&b, pool, model, ROLE_BOTH));
+
+    /* A DaemonSet may surge or drop pods during an update, not both: maxUnavailable wins when it
+     * is not 0 (validation makes sure one of the two is not 0). */
+    const struct spec_int_or_percent zero = {0, 0};
+    int surge = model->deployment.max_unavailable.value == 0;
+    struct json_object *strategy = jb_obj(&b), *ru = jb_obj(&b);
+    jb_put(&b, strategy, "type", jb_str(&b, "RollingUpdate"));
+    jb_put(&b, ru, "maxSurge", int_or_percent(&b, surge ? &model->deployment.max_surge : &zero));
+    jb_put(&b, ru, "maxUnavailable",
+           int_or_percent(&b, surge ? &zero : &model->deployment.max_unavailable));
+    jb_put(&b, strategy, "rollingUpdate", ru);
+    jb_put(&b, spec, "updateStrategy", strategy);
+    jb_put(&b, spec, "template", agent_template(&b, pool, model, ROLE_BOTH, opts, labels));
+    jb_put(&b, d, "spec", spec);
+    return jb_done(&b, d);
+}
+
+struct json_object *desired_model_workload(const struct spec_pool *pool,
+                                           const struct spec_model *model, enum spec_role role,
+                                           const struct desired_opts *opts)
+{
+    if (model->deployment.type == DEPLOY_DAEMONSET) {
+        return desired_model_daemonset(pool, model, opts);
+    }
+    return desired_model_deployment(pool, model, role, opts);
 }
 
 struct json_object *desired_model_hpa(const struct spec_pool *pool, const struct spec_model *model,
@@ -568,7 +653,8 @@ struct json_object *desired_model_hpa(const struct spec_pool *pool, const struct
 {
     struct jb b = {0};
     char name[DESIRED_NAME_MAX];
-    if (!pool->autoscaling.enabled || desired_workload_name(model, role, name, sizeof(name)) != 0) {
+    if (!pool->autoscaling.enabled || model->deployment.type == DEPLOY_DAEMONSET ||
+        desired_workload_name(model, role, name, sizeof(name)) != 0) {
         return NULL;
     }
     struct json_object *labels = spec_pod_labels(pool, model, role);
@@ -644,9 +730,9 @@ int desired_model_objects(const struct spec_pool *pool, const struct spec_model 
     struct jb b = {0};
     struct json_object *arr = jb_arr(&b);
     for (int i = 0; i < n; i++) {
-        jb_push(&b, arr, desired_model_deployment(pool, model, roles[i], opts));
+        jb_push(&b, arr, desired_model_workload(pool, model, roles[i], opts));
     }
-    if (pool->autoscaling.enabled) {
+    if (pool->autoscaling.enabled && model->deployment.type != DEPLOY_DAEMONSET) {
         for (int i = 0; i < n; i++) {
             jb_push(&b, arr, desired_model_hpa(pool, model, roles[i]));
         }

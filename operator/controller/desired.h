@@ -4,12 +4,15 @@
  * comparison that decides whether a live object needs a write. What is created, with which names,
  * labels, owner references and agent command line: docs/operator-workloads.md.
  *
- * Per model: Deployments "<model>-prefill" and "<model>-decode" (Disaggregated) or
- * "<model>-worker" (Unified) running tandem-agent, and one HorizontalPodAutoscaler per Deployment
- * when the pool has spec.autoscaling. Per pool: ServiceAccounts "<pool>-epp" and "<pool>-agent",
- * Role and RoleBinding "<pool>-epp", ConfigMap "<pool>-epp-config" (unless configMapRef), the EPP
- * Deployment and Service "<pool>-epp". Every object carries an ownerReference (controller: true,
- * blockOwnerDeletion: true) to its InferencePool or InferenceModel, so deletion cascades.
+ * Per model: Deployments "<model>-prefill" and "<model>-decode" (Disaggregated), "<model>-worker"
+ * (Unified), or the DaemonSet "<model>-worker" (DaemonSet) running tandem-agent, and one
+ * HorizontalPodAutoscaler per Deployment when the pool has spec.autoscaling (none for a
+ * DaemonSet, whose size follows its nodes). Every agent pod template is the same whichever the
+ * workload kind: labels, args, probes, the model volume and a memory-backed /dev/shm. Per pool:
+ * ServiceAccounts "<pool>-epp" and "<pool>-agent", Role and RoleBinding "<pool>-epp", ConfigMap
+ * "<pool>-epp-config" (unless configMapRef), the EPP Deployment and Service "<pool>-epp". Every
+ * object carries an ownerReference (controller: true, blockOwnerDeletion: true) to its
+ * InferencePool or InferenceModel, so deletion cascades.
  *
  * Ownership: builders return new references (json_object_put), or NULL on OOM; arrays from the
  * *_objects functions own their elements. Inputs are only read.
@@ -28,11 +31,18 @@
 #define DESIRED_DEFAULT_EPP_IMAGE   "tandem-epp:latest"
 #define DESIRED_MODEL_DIR           "/models"  /* model volume mount point in agent pods */
 #define DESIRED_EPP_CONFIG_DIR      "/etc/epp" /* EPP config volume mount point */
-#define DESIRED_EPP_HTTP_PORT       8080
-#define DESIRED_EPP_METRICS_PORT    9090
-#define DESIRED_EPP_GRPC_PORT       9002
-#define ANNOTATION_CONFIG_HASH      "tandem.dev/config-hash"
-#define DESIRED_NAME_MAX            254 /* buffer size for object names */
+/* The agent's /dev/shm: a memory-backed emptyDir, as UCX allocates the KV pools in POSIX shared
+ * memory and a container's own /dev/shm is 64 MiB. The limit is twice the engine's default KV
+ * cache budget (--kv-cache-memory, 1 GiB): the pools plus UCX's own segments. Pages count against
+ * the container's memory limit only as they are written. */
+#define DESIRED_SHM_DIR          "/dev/shm"
+#define DESIRED_SHM_VOLUME       "dshm"
+#define DESIRED_SHM_SIZE_LIMIT   "2Gi"
+#define DESIRED_EPP_HTTP_PORT    8080
+#define DESIRED_EPP_METRICS_PORT 9090
+#define DESIRED_EPP_GRPC_PORT    9002
+#define ANNOTATION_CONFIG_HASH   "tandem.dev/config-hash"
+#define DESIRED_NAME_MAX         254 /* buffer size for object names */
 
 struct desired_opts {
     const char *agent_image; /* image of model workloads without runtime.image; NULL: default */
@@ -57,12 +67,26 @@ struct json_object *desired_model_deployment(const struct spec_pool *pool,
                                              const struct spec_model *model, enum spec_role role,
                                              const struct desired_opts *opts);
 
+/* The DaemonSet "<model>-worker" of a model of type DaemonSet: the ROLE_BOTH pod template of the
+ * Deployment form (placed by deployment.daemonSet), no replicas, updateStrategy RollingUpdate
+ * from deployment.rollout (maxUnavailable when it is not 0, else maxSurge). */
+struct json_object *desired_model_daemonset(const struct spec_pool *pool,
+                                            const struct spec_model *model,
+                                            const struct desired_opts *opts);
+
+/* The workload of one role: desired_model_daemonset for type DaemonSet, else
+ * desired_model_deployment. */
+struct json_object *desired_model_workload(const struct spec_pool *pool,
+                                           const struct spec_model *model, enum spec_role role,
+                                           const struct desired_opts *opts);
+
 /* The HorizontalPodAutoscaler (autoscaling/v2) of one worker role; NULL also when the pool has
- * no autoscaling (check pool->autoscaling.enabled first). */
+ * no autoscaling (check pool->autoscaling.enabled first) or the model is a DaemonSet. */
 struct json_object *desired_model_hpa(const struct spec_pool *pool, const struct spec_model *model,
                                       enum spec_role role);
 
-/* Every object of a model, in creation order (Deployments, then HPAs), as a new array in *out.
+/* Every object of a model, in creation order (Deployments or the DaemonSet, then HPAs), as a new
+ * array in *out.
  * 0, -ENOTSUP (MultiNode), -ENOMEM. */
 int desired_model_objects(const struct spec_pool *pool, const struct spec_model *model,
                           const struct desired_opts *opts, struct json_object **out);

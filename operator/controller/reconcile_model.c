@@ -1,6 +1,7 @@
 /*
- * InferenceModel reconciler (see reconcile_model.h): spec + pool → role Deployments (+ HPAs) →
- * status.
+ * InferenceModel reconciler (see reconcile_model.h): spec + pool → role Deployments (+ HPAs), or
+ * one DaemonSet (deployment.type DaemonSet) → status. The workload kind the type does not want is
+ * deleted, so switching between a Deployment and a DaemonSet leaves one of them.
  */
 #include "operator/controller/reconcile_model.h"
 
@@ -62,7 +63,7 @@ static int count_pods(struct reconcile_ctx *ctx, const struct spec_model *model,
 
 struct model_run {
     struct status_model_input in;
-    struct json_object *live_deploy[3]; /* per role, new references or NULL */
+    struct json_object *live_deploy[3]; /* per role, the live Deployment or DaemonSet, or NULL */
     const char *err_reason;
     char err_msg[STATUS_MESSAGE_MAX];
 };
@@ -75,7 +76,13 @@ static void run_free(struct model_run *run)
     }
 }
 
-/* Applies the desired objects; remembers the live Deployment of each role. */
+/* The workload kind of the model: Deployments, or one DaemonSet. */
+static const char *workload_kind(const struct spec_model *model)
+{
+    return model->deployment.type == DEPLOY_DAEMONSET ? "DaemonSet" : "Deployment";
+}
+
+/* Applies the desired objects; remembers the live workload of each role. */
 static int apply_all(struct reconcile_ctx *ctx, struct json_object *owner,
                      const struct spec_model *model, struct json_object *objs,
                      struct model_run *run)
@@ -96,7 +103,7 @@ static int apply_all(struct reconcile_ctx *ctx, struct json_object *owner,
             return rc;
         }
         int stored = 0;
-        for (int r = 0; r < run->in.n && strcmp(kind, "Deployment") == 0; r++) {
+        for (int r = 0; r < run->in.n && strcmp(kind, workload_kind(model)) == 0; r++) {
             char want[DESIRED_NAME_MAX];
             if (desired_workload_name(model, run->in.roles[r], want, sizeof(want)) == 0 &&
                 strcmp(want, name) == 0) {
@@ -113,7 +120,8 @@ static int apply_all(struct reconcile_ctx *ctx, struct json_object *owner,
     return 0;
 }
 
-/* Deletes role Deployments and HPAs the model no longer wants. */
+/* Deletes role Deployments, the DaemonSet and HPAs the model no longer wants (every Deployment and
+ * HPA of a DaemonSet model, the DaemonSet of any other). */
 static int sweep(struct reconcile_ctx *ctx, struct json_object *owner, const struct spec_pool *pool,
                  const struct spec_model *model, struct model_run *run)
 {
@@ -125,12 +133,17 @@ static int sweep(struct reconcile_ctx *ctx, struct json_object *owner, const str
             keep[nkeep++] = names[r];
         }
     }
+    int daemon = model->deployment.type == DEPLOY_DAEMONSET;
     struct kube_error kerr = {0};
-    int rc = apply_delete_unwanted(ctx, owner, OPCTL_DEPLOYMENT, model->ns, model->uid, keep, nkeep,
-                                   NULL, &kerr);
+    int rc = apply_delete_unwanted(ctx, owner, OPCTL_DEPLOYMENT, model->ns, model->uid, keep,
+                                   daemon ? 0 : nkeep, NULL, &kerr);
+    if (rc == 0) {
+        rc = apply_delete_unwanted(ctx, owner, OPCTL_DAEMONSET, model->ns, model->uid, keep,
+                                   daemon ? nkeep : 0, NULL, &kerr);
+    }
     if (rc == 0) {
         rc = apply_delete_unwanted(ctx, owner, OPCTL_HPA, model->ns, model->uid, keep,
-                                   pool->autoscaling.enabled ? nkeep : 0, NULL, &kerr);
+                                   pool->autoscaling.enabled && !daemon ? nkeep : 0, NULL, &kerr);
     }
     if (rc != 0) {
         char what[384];
@@ -155,8 +168,8 @@ static int reconcile_valid(struct reconcile_ctx *ctx, struct json_object *live,
     int rc = desired_model_objects(pool, model, &ctx->opts, &objs);
     if (rc == -ENOTSUP) {
         return problem(ctx, live, REASON_MULTINODE_NOT_SUPPORTED,
-                       "spec.deployment.type: MultiNode is not supported yet; use Disaggregated "
-                       "or Unified",
+                       "spec.deployment.type: MultiNode is not supported yet; use Disaggregated, "
+                       "Unified or DaemonSet",
                        res);
     }
     if (rc != 0) {
@@ -175,14 +188,21 @@ static int reconcile_valid(struct reconcile_ctx *ctx, struct json_object *live,
         run_free(&run);
         return failed;
     }
+    int daemon = model->deployment.type == DEPLOY_DAEMONSET;
     for (int r = 0; r < run.in.n; r++) {
         char name[DESIRED_NAME_MAX];
         if (!run.live_deploy[r] &&
             desired_workload_name(model, run.in.roles[r], name, sizeof(name)) == 0) {
-            run.live_deploy[r] = opctl_cache_get(ctx->cache, OPCTL_DEPLOYMENT, model->ns, name);
+            run.live_deploy[r] = opctl_cache_get(
+                ctx->cache, daemon ? OPCTL_DAEMONSET : OPCTL_DEPLOYMENT, model->ns, name);
         }
-        status_workload_from_deployment(run.live_deploy[r], role_word(run.in.roles[r]),
-                                        &run.in.w[r]);
+        if (daemon) {
+            status_workload_from_daemonset(run.live_deploy[r], role_word(run.in.roles[r]),
+                                           &run.in.w[r]);
+        } else {
+            status_workload_from_deployment(run.live_deploy[r], role_word(run.in.roles[r]),
+                                            &run.in.w[r]);
+        }
     }
     run.in.error_reason = run.err_reason;
     run.in.error_message = run.err_msg;

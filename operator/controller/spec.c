@@ -78,7 +78,7 @@ size_t spec_errors_format(const struct spec_errors *errs, char *out, size_t outl
 /* ---- names ---- */
 
 static const char *const role_labels[] = {"prefill", "decode", "both"};
-static const char *const deploy_types[] = {"Unified", "Disaggregated", "MultiNode"};
+static const char *const deploy_types[] = {"Unified", "Disaggregated", "MultiNode", "DaemonSet"};
 static const char *const model_formats[] = {"gguf", "safetensors"};
 static const char *const criticalities[] = {"Critical", "Standard", "Sheddable"};
 static const char *const routing_types[] = {"Dynamic", "RoundRobin"};
@@ -1320,6 +1320,28 @@ static void parse_workers(struct ctx *c, struct json_object *dep, const char *ke
     ctx_pop(c, old);
 }
 
+/* deployment.daemonSet: the workers block of type DaemonSet, without replicas: a DaemonSet runs
+ * one pod on each node its nodeSelector picks, so a replicas field is refused rather than ignored
+ * (the CRD schema has none; this catches servers that do not prune). */
+static void parse_daemon_set(struct ctx *c, struct json_object *dep, struct spec_workers *w)
+{
+    struct json_object *o;
+    w->replicas = 0;
+    if (get_object(c, dep, "daemonSet", &o) != 0 || !o) {
+        return;
+    }
+    w->present = 1;
+    size_t old = ctx_push(c, "daemonSet");
+    if (member(o, "replicas")) {
+        ctx_err(c, "replicas",
+                "not allowed: a DaemonSet runs one pod on each node its nodeSelector picks");
+    }
+    parse_node_selector(c, o, "nodeSelector", &w->node_selector);
+    parse_tolerations(c, o, "tolerations", &w->tolerations);
+    parse_resources(c, o, "resources", &w->resources);
+    ctx_pop(c, old);
+}
+
 static void parse_runtime(struct ctx *c, struct json_object *spec, struct spec_model *m)
 {
     struct json_object *rt, *cfg;
@@ -1465,6 +1487,7 @@ static void parse_deployment(struct ctx *c, struct json_object *spec, struct spe
     parse_workers(c, d, "prefillWorkers", &m->deployment.prefill);
     parse_workers(c, d, "decodeWorkers", &m->deployment.decode);
     parse_workers(c, d, "unifiedWorkers", &m->deployment.unified);
+    parse_daemon_set(c, d, &m->deployment.daemon);
     get_object(c, d, "tensorParallelism", &tp);
     if (tp) {
         size_t o2 = ctx_push(c, "tensorParallelism");
@@ -1503,8 +1526,24 @@ static void parse_deployment(struct ctx *c, struct json_object *spec, struct spe
             ctx_err(c, "decodeWorkers", "only valid when type is Disaggregated");
         }
         break;
+    case DEPLOY_DAEMONSET:
+        if (m->deployment.prefill.present) {
+            ctx_err(c, "prefillWorkers", "only valid when type is Disaggregated");
+        }
+        if (m->deployment.decode.present) {
+            ctx_err(c, "decodeWorkers", "only valid when type is Disaggregated");
+        }
+        if (m->deployment.unified.present) {
+            ctx_err(c, "unifiedWorkers",
+                    "only valid when type is Unified (a DaemonSet has no replicas; place it "
+                    "with daemonSet.nodeSelector)");
+        }
+        break;
     case DEPLOY_MULTINODE:
         break;
+    }
+    if (m->deployment.daemon.present && m->deployment.type != DEPLOY_DAEMONSET) {
+        ctx_err(c, "daemonSet", "only valid when type is DaemonSet");
     }
     if (m->deployment.nodes_per_replica > 1 && m->deployment.type != DEPLOY_MULTINODE) {
         ctx_err(c, "tensorParallelism.nodesPerReplica",
@@ -1661,7 +1700,7 @@ int spec_model_parse(struct json_object *obj, struct spec_model *out, struct spe
     }
     if (out->deployment.type == DEPLOY_MULTINODE) {
         spec_errors_add(errs, "spec.deployment.type",
-                        "MultiNode is not supported yet; use Disaggregated or Unified");
+                        "MultiNode is not supported yet; use Disaggregated, Unified or DaemonSet");
         return -ENOTSUP;
     }
     return 0;
@@ -1693,6 +1732,7 @@ int spec_model_roles(const struct spec_model *model, enum spec_role roles[3])
         roles[1] = ROLE_DECODE;
         return 2;
     case DEPLOY_UNIFIED:
+    case DEPLOY_DAEMONSET:
         roles[0] = ROLE_BOTH;
         return 1;
     case DEPLOY_MULTINODE:
@@ -1711,7 +1751,8 @@ const struct spec_workers *spec_model_workers(const struct spec_model *model, en
     case ROLE_BOTH:
         break;
     }
-    return &model->deployment.unified;
+    return model->deployment.type == DEPLOY_DAEMONSET ? &model->deployment.daemon
+                                                      : &model->deployment.unified;
 }
 
 struct json_object *spec_pod_labels(const struct spec_pool *pool, const struct spec_model *model,

@@ -200,7 +200,9 @@ void spec_pool_free(struct spec_pool *pool);
 
 /* ---- InferenceModel ---- */
 
-enum spec_deploy_type { DEPLOY_UNIFIED, DEPLOY_DISAGGREGATED, DEPLOY_MULTINODE };
+/* DaemonSet: one agent (role both) on each node deployment.daemonSet.nodeSelector picks, as an
+ * apps/v1 DaemonSet instead of a Deployment. */
+enum spec_deploy_type { DEPLOY_UNIFIED, DEPLOY_DISAGGREGATED, DEPLOY_MULTINODE, DEPLOY_DAEMONSET };
 enum spec_role { ROLE_PREFILL, ROLE_DECODE, ROLE_BOTH };
 enum spec_source_kind { SOURCE_FILE, SOURCE_PVC, SOURCE_HTTP, SOURCE_HF };
 enum spec_model_format { FORMAT_GGUF, FORMAT_SAFETENSORS };
@@ -208,7 +210,7 @@ enum spec_criticality { CRITICALITY_CRITICAL, CRITICALITY_STANDARD, CRITICALITY_
 
 /* "prefill", "decode", "both" (the llm-d.ai/role values). */
 const char *spec_role_label(enum spec_role role);
-/* "Disaggregated", "Unified", "MultiNode". */
+/* "Disaggregated", "Unified", "MultiNode", "DaemonSet". */
 const char *spec_deploy_type_name(enum spec_deploy_type type);
 /* "gguf", "safetensors". */
 const char *spec_model_format_name(enum spec_model_format format);
@@ -217,7 +219,7 @@ const char *spec_criticality_name(enum spec_criticality c);
 
 struct spec_workers {
     int present;                       /* the field was given */
-    int replicas;                      /* default 1 */
+    int replicas;                      /* default 1; unused for deployment.daemonSet */
     struct json_object *node_selector; /* borrowed object or NULL */
     struct json_object *tolerations;   /* borrowed array or NULL */
     struct json_object *resources;     /* borrowed or NULL (then the model's resources) */
@@ -281,8 +283,9 @@ struct spec_model {
     struct {
         enum spec_deploy_type type; /* default Unified */
         struct spec_workers prefill, decode, unified;
-        int tp_size;                                /* tensorParallelism.size, default 1 */
-        int nodes_per_replica;                      /* default 1 */
+        struct spec_workers daemon; /* deployment.daemonSet (type DaemonSet): no replicas */
+        int tp_size;                /* tensorParallelism.size, default 1 */
+        int nodes_per_replica;      /* default 1 */
         struct spec_int_or_percent max_surge;       /* default 25% */
         struct spec_int_or_percent max_unavailable; /* default 25% */
     } deployment;
@@ -302,10 +305,11 @@ void spec_model_free(struct spec_model *model);
 int spec_model_tp_size(const struct spec_model *model);
 
 /* Worker roles the model's deployment type creates, in a stable order; returns the count
- * (0 for MultiNode). */
+ * (0 for MultiNode; DaemonSet: one, ROLE_BOTH). */
 int spec_model_roles(const struct spec_model *model, enum spec_role roles[3]);
 
-/* The workers block of a role (prefill, decode or unified). */
+/* The workers block of a role (prefill, decode or unified; deployment.daemonSet for ROLE_BOTH of a
+ * DaemonSet model). */
 const struct spec_workers *spec_model_workers(const struct spec_model *model, enum spec_role role);
 
 /*

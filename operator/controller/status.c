@@ -245,6 +245,34 @@ void status_workload_from_deployment(struct json_object *deploy, const char *nam
     w->deadline_exceeded = reason && strcmp(reason, REASON_DEADLINE_EXCEEDED) == 0;
 }
 
+void status_workload_from_daemonset(struct json_object *ds, const char *name,
+                                    struct status_workload *w)
+{
+    memset(w, 0, sizeof(*w));
+    w->name = name;
+    w->daemon = 1;
+    if (!ds) {
+        return;
+    }
+    struct json_object *st = json_get(ds, "status");
+    w->exists = 1;
+    w->replicas = (int)member_int64(st, "desiredNumberScheduled", 0);
+    w->status_replicas = (int)member_int64(st, "currentNumberScheduled", 0);
+    w->updated = (int)member_int64(st, "updatedNumberScheduled", 0);
+    w->ready = (int)member_int64(st, "numberReady", 0);
+    w->available = (int)member_int64(st, "numberAvailable", 0);
+    w->generation = member_int64(json_get(ds, "metadata"), "generation", 0);
+    w->observed_generation = member_int64(st, "observedGeneration", 0);
+}
+
+int status_workload_ready(const struct status_workload *w)
+{
+    if (!w->exists || w->ready < w->replicas) {
+        return 0;
+    }
+    return !w->daemon || (w->replicas > 0 && w->observed_generation >= w->generation);
+}
+
 int status_workload_rolling(const struct status_workload *w)
 {
     return !w->exists || w->observed_generation < w->generation || w->updated < w->replicas ||
@@ -368,7 +396,8 @@ static void rollout_detail(struct buf *b, const struct status_workload *w)
     if (!w->exists) {
         msg_add(b, "%s: creating", w->name);
     } else if (w->observed_generation < w->generation) {
-        msg_add(b, "%s: waiting for the Deployment controller", w->name);
+        msg_add(b, "%s: waiting for the %s controller", w->name,
+                w->daemon ? "DaemonSet" : "Deployment");
     } else if (w->updated < w->replicas) {
         msg_add(b, "%s: %d/%d updated", w->name, w->updated, w->replicas);
     } else if (w->status_replicas > w->updated) {
@@ -563,10 +592,14 @@ int status_model_compute(struct json_object *status, const struct status_model_i
     int all_ready = 1;
     for (int i = 0; i < in->n; i++) {
         const struct status_workload *w = &in->w[i];
-        if (!w->exists || w->ready < w->replicas) {
+        if (!status_workload_ready(w)) {
             all_ready = 0;
         }
-        msg_add(&msg, "%s %d/%d ready", w->name, w->ready, w->exists ? w->replicas : 0);
+        msg_add(&msg, "%s %d/%d ready%s", w->name, w->ready, w->exists ? w->replicas : 0,
+                w->daemon && w->exists && w->replicas == 0 &&
+                        w->observed_generation >= w->generation
+                    ? " (no node matches deployment.daemonSet.nodeSelector)"
+                    : "");
     }
     rc = all_ready ? set_cond(status, COND_READY, "True", REASON_AVAILABLE, buf_cstr(&msg),
                               in->generation, now, &changed)

@@ -72,10 +72,14 @@ int status_differs(struct json_object *live_status, struct json_object *new_stat
 
 /* ---- observations ---- */
 
-/* What a reconciler saw of one Deployment it owns. */
+/* What a reconciler saw of one Deployment (or DaemonSet) it owns. For a DaemonSet the counts are
+ * its status's per-node numbers: replicas = desiredNumberScheduled, status_replicas =
+ * currentNumberScheduled, updated = updatedNumberScheduled, ready = numberReady, available =
+ * numberAvailable. */
 struct status_workload {
     const char *name;            /* role label for messages: "prefill", "decode", "worker", "epp" */
     int exists;                  /* the Deployment is in the cluster */
+    int daemon;                  /* it is a DaemonSet */
     int replicas;                /* spec.replicas (1 when absent, as the API server defaults) */
     int status_replicas;         /* status.replicas: pods of every ReplicaSet */
     int updated;                 /* status.updatedReplicas */
@@ -89,6 +93,14 @@ struct status_workload {
 /* Reads a live Deployment (NULL: absent) into w; name is borrowed. */
 void status_workload_from_deployment(struct json_object *deploy, const char *name,
                                      struct status_workload *w);
+
+/* Reads a live DaemonSet (NULL: absent) into w (daemon set); name is borrowed. */
+void status_workload_from_daemonset(struct json_object *ds, const char *name,
+                                    struct status_workload *w);
+
+/* 1 when every pod the workload wants is ready. A DaemonSet also needs its status to have observed
+ * its generation and at least one node picked (0 pods wanted is not "ready"). */
+int status_workload_ready(const struct status_workload *w);
 
 /* 1 while the Deployment's rollout is unfinished: not observed yet (observedGeneration <
  * generation), fewer updated pods than wanted, or old pods still around. An absent Deployment is

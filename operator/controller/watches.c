@@ -240,12 +240,13 @@ static const struct watch {
     {OPCTL_DEPLOYMENT, OPCTL_CTL_POOL, NULL, map_owner},
     {OPCTL_SERVICE, OPCTL_CTL_POOL, NULL, map_owner},
     /* InferenceModel: its spec, its pool's spec, the pods it counts, what it owns (the role
-     * Deployments and their HPAs). */
+     * Deployments and their HPAs, or the DaemonSet). */
     {OPCTL_MODEL, OPCTL_CTL_MODEL, not_status_only, map_self},
     {OPCTL_POOL, OPCTL_CTL_MODEL, generation_changed, map_models_of_pool},
     {OPCTL_POD, OPCTL_CTL_MODEL, pod_counts_changed, map_pod_label},
     {OPCTL_DEPLOYMENT, OPCTL_CTL_MODEL, NULL, map_owner},
     {OPCTL_HPA, OPCTL_CTL_MODEL, NULL, map_owner},
+    {OPCTL_DAEMONSET, OPCTL_CTL_MODEL, NULL, map_owner},
 };
 
 void watches_dispatch(struct opctl_cache *cache, enum opctl_kind kind, enum opctl_event ev,

@@ -1,8 +1,9 @@
 /*
  * Unit tests for operator/controller/desired: the objects built for pools and models (names,
- * labels, owner references, agent args, probes, volumes per storageUri scheme, the EPP and its
- * RBAC, HPAs), and desired_needs_update against objects exactly as an API server returned them
- * (data/live.json, made by data/regen.sh from data/crs.json: see data/README.md).
+ * labels, owner references, agent args, probes, volumes per storageUri scheme, /dev/shm, the
+ * DaemonSet form, the EPP and its RBAC, HPAs), and desired_needs_update against objects exactly as
+ * an API server returned them (data/live.json, made by data/regen.sh from data/crs.json: see
+ * data/README.md).
  *
  *   operator_test_desired --print-desired data/crs.json   prints the desired objects (a List)
  */
@@ -333,6 +334,16 @@ static void test_disaggregated_deployments(void **state)
     assert_string_equal(str(init, "args[4]"), "/models/Llama-3.2-1B-Instruct-Q8_0.gguf");
     assert_string_equal(str(init, "volumeMounts[0].mountPath"), "/models");
 
+    /* /dev/shm: a memory-backed emptyDir (UCX's shared-memory KV pools). */
+    assert_int_equal(json_object_array_length(json_get(pod, "volumes")), 2);
+    assert_string_equal(str(pod, "volumes[1].name"), "dshm");
+    assert_string_equal(str(pod, "volumes[1].emptyDir.medium"), "Memory");
+    assert_string_equal(str(pod, "volumes[1].emptyDir.sizeLimit"), DESIRED_SHM_SIZE_LIMIT);
+    assert_int_equal(json_object_array_length(json_get(c, "volumeMounts")), 2);
+    assert_string_equal(str(c, "volumeMounts[1].name"), "dshm");
+    assert_string_equal(str(c, "volumeMounts[1].mountPath"), "/dev/shm");
+    assert_int_equal(json_object_array_length(json_get(init, "volumeMounts")), 1);
+
     /* The operator's image flag applies when runtime.image is unset. */
     struct desired_opts opts = {"registry.example.com/tandem-agent:1.2", NULL};
     struct json_object *d2 = desired_model_deployment(&f.pool, &f.model, ROLE_DECODE, &opts);
@@ -482,6 +493,98 @@ static void test_agent_args(void **state)
     spec_pool_free(&pool);
     json_object_put(po);
     json_object_put(mo);
+}
+
+/* deployment.type DaemonSet: one DaemonSet with the Deployment form's pod template, no HPA. */
+static void test_daemonset(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fixture_load(&f, "node-model");
+    assert_true(f.pool.autoscaling.enabled);
+    struct json_object *objs = NULL;
+    assert_int_equal(desired_model_objects(&f.pool, &f.model, NULL, &objs), 0);
+    assert_int_equal(json_object_array_length(objs), 1); /* no HPA for a DaemonSet */
+    assert_null(desired_model_hpa(&f.pool, &f.model, ROLE_BOTH));
+    struct json_object *ds = json_object_array_get_idx(objs, 0);
+    assert_string_equal(str(ds, "apiVersion"), "apps/v1");
+    assert_string_equal(str(ds, "kind"), "DaemonSet");
+    assert_string_equal(str(ds, "metadata.name"), "node-model-worker");
+    assert_string_equal(str(ds, "metadata.namespace"), "default");
+    assert_null(json_get(ds, "spec.replicas"));
+    assert_string_equal(str(ds, "metadata.ownerReferences[0].kind"), "InferenceModel");
+    assert_string_equal(str(ds, "metadata.ownerReferences[0].name"), "node-model");
+    assert_string_equal(str(ds, "metadata.ownerReferences[0].uid"), f.model.uid);
+    assert_true(json_object_get_boolean(json_get(ds, "metadata.ownerReferences[0].controller")));
+
+    /* The same labels (so the pods join the pool), selector and pod template as the Deployment
+     * form of the same model. */
+    struct json_object *dep = desired_model_deployment(&f.pool, &f.model, ROLE_BOTH, NULL);
+    assert_non_null(dep);
+    assert_true(
+        json_object_equal(json_get(ds, "metadata.labels"), json_get(dep, "metadata.labels")));
+    assert_true(json_object_equal(json_get(ds, "spec.selector"), json_get(dep, "spec.selector")));
+    assert_true(json_object_equal(json_get(ds, "spec.template"), json_get(dep, "spec.template")));
+    json_object_put(dep);
+    struct json_object *labels = json_get(ds, "spec.template.metadata.labels");
+    assert_true(spec_selector_matches(&f.pool.selector, labels));
+    assert_string_equal(json_object_get_string(json_object_object_get(labels, LABEL_ROLE)), "both");
+    assert_string_equal(json_object_get_string(json_object_object_get(labels, LABEL_MODEL)),
+                        "node-model");
+    assert_true(spec_selector_matches(
+        &(struct spec_selector){json_get(ds, "spec.selector.matchLabels"), NULL}, labels));
+
+    /* Placement from deployment.daemonSet, the agent's role both, /dev/shm. */
+    struct json_object *pod = json_get(ds, "spec.template.spec");
+    assert_string_equal(json_object_get_string(json_object_object_get(json_get(pod, "nodeSelector"),
+                                                                      "tandem.dev/node-agent")),
+                        "true");
+    assert_string_equal(str(pod, "tolerations[0].key"), "nvidia.com/gpu");
+    assert_string_equal(str(pod, "containers[0].resources.limits.memory"), "8Gi");
+    assert_string_equal(str(pod, "serviceAccountName"), "scaled-agent");
+    assert_string_equal(str(pod, "containers[0].args[2]"), "both");
+    assert_true(has_arg(json_get(pod, "containers[0].args"), "--inference-pool", "default/scaled"));
+    assert_string_equal(str(pod, "volumes[1].emptyDir.medium"), "Memory");
+    assert_string_equal(str(pod, "containers[0].volumeMounts[1].mountPath"), "/dev/shm");
+
+    /* Rolling updates: maxUnavailable (25% by default) and no surge... */
+    assert_string_equal(str(ds, "spec.updateStrategy.type"), "RollingUpdate");
+    assert_string_equal(str(ds, "spec.updateStrategy.rollingUpdate.maxUnavailable"), "25%");
+    assert_int_equal(num(ds, "spec.updateStrategy.rollingUpdate.maxSurge"), 0);
+    /* ...or surge when maxUnavailable is 0 (a DaemonSet cannot do both). */
+    struct json_object *mo = NULL;
+    assert_int_equal(json_object_deep_copy(find(f.crs, "InferenceModel", "node-model"), &mo, NULL),
+                     0);
+    struct json_object *ro = json_object_new_object();
+    json_object_object_add(ro, "maxSurge", json_object_new_int(1));
+    json_object_object_add(ro, "maxUnavailable", json_object_new_int(0));
+    json_object_object_add(json_get(mo, "spec.deployment"), "rollout", ro);
+    struct spec_model m2;
+    struct spec_errors errs;
+    spec_errors_init(&errs);
+    assert_int_equal(spec_model_parse(mo, &m2, &errs), 0);
+    struct json_object *ds2 = desired_model_daemonset(&f.pool, &m2, NULL);
+    assert_int_equal(num(ds2, "spec.updateStrategy.rollingUpdate.maxSurge"), 1);
+    assert_int_equal(num(ds2, "spec.updateStrategy.rollingUpdate.maxUnavailable"), 0);
+    assert_true(desired_needs_update(ds, ds2));
+    json_object_put(ds2);
+    spec_model_free(&m2);
+    json_object_put(mo);
+
+    /* A live DaemonSet whose nodeSelector changed needs a write. */
+    struct json_object *live = load_items("data/live.json");
+    struct json_object *ld = find(live, "DaemonSet", "node-model-worker");
+    assert_non_null(ld);
+    assert_false(desired_needs_update(ld, ds));
+    struct json_object *edit = NULL;
+    assert_int_equal(json_object_deep_copy(ld, &edit, NULL), 0);
+    json_object_object_add(json_get(edit, "spec.template.spec.nodeSelector"),
+                           "tandem.dev/node-agent", json_object_new_string("false"));
+    assert_true(desired_needs_update(edit, ds));
+    json_object_put(edit);
+    json_object_put(live);
+    json_object_put(objs);
+    fixture_free(&f);
 }
 
 static void test_autoscaling(void **state)
@@ -943,6 +1046,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_disaggregated_deployments),
         cmocka_unit_test(test_volumes_per_scheme),
         cmocka_unit_test(test_agent_args),
+        cmocka_unit_test(test_daemonset),
         cmocka_unit_test(test_autoscaling),
         cmocka_unit_test(test_pool_objects),
         cmocka_unit_test(test_config_hash_changes),

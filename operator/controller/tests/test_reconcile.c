@@ -3,7 +3,8 @@
  * with the CRDs of crds/ applied): the example disaggregated pool and model become the expected
  * objects; a second reconcile makes zero write requests (kube_client_stats); an invalid spec, a
  * missing pool or ConfigMap and MultiNode set conditions and touch no workload; spec changes
- * update Deployments, Disaggregated → Unified deletes the role Deployments no longer wanted; an
+ * update Deployments, Disaggregated → Unified deletes the role Deployments no longer wanted,
+ * Unified ↔ DaemonSet swaps the Deployment for a DaemonSet and back; an
  * HPA's replicas are left alone; rollout and pod state show in status; an object controlled by
  * another owner is not taken over; Events are recorded.
  *
@@ -560,6 +561,113 @@ static void test_spec_change(void **state)
     assert_steady(NULL, models, 1);
 }
 
+/* Unified → DaemonSet → Unified: the DaemonSet replaces the Deployment (same pod template and
+ * labels) and back; its status feeds the model's; replicas with a DaemonSet are refused. */
+static void test_daemonset(void **state)
+{
+    (void)state;
+    static const char *const models[] = {"llama-1b"};
+    struct json_object *dep = get(&KUBE_DEPLOYMENTS, "llama-1b-worker");
+    assert_non_null(dep);
+    unsigned long d0 = g_ctx.deleted, c0 = g_ctx.created;
+    patch(&OPCTL_INFERENCEMODELS, "llama-1b",
+          "{\"spec\":{\"deployment\":{\"type\":\"DaemonSet\",\"unifiedWorkers\":null,"
+          "\"daemonSet\":{\"nodeSelector\":{\"gpu\":\"l4\"}}}}}");
+    sync_cache();
+    converge(NULL, models, 1);
+    struct json_object *m = get(&OPCTL_INFERENCEMODELS, "llama-1b");
+    if (strcmp(cond(m, COND_READY, "reason"), REASON_INVALID_SPEC) == 0) {
+        fail_msg("DaemonSet refused: %s", cond(m, COND_READY, "message"));
+    }
+    json_object_put(m);
+    assert_int_equal(g_ctx.created - c0, 1);
+    assert_int_equal(g_ctx.deleted - d0, 1);
+    assert_false(exists(&KUBE_DEPLOYMENTS, "llama-1b-worker"));
+    struct json_object *ds = get(&KUBE_DAEMONSETS, "llama-1b-worker");
+    assert_non_null(ds);
+    struct json_object *model = get(&OPCTL_INFERENCEMODELS, "llama-1b");
+    assert_string_equal(str(ds, "metadata.ownerReferences[0].uid"), str(model, "metadata.uid"));
+    json_object_put(model);
+    /* the pods join the pool as the Deployment's did: the same labels and selector */
+    assert_true(json_object_equal(json_get(ds, "spec.template.metadata.labels"),
+                                  json_get(dep, "spec.template.metadata.labels")));
+    assert_true(json_object_equal(json_get(ds, "spec.selector"), json_get(dep, "spec.selector")));
+    assert_true(json_object_equal(json_get(ds, "spec.template.spec.containers[0].args"),
+                                  json_get(dep, "spec.template.spec.containers[0].args")));
+    assert_string_equal(str(ds, "spec.template.spec.nodeSelector.gpu"), "l4");
+    assert_string_equal(str(ds, "spec.template.spec.volumes[1].emptyDir.medium"), "Memory");
+    json_object_put(dep);
+    /* not observed by a DaemonSet controller yet: not ready */
+    m = get(&OPCTL_INFERENCEMODELS, "llama-1b");
+    assert_string_equal(cond(m, COND_READY, "status"), "False");
+    assert_string_equal(cond(m, COND_PROGRESSING, "status"), "True");
+    json_object_put(m);
+    assert_steady(NULL, models, 1);
+
+    /* the DaemonSet's status (numberReady / desiredNumberScheduled) is the model's */
+    char body[512];
+    snprintf(body, sizeof(body),
+             "{\"status\":{\"observedGeneration\":%lld,\"desiredNumberScheduled\":2,"
+             "\"currentNumberScheduled\":2,\"updatedNumberScheduled\":2,\"numberReady\":1,"
+             "\"numberAvailable\":1,\"numberMisscheduled\":0}}",
+             (long long)num(ds, "metadata.generation"));
+    patch_status(&KUBE_DAEMONSETS, "llama-1b-worker", body);
+    sync_cache();
+    converge(NULL, models, 1);
+    m = get(&OPCTL_INFERENCEMODELS, "llama-1b");
+    assert_int_equal(num(m, "status.deploymentStatus.unifiedWorkersReady"), 1);
+    assert_int_equal(num(m, "status.deploymentStatus.desiredPods"), 2);
+    assert_string_equal(str(m, "status.deploymentStatus.workers"), "1/2");
+    assert_string_equal(cond(m, COND_READY, "status"), "False");
+    assert_string_equal(cond(m, COND_READY, "message"), "worker 1/2 ready");
+    json_object_put(m);
+    snprintf(body, sizeof(body),
+             "{\"status\":{\"numberReady\":2,\"numberAvailable\":2,\"observedGeneration\":%lld}}",
+             (long long)num(ds, "metadata.generation"));
+    patch_status(&KUBE_DAEMONSETS, "llama-1b-worker", body);
+    sync_cache();
+    converge(NULL, models, 1);
+    m = get(&OPCTL_INFERENCEMODELS, "llama-1b");
+    assert_string_equal(cond(m, COND_READY, "status"), "True");
+    assert_string_equal(cond(m, COND_PROGRESSING, "status"), "False");
+    assert_string_equal(str(m, "status.deploymentStatus.workers"), "2/2");
+    json_object_put(m);
+    assert_steady(NULL, models, 1);
+
+    /* replicas (unifiedWorkers) with a DaemonSet: refused, naming the field; no workload change */
+    char rv_before[64];
+    json_object_put(ds);
+    ds = get(&KUBE_DAEMONSETS, "llama-1b-worker");
+    snprintf(rv_before, sizeof(rv_before), "%s", str(ds, "metadata.resourceVersion"));
+    json_object_put(ds);
+    patch(&OPCTL_INFERENCEMODELS, "llama-1b",
+          "{\"spec\":{\"deployment\":{\"unifiedWorkers\":{\"replicas\":3}}}}");
+    sync_cache();
+    converge(NULL, models, 1);
+    m = get(&OPCTL_INFERENCEMODELS, "llama-1b");
+    assert_string_equal(cond(m, COND_READY, "reason"), REASON_INVALID_SPEC);
+    assert_non_null(strstr(cond(m, COND_READY, "message"), "spec.deployment.unifiedWorkers"));
+    json_object_put(m);
+    ds = get(&KUBE_DAEMONSETS, "llama-1b-worker");
+    assert_string_equal(str(ds, "metadata.resourceVersion"), rv_before);
+    json_object_put(ds);
+
+    /* back to Unified: the DaemonSet goes, the Deployment comes back */
+    d0 = g_ctx.deleted;
+    patch(&OPCTL_INFERENCEMODELS, "llama-1b",
+          "{\"spec\":{\"deployment\":{\"type\":\"Unified\",\"daemonSet\":null,"
+          "\"unifiedWorkers\":{\"replicas\":1}}}}");
+    sync_cache();
+    converge(NULL, models, 1);
+    assert_int_equal(g_ctx.deleted - d0, 1);
+    assert_false(exists(&KUBE_DAEMONSETS, "llama-1b-worker"));
+    assert_true(exists(&KUBE_DEPLOYMENTS, "llama-1b-worker"));
+    m = get(&OPCTL_INFERENCEMODELS, "llama-1b");
+    assert_string_equal(cond(m, COND_READY, "reason"), REASON_UNAVAILABLE);
+    json_object_put(m);
+    assert_steady(NULL, models, 1);
+}
+
 /* An invalid pool spec: a condition naming the field, no workload; steady afterwards. */
 static void test_invalid_pool(void **state)
 {
@@ -907,6 +1015,7 @@ int main(void)
         cmocka_unit_test(test_example_disaggregated),
         cmocka_unit_test(test_rollout_status),
         cmocka_unit_test(test_spec_change),
+        cmocka_unit_test(test_daemonset),
         cmocka_unit_test(test_invalid_pool),
         cmocka_unit_test(test_model_problems),
         cmocka_unit_test(test_autoscaling),

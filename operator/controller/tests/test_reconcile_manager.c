@@ -200,6 +200,19 @@ static void test_watches(void **state)
     assert_int_equal(ks.n, 3);
     assert_true(has(&ks, "inferencemodel:team/m"));
     assert_true(has(&ks, "inferencepool:team/p"));
+    /* a model's DaemonSet (deployment.type DaemonSet) → the model */
+    struct json_object *dset =
+        obj("{apiVersion: apps/v1, kind: DaemonSet, metadata: {name: m-worker, namespace: team, "
+            "ownerReferences: [{apiVersion: tandem.dev/v1alpha1, kind: InferenceModel, name: m, "
+            "uid: u, controller: true}]}}");
+    enum opctl_kind dk;
+    assert_int_equal(opctl_kind_of(dset, &dk), 0);
+    assert_int_equal(dk, OPCTL_DAEMONSET);
+    ks.n = 0;
+    watches_dispatch(NULL, OPCTL_DAEMONSET, OPCTL_DELETED, NULL, dset, collect, &ks);
+    assert_int_equal(ks.n, 1);
+    assert_true(has(&ks, "inferencemodel:team/m"));
+    json_object_put(dset);
 
     /* pods: by their labels; an update that changes nothing counted is dropped */
     struct json_object *pod_a =

@@ -354,7 +354,7 @@ static void test_server_objects(void **state)
         }
     }
     assert_int_equal(pools, 4);
-    assert_int_equal(models, 5);
+    assert_int_equal(models, 6);
 
     struct spec_pool scaled;
     parse_pool_ok(find_doc(docs, "InferencePool", "scaled"), &scaled);
@@ -386,6 +386,13 @@ static void test_server_objects(void **state)
     assert_string_equal(json_object_get_string(json_object_object_get(pl, "stage")), "p");
     assert_string_equal(json_object_get_string(json_object_object_get(pl, "tier")), "gpu");
     json_object_put(pl);
+    spec_model_free(&sm);
+    /* the DaemonSet model as the server defaulted it (deployment.type DaemonSet) */
+    parse_model_ok(find_doc(docs, "InferenceModel", "node-model"), &sm);
+    assert_int_equal(sm.deployment.type, DEPLOY_DAEMONSET);
+    assert_true(sm.deployment.daemon.present);
+    spec_errors_init(&errs);
+    assert_int_equal(spec_model_check_pool(&scaled, &sm, &errs), 0);
     spec_model_free(&sm);
     spec_pool_free(&scaled);
     json_object_put(docs);
@@ -812,6 +819,95 @@ static void test_model_valid_variants(void **state)
     json_object_put(o);
 }
 
+/* deployment.type DaemonSet: one agent (role both) per picked node, placed by
+ * deployment.daemonSet; replicas and the Deployment forms' worker blocks are refused. */
+static void test_model_daemonset(void **state)
+{
+    (void)state;
+    struct json_object *o;
+    struct spec_model m;
+    enum spec_role roles[3];
+
+    o = yaml_obj(MODEL("deployment: {type: DaemonSet, daemonSet: {nodeSelector: "
+                       "{tandem.dev/node-agent: 'true'}, tolerations: [{key: nvidia.com/gpu, "
+                       "operator: Exists, effect: NoSchedule}], resources: {limits: {memory: "
+                       "8Gi}}}}"));
+    parse_model_ok(o, &m);
+    assert_int_equal(m.deployment.type, DEPLOY_DAEMONSET);
+    assert_string_equal(spec_deploy_type_name(m.deployment.type), "DaemonSet");
+    assert_int_equal(spec_model_roles(&m, roles), 1);
+    assert_int_equal(roles[0], ROLE_BOTH);
+    const struct spec_workers *w = spec_model_workers(&m, ROLE_BOTH);
+    assert_ptr_equal(w, &m.deployment.daemon);
+    assert_true(w->present);
+    assert_string_equal(
+        json_object_get_string(json_object_object_get(w->node_selector, "tandem.dev/node-agent")),
+        "true");
+    assert_int_equal(json_object_array_length(w->tolerations), 1);
+    assert_non_null(w->resources);
+    spec_model_free(&m);
+    json_object_put(o);
+
+    /* No daemonSet block: every node (an empty nodeSelector). */
+    o = yaml_obj(MODEL("deployment: {type: DaemonSet}"));
+    parse_model_ok(o, &m);
+    assert_false(m.deployment.daemon.present);
+    assert_null(spec_model_workers(&m, ROLE_BOTH)->node_selector);
+    spec_model_free(&m);
+    json_object_put(o);
+
+    /* A Unified model still uses unifiedWorkers. */
+    o = yaml_obj(MODEL("deployment: {unifiedWorkers: {replicas: 2}}"));
+    parse_model_ok(o, &m);
+    assert_ptr_equal(spec_model_workers(&m, ROLE_BOTH), &m.deployment.unified);
+    spec_model_free(&m);
+    json_object_put(o);
+
+    expect_model_error(MODEL("deployment: {type: DaemonSet, daemonSet: {replicas: 2}}"),
+                       "spec.deployment.daemonSet.replicas",
+                       "not allowed: a DaemonSet runs one pod on each node");
+    expect_model_error(MODEL("deployment: {type: DaemonSet, unifiedWorkers: {replicas: 2}}"),
+                       "spec.deployment.unifiedWorkers", "only valid when type is Unified");
+    expect_model_error(MODEL("deployment: {type: DaemonSet, prefillWorkers: {}}"),
+                       "spec.deployment.prefillWorkers", "only valid when type is Disaggregated");
+    expect_model_error(MODEL("deployment: {type: DaemonSet, decodeWorkers: {}}"),
+                       "spec.deployment.decodeWorkers", "only valid when type is Disaggregated");
+    expect_model_error(MODEL("deployment: {daemonSet: {}}"), "spec.deployment.daemonSet",
+                       "only valid when type is DaemonSet");
+    expect_model_error(MODEL("deployment: {type: Disaggregated, prefillWorkers: {}, "
+                             "decodeWorkers: {}, daemonSet: {}}"),
+                       "spec.deployment.daemonSet", "only valid when type is DaemonSet");
+    expect_model_error(MODEL("deployment: {type: DaemonSet, daemonSet: {nodeSelector: {a: 1}}}"),
+                       "spec.deployment.daemonSet.nodeSelector.a", "expected string");
+    expect_model_error(MODEL("deployment: {type: DaemonSet, daemonSet: {nodeSelector: x}}"),
+                       "spec.deployment.daemonSet.nodeSelector", "expected object");
+    expect_model_error(MODEL("deployment: {type: DaemonSet, daemonSet: {tolerations: [{operator: "
+                             "Maybe}]}}"),
+                       "spec.deployment.daemonSet.tolerations[0].operator", "unsupported value");
+    expect_model_error(MODEL("deployment: {type: DaemonSet, tensorParallelism: "
+                             "{nodesPerReplica: 2}}"),
+                       "spec.deployment.tensorParallelism.nodesPerReplica", "needs type MultiNode");
+
+    /* In a disaggregated pool its pods are decode-side ("both"), as a Unified model's. */
+    struct json_object *po = yaml_obj(POOL("disaggregation: {enabled: true}"));
+    struct spec_pool pool;
+    struct spec_errors errs;
+    parse_pool_ok(po, &pool);
+    o = yaml_obj("{metadata: {name: m}, spec: {poolRef: {name: p}, modelName: m, modelSource: "
+                 "{storageUri: 'file:///m.gguf'}, deployment: {type: DaemonSet}}}");
+    parse_model_ok(o, &m);
+    spec_errors_init(&errs);
+    assert_int_equal(spec_model_check_pool(&pool, &m, &errs), 0);
+    struct json_object *labels = spec_pod_labels(&pool, &m, ROLE_BOTH);
+    assert_string_equal(json_object_get_string(json_object_object_get(labels, LABEL_ROLE)), "both");
+    assert_string_equal(json_object_get_string(json_object_object_get(labels, "app")), "p");
+    json_object_put(labels);
+    spec_model_free(&m);
+    json_object_put(o);
+    spec_pool_free(&pool);
+    json_object_put(po);
+}
+
 static void test_check_pool(void **state)
 {
     (void)state;
@@ -967,17 +1063,12 @@ static void test_errors_format(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_example_disaggregated),
-        cmocka_unit_test(test_example_unified),
-        cmocka_unit_test(test_example_two_models),
-        cmocka_unit_test(test_server_objects),
-        cmocka_unit_test(test_pool_invalid),
-        cmocka_unit_test(test_pool_valid_variants),
-        cmocka_unit_test(test_model_invalid),
-        cmocka_unit_test(test_model_valid_variants),
-        cmocka_unit_test(test_check_pool),
-        cmocka_unit_test(test_selector_matches),
-        cmocka_unit_test(test_errors_format),
+        cmocka_unit_test(test_example_disaggregated), cmocka_unit_test(test_example_unified),
+        cmocka_unit_test(test_example_two_models),    cmocka_unit_test(test_server_objects),
+        cmocka_unit_test(test_pool_invalid),          cmocka_unit_test(test_pool_valid_variants),
+        cmocka_unit_test(test_model_invalid),         cmocka_unit_test(test_model_valid_variants),
+        cmocka_unit_test(test_model_daemonset),       cmocka_unit_test(test_check_pool),
+        cmocka_unit_test(test_selector_matches),      cmocka_unit_test(test_errors_format),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

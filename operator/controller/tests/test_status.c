@@ -219,6 +219,88 @@ static void test_workload_from_deployment(void **state)
     json_object_put(d);
 }
 
+/* A DaemonSet's status: per-node counts; 0 nodes picked or an unobserved generation is not ready.
+ */
+static void test_workload_from_daemonset(void **state)
+{
+    (void)state;
+    struct status_workload w;
+    status_workload_from_daemonset(NULL, "worker", &w);
+    assert_false(w.exists);
+    assert_true(w.daemon);
+    assert_false(status_workload_ready(&w));
+    assert_true(status_workload_rolling(&w));
+
+    /* rolling: one of two nodes runs the new template */
+    struct json_object *d =
+        parse("{\"metadata\":{\"name\":\"m-worker\",\"generation\":3},\"spec\":{},\"status\":{"
+              "\"observedGeneration\":3,\"desiredNumberScheduled\":2,\"currentNumberScheduled\":2,"
+              "\"updatedNumberScheduled\":1,\"numberReady\":1,\"numberAvailable\":1}}");
+    status_workload_from_daemonset(d, "worker", &w);
+    assert_true(w.exists);
+    assert_int_equal(w.replicas, 2);
+    assert_int_equal(w.status_replicas, 2);
+    assert_int_equal(w.updated, 1);
+    assert_int_equal(w.ready, 1);
+    assert_int_equal(w.available, 1);
+    assert_int_equal(w.generation, 3);
+    assert_int_equal(w.observed_generation, 3);
+    assert_false(status_workload_ready(&w));
+    assert_true(status_workload_rolling(&w));
+    json_object_put(d);
+
+    /* done */
+    d = parse("{\"metadata\":{\"generation\":3},\"status\":{\"observedGeneration\":3,"
+              "\"desiredNumberScheduled\":2,\"currentNumberScheduled\":2,"
+              "\"updatedNumberScheduled\":2,\"numberReady\":2,\"numberAvailable\":2}}");
+    status_workload_from_daemonset(d, "worker", &w);
+    assert_true(status_workload_ready(&w));
+    assert_false(status_workload_rolling(&w));
+    json_object_put(d);
+
+    /* not observed yet (0/0 so far): not ready */
+    d = parse("{\"metadata\":{\"generation\":1},\"spec\":{}}");
+    status_workload_from_daemonset(d, "worker", &w);
+    assert_int_equal(w.replicas, 0);
+    assert_false(status_workload_ready(&w));
+    assert_true(status_workload_rolling(&w));
+    json_object_put(d);
+
+    /* no node matches the nodeSelector: not ready, and the model's Ready message says why */
+    d = parse("{\"metadata\":{\"generation\":1},\"status\":{\"observedGeneration\":1,"
+              "\"desiredNumberScheduled\":0}}");
+    status_workload_from_daemonset(d, "worker", &w);
+    assert_false(status_workload_ready(&w));
+    assert_false(status_workload_rolling(&w));
+    struct json_object *st = json_object_new_object();
+    struct status_model_input in = {.generation = 1, .type = DEPLOY_DAEMONSET, .n = 1};
+    in.roles[0] = ROLE_BOTH;
+    in.w[0] = w;
+    assert_int_equal(status_model_compute(st, &in, "2024-01-01T00:00:00Z"), 1);
+    assert_string_equal(cond_field(st, "Ready", "status"), "False");
+    assert_string_equal(cond_field(st, "Ready", "message"),
+                        "worker 0/0 ready (no node matches deployment.daemonSet.nodeSelector)");
+    assert_string_equal(json_object_get_string(json_get(st, "deploymentStatus.workers")), "0/0");
+    json_object_put(d);
+
+    /* two nodes, both ready: unifiedWorkersReady, desiredPods from desiredNumberScheduled */
+    d = parse("{\"metadata\":{\"generation\":2},\"status\":{\"observedGeneration\":2,"
+              "\"desiredNumberScheduled\":2,\"currentNumberScheduled\":2,"
+              "\"updatedNumberScheduled\":2,\"numberReady\":2,\"numberAvailable\":2}}");
+    status_workload_from_daemonset(d, "worker", &in.w[0]);
+    in.generation = 2;
+    assert_int_equal(status_model_compute(st, &in, "2024-01-01T00:00:00Z"), 1);
+    assert_string_equal(cond_field(st, "Ready", "status"), "True");
+    assert_string_equal(cond_field(st, "Ready", "message"), "worker 2/2 ready");
+    assert_string_equal(cond_field(st, "Progressing", "status"), "False");
+    assert_int_equal(int_at(st, "deploymentStatus.unifiedWorkersReady"), 2);
+    assert_int_equal(int_at(st, "deploymentStatus.desiredPods"), 2);
+    assert_int_equal(int_at(st, "deploymentStatus.updatedPods"), 2);
+    assert_string_equal(json_object_get_string(json_get(st, "deploymentStatus.workers")), "2/2");
+    json_object_put(d);
+    json_object_put(st);
+}
+
 static struct json_object *pod(const char *name, const char *phase, int ready, const char *waiting,
                                int init, int deleting)
 {
@@ -460,6 +542,7 @@ int main(void)
         cmocka_unit_test(test_set_condition_keeps_foreign_and_fills_missing_time),
         cmocka_unit_test(test_differs),
         cmocka_unit_test(test_workload_from_deployment),
+        cmocka_unit_test(test_workload_from_daemonset),
         cmocka_unit_test(test_count_pods),
         cmocka_unit_test(test_set_problem),
         cmocka_unit_test(test_pool_status),

@@ -45,7 +45,7 @@ PY
 for f in "$work"/objects/*.json; do
     k create -f "$f" >/dev/null
 done
-sleep 3 # let the Deployment controller add its annotations and status
-k get serviceaccounts,roles,rolebindings,configmaps,deployments,services,horizontalpodautoscalers \
+sleep 3 # let the Deployment and DaemonSet controllers add their annotations and status
+k get serviceaccounts,roles,rolebindings,configmaps,deployments,daemonsets,services,horizontalpodautoscalers \
     -l app.kubernetes.io/managed-by=tandem-operator -o json >"$here/live.json"
 echo "regen: wrote $here/crs.json and $here/live.json"
