@@ -8,6 +8,8 @@
 #   * the operator Deployment: 2 replicas, leader election on, tandem-operator image, probes
 #     /healthz and /readyz on 8081, metrics port 8080, resources, a restricted securityContext,
 #     bind addresses on the pod IP (so it also runs on localkube);
+#   * the agent DaemonSet: role both, the operator's agent flags (--inference-pool NS/NAME
+#     included), a memory-backed emptyDir at /dev/shm, opt-in per node;
 #   * the ClusterRole: no wildcards, no secrets, no escalate/bind/impersonate, status written only
 #     through the status subresources, leases only through the namespaced Role.
 # Exit 77 when kubectl or python3 is missing.
@@ -126,7 +128,9 @@ if cr:
                              ("update", "tandem.dev", "inferencepools/status"),
                              ("update", "tandem.dev", "inferencemodels/status"),
                              ("create", "apps", "deployments"), ("update", "apps", "deployments"),
-                             ("delete", "apps", "deployments"), ("create", "", "services"),
+                             ("delete", "apps", "deployments"), ("watch", "apps", "daemonsets"),
+                             ("create", "apps", "daemonsets"), ("update", "apps", "daemonsets"),
+                             ("delete", "apps", "daemonsets"), ("create", "", "services"),
                              ("create", "", "configmaps"), ("create", "", "serviceaccounts"),
                              ("create", "rbac.authorization.k8s.io", "roles"),
                              ("create", "rbac.authorization.k8s.io", "rolebindings"),
@@ -156,6 +160,19 @@ if ds:
     a = c.get("args") or []
     check(a[:1] == ["serve"] and "--role" in a and a[a.index("--role") + 1] == "both",
           "agent args %r" % a)
+    # the flags the operator renders for its own agents (desired_agent_args) that apply here
+    pool = a[a.index("--inference-pool") + 1] if "--inference-pool" in a[:-1] else ""
+    check(pool.count("/") == 1 and all(pool.split("/")), "agent --inference-pool NS/NAME: %r" % a)
+    for flag, value in (("--port", "8000"), ("--engine-port", "8200"),
+                        ("--kv-events-port", "5557"), ("--kv-transfer-port", "5600")):
+        check(flag in a[:-1] and a[a.index(flag) + 1] == value, "agent %s %s: %r" % (flag, value, a))
+    # /dev/shm: a memory-backed emptyDir (UCX's shared-memory KV pools; the default is 64 MiB)
+    shm = [m for m in c.get("volumeMounts") or [] if m.get("mountPath") == "/dev/shm"]
+    vols = {v["name"]: v for v in pod.get("volumes") or []}
+    ed = (vols.get(shm[0]["name"]) if shm else {}) or {}
+    check(len(shm) == 1 and (ed.get("emptyDir") or {}).get("medium") == "Memory" and
+          (ed.get("emptyDir") or {}).get("sizeLimit"),
+          "agent /dev/shm: mounts %r, volumes %r" % (c.get("volumeMounts"), pod.get("volumes")))
     ports = {p["containerPort"] for p in c.get("ports") or []}
     check({8000, 8200, 5557, 5600} <= ports, "agent ports %r" % ports)
     check(c.get("readinessProbe", {}).get("httpGet", {}).get("path") == "/health",
