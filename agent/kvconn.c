@@ -22,6 +22,8 @@ struct kvconn {
     size_t *bytes;
     struct metric *m_bytes, *m_seconds, *m_nixl_time, *m_nixl_bytes, *m_failed_xfers,
         *m_failed_notifs, *m_unknown_notifs;
+    struct metric *m_sum_retries, *m_sum_failures; /* NULL without block_checksum */
+    uint64_t sum_retries, sum_failures;            /* kvx's counts already added (kvx thread) */
 };
 
 /* One load on its way through kvx. */
@@ -75,6 +77,14 @@ static void on_load_done(void *ud, int status, uint64_t bytes, double seconds, c
             metric_inc(lc->has_data ? k->m_failed_xfers : k->m_failed_notifs, 1);
         }
     }
+    if (k->m_sum_retries) {
+        struct kvx_stats xs;
+        kvx_get_stats(k->x, &xs);
+        metric_inc(k->m_sum_retries, (double)(xs.checksum_retries - k->sum_retries));
+        metric_inc(k->m_sum_failures, (double)(xs.checksum_failures - k->sum_failures));
+        k->sum_retries = xs.checksum_retries;
+        k->sum_failures = xs.checksum_failures;
+    }
     engine_kv_load_done(k->e, lc->id, status);
     free(lc);
 }
@@ -121,7 +131,7 @@ static void on_notify(void *ud, const char *msg, size_t len)
     }
 }
 
-static void metrics_setup(struct kvconn *k, struct metrics_registry *r)
+static void metrics_setup(struct kvconn *k, struct metrics_registry *r, bool checksums)
 {
     static const double byte_buckets[] = {1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22,
                                           1 << 24, 1 << 26, 1 << 28, 1 << 30};
@@ -158,6 +168,18 @@ static void metrics_setup(struct kvconn *k, struct metrics_registry *r)
     k->m_failed_xfers = metrics_child(fx, NULL);
     k->m_failed_notifs = metrics_child(fn, NULL);
     k->m_unknown_notifs = metrics_child(fu, NULL);
+    if (checksums) {
+        struct metric_family *cr = metrics_counter_new(
+            r, "tandem_agent_kv_checksum_retries_total",
+            "KV blocks (of one layer's K or V) fetched again after a checksum mismatch", 0, NULL);
+        struct metric_family *cf = metrics_counter_new(
+            r, "tandem_agent_kv_checksum_failures_total",
+            "KV pulls failed by a block that mismatched its checksum twice", 0, NULL);
+        if (cr && cf) {
+            k->m_sum_retries = metrics_child(cr, NULL);
+            k->m_sum_failures = metrics_child(cf, NULL);
+        }
+    }
 }
 
 struct kvconn *kvconn_new(engine *e, const struct kvconn_config *c, char *err, size_t errlen)
@@ -208,6 +230,8 @@ struct kvconn *kvconn_new(engine *e, const struct kvconn_config *c, char *err, s
         .compat_model = identity,
         .tp_size = 1,
         .enforce_compat = c->enforce_compat,
+        .block_checksum = c->block_checksum,
+        .wire_dtype = c->wire_int8 ? KVX_WIRE_INT8 : KVX_WIRE_NATIVE,
         .on_notify = on_notify,
         .ud = k,
     };
@@ -236,7 +260,7 @@ struct kvconn *kvconn_new(engine *e, const struct kvconn_config *c, char *err, s
         }
     }
     if (c->metrics) {
-        metrics_setup(k, c->metrics);
+        metrics_setup(k, c->metrics, c->block_checksum);
     }
     engine_kv_connector ec = {
         .ud = k,

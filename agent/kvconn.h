@@ -21,6 +21,8 @@ struct kvconn_config {
     int port;              /* side-channel port (5600) */
     double hold_timeout_s; /* held blocks freed after this; 0: 480 */
     bool enforce_compat;   /* a peer with another compatibility hash is refused (default true) */
+    bool block_checksum;   /* consumer: per-block checksums with one retry (Tandem extension) */
+    bool wire_int8;        /* consumer: pull F16 blocks as int8 + row scales (Tandem extension) */
     struct metrics_registry *metrics; /* transfer metrics; NULL: none */
 };
 

@@ -11,7 +11,9 @@
 #include "agent/kvxfer.h"
 
 #include <errno.h>
+#include <float.h>
 #include <inttypes.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -27,6 +29,7 @@
 #include <ucp/api/ucp.h>
 #include <zmq.h>
 
+#include "kernels/cpu/kc_convert.h"
 #include "lib/clock.h"
 #include "lib/common.h"
 #include "lib/err.h"
@@ -864,6 +867,440 @@ void *kvx_wire_encode_agent_meta(const struct kvx_agent_meta *m, size_t *len)
     return pack_finish(&sb, rc, len);
 }
 
+/* ---- Tandem extensions: "tandem_blocks" codecs, XXH64, int8 packing ------------------------- */
+
+int kvx_wire_decode_blocks_request(const void *buf, size_t len, int32_t num_blocks,
+                                   struct kvx_blocks_request *out, char *err, size_t errlen)
+{
+    static const char tag[] = KVX_BLOCKS_MSG;
+    static const char *const keys[] = {"seq", "blocks", "sums", "wire_dtype"};
+    struct mp m;
+    struct mp_item it;
+    unsigned seen = 0;
+    memset(out, 0, sizeof(*out));
+    mp_init(&m, buf, len);
+    if (!mp_next(&m, &it) || it.kind != MP_ARRAY || it.n < 1) {
+        return -ENOENT;
+    }
+    uint32_t items = it.n;
+    if (!mp_next(&m, &it) || (it.kind != MP_BIN && it.kind != MP_STR) || it.n != sizeof(tag) - 1 ||
+        memcmp(it.data, tag, it.n) != 0) {
+        return -ENOENT;
+    }
+    if (items != 3) {
+        return tandem_fail(err, errlen, -EINVAL,
+                           "%s request must be [tag, tp_rank, options], got %u items", tag, items);
+    }
+    if (!mp_int(&m, &out->tp_rank)) {
+        return tandem_fail(err, errlen, -EINVAL, "%s tp_rank: %s", tag, m.why);
+    }
+    if (!mp_expect(&m, MP_MAP, &it)) {
+        return tandem_fail(err, errlen, -EINVAL, "%s options: %s", tag, m.why);
+    }
+    for (uint32_t i = 0; i < it.n; i++) {
+        int k = -1;
+        bool ok = mp_key(&m, keys, (int)ARRAY_SIZE(keys), &seen, &k);
+        if (ok && k == 0) {
+            ok = mp_uint(&m, 0, UINT64_MAX, &out->seq);
+        } else if (ok && k == 1) {
+            struct mp_item arr;
+            ok = mp_expect(&m, MP_ARRAY, &arr);
+            if (ok && (arr.n == 0 || arr.n > KVX_EXT_BLOCKS)) {
+                ok = mp_fail(&m, "%u block ids, 1 to %d allowed", arr.n, KVX_EXT_BLOCKS);
+            }
+            if (ok) {
+                out->blocks = malloc(sizeof(*out->blocks) * arr.n);
+                ok = out->blocks != NULL || mp_fail(&m, "out of memory");
+            }
+            for (uint32_t b = 0; ok && b < arr.n; b++) {
+                uint64_t id = 0;
+                ok = mp_uint(&m, 1, num_blocks > 1 ? (uint64_t)num_blocks - 1 : 0, &id);
+                if (ok) {
+                    out->blocks[b] = (int32_t)id;
+                }
+            }
+            out->n = ok ? (int32_t)arr.n : 0;
+        } else if (ok && k == 2) {
+            struct mp_item b;
+            ok = mp_expect(&m, MP_BOOL, &b);
+            out->sums = ok && b.u;
+        } else if (ok && k == 3) {
+            char dtype[8];
+            ok = mp_text(&m, dtype, sizeof(dtype));
+            if (ok && strcmp(dtype, "int8") != 0 && strcmp(dtype, "fp16") != 0) {
+                ok = mp_fail(&m, "\"%s\" is neither \"fp16\" nor \"int8\"", dtype);
+            }
+            out->int8 = ok && strcmp(dtype, "int8") == 0;
+        } else if (ok) {
+            ok = mp_skip(&m, 2);
+        }
+        if (!ok) {
+            kvx_blocks_request_release(out);
+            return tandem_fail(err, errlen, -EINVAL, "%s field \"%s\": %s", tag,
+                               k >= 0 ? keys[k] : "(unknown)", m.why);
+        }
+    }
+    if (m.off != len) {
+        kvx_blocks_request_release(out);
+        return tandem_fail(err, errlen, -EINVAL, "%s request has %zu trailing bytes", tag,
+                           len - m.off);
+    }
+    for (int k = 0; k < 2; k++) {
+        if (!(seen & (1u << k))) {
+            kvx_blocks_request_release(out);
+            return tandem_fail(err, errlen, -EINVAL, "%s request lacks \"%s\"", tag, keys[k]);
+        }
+    }
+    return 0;
+}
+
+void kvx_blocks_request_release(struct kvx_blocks_request *r)
+{
+    free(r->blocks);
+    memset(r, 0, sizeof(*r));
+}
+
+int kvx_wire_decode_blocks_reply(const void *buf, size_t len, struct kvx_blocks_reply *out,
+                                 char *err, size_t errlen)
+{
+    static const char *const keys[] = {
+        "seq",          "sums",  "staging_id",         "staging_addr",        "staging_len",
+        "staging_rkey", "error", "compatibility_hash", "agent_metadata_bytes"};
+    enum { K_SEQ, K_SUMS, K_ID, K_ADDR, K_LEN, K_RKEY, K_ERROR, K_HASH, K_META };
+    const unsigned staging = (1u << K_ID) | (1u << K_ADDR) | (1u << K_LEN) | (1u << K_RKEY);
+    struct mp m;
+    struct mp_item it;
+    unsigned seen = 0;
+    memset(out, 0, sizeof(*out));
+    mp_init(&m, buf, len);
+    if (!mp_expect(&m, MP_MAP, &it)) {
+        return tandem_fail(err, errlen, -EINVAL, "%s reply is not a msgpack map: %s",
+                           KVX_BLOCKS_MSG, m.why);
+    }
+    for (uint32_t i = 0; i < it.n; i++) {
+        int k;
+        bool ok = mp_key(&m, keys, (int)ARRAY_SIZE(keys), &seen, &k);
+        struct mp_item v;
+        if (!ok) {
+            return tandem_fail(err, errlen, -EINVAL, "%s reply: %s", KVX_BLOCKS_MSG, m.why);
+        }
+        switch (k) {
+        case K_SEQ:
+            ok = mp_uint(&m, 0, UINT64_MAX, &out->seq);
+            out->has_seq = ok;
+            break;
+        case K_SUMS:
+            ok = mp_expect(&m, MP_BIN, &v);
+            if (ok && v.n % 8 != 0) {
+                ok = mp_fail(&m, "%u bytes, not a whole number of 8-byte sums", v.n);
+            }
+            out->sums = ok ? v.data : NULL;
+            out->sums_len = ok ? v.n : 0;
+            break;
+        case K_ID:
+            ok = mp_uint(&m, 0, UINT64_MAX, &out->staging_id);
+            break;
+        case K_ADDR:
+            ok = mp_uint(&m, 0, UINT64_MAX, &out->staging_addr);
+            break;
+        case K_LEN:
+            ok = mp_uint(&m, 1, UINT64_MAX, &out->staging_len);
+            break;
+        case K_RKEY:
+            ok = mp_blob(&m, KVX_BLOB_MAX, &out->staging_rkey, &out->staging_rkey_len);
+            break;
+        case K_ERROR:
+            ok = mp_expect(&m, MP_STR, &v);
+            if (ok) {
+                printable(v.data, v.n < 200 ? v.n : 200, out->error, sizeof(out->error));
+                if (!out->error[0]) {
+                    snprintf(out->error, sizeof(out->error), "(no reason given)");
+                }
+            }
+            break;
+        case K_HASH:
+        case K_META:
+            out->foreign = true;
+            ok = mp_skip(&m, 1);
+            break;
+        default:
+            ok = mp_skip(&m, 1);
+            break;
+        }
+        if (!ok) {
+            memset(out, 0, sizeof(*out));
+            return tandem_fail(err, errlen, -EINVAL, "%s reply field \"%s\": %s", KVX_BLOCKS_MSG,
+                               k >= 0 ? keys[k] : "(unknown)", m.why);
+        }
+    }
+    if (m.off != len) {
+        memset(out, 0, sizeof(*out));
+        return tandem_fail(err, errlen, -EINVAL, "%s reply has %zu trailing bytes", KVX_BLOCKS_MSG,
+                           len - m.off);
+    }
+    if ((seen & staging) != 0 && (seen & staging) != staging) {
+        memset(out, 0, sizeof(*out));
+        return tandem_fail(err, errlen, -EINVAL,
+                           "%s reply: staging_id, staging_addr, staging_len and staging_rkey go "
+                           "together",
+                           KVX_BLOCKS_MSG);
+    }
+    out->has_staging = (seen & staging) == staging;
+    if (out->has_staging && out->staging_addr > UINT64_MAX - out->staging_len) {
+        memset(out, 0, sizeof(*out));
+        return tandem_fail(err, errlen, -EINVAL,
+                           "%s reply: staging at 0x%" PRIx64 " of %" PRIu64
+                           " bytes does not fit in the address space",
+                           KVX_BLOCKS_MSG, out->staging_addr, out->staging_len);
+    }
+    return 0;
+}
+
+void *kvx_wire_encode_blocks_request(const struct kvx_blocks_request *r, size_t *len)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    int rc = msgpack_pack_array(&pk, 3);
+    rc |= pack_bin(&pk, KVX_BLOCKS_MSG, strlen(KVX_BLOCKS_MSG));
+    rc |= msgpack_pack_int64(&pk, r->tp_rank);
+    rc |= msgpack_pack_map(&pk, 4);
+    rc |= pack_str(&pk, "seq") | msgpack_pack_uint64(&pk, r->seq);
+    rc |= pack_str(&pk, "blocks") | msgpack_pack_array(&pk, (size_t)r->n);
+    for (int32_t i = 0; i < r->n; i++) {
+        rc |= msgpack_pack_uint32(&pk, (uint32_t)r->blocks[i]);
+    }
+    rc |= pack_str(&pk, "sums") | (r->sums ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk));
+    rc |= pack_str(&pk, "wire_dtype") | pack_str(&pk, r->int8 ? "int8" : "fp16");
+    return pack_finish(&sb, rc, len);
+}
+
+void *kvx_wire_encode_blocks_reply(const struct kvx_blocks_reply *r, size_t *len)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    bool error = r->error[0] != '\0';
+    size_t n = 1 + (error ? 1 : (r->sums_len ? 1 : 0) + (r->has_staging ? 4 : 0));
+    int rc = msgpack_pack_map(&pk, n);
+    rc |= pack_str(&pk, "seq") | msgpack_pack_uint64(&pk, r->seq);
+    if (error) {
+        rc |= pack_str(&pk, "error") | pack_str(&pk, r->error);
+        return pack_finish(&sb, rc, len);
+    }
+    if (r->sums_len) {
+        rc |= pack_str(&pk, "sums") | pack_bin(&pk, r->sums, r->sums_len);
+    }
+    if (r->has_staging) {
+        rc |= pack_str(&pk, "staging_id") | msgpack_pack_uint64(&pk, r->staging_id);
+        rc |= pack_str(&pk, "staging_addr") | msgpack_pack_uint64(&pk, r->staging_addr);
+        rc |= pack_str(&pk, "staging_len") | msgpack_pack_uint64(&pk, r->staging_len);
+        rc |= pack_str(&pk, "staging_rkey") | pack_bin(&pk, r->staging_rkey, r->staging_rkey_len);
+    }
+    return pack_finish(&sb, rc, len);
+}
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "kvx's XXH64 and wire sums assume a little-endian host"
+#endif
+
+#define XXH_P1 0x9E3779B185EBCA87ULL
+#define XXH_P2 0xC2B2AE3D27D4EB4FULL
+#define XXH_P3 0x165667B19E3779F9ULL
+#define XXH_P4 0x85EBCA77C2B2AE63ULL
+#define XXH_P5 0x27D4EB2F165667C5ULL
+
+static inline uint64_t rotl64(uint64_t v, int r)
+{
+    return (v << r) | (v >> (64 - r));
+}
+
+static inline uint64_t rd64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+static inline uint64_t xxh_round(uint64_t acc, uint64_t in)
+{
+    return rotl64(acc + in * XXH_P2, 31) * XXH_P1;
+}
+
+static inline uint64_t xxh_merge(uint64_t h, uint64_t v)
+{
+    return (h ^ xxh_round(0, v)) * XXH_P1 + XXH_P4;
+}
+
+uint64_t kvx_hash64(const void *data, size_t n)
+{
+    const uint8_t *p = data, *end = p + n;
+    uint64_t h;
+    if (n >= 32) {
+        uint64_t v1 = XXH_P1 + XXH_P2, v2 = XXH_P2, v3 = 0, v4 = 0 - XXH_P1;
+        for (; end - p >= 32; p += 32) {
+            v1 = xxh_round(v1, rd64(p));
+            v2 = xxh_round(v2, rd64(p + 8));
+            v3 = xxh_round(v3, rd64(p + 16));
+            v4 = xxh_round(v4, rd64(p + 24));
+        }
+        h = rotl64(v1, 1) + rotl64(v2, 7) + rotl64(v3, 12) + rotl64(v4, 18);
+        h = xxh_merge(xxh_merge(xxh_merge(xxh_merge(h, v1), v2), v3), v4);
+    } else {
+        h = XXH_P5;
+    }
+    h += (uint64_t)n;
+    for (; end - p >= 8; p += 8) {
+        h = rotl64(h ^ xxh_round(0, rd64(p)), 27) * XXH_P1 + XXH_P4;
+    }
+    if (end - p >= 4) {
+        uint32_t w;
+        memcpy(&w, p, sizeof(w));
+        h = rotl64(h ^ ((uint64_t)w * XXH_P1), 23) * XXH_P2 + XXH_P3;
+        p += 4;
+    }
+    for (; p < end; p++) {
+        h = rotl64(h ^ (*p * XXH_P5), 11) * XXH_P1;
+    }
+    h ^= h >> 33;
+    h *= XXH_P2;
+    h ^= h >> 29;
+    h *= XXH_P3;
+    h ^= h >> 32;
+    return h;
+}
+
+size_t kvx_int8_block_bytes(const struct kvx_layout *l)
+{
+    size_t rows = (size_t)l->n_kv_heads * (size_t)l->block_size;
+    return rows * (size_t)l->head_dim + rows * sizeof(float);
+}
+
+/* One row: q = round-half-even(x * 127 / amax) over the finite values' amax; Inf clamps, NaN is 0.
+ * The AVX2 path below computes exactly the same (the same F32 operations, round-half-even). */
+static float pack_row_ref(const uint16_t *x, int8_t *q, int d)
+{
+    float amax = 0.0f;
+    for (int j = 0; j < d; j++) {
+        float v = fabsf(kc_f16_to_f32(x[j]));
+        if (v <= FLT_MAX && v > amax) {
+            amax = v;
+        }
+    }
+    float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    for (int j = 0; j < d; j++) {
+        float t = kc_f16_to_f32(x[j]) * inv;
+        t = isnan(t) ? 0.0f : t > 127.0f ? 127.0f : t < -127.0f ? -127.0f : t;
+        q[j] = (int8_t)nearbyintf(t);
+    }
+    return amax / 127.0f;
+}
+
+static void unpack_row_ref(const int8_t *q, float scale, uint16_t *x, int d)
+{
+    for (int j = 0; j < d; j++) {
+        x[j] = kc_f32_to_f16((float)q[j] * scale);
+    }
+}
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <immintrin.h>
+
+__attribute__((target("avx2,f16c"))) static float pack_row_avx2(const uint16_t *x, int8_t *q, int d)
+{
+    const __m256 sign = _mm256_set1_ps(-0.0f), inf = _mm256_set1_ps(INFINITY);
+    __m256 vmax = _mm256_setzero_ps();
+    for (int j = 0; j < d; j += 8) {
+        __m256 v = _mm256_andnot_ps(sign, _mm256_cvtph_ps(_mm_loadu_si128((const void *)(x + j))));
+        v = _mm256_and_ps(v, _mm256_cmp_ps(v, inf, _CMP_LT_OQ)); /* Inf and NaN count as 0 */
+        vmax = _mm256_max_ps(vmax, v);
+    }
+    float lanes[8];
+    _mm256_storeu_ps(lanes, vmax);
+    float amax = 0.0f;
+    for (int i = 0; i < 8; i++) {
+        amax = lanes[i] > amax ? lanes[i] : amax;
+    }
+    float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    const __m256 vinv = _mm256_set1_ps(inv), hi = _mm256_set1_ps(127.0f),
+                 lo = _mm256_set1_ps(-127.0f);
+    for (int j = 0; j < d; j += 8) {
+        __m256 t = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const void *)(x + j))), vinv);
+        t = _mm256_and_ps(t, _mm256_cmp_ps(t, t, _CMP_ORD_Q)); /* NaN → 0 */
+        t = _mm256_max_ps(_mm256_min_ps(t, hi), lo);
+        __m256i i32 = _mm256_cvtps_epi32(t); /* round-half-even (MXCSR default) */
+        __m128i i16 =
+            _mm_packs_epi32(_mm256_castsi256_si128(i32), _mm256_extracti128_si256(i32, 1));
+        _mm_storel_epi64((void *)(q + j), _mm_packs_epi16(i16, i16));
+    }
+    return amax / 127.0f;
+}
+
+__attribute__((target("avx2,f16c"))) static void unpack_row_avx2(const int8_t *q, float scale,
+                                                                 uint16_t *x, int d)
+{
+    const __m256 s = _mm256_set1_ps(scale);
+    for (int j = 0; j < d; j += 8) {
+        __m256i i32 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const void *)(q + j)));
+        __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(i32), s);
+        _mm_storeu_si128((void *)(x + j), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+    }
+}
+
+static bool have_avx2_f16c(void)
+{
+    static int have = -1;
+    if (have < 0) {
+        unsigned a = 0, b = 0, c = 0, d = 0; /* F16C: CPUID.1:ECX bit 29 */
+        have = __builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) &&
+               (c & (1u << 29)) != 0;
+    }
+    return have;
+}
+#endif
+
+void kvx_int8_pack(const struct kvx_layout *l, const void *f16_block, void *out)
+{
+    int d = l->head_dim, rows = l->n_kv_heads * l->block_size;
+    const uint16_t *x = f16_block;
+    int8_t *q = out;
+    uint8_t *scales = (uint8_t *)out + (size_t)rows * (size_t)d;
+    for (int r = 0; r < rows; r++) {
+        float scale;
+#if defined(__x86_64__)
+        if (d % 8 == 0 && have_avx2_f16c()) {
+            scale = pack_row_avx2(x + (size_t)r * (size_t)d, q + (size_t)r * (size_t)d, d);
+        } else
+#endif
+        {
+            scale = pack_row_ref(x + (size_t)r * (size_t)d, q + (size_t)r * (size_t)d, d);
+        }
+        memcpy(scales + (size_t)r * sizeof(float), &scale, sizeof(float));
+    }
+}
+
+void kvx_int8_unpack(const struct kvx_layout *l, const void *packed, void *f16_block)
+{
+    int d = l->head_dim, rows = l->n_kv_heads * l->block_size;
+    const int8_t *q = packed;
+    const uint8_t *scales = (const uint8_t *)packed + (size_t)rows * (size_t)d;
+    uint16_t *x = f16_block;
+    for (int r = 0; r < rows; r++) {
+        float scale;
+        memcpy(&scale, scales + (size_t)r * sizeof(float), sizeof(float));
+#if defined(__x86_64__)
+        if (d % 8 == 0 && have_avx2_f16c()) {
+            unpack_row_avx2(q + (size_t)r * (size_t)d, scale, x + (size_t)r * (size_t)d, d);
+            continue;
+        }
+#endif
+        unpack_row_ref(q + (size_t)r * (size_t)d, scale, x + (size_t)r * (size_t)d, d);
+    }
+}
+
 /* ---- The kvx object -------------------------------------------------------------------------- */
 
 /* Zero bytes after each worker address or rkey handed to UCX, whose unpackers take no length:
@@ -876,8 +1313,20 @@ void *kvx_wire_encode_agent_meta(const struct kvx_agent_meta *m, size_t *len)
  * on ordinary memory with streams of such messages. A sleep, not a spin: on a small host a
  * spinning thread starves the peer's thread it waits for. */
 #define KVX_IN_FLIGHT_SLEEP_US 50
-#define KVX_ROUTER_MAX_MSG     (64 * 1024)
+#define KVX_ROUTER_MAX_MSG     (128 * 1024) /* a tandem_blocks request of KVX_EXT_BLOCKS ids */
 #define KVX_HOST_MAX           255
+
+/* A producer's int8 staging buffer as the consumer unpacked it: kept while the peer is, because
+ * the producer reuses its buffers and every fresh unpack of a shared-memory key maps the segment
+ * anew, paying a page fault per 4 KiB on each pull (as much as the transfer itself). */
+struct kvx_stg_key {
+    uint64_t addr;
+    uint8_t *blob; /* the packed key (a copy) */
+    size_t blob_len;
+    ucp_rkey_h rkey;
+    uint64_t populated; /* bytes from addr whose pages are mapped here */
+};
+#define KVX_STG_KEYS (4 * KVX_STAGING_SLOTS) /* per peer; past it, keys are unpacked per pull */
 
 /* A remote engine: handshaking (sock set, waiters queued) or ready (ep, rkeys, bases). */
 struct kvx_peer {
@@ -893,6 +1342,9 @@ struct kvx_peer {
     int refs;          /* the cache's + one per request using it */
     uint64_t last_use; /* for LRU eviction */
     void *sock;        /* DEALER while handshaking */
+    void *ext_sock;    /* DEALER for tandem_blocks requests, from the first one on */
+    struct kvx_stg_key *stg_keys; /* [KVX_STG_KEYS] the producer's staging keys seen (int8) */
+    int n_stg_keys;
     int64_t deadline_ms;
     struct list_node waiters; /* requests waiting for the handshake */
     ucp_ep_h ep;
@@ -903,7 +1355,9 @@ struct kvx_peer {
                     checked before each reuse; 0 otherwise */
 };
 
-enum xfer_stage { XFER_GETS, XFER_NOTIFY, XFER_DONE };
+/* XFER_PACK: an int8 pull waits for the producer's staging; XFER_REGET: blocks that failed their
+ * checksum are fetched again. */
+enum xfer_stage { XFER_PACK, XFER_GETS, XFER_REGET, XFER_NOTIFY, XFER_DONE };
 
 /* A pull or notification request; the id arrays and the message live in the same allocation. */
 struct kvx_xfer {
@@ -928,7 +1382,35 @@ struct kvx_xfer {
     bool notified;
     bool expired; /* its transfer timeout passed */
     uint64_t bytes;
+    uint64_t wire_bytes; /* what its gets read (stats.wire_bytes) */
     int64_t t0_ns;
+    /* Tandem extensions (kvxfer.h) */
+    bool awaiting_reply; /* a tandem_blocks request is out (the request stays on kvx.active) */
+    uint64_t ext_seq;
+    uint64_t *sums; /* [n_regions * n] the producer's checksums, once answered */
+    int32_t *bad;   /* [n_regions * n] indices (r * n + i) that mismatched, n_bad of them */
+    int32_t n_bad;
+    uint8_t *stg; /* int8: local staging buffer (stg_cap bytes) */
+    size_t stg_cap;
+    uint64_t stg_len; /* the producer's staging: id, address, length, key */
+    uint64_t stg_id;
+    uint64_t stg_addr;
+    ucp_rkey_h stg_rkey;
+    bool stg_rkey_owned; /* stg_rkey is the request's (else its peer's stg_keys hold it) */
+    bool stg_release;    /* the notification carries stg_hdr (releases the staging) */
+    uint8_t stg_hdr[8];  /* stg_id, little-endian */
+};
+
+/* Producer: a staging buffer for int8 packing, UCX-allocated so that consumers get it one-sided. */
+struct kvx_staging {
+    ucp_mem_h memh; /* NULL: slot empty */
+    uint8_t *base;
+    size_t cap;
+    void *rkey; /* packed */
+    size_t rkey_len;
+    bool busy;           /* lent to a consumer */
+    uint64_t id;         /* (generation << 8) | slot while lent */
+    int64_t deadline_ms; /* reclaimed after it */
 };
 
 struct kvx {
@@ -942,6 +1424,9 @@ struct kvx {
     char host_ns[KVX_HOST_NS_MAX + 1]; /* see host_ns_get; "" when unknown */
     bool shm_tls;                      /* UCX_TLS (at kvx_new) allows a shared-memory transport */
     bool enforce_compat;
+    bool block_checksum; /* Tandem extensions asked for as a consumer */
+    bool wire_int8;
+    size_t int8_block_bytes;
     int tp_size;
     int handshake_timeout_ms;
     int transfer_timeout_ms;
@@ -968,8 +1453,15 @@ struct kvx {
     int in_flight;          /* accepted and not done */
     bool stopping;
     struct kvx_stats stats;
+    int corrupt_rounds; /* kvx_debug_corrupt */
 
     /* the kvx thread's */
+    uint64_t ext_seq;   /* last tandem_blocks request's */
+    uint8_t *spare_stg; /* consumer: one idle staging buffer kept */
+    size_t spare_cap;
+    struct kvx_staging staging[KVX_STAGING_SLOTS]; /* producer */
+    uint64_t staging_mapped;                       /* bytes of the slots' buffers */
+    uint64_t staging_gen;
     struct list_node peers;
     int n_cached;
     uint64_t use_clock;
@@ -1055,6 +1547,11 @@ static void destroy_rkeys(struct kvx *x, struct kvx_peer *p)
             p->rkeys[r] = NULL;
         }
     }
+    for (int k = 0; k < p->n_stg_keys; k++) {
+        ucp_rkey_destroy(p->stg_keys[k].rkey);
+        free(p->stg_keys[k].blob);
+    }
+    p->n_stg_keys = 0;
 }
 
 static void peer_destroy(struct kvx *x, struct kvx_peer *p)
@@ -1064,12 +1561,16 @@ static void peer_destroy(struct kvx *x, struct kvx_peer *p)
     if (p->sock) {
         zmq_close(p->sock);
     }
+    if (p->ext_sock) {
+        zmq_close(p->ext_sock);
+    }
     destroy_rkeys(x, p); /* no operation uses them any more */
     if (p->ep) {
         ep_close(x, p->ep, p->err_peer || p->failed);
     }
     free(p->rkeys);
     free(p->bases);
+    free(p->stg_keys);
     free(p);
 }
 
@@ -1159,6 +1660,61 @@ static void on_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
 
 static void xfer_start(struct kvx *x, struct kvx_xfer *xf);
 
+static void populate(void *addr, size_t len, bool writable);
+
+/* Consumer staging: the kept spare when it is big enough, else fresh memory (pages mapped now:
+ * a pull that faults per 4 KiB is several times slower). */
+static uint8_t *stg_take(struct kvx *x, size_t len, size_t *cap)
+{
+    if (x->spare_stg && x->spare_cap >= len) {
+        uint8_t *b = x->spare_stg;
+        *cap = x->spare_cap;
+        x->spare_stg = NULL;
+        return b;
+    }
+    size_t rounded = (len + 4095) & ~(size_t)4095;
+    uint8_t *b = aligned_alloc(4096, rounded);
+    if (b) {
+        populate(b, rounded, true);
+        *cap = rounded;
+    }
+    return b;
+}
+
+/* Keeps the larger of b and the spare (bounded by KVX_STAGING_MAX), frees the other. */
+static void stg_give(struct kvx *x, uint8_t *b, size_t cap)
+{
+    if (b && cap <= KVX_STAGING_MAX && (!x->spare_stg || cap > x->spare_cap)) {
+        free(x->spare_stg);
+        x->spare_stg = b;
+        x->spare_cap = cap;
+    } else {
+        free(b);
+    }
+}
+
+/* Drops what a request holds for the extensions (before a retry, or when it is freed; no UCX
+ * operation of it may be in flight). */
+static void xfer_ext_reset(struct kvx *x, struct kvx_xfer *xf)
+{
+    if (xf->stg_rkey && xf->stg_rkey_owned) {
+        ucp_rkey_destroy(xf->stg_rkey);
+    }
+    xf->stg_rkey = NULL;
+    xf->stg_rkey_owned = false;
+    stg_give(x, xf->stg, xf->stg_cap);
+    xf->stg = NULL;
+    xf->stg_cap = 0;
+    free(xf->sums);
+    free(xf->bad);
+    xf->sums = NULL;
+    xf->bad = NULL;
+    xf->n_bad = 0;
+    xf->awaiting_reply = false;
+    xf->stg_release = false;
+    xf->stg_id = xf->stg_addr = xf->stg_len = 0;
+}
+
 static void TANDEM_PRINTF(4, 5)
     xfer_finish(struct kvx *x, struct kvx_xfer *xf, int status, const char *fmt, ...)
 {
@@ -1186,6 +1742,7 @@ static void TANDEM_PRINTF(4, 5)
     if (xf->notified) {
         x->stats.notifications_sent++;
     }
+    x->stats.wire_bytes += xf->wire_bytes;
     pthread_mutex_unlock(&x->lock);
     if (xf->peer) {
         peer_unref(x, xf->peer);
@@ -1204,6 +1761,7 @@ static void TANDEM_PRINTF(4, 5)
     if (xf->pending > 0) {
         list_push_back(&x->zombies, &xf->node); /* UCX still calls on_op_done with it */
     } else {
+        xfer_ext_reset(x, xf);
         free(xf);
     }
 }
@@ -1261,6 +1819,7 @@ static void post_gets(struct kvx *x, struct kvx_xfer *xf)
                 return;
             }
             xf->bytes += run;
+            xf->wire_bytes += run;
         }
         s = e;
     }
@@ -1276,15 +1835,98 @@ static void post_notify(struct kvx_xfer *xf)
                                .flags = UCP_AM_SEND_FLAG_EAGER,
                                .cb.send = on_op_done,
                                .user_data = xf};
-    op_posted(xf,
-              ucp_am_send_nbx(xf->peer->ep, KVX_AM_NOTIFY, NULL, 0, xf->msg, xf->msg_len, &prm));
+    /* int8: the header (the staging id) releases the producer's staging */
+    op_posted(xf, ucp_am_send_nbx(xf->peer->ep, KVX_AM_NOTIFY, xf->stg_release ? xf->stg_hdr : NULL,
+                                  xf->stg_release ? sizeof(xf->stg_hdr) : 0, xf->msg,
+                                  xf->msg ? xf->msg_len : 0, &prm));
+}
+
+/* int8: one get of the producer's whole staging into the local staging buffer, then a flush. */
+static void post_staging_get(struct kvx *x, struct kvx_xfer *xf)
+{
+    ucp_request_param_t prm = {.op_attr_mask =
+                                   UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+                               .cb.send = on_op_done,
+                               .user_data = xf};
+    if (op_posted(xf, ucp_get_nbx(xf->peer->ep, xf->stg, xf->stg_len, xf->stg_addr, xf->stg_rkey,
+                                  &prm))) {
+        xf->wire_bytes += xf->stg_len;
+        op_posted(xf, ucp_ep_flush_nbx(xf->peer->ep, &prm));
+    }
+}
+
+/* The blocks (of one region each) that failed their checksum, once more, then a flush. */
+static void post_regets(struct kvx *x, struct kvx_xfer *xf)
+{
+    struct kvx_peer *p = xf->peer;
+    ucp_request_param_t prm = {.op_attr_mask =
+                                   UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+                               .cb.send = on_op_done,
+                               .user_data = xf};
+    for (int32_t b = 0; b < xf->n_bad; b++) {
+        int32_t k = xf->bad[b], r = k / xf->n, i = k % xf->n;
+        ucs_status_ptr_t sp;
+        size_t len;
+        if (x->wire_int8) {
+            len = x->int8_block_bytes;
+            sp = ucp_get_nbx(p->ep, xf->stg + (size_t)k * len, len,
+                             xf->stg_addr + (uint64_t)k * len, xf->stg_rkey, &prm);
+        } else {
+            len = x->block_bytes;
+            sp = ucp_get_nbx(p->ep, x->base[r] + (uint64_t)xf->local[i] * x->block_bytes, len,
+                             p->bases[r] + (uint64_t)xf->remote[i] * x->block_bytes, p->rkeys[r],
+                             &prm);
+        }
+        if (!op_posted(xf, sp)) {
+            return;
+        }
+        xf->wire_bytes += len;
+    }
+    op_posted(xf, ucp_ep_flush_nbx(p->ep, &prm));
+}
+
+/* Compares what arrived with the producer's sums: every block after the first round, the
+ * mismatched ones after a retry. Leaves the mismatches in bad / n_bad. */
+static void verify_sums(struct kvx *x, struct kvx_xfer *xf)
+{
+    int32_t total = x->n_regions * xf->n, count = xf->stage == XFER_REGET ? xf->n_bad : total;
+    int32_t n_bad = 0;
+    for (int32_t b = 0; b < count; b++) {
+        int32_t k = xf->stage == XFER_REGET ? xf->bad[b] : b, r = k / xf->n, i = k % xf->n;
+        uint64_t h =
+            x->wire_int8
+                ? kvx_hash64(xf->stg + (size_t)k * x->int8_block_bytes, x->int8_block_bytes)
+                : kvx_hash64(x->base[r] + (uint64_t)xf->local[i] * x->block_bytes, x->block_bytes);
+        if (h != xf->sums[k]) {
+            xf->bad[n_bad++] = k;
+        }
+    }
+    xf->n_bad = n_bad;
+}
+
+/* kvx_debug_corrupt: flips a byte of the first block received, as a faulty transport would. */
+static void debug_corrupt(struct kvx *x, struct kvx_xfer *xf)
+{
+    pthread_mutex_lock(&x->lock);
+    int rounds = x->corrupt_rounds;
+    if (rounds > 0) {
+        x->corrupt_rounds--;
+    }
+    pthread_mutex_unlock(&x->lock);
+    if (rounds != 0) {
+        uint8_t *b = x->wire_int8 ? xf->stg : x->base[0] + (uint64_t)xf->local[0] * x->block_bytes;
+        b[0] ^= 0x5a;
+    }
 }
 
 /* Puts xf (in no list) on active or ready depending on whether it waits for UCX. */
 static void xfer_park(struct kvx *x, struct kvx_xfer *xf)
 {
-    list_push_back(xf->pending ? &x->active : &x->ready, &xf->node);
+    list_push_back(xf->pending || xf->awaiting_reply ? &x->active : &x->ready, &xf->node);
 }
+
+static int ext_send(struct kvx *x, struct kvx_peer *p, struct kvx_xfer *xf, char *err,
+                    size_t errlen);
 
 /* Starts the transfer of xf on the ready peer p. */
 static void xfer_post(struct kvx *x, struct kvx_xfer *xf, struct kvx_peer *p)
@@ -1303,8 +1945,15 @@ static void xfer_post(struct kvx *x, struct kvx_xfer *xf, struct kvx_peer *p)
                 return;
             }
         }
-        xf->stage = XFER_GETS;
-        post_gets(x, xf);
+        xf->stage = x->wire_int8 ? XFER_PACK : XFER_GETS;
+        char err[300];
+        if ((x->block_checksum || x->wire_int8) && ext_send(x, p, xf, err, sizeof(err)) != 0) {
+            xfer_finish(x, xf, -EIO, "%s", err);
+            return;
+        }
+        if (xf->stage == XFER_GETS) {
+            post_gets(x, xf); /* the checksums are computed meanwhile */
+        }
     } else {
         xf->stage = XFER_NOTIFY;
         post_notify(xf);
@@ -1332,12 +1981,13 @@ static void xfer_advance(struct kvx *x, struct kvx_xfer *xf)
         xf->notified = false;
         peer_unref(x, p);
         xf->peer = NULL;
+        xfer_ext_reset(x, xf);
         xfer_start(x, xf);
         return;
     }
     if (xf->expired) {
         xfer_finish(x, xf, -ETIMEDOUT, "%s to engine %s did not complete within %d ms",
-                    xf->stage == XFER_GETS ? "transfer" : "notification", xf->engine_id,
+                    xf->stage == XFER_NOTIFY ? "notification" : "transfer", xf->engine_id,
                     x->transfer_timeout_ms);
         return;
     }
@@ -1351,22 +2001,70 @@ static void xfer_advance(struct kvx *x, struct kvx_xfer *xf)
             xf->notified = false;
             peer_unref(x, p);
             xf->peer = NULL;
+            xfer_ext_reset(x, xf);
             xfer_start(x, xf);
             return;
         }
         xfer_finish(x, xf, ucs_to_errno(st), "%s to engine %s failed: %s",
-                    xf->stage == XFER_GETS ? "transfer" : "notification", xf->engine_id,
+                    xf->stage == XFER_NOTIFY ? "notification" : "transfer", xf->engine_id,
                     ucs_status_string(st));
         return;
     }
-    if (xf->stage == XFER_GETS && xf->msg) {
-        xf->stage = XFER_NOTIFY;
-        post_notify(xf);
+    if (!p->ep && xf->stage != XFER_NOTIFY) {
+        xfer_finish(x, xf, -EIO, "the endpoint to engine %s was aborted", xf->engine_id);
+        return;
+    }
+    if (xf->stage == XFER_PACK) {
+        /* the producer packed the blocks (ext_reply): fetch its staging */
+        xf->stage = XFER_GETS;
+        post_staging_get(x, xf);
         xfer_park(x, xf);
         return;
     }
+    if (xf->stage == XFER_GETS || xf->stage == XFER_REGET) {
+        if (x->block_checksum) {
+            debug_corrupt(x, xf);
+            verify_sums(x, xf);
+            if (xf->n_bad > 0 && xf->stage == XFER_GETS) {
+                log_warn("kvx: pull from engine %s at %s:%d: %d block(s) failed their checksum; "
+                         "fetching them again",
+                         xf->engine_id, xf->host, xf->port, xf->n_bad);
+                STAT_ADD(x, checksum_retries, (uint64_t)xf->n_bad);
+                xf->stage = XFER_REGET;
+                post_regets(x, xf);
+                xfer_park(x, xf);
+                return;
+            }
+            if (xf->n_bad > 0) {
+                int32_t k = xf->bad[0], r = k / xf->n, i = k % xf->n;
+                STAT_ADD(x, checksum_failures, 1);
+                xfer_finish(x, xf, -EIO,
+                            "block checksum mismatch after a retry: remote block %d (local %d) of "
+                            "layer %d %s (region %d)%s",
+                            xf->remote[i], xf->local[i], r / 2, r % 2 ? "V" : "K", r,
+                            xf->n_bad > 1 ? ", and more" : "");
+                return;
+            }
+        }
+        if (x->wire_int8) {
+            for (int32_t r = 0; r < x->n_regions; r++) {
+                for (int32_t i = 0; i < xf->n; i++) {
+                    size_t k = (size_t)r * (size_t)xf->n + (size_t)i;
+                    kvx_int8_unpack(&x->layout, xf->stg + k * x->int8_block_bytes,
+                                    x->base[r] + (uint64_t)xf->local[i] * x->block_bytes);
+                }
+            }
+            xf->bytes = (uint64_t)xf->n * (uint64_t)x->n_regions * x->block_bytes;
+        }
+        if (xf->msg || xf->stg_release) {
+            xf->stage = XFER_NOTIFY;
+            post_notify(xf);
+            xfer_park(x, xf);
+            return;
+        }
+    }
     if (xf->stage == XFER_NOTIFY) {
-        xf->notified = true;
+        xf->notified = xf->msg != NULL;
     }
     xf->stage = XFER_DONE;
     xfer_finish(x, xf, 0, "%s", "");
@@ -1705,6 +2403,243 @@ static struct kvx_peer *peer_new(struct kvx *x, const struct kvx_xfer *xf, char 
     return p;
 }
 
+/* ---- Tandem extensions, consumer side (kvx thread) ------------------------------------------- */
+
+/* Sends xf's tandem_blocks request on p's extension DEALER (connected on first use). */
+static int ext_send(struct kvx *x, struct kvx_peer *p, struct kvx_xfer *xf, char *err,
+                    size_t errlen)
+{
+    char endpoint[KVX_HOST_MAX + 32];
+    bool v6 = strchr(p->host, ':') != NULL;
+    snprintf(endpoint, sizeof(endpoint), v6 ? "tcp://[%s]:%d" : "tcp://%s:%d", p->host, p->port);
+    if (!p->ext_sock) {
+        int zero = 0, one = 1;
+        int64_t max = KVX_REPLY_MAX + 4096;
+        p->ext_sock = zmq_socket(x->zctx, ZMQ_DEALER);
+        if (!p->ext_sock || zmq_setsockopt(p->ext_sock, ZMQ_LINGER, &zero, sizeof(zero)) != 0 ||
+            zmq_setsockopt(p->ext_sock, ZMQ_MAXMSGSIZE, &max, sizeof(max)) != 0 ||
+            (v6 && zmq_setsockopt(p->ext_sock, ZMQ_IPV6, &one, sizeof(one)) != 0) ||
+            zmq_connect(p->ext_sock, endpoint) != 0) {
+            tandem_set_err(err, errlen, "side channel %s: %s", endpoint, zmq_strerror(zmq_errno()));
+            if (p->ext_sock) {
+                zmq_close(p->ext_sock);
+                p->ext_sock = NULL;
+            }
+            return -EIO;
+        }
+    }
+    struct kvx_blocks_request br = {.seq = ++x->ext_seq,
+                                    .sums = x->block_checksum,
+                                    .int8 = x->wire_int8,
+                                    .n = xf->n,
+                                    .blocks = xf->remote};
+    size_t len = 0;
+    void *req = kvx_wire_encode_blocks_request(&br, &len);
+    if (!req || zmq_send(p->ext_sock, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT) != 0 ||
+        zmq_send(p->ext_sock, req, len, ZMQ_DONTWAIT) != (int)len) {
+        tandem_set_err(err, errlen, "side channel %s: %s request not sent: %s", endpoint,
+                       KVX_BLOCKS_MSG, req ? zmq_strerror(zmq_errno()) : "out of memory");
+        free(req);
+        return -EIO;
+    }
+    free(req);
+    xf->ext_seq = br.seq;
+    xf->awaiting_reply = true;
+    return 0;
+}
+
+static const char *ext_what(const struct kvx *x)
+{
+    return x->wire_int8 && x->block_checksum ? "int8 wire compression and block checksums"
+           : x->wire_int8                    ? "int8 wire compression"
+                                             : "block checksums";
+}
+
+/* The remote key of the staging of rep into xf->stg_rkey: from p's cache (whose mapping of the
+ * staging is populated), else unpacked and cached, else (cache full) unpacked for xf alone. */
+static int stg_key_get(struct kvx *x, struct kvx_peer *p, struct kvx_xfer *xf,
+                       const struct kvx_blocks_reply *rep)
+{
+    struct kvx_stg_key *key = NULL;
+    for (int k = 0; k < p->n_stg_keys && !key; k++) {
+        struct kvx_stg_key *c = &p->stg_keys[k];
+        if (c->addr == rep->staging_addr && c->blob_len == rep->staging_rkey_len &&
+            memcmp(c->blob, rep->staging_rkey, c->blob_len) == 0) {
+            key = c;
+        }
+    }
+    if (!key) {
+        ucp_rkey_h rkey;
+        ucs_status_t st =
+            ucp_ep_rkey_unpack(p->ep, padded(x, rep->staging_rkey, rep->staging_rkey_len), &rkey);
+        if (st != UCS_OK) {
+            log_warn("kvx: engine %s: staging rkey rejected by UCX: %s", p->engine_id,
+                     ucs_status_string(st));
+            return -EIO;
+        }
+        if (!p->stg_keys) {
+            p->stg_keys = calloc(KVX_STG_KEYS, sizeof(*p->stg_keys));
+        }
+        uint8_t *blob =
+            p->stg_keys && p->n_stg_keys < KVX_STG_KEYS ? malloc(rep->staging_rkey_len) : NULL;
+        if (!blob) {
+            xf->stg_rkey = rkey;
+            xf->stg_rkey_owned = true;
+            return 0;
+        }
+        memcpy(blob, rep->staging_rkey, rep->staging_rkey_len);
+        key = &p->stg_keys[p->n_stg_keys++];
+        *key = (struct kvx_stg_key){.addr = rep->staging_addr,
+                                    .blob = blob,
+                                    .blob_len = rep->staging_rkey_len,
+                                    .rkey = rkey};
+    }
+    void *local = NULL;
+    if (key->populated < rep->staging_len &&
+        ucp_rkey_ptr(key->rkey, rep->staging_addr, &local) == UCS_OK) {
+        populate(local, rep->staging_len, false); /* shared memory: mapped here */
+        key->populated = rep->staging_len;
+    }
+    xf->stg_rkey = key->rkey;
+    xf->stg_rkey_owned = false;
+    return 0;
+}
+
+/* The producer answered xf's tandem_blocks request. */
+static void ext_reply(struct kvx *x, struct kvx_xfer *xf, const struct kvx_blocks_reply *rep)
+{
+    struct kvx_peer *p = xf->peer;
+    size_t nk = (size_t)x->n_regions * (size_t)xf->n;
+    xf->awaiting_reply = false;
+    if (rep->foreign) {
+        xfer_finish(x, xf, -EINVAL,
+                    "engine %s at %s:%d does not support Tandem's %s: it answered the %s request "
+                    "with its handshake (a vLLM engine?); turn the option off or pull from a "
+                    "Tandem engine",
+                    xf->engine_id, xf->host, xf->port, ext_what(x), KVX_BLOCKS_MSG);
+        return;
+    }
+    if (rep->error[0]) {
+        xfer_finish(x, xf, -EINVAL, "engine %s at %s:%d refused %s: %s%s", xf->engine_id, xf->host,
+                    xf->port, ext_what(x), rep->error,
+                    rep->has_seq ? "" : " (a kvx without Tandem's extensions?)");
+        return;
+    }
+    if (!p->ep || p->failed) {
+        xfer_finish(x, xf, -EIO, "the endpoint to engine %s failed", xf->engine_id);
+        return;
+    }
+    if (x->block_checksum) {
+        size_t sums_bytes = nk * sizeof(*xf->sums);
+        if (nk == 0 || sums_bytes == 0 || rep->sums_len != sums_bytes) {
+            xfer_finish(x, xf, -EINVAL, "engine %s sent %zu bytes of checksums, %zu expected",
+                        xf->engine_id, rep->sums_len, sums_bytes);
+            return;
+        }
+        xf->sums = malloc(sums_bytes);
+        xf->bad = calloc(nk, sizeof(*xf->bad));
+        if (!xf->sums || !xf->bad) {
+            xfer_finish(x, xf, -ENOMEM, "out of memory");
+            return;
+        }
+        memcpy(xf->sums, rep->sums, sums_bytes); /* little-endian, as this host */
+    }
+    if (x->wire_int8) {
+        if (!rep->has_staging || rep->staging_len != nk * x->int8_block_bytes) {
+            xfer_finish(x, xf, -EINVAL,
+                        "engine %s: int8 staging of %" PRIu64 " bytes, %zu expected", xf->engine_id,
+                        rep->has_staging ? rep->staging_len : 0, nk * x->int8_block_bytes);
+            return;
+        }
+        int rc = stg_key_get(x, p, xf, rep);
+        if (rc != 0) {
+            xfer_finish(x, xf, rc, "engine %s: staging rkey rejected by UCX", xf->engine_id);
+            return;
+        }
+        xf->stg = stg_take(x, rep->staging_len, &xf->stg_cap);
+        if (!xf->stg) {
+            xfer_finish(x, xf, -ENOMEM, "out of memory for %" PRIu64 " bytes of staging",
+                        rep->staging_len);
+            return;
+        }
+        xf->stg_len = rep->staging_len;
+        xf->stg_addr = rep->staging_addr;
+        xf->stg_id = rep->staging_id;
+        for (int b = 0; b < 8; b++) {
+            xf->stg_hdr[b] = (uint8_t)(rep->staging_id >> (8 * b));
+        }
+        xf->stg_release = true;
+    }
+    /* run_ucx moves it on once its gets (if any) are done too */
+}
+
+/* Reads answers on p's extension DEALER: ["", payload]. */
+static void ext_read(struct kvx *x, struct kvx_peer *p)
+{
+    p->refs++; /* a request that finishes here may hold p's last reference */
+    for (int handled = 0; handled < 64; handled++) {
+        zmq_msg_t part[2];
+        int n = 0, extra = 0;
+        bool more = true;
+        while (more) {
+            zmq_msg_t scratch;
+            zmq_msg_t *m = n < 2 ? &part[n] : &scratch;
+            zmq_msg_init(m);
+            if (zmq_msg_recv(m, p->ext_sock, ZMQ_DONTWAIT) < 0) {
+                zmq_msg_close(m);
+                break;
+            }
+            more = zmq_msg_more(m);
+            if (n < 2) {
+                n++;
+            } else {
+                extra++;
+                zmq_msg_close(m);
+            }
+        }
+        if (n == 0) {
+            break;
+        }
+        char err[300] = "";
+        struct kvx_blocks_reply rep = {.has_seq = false};
+        int rc = -EINVAL;
+        if (extra || (n == 2 && zmq_msg_size(&part[0]) != 0)) {
+            snprintf(err, sizeof(err), "malformed side-channel reply (%d frames)", n + extra);
+        } else {
+            rc = kvx_wire_decode_blocks_reply(zmq_msg_data(&part[n - 1]),
+                                              zmq_msg_size(&part[n - 1]), &rep, err, sizeof(err));
+        }
+        /* the request it answers: by seq, else the oldest one out to p */
+        struct kvx_xfer *xf = NULL;
+        struct list_node *node, *tmp;
+        list_for_each_safe(&x->active, node, tmp)
+        {
+            struct kvx_xfer *c = list_entry(node, struct kvx_xfer, node);
+            if (c->peer == p && c->awaiting_reply &&
+                (rc != 0 || !rep.has_seq ? !xf || c->ext_seq < xf->ext_seq
+                                         : c->ext_seq == rep.seq)) {
+                xf = c;
+            }
+        }
+        if (rc != 0) {
+            STAT_ADD(x, bad_messages, 1);
+        }
+        if (!xf) {
+            log_info("kvx: engine %s at %s:%d: an answer to no %s request in progress (late?)",
+                     p->engine_id, p->host, p->port, KVX_BLOCKS_MSG);
+        } else if (rc != 0) {
+            xf->awaiting_reply = false;
+            xfer_finish(x, xf, -EINVAL, "engine %s: %s", xf->engine_id, err);
+        } else {
+            ext_reply(x, xf, &rep);
+        }
+        for (int i = 0; i < n; i++) {
+            zmq_msg_close(&part[i]);
+        }
+    }
+    peer_unref(x, p);
+}
+
 /* Takes a request from the queue (or a retry): to its peer's handshake, or straight to UCX. */
 static void xfer_start(struct kvx *x, struct kvx_xfer *xf)
 {
@@ -1762,6 +2697,13 @@ static void expire_transfers(struct kvx *x, int64_t now_ns)
     list_for_each_safe(&x->active, n, tmp)
     {
         struct kvx_xfer *xf = list_entry(n, struct kvx_xfer, node);
+        if (xf->awaiting_reply && xf->pending == 0 && now_ns - xf->t0_ns > limit) {
+            xfer_finish(x, xf, -ETIMEDOUT,
+                        "engine %s did not answer the %s request within %d ms (a producer "
+                        "without Tandem's %s?)",
+                        xf->engine_id, KVX_BLOCKS_MSG, x->transfer_timeout_ms, ext_what(x));
+            continue;
+        }
         if (xf->pending > 0 && now_ns - xf->t0_ns > limit) {
             xf->expired = true;
             any = true;
@@ -1815,6 +2757,237 @@ static void router_refuse(struct kvx *x, zmq_msg_t *identity, bool delimiter, co
     }
 }
 
+/* ---- Tandem extensions, producer side (kvx thread) ------------------------------------------- */
+
+static void staging_unmap(struct kvx *x, struct kvx_staging *st)
+{
+    if (st->rkey) {
+        ucp_rkey_buffer_release(st->rkey);
+    }
+    if (st->memh) {
+        ucp_mem_unmap(x->ctx, st->memh);
+        x->staging_mapped -= st->cap;
+    }
+    memset(st, 0, sizeof(*st));
+}
+
+/* Maps a staging buffer of cap bytes into the empty slot st (UCX-allocated: shared memory that a
+ * consumer on this host gets one-sided). */
+static int staging_map(struct kvx *x, struct kvx_staging *st, size_t cap, char *err, size_t errlen)
+{
+    ucp_mem_map_params_t mp = {.field_mask =
+                                   UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS,
+                               .length = cap,
+                               .flags = UCP_MEM_MAP_ALLOCATE};
+    ucp_mem_attr_t attr = {.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS};
+    ucs_status_t s = ucp_mem_map(x->ctx, &mp, &st->memh);
+    if (s != UCS_OK) {
+        st->memh = NULL;
+        return tandem_fail(err, errlen, -ENOMEM, "cannot allocate %zu bytes of staging: %s", cap,
+                           ucs_status_string(s));
+    }
+    st->cap = cap;
+    x->staging_mapped += cap;
+    s = ucp_mem_query(st->memh, &attr);
+    if (s == UCS_OK) {
+        st->base = attr.address;
+        s = ucp_rkey_pack(x->ctx, st->memh, &st->rkey, &st->rkey_len);
+    }
+    if (s != UCS_OK || st->rkey_len == 0 || st->rkey_len > KVX_BLOB_MAX) {
+        if (s != UCS_OK) {
+            st->rkey = NULL;
+        }
+        staging_unmap(x, st);
+        return tandem_fail(err, errlen, -EIO, "staging registration: %s", ucs_status_string(s));
+    }
+    populate(st->base, cap, true);
+    return 0;
+}
+
+/* Lends a staging buffer of at least need bytes: an idle one that fits, else a new one (idle
+ * ones are unmapped to stay within KVX_STAGING_MAX). The slot index, or -1 with a message. */
+static int staging_acquire(struct kvx *x, size_t need, char *err, size_t errlen)
+{
+    int best = -1, empty = -1;
+    for (int s = 0; s < KVX_STAGING_SLOTS; s++) {
+        struct kvx_staging *st = &x->staging[s];
+        if (st->busy) {
+            continue;
+        }
+        if (st->memh && st->cap >= need && (best < 0 || st->cap < x->staging[best].cap)) {
+            best = s;
+        }
+        if (!st->memh && empty < 0) {
+            empty = s;
+        }
+    }
+    if (best < 0) {
+        for (int s = 0; s < KVX_STAGING_SLOTS && x->staging_mapped + need > KVX_STAGING_MAX; s++) {
+            if (!x->staging[s].busy && x->staging[s].memh) {
+                staging_unmap(x, &x->staging[s]);
+            }
+        }
+        for (int s = 0; s < KVX_STAGING_SLOTS && empty < 0; s++) {
+            if (!x->staging[s].busy) {
+                staging_unmap(x, &x->staging[s]); /* the smaller idle buffer makes room */
+                empty = s;
+            }
+        }
+        if (empty < 0) {
+            tandem_set_err(err, errlen, "all %d int8 staging buffers are lent (busy)",
+                           KVX_STAGING_SLOTS);
+            return -1;
+        }
+        if (x->staging_mapped + need > KVX_STAGING_MAX) {
+            tandem_set_err(err, errlen,
+                           "%zu bytes of int8 staging would pass the %llu-byte cap (%" PRIu64
+                           " lent)",
+                           need, (unsigned long long)KVX_STAGING_MAX, x->staging_mapped);
+            return -1;
+        }
+        size_t cap = (need + 4095) & ~(size_t)4095;
+        if (staging_map(x, &x->staging[empty], cap, err, errlen) != 0) {
+            return -1;
+        }
+        best = empty;
+    }
+    struct kvx_staging *st = &x->staging[best];
+    st->busy = true;
+    st->id = (++x->staging_gen << 8) | (uint64_t)best;
+    st->deadline_ms = tandem_now_ms() + 2 * (int64_t)x->transfer_timeout_ms;
+    STAT_ADD(x, staging_in_use, 1);
+    return best;
+}
+
+/* A consumer is done with staging id (its notification's header). */
+static void staging_release(struct kvx *x, uint64_t id)
+{
+    uint64_t slot = id & 0xff;
+    struct kvx_staging *st = slot < KVX_STAGING_SLOTS ? &x->staging[slot] : NULL;
+    if (!st || !st->busy || st->id != id) {
+        log_info("kvx: release of staging %" PRIu64 ", which is not lent (expired?)", id);
+        return;
+    }
+    st->busy = false;
+    STAT_ADD(x, staging_in_use, (uint64_t)-1);
+}
+
+static void expire_staging(struct kvx *x, int64_t now_ms)
+{
+    for (int s = 0; s < KVX_STAGING_SLOTS; s++) {
+        struct kvx_staging *st = &x->staging[s];
+        if (st->busy && now_ms >= st->deadline_ms) {
+            log_warn("kvx: int8 staging %" PRIu64 " not released within %d ms; reclaimed", st->id,
+                     2 * x->transfer_timeout_ms);
+            st->busy = false;
+            pthread_mutex_lock(&x->lock);
+            x->stats.staging_in_use--;
+            x->stats.staging_expired++;
+            pthread_mutex_unlock(&x->lock);
+        }
+    }
+}
+
+static void router_reply(struct kvx *x, zmq_msg_t *identity, bool delimiter, const void *body,
+                         size_t len);
+
+static void TANDEM_PRINTF(5, 6) blocks_refuse(struct kvx *x, zmq_msg_t *identity, bool delimiter,
+                                              uint64_t seq, const char *fmt, ...)
+{
+    struct kvx_blocks_reply rep = {.has_seq = true, .seq = seq};
+    va_list ap;
+    va_start(ap, fmt);
+    tandem_set_errv(rep.error, sizeof(rep.error), fmt, ap);
+    va_end(ap);
+    log_warn("kvx: %s request refused: %s", KVX_BLOCKS_MSG, rep.error);
+    size_t len = 0;
+    void *body = kvx_wire_encode_blocks_reply(&rep, &len);
+    if (body) {
+        router_reply(x, identity, delimiter, body, len);
+        free(body);
+    }
+}
+
+/* Answers a tandem_blocks request: the checksums of the blocks, and/or the blocks packed as int8
+ * into a staging buffer lent until the consumer's notification (or the timeout). */
+static void serve_blocks(struct kvx *x, zmq_msg_t *identity, bool delimiter,
+                         const struct kvx_blocks_request *br)
+{
+    size_t nk = (size_t)x->n_regions * (size_t)br->n;
+    if (br->tp_rank < 0 || br->tp_rank >= x->tp_size) {
+        blocks_refuse(x, identity, delimiter, br->seq, "tp_rank %" PRId64 " out of range [0, %d)",
+                      br->tp_rank, x->tp_size);
+        return;
+    }
+    if (br->int8 && x->layout.dtype_bytes != 2) {
+        blocks_refuse(x, identity, delimiter, br->seq,
+                      "wire_dtype int8 needs an F16 KV cache; this engine's has %d-byte elements",
+                      x->layout.dtype_bytes);
+        return;
+    }
+    if (br->sums && nk * 8 > KVX_REPLY_MAX - 4096) {
+        blocks_refuse(x, identity, delimiter, br->seq, "%d blocks: too many checksums for a reply",
+                      br->n);
+        return;
+    }
+    uint8_t *sums = br->sums ? malloc(nk * 8) : NULL;
+    if (br->sums && !sums) {
+        blocks_refuse(x, identity, delimiter, br->seq, "out of memory");
+        return;
+    }
+    struct kvx_blocks_reply rep = {.has_seq = true, .seq = br->seq};
+    char err[256];
+    for (int32_t r = 0; r < x->n_regions && !br->int8 && sums; r++) {
+        for (int32_t i = 0; i < br->n; i++) {
+            uint64_t h =
+                kvx_hash64(x->base[r] + (uint64_t)br->blocks[i] * x->block_bytes, x->block_bytes);
+            memcpy(sums + ((size_t)r * (size_t)br->n + (size_t)i) * 8, &h, 8);
+        }
+    }
+    if (br->int8) {
+        size_t pbb = kvx_int8_block_bytes(&x->layout);
+        int s = staging_acquire(x, nk * pbb, err, sizeof(err));
+        if (s < 0) {
+            free(sums);
+            blocks_refuse(x, identity, delimiter, br->seq, "%s", err);
+            return;
+        }
+        struct kvx_staging *st = &x->staging[s];
+        for (int32_t r = 0; r < x->n_regions; r++) {
+            for (int32_t i = 0; i < br->n; i++) {
+                size_t k = (size_t)r * (size_t)br->n + (size_t)i;
+                kvx_int8_pack(&x->layout, x->base[r] + (uint64_t)br->blocks[i] * x->block_bytes,
+                              st->base + k * pbb);
+                if (sums) {
+                    uint64_t h = kvx_hash64(st->base + k * pbb, pbb);
+                    memcpy(sums + k * 8, &h, 8);
+                }
+            }
+        }
+        rep.has_staging = true;
+        rep.staging_id = st->id;
+        rep.staging_addr = (uint64_t)(uintptr_t)st->base;
+        rep.staging_len = nk * pbb;
+        rep.staging_rkey = st->rkey;
+        rep.staging_rkey_len = st->rkey_len;
+    }
+    rep.sums = sums;
+    rep.sums_len = sums ? nk * 8 : 0;
+    size_t len = 0;
+    void *body = kvx_wire_encode_blocks_reply(&rep, &len);
+    free(sums);
+    if (!body) {
+        if (rep.has_staging) {
+            staging_release(x, rep.staging_id);
+        }
+        blocks_refuse(x, identity, delimiter, br->seq, "out of memory");
+        return;
+    }
+    router_reply(x, identity, delimiter, body, len);
+    free(body);
+    STAT_ADD(x, blocks_requests_served, 1);
+}
+
 /* One request: [identity, "", payload] from a REQ (vLLM), [identity, payload] from a DEALER. */
 static void router_handle(struct kvx *x, zmq_msg_t *part, int n, int extra)
 {
@@ -1829,6 +3002,18 @@ static void router_handle(struct kvx *x, zmq_msg_t *part, int n, int extra)
     zmq_msg_t *payload = &part[n - 1];
     char err[256];
     int64_t tp_rank;
+    struct kvx_blocks_request br;
+    int rc = kvx_wire_decode_blocks_request(zmq_msg_data(payload), zmq_msg_size(payload),
+                                            x->layout.num_blocks, &br, err, sizeof(err));
+    if (rc == 0) {
+        serve_blocks(x, &part[0], delimiter, &br);
+        kvx_blocks_request_release(&br);
+        return;
+    }
+    if (rc != -ENOENT) {
+        router_refuse(x, &part[0], delimiter, err);
+        return;
+    }
     if (kvx_wire_decode_request(zmq_msg_data(payload), zmq_msg_size(payload), &tp_rank, err,
                                 sizeof(err)) != 0) {
         router_refuse(x, &part[0], delimiter, err);
@@ -1881,6 +3066,20 @@ static ucs_status_t on_am_notify(void *arg, const void *header, size_t header_le
                                  size_t length, const ucp_am_recv_param_t *param)
 {
     struct kvx *x = arg;
+    if (header_length == 8) { /* int8: the staging id (Tandem extension) */
+        uint64_t id = 0;
+        for (int b = 0; b < 8; b++) {
+            id |= (uint64_t)((const uint8_t *)header)[b] << (8 * b);
+        }
+        staging_release(x, id);
+        if (length == 0) {
+            return UCS_OK; /* a release alone */
+        }
+    } else if (header_length != 0) {
+        log_warn("kvx: dropped a notification with a %zu-byte header", header_length);
+        STAT_ADD(x, bad_messages, 1);
+        return UCS_OK;
+    }
     if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) || length > KVX_NOTIFY_MAX) {
         log_warn("kvx: dropped a notification of %zu bytes (at most %d, eager)", length,
                  KVX_NOTIFY_MAX);
@@ -1925,7 +3124,7 @@ static void run_ucx(struct kvx *x)
         list_for_each_safe(&x->active, n, tmp)
         {
             struct kvx_xfer *xf = list_entry(n, struct kvx_xfer, node);
-            if (xf->pending == 0) {
+            if (xf->pending == 0 && !xf->awaiting_reply) {
                 list_unlink(&xf->node);
                 list_push_back(&x->ready, &xf->node);
             }
@@ -1944,6 +3143,7 @@ static void run_ucx(struct kvx *x)
         struct kvx_xfer *xf = list_entry(n, struct kvx_xfer, node);
         if (xf->pending == 0) {
             list_unlink(&xf->node);
+            xfer_ext_reset(x, xf);
             free(xf);
         }
     }
@@ -1979,9 +3179,9 @@ static bool take_queue(struct kvx *x)
  * transfers in flight it wakes at least every millisecond. */
 static void wait_events(struct kvx *x)
 {
-    zmq_pollitem_t items[3 + KVX_MAX_PEERS];
-    struct kvx_peer *hs[KVX_MAX_PEERS];
-    int n = 0, nhs = 0;
+    zmq_pollitem_t items[3 + 2 * KVX_MAX_PEERS];
+    struct kvx_peer *hs[KVX_MAX_PEERS], *ext[KVX_MAX_PEERS];
+    int n = 0, nhs = 0, next = 0;
     long timeout = -1;
     int64_t now = tandem_now_ms();
     items[n++] = (zmq_pollitem_t){.fd = x->event_fd, .events = ZMQ_POLLIN};
@@ -2000,6 +3200,20 @@ static void wait_events(struct kvx *x)
             items[n++] = (zmq_pollitem_t){.socket = p->sock, .events = ZMQ_POLLIN};
             long left = p->deadline_ms > now ? (long)(p->deadline_ms - now) : 0;
             timeout = timeout < 0 || left < timeout ? left : timeout;
+        }
+    }
+    int ext_first = n;
+    list_for_each_safe(&x->peers, node, tmp)
+    {
+        struct kvx_peer *p = list_entry(node, struct kvx_peer, node);
+        if (p->ext_sock && next < KVX_MAX_PEERS) {
+            ext[next++] = p;
+            items[n++] = (zmq_pollitem_t){.socket = p->ext_sock, .events = ZMQ_POLLIN};
+        }
+    }
+    for (int s = 0; s < KVX_STAGING_SLOTS; s++) {
+        if (x->staging[s].busy) {
+            timeout = timeout < 0 || timeout > 1000 ? 1000 : timeout; /* expire_staging */
         }
     }
     bool in_flight = !list_empty(&x->active);
@@ -2022,8 +3236,14 @@ static void wait_events(struct kvx *x)
     if (router_item >= 0 && (items[router_item].revents & ZMQ_POLLIN)) {
         serve_router(x);
     }
+    /* answers on ready peers first: a handshake can drop other cached peers (drop_address) */
+    for (int i = 0; i < next; i++) {
+        if (items[ext_first + i].revents & ZMQ_POLLIN) {
+            ext_read(x, ext[i]);
+        }
+    }
     for (int i = 0; i < nhs; i++) {
-        if (items[n - nhs + i].revents & ZMQ_POLLIN) {
+        if (items[ext_first - nhs + i].revents & ZMQ_POLLIN) {
             handshake_read(x, hs[i]);
         }
     }
@@ -2112,6 +3332,7 @@ static void *kvx_main(void *arg)
         run_ucx(x);
         expire_handshakes(x, tandem_now_ms());
         expire_transfers(x, tandem_now_ns());
+        expire_staging(x, tandem_now_ms());
         run_ucx(x);
         wait_events(x);
     }
@@ -2140,6 +3361,15 @@ static int check_config(const struct kvx_config *c, char *err, size_t errlen)
                            "kvx: bad layout (n_layers %d, n_kv_heads %d, head_dim %d, block_size "
                            "%d, num_blocks %d, dtype_bytes %d)",
                            l->n_layers, l->n_kv_heads, l->head_dim, l->block_size, l->num_blocks,
+                           l->dtype_bytes);
+    }
+    if (c->wire_dtype != KVX_WIRE_NATIVE && c->wire_dtype != KVX_WIRE_INT8) {
+        return tandem_fail(err, errlen, -EINVAL, "kvx: unknown wire_dtype %d", (int)c->wire_dtype);
+    }
+    if (c->wire_dtype == KVX_WIRE_INT8 && l->dtype_bytes != 2) {
+        return tandem_fail(err, errlen, -EINVAL,
+                           "kvx: int8 wire compression needs an F16 KV cache; this one has "
+                           "%d-byte elements (F32)",
                            l->dtype_bytes);
     }
     if (c->tp_size != 0 && c->tp_size != 1) {
@@ -2378,15 +3608,29 @@ static void kvx_teardown(struct kvx *x)
             ucp_mem_unmap(x->ctx, x->memh[r]);
         }
     }
+    for (int s = 0; s < KVX_STAGING_SLOTS; s++) {
+        staging_unmap(x, &x->staging[s]);
+    }
+    struct list_node *n, *tmp;
+    list_for_each_safe(&x->zombies, n, tmp) /* their remote keys go before the worker */
+    {
+        struct kvx_xfer *xf = list_entry(n, struct kvx_xfer, node);
+        if (xf->stg_rkey) {
+            ucp_rkey_destroy(xf->stg_rkey);
+            xf->stg_rkey = NULL;
+        }
+    }
     if (x->worker) {
         ucp_worker_destroy(x->worker);
     }
-    struct list_node *n, *tmp;
     list_for_each_safe(&x->zombies, n, tmp) /* UCX can no longer call back with them */
     {
         list_unlink(n);
-        free(list_entry(n, struct kvx_xfer, node));
+        struct kvx_xfer *xf = list_entry(n, struct kvx_xfer, node);
+        xfer_ext_reset(x, xf);
+        free(xf);
     }
+    free(x->spare_stg);
     if (x->ctx) {
         ucp_cleanup(x->ctx);
     }
@@ -2427,6 +3671,9 @@ struct kvx *kvx_new(const struct kvx_config *c, char *err, size_t errlen)
     x->block_bytes = (uint64_t)c->layout.n_kv_heads * (uint64_t)c->layout.block_size *
                      (uint64_t)c->layout.head_dim * (uint64_t)c->layout.dtype_bytes;
     x->enforce_compat = c->enforce_compat;
+    x->block_checksum = c->block_checksum;
+    x->wire_int8 = c->wire_dtype == KVX_WIRE_INT8;
+    x->int8_block_bytes = kvx_int8_block_bytes(&c->layout);
     x->tp_size = 1;
     x->handshake_timeout_ms = c->handshake_timeout_ms ? c->handshake_timeout_ms : KVX_HANDSHAKE_MS;
     x->transfer_timeout_ms = c->transfer_timeout_ms ? c->transfer_timeout_ms : KVX_TRANSFER_MS;
@@ -2567,6 +3814,14 @@ int kvx_pull(struct kvx *x, const char *remote_engine_id, const char *remote_hos
             return -EINVAL;
         }
     }
+    if ((x->block_checksum || x->wire_int8) &&
+        (n > KVX_EXT_BLOCKS || (size_t)n * (size_t)x->n_regions * 8 > KVX_REPLY_MAX - 4096 ||
+         (x->wire_int8 &&
+          (uint64_t)n * (uint64_t)x->n_regions * x->int8_block_bytes > KVX_STAGING_MAX))) {
+        log_warn("kvx: pull from engine %s: %d blocks, more than one %s request carries",
+                 remote_engine_id, n, KVX_BLOCKS_MSG);
+        return -EINVAL;
+    }
     struct kvx_xfer *xf =
         xfer_alloc(remote_engine_id, remote_host, remote_port, n, notify_msg, done, ud);
     if (!xf) {
@@ -2600,6 +3855,13 @@ void kvx_get_stats(struct kvx *x, struct kvx_stats *out)
 {
     pthread_mutex_lock(&x->lock);
     *out = x->stats;
+    pthread_mutex_unlock(&x->lock);
+}
+
+void kvx_debug_corrupt(struct kvx *x, int rounds)
+{
+    pthread_mutex_lock(&x->lock);
+    x->corrupt_rounds = rounds;
     pthread_mutex_unlock(&x->lock);
 }
 

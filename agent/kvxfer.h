@@ -84,6 +84,52 @@
  * on_notify) run on the kvx thread: they may call kvx_pull/kvx_notify/kvx_get_stats but must not
  * block for long and must not call kvx_free.
  *
+ * Tandem extensions (off by default; both peers must be kvx). With both off nothing below is
+ * sent and the wire is exactly vLLM's. A consumer with block_checksum or wire_dtype int8 sends,
+ * per pull and after the handshake, one more side-channel request on a second DEALER it keeps per
+ * remote engine:
+ *
+ *   request  [bin "tandem_blocks", uint tp_rank, {"seq": uint, "blocks": [uint block id],
+ *             "sums": bool, "wire_dtype": "fp16" | "int8"}]
+ *            (1 to KVX_EXT_BLOCKS ids, each in [1, num_blocks); unknown keys ignored)
+ *   reply    {"seq": uint, "sums": bin (when asked: one little-endian uint64 per region and
+ *             block, region-major: sums[r * n + i] of blocks[i] of region r),
+ *             "staging_id": uint, "staging_addr": uint, "staging_len": uint,
+ *             "staging_rkey": bin (int8 only: where the packed blocks wait)}
+ *   refusal  {"seq": uint, "error": str}  (a refusal without "seq" answers the oldest request)
+ *
+ * A vLLM producer answers any request with its handshake reply, an older kvx with a refusal
+ * without "seq": either fails the pull with an error saying that the producer lacks the
+ * extension; no answer within transfer_timeout_ms fails it too. A failed pull is a local prefill.
+ *
+ * block_checksum: the sums are XXH64 (seed 0) of each requested block of each region, computed
+ * by the producer's kvx thread while the consumer's gets run (held blocks do not change). The
+ * consumer hashes what it received; each mismatched block is fetched once more and checked
+ * again; a second mismatch fails the pull with -EIO naming the block. Cost: both sides read every
+ * byte once more (XXH64, ~8 GB/s a core on the build VM) and a side-channel round trip: a 24 MiB
+ * pull over shared memory takes ~7-10 ms instead of ~3 (docs/BENCHMARKS.md).
+ *
+ * wire_dtype int8 (F16 caches only; kvx_new refuses it for F32): the producer quantizes each
+ * requested block row by row (a row = one token's head_dim values of one KV head in the HND
+ * block; symmetric, scale = max|x| / 127 over the row's finite values, q = round-half-even(x /
+ * scale), Inf clamps to +-127, NaN becomes 0) into a staging buffer: for region r and blocks[i],
+ * at (r * n + i) * kvx_int8_block_bytes, the rows' int8 values then one F32 scale per row. Staging
+ * buffers are UCX-allocated (one-sided like the pools), at most KVX_STAGING_SLOTS lent at once
+ * and KVX_STAGING_MAX bytes mapped; a request past either is refused. The consumer gets the
+ * staging bytes into its own buffer (with block_checksum, the sums cover the packed chunks and a
+ * retry fetches a chunk again; the unpacked staging keys are kept per remote engine, as the
+ * producer reuses its buffers and a fresh shared-memory mapping would fault on every page of every
+ * pull), dequantizes into its blocks and sends the notification active
+ * message with an 8-byte header, the staging id, which releases the staging (a pull without
+ * notify_msg sends the header alone, which on_notify does not see). Staging that is never
+ * released (a consumer that failed) is reclaimed after 2 * transfer_timeout_ms. Bytes on the wire
+ * are (head_dim + 4) / (2 * head_dim) of F16's (0.53 at head_dim 64); values come back within half
+ * a quantization step (scale / 2) plus F16 rounding, so greedy output can differ from a run
+ * without it. Packing 24 MiB of F16 takes ~5-7 ms of the producer's kvx thread and unpacking
+ * ~3-4 ms of the consumer's (AVX2+F16C where the CPU has them): a loss on shared memory, a gain
+ * only where the network is the bottleneck. done's bytes count the KV bytes delivered;
+ * stats.wire_bytes what UCX moved.
+ *
  * Trust: every message from the network is checked before use (pure decoders below, fuzzed by
  * agent/fuzz/fuzz_kvx_handshake.c); remote block ids are checked against the producer's
  * num_blocks before any get. UCX's own unpackers (worker address, rkeys) take no length: kvx
@@ -112,6 +158,16 @@
 #define KVX_TRANSFER_MS   30000     /* default bound on a request's UCX part */
 #define KVX_LAYOUT_HND    "HND"
 #define KVX_GET_META_MSG  "get_meta_msg"
+#define KVX_BLOCKS_MSG    "tandem_blocks" /* Tandem's extension request */
+#define KVX_EXT_BLOCKS    16384           /* block ids in one extension request */
+#define KVX_STAGING_SLOTS 16              /* int8 staging buffers a producer lends at once */
+#define KVX_STAGING_MAX   (1ull << 30)    /* bytes of staging a producer maps at most */
+
+/* What a consumer asks the producer to put on the wire. */
+enum kvx_wire_dtype {
+    KVX_WIRE_NATIVE = 0, /* the cache's own bytes (F16 or F32), vLLM's protocol */
+    KVX_WIRE_INT8 = 1,   /* Tandem extension: int8 with one F32 scale per row (F16 caches) */
+};
 
 struct kvx_layout {
     int32_t n_layers;
@@ -128,17 +184,21 @@ struct kvx_config {
                                 no side channel (a pure consumer works without one) */
     int listen_port;         /* KVX_DEFAULT_PORT; 0: any free port (see kvx_listen_port) */
     struct kvx_layout layout;
-    void *const *region_base;   /* [2 * n_layers] pool base addresses (not owned; must outlive
-                                   the kvx); NULL: kvx allocates them (see kvx_region) */
-    const size_t *region_bytes; /* [2 * n_layers]; each must be num_blocks * block_bytes; NULL
-                                   exactly when region_base is */
-    const char *compat_model;   /* model identity folded into the compatibility hash (the GGUF's
-                                   name + tensor shape digest + dtype); NULL: "" */
-    int tp_size;                /* tensor-parallel size; 0 means 1, the only one supported */
-    bool enforce_compat;        /* true: a compatibility hash mismatch fails the pull */
-    int handshake_timeout_ms;   /* side-channel answer wait; 0: KVX_HANDSHAKE_MS */
-    int transfer_timeout_ms;    /* gets + flush + notification of one request; past it the
-                                   endpoint is aborted and the request fails; 0: KVX_TRANSFER_MS */
+    void *const *region_base;       /* [2 * n_layers] pool base addresses (not owned; must outlive
+                                       the kvx); NULL: kvx allocates them (see kvx_region) */
+    const size_t *region_bytes;     /* [2 * n_layers]; each must be num_blocks * block_bytes; NULL
+                                       exactly when region_base is */
+    const char *compat_model;       /* model identity folded into the compatibility hash (the GGUF's
+                                       name + tensor shape digest + dtype); NULL: "" */
+    int tp_size;                    /* tensor-parallel size; 0 means 1, the only one supported */
+    bool enforce_compat;            /* true: a compatibility hash mismatch fails the pull */
+    int handshake_timeout_ms;       /* side-channel answer wait; 0: KVX_HANDSHAKE_MS */
+    int transfer_timeout_ms;        /* gets + flush + notification of one request; past it the
+                                       endpoint is aborted and the request fails; 0: KVX_TRANSFER_MS */
+    bool block_checksum;            /* consumer: verify every pulled block against the producer's
+                                       XXH64, one retry (Tandem extension, see above) */
+    enum kvx_wire_dtype wire_dtype; /* consumer: KVX_WIRE_INT8 compresses F16 blocks on the wire
+                                       (Tandem extension); a producer serves both either way */
     /* Producer side: a consumer's notification (vLLM sends "<remote_request_id>:<tp_size>")
      * arrived. msg is NUL-terminated for convenience; len excludes the NUL; valid during the
      * call only. Called on the kvx thread; NULL: notifications are counted and dropped. */
@@ -207,10 +267,21 @@ struct kvx_stats {
     uint64_t bad_messages;           /* malformed or refused side-channel requests, handshake
                                         replies and notifications */
     double transfer_seconds;         /* sum of the successful pulls' seconds */
+    uint64_t wire_bytes;             /* bytes UCX read for pulls (int8: packed; retries too) */
+    uint64_t checksum_retries;       /* blocks (of one region) fetched again after a mismatch */
+    uint64_t checksum_failures;      /* pulls failed by a block that mismatched twice */
+    uint64_t blocks_requests_served; /* extension requests answered (producer side) */
+    uint64_t staging_in_use;         /* int8 staging buffers lent and not yet released */
+    uint64_t staging_expired;        /* staging buffers reclaimed by the timeout */
 };
 
 /* A consistent snapshot of the counters. */
 void kvx_get_stats(struct kvx *x, struct kvx_stats *out);
+
+/* Test hook: after the next `rounds` rounds of gets of a checksummed pull complete (-1: every
+ * round, 0: off), flip one byte of the first block received (int8: of the staging bytes), as a
+ * corrupting transport would. */
+void kvx_debug_corrupt(struct kvx *x, int rounds);
 
 /* Stops the thread: queued and in-flight requests complete with -ECANCELED (their done runs
  * before kvx_free returns, on the kvx thread), endpoints are closed, memory is deregistered. NULL
@@ -283,5 +354,63 @@ void *kvx_wire_encode_handshake(const char *compat_hash, const void *agent_metad
                                 size_t agent_metadata_len, size_t *len);
 void *kvx_wire_encode_refusal(const char *message, size_t *len);
 void *kvx_wire_encode_agent_meta(const struct kvx_agent_meta *m, size_t *len);
+
+/* ---- Tandem extensions (see above): pure functions ---- */
+
+/* A decoded "tandem_blocks" request. */
+struct kvx_blocks_request {
+    int64_t tp_rank;
+    uint64_t seq;
+    bool sums;       /* checksums asked for */
+    bool int8;       /* wire_dtype "int8" */
+    int32_t n;       /* 1..KVX_EXT_BLOCKS */
+    int32_t *blocks; /* [n] (malloc'd; kvx_blocks_request_release) */
+};
+
+/* Decodes a side-channel request if it is a "tandem_blocks" one: 0 and *out (release it);
+ * -ENOENT, with nothing allocated and no message, when it is not one (another request, or not
+ * an array tagged "tandem_blocks"); -EINVAL with a message when it is one but malformed, with a
+ * block id outside [1, num_blocks) or more than KVX_EXT_BLOCKS ids (*out needs no release). */
+int kvx_wire_decode_blocks_request(const void *buf, size_t len, int32_t num_blocks,
+                                   struct kvx_blocks_request *out, char *err, size_t errlen);
+void kvx_blocks_request_release(struct kvx_blocks_request *r);
+
+/* A decoded answer to a "tandem_blocks" request. Spans point into the decoded buffer. */
+struct kvx_blocks_reply {
+    bool has_seq;
+    uint64_t seq;
+    bool foreign; /* the answer was a handshake reply: the producer does not know the request */
+    const uint8_t *sums; /* little-endian uint64s, NULL when absent */
+    size_t sums_len;     /* bytes, a multiple of 8 */
+    bool has_staging;    /* the four staging fields were all present */
+    uint64_t staging_id, staging_addr, staging_len;
+    const uint8_t *staging_rkey;
+    size_t staging_rkey_len;
+    char error[256]; /* the producer's refusal, "" when none */
+};
+
+/* Decodes an answer → 0 (also for a refusal or a foreign answer), or -EINVAL with a message.
+ * Checks types, duplicates, trailing bytes, sums a multiple of 8 bytes, all or none of the
+ * staging fields, staging_len >= 1 and addr + len within 64 bits, the rkey within KVX_BLOB_MAX.
+ * Allocates nothing. */
+int kvx_wire_decode_blocks_reply(const void *buf, size_t len, struct kvx_blocks_reply *out,
+                                 char *err, size_t errlen);
+
+/* Encoders of the two; malloc'd buffer or NULL. The reply encodes error (when set) with seq, else
+ * seq, the sums when sums_len > 0 and the staging fields when has_staging. */
+void *kvx_wire_encode_blocks_request(const struct kvx_blocks_request *r, size_t *len);
+void *kvx_wire_encode_blocks_reply(const struct kvx_blocks_reply *r, size_t *len);
+
+/* XXH64 of n bytes, seed 0 (the block checksum). */
+uint64_t kvx_hash64(const void *p, size_t n);
+
+/* Bytes of one block packed as int8: n_kv_heads * block_size rows of head_dim int8 values, then
+ * one F32 scale per row. */
+size_t kvx_int8_block_bytes(const struct kvx_layout *l);
+
+/* Packs one F16 block (n_kv_heads * block_size * head_dim values) into kvx_int8_block_bytes(l)
+ * bytes at out, and back. Pure; the F16 block 2-byte aligned, the packed bytes anywhere. */
+void kvx_int8_pack(const struct kvx_layout *l, const void *f16_block, void *out);
+void kvx_int8_unpack(const struct kvx_layout *l, const void *packed, void *f16_block);
 
 #endif /* TANDEM_AGENT_KVXFER_H */

@@ -112,8 +112,10 @@ static int port_flag(struct cli_args *a, const char *name, int64_t lo, int64_t *
 }
 
 /* --kv-connector-config: vLLM's kv_connector_extra_config key enforce_handshake_compat, and
- * abort_request_timeout (seconds; vLLM reads it from VLLM_NIXL_ABORT_REQUEST_TIMEOUT). Other
- * keys are refused, except NIXL's backends and num_threads, which do not apply (logged). */
+ * abort_request_timeout (seconds; vLLM reads it from VLLM_NIXL_ABORT_REQUEST_TIMEOUT); Tandem's
+ * tandem_block_checksum (bool) and tandem_wire_dtype ("fp16" | "int8"), extensions that need a
+ * Tandem producer (docs/agent.md). Other keys are refused, except NIXL's backends and
+ * num_threads, which do not apply (logged). */
 static int connector_options(const char *json, struct kvconn_config *kc, char *err, size_t errlen)
 {
     struct json_object *o = json_parse(json, strlen(json), err, errlen);
@@ -135,6 +137,19 @@ static int connector_options(const char *json, struct kvconn_config *kc, char *e
                     json_object_is_type(val, json_type_double)) &&
                    json_object_get_double(val) > 0) {
             kc->hold_timeout_s = json_object_get_double(val);
+        } else if (strcmp(key, "tandem_block_checksum") == 0 &&
+                   json_object_is_type(val, json_type_boolean)) {
+            kc->block_checksum = json_object_get_boolean(val);
+        } else if (strcmp(key, "tandem_wire_dtype") == 0 &&
+                   json_object_is_type(val, json_type_string)) {
+            const char *dt = json_object_get_string(val);
+            if (strcmp(dt, "int8") != 0 && strcmp(dt, "fp16") != 0) {
+                snprintf(err, errlen, "'tandem_wire_dtype': '%s' is neither \"fp16\" nor \"int8\"",
+                         dt);
+                rc = -EINVAL;
+                break;
+            }
+            kc->wire_int8 = strcmp(dt, "int8") == 0;
         } else if (strcmp(key, "backends") == 0 || strcmp(key, "num_threads") == 0) {
             log_info("--kv-connector-config: '%s' does not apply (UCX is the transport; one "
                      "thread)",
@@ -142,7 +157,8 @@ static int connector_options(const char *json, struct kvconn_config *kc, char *e
         } else {
             snprintf(err, errlen,
                      "unknown key or wrong type: '%s' (known: enforce_handshake_compat (bool), "
-                     "abort_request_timeout (seconds > 0))",
+                     "abort_request_timeout (seconds > 0), tandem_block_checksum (bool), "
+                     "tandem_wire_dtype (\"fp16\" or \"int8\"))",
                      key);
             rc = -EINVAL;
             break;

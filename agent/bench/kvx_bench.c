@@ -7,10 +7,12 @@
  * n blocks over and over, each pull with a notification as vLLM sends one, and reports the
  * median and best pull time and the bandwidth, for blocks 1..n (one get per region) and for every
  * other block (n gets per region). --ucx-alloc lets kvx allocate the regions (UCX shared memory,
- * served one-sided) instead of malloc.
+ * served one-sided) instead of malloc. --checksum and --int8 turn on the consumer's Tandem
+ * extensions (per-block XXH64 checksums; int8 wire compression), to measure what they cost.
  *
  * Built as build/agent/tandem-kvx-bench (not a test). Run:
- *   UCX_TLS=sm,self build/agent/tandem-kvx-bench [--thread] [--ucx-alloc] [--iters N] [--blocks N]
+ *   UCX_TLS=sm,self build/agent/tandem-kvx-bench [--thread] [--ucx-alloc] [--checksum] [--int8]
+ *       [--iters N] [--blocks N]
  * Layout (the ~290M model): 24 layers, 4 KV heads, head_dim 64, block_size 16, F16; 64 blocks
  * are a 1024-token prompt: 48 regions x 64 x 8 KiB = 24 MiB.
  */
@@ -60,6 +62,8 @@ static void pools_alloc(struct pools *p, const struct kvx_layout *l, int fill)
 }
 
 static bool ucx_alloc; /* --ucx-alloc: kvx allocates the regions (UCX shared memory) */
+static bool checksum;  /* --checksum: the consumer verifies block checksums */
+static bool int8;      /* --int8: the consumer pulls int8-compressed blocks */
 
 /* An engine over malloc'd pools, or over regions kvx allocates (then filled here). */
 static struct kvx *engine(const char *id, const struct kvx_layout *l, int fill, bool listen)
@@ -77,7 +81,9 @@ static struct kvx *engine(const char *id, const struct kvx_layout *l, int fill, 
                            .region_bytes = ucx_alloc ? NULL : p->bytes,
                            .compat_model = "bench",
                            .tp_size = 1,
-                           .enforce_compat = true};
+                           .enforce_compat = true,
+                           .block_checksum = !listen && checksum,
+                           .wire_dtype = !listen && int8 ? KVX_WIRE_INT8 : KVX_WIRE_NATIVE};
     struct kvx *x = kvx_new(&c, err, sizeof(err));
     if (!x) {
         fprintf(stderr, "kvx_new: %s\n", err);
@@ -167,12 +173,17 @@ int main(int argc, char **argv)
             thread = true;
         } else if (strcmp(argv[i], "--ucx-alloc") == 0) {
             ucx_alloc = true;
+        } else if (strcmp(argv[i], "--checksum") == 0) {
+            checksum = true;
+        } else if (strcmp(argv[i], "--int8") == 0) {
+            int8 = true;
         } else if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc) {
             iters = (int)strtol(argv[++i], NULL, 10);
         } else if (strcmp(argv[i], "--blocks") == 0 && i + 1 < argc) {
             n = (int)strtol(argv[++i], NULL, 10);
         } else {
-            fprintf(stderr, "usage: kvx_bench [--thread] [--ucx-alloc] [--iters N] [--blocks N]\n");
+            fprintf(stderr, "usage: kvx_bench [--thread] [--ucx-alloc] [--checksum] [--int8] "
+                            "[--iters N] [--blocks N]\n");
             return 2;
         }
     }
@@ -215,11 +226,11 @@ int main(int argc, char **argv)
     }
     struct kvx *cons = engine("bench-consumer", &l, 100, false);
     printf("UCX_TLS=%s, producer in %s, regions %s, %d iterations, block %zu bytes, %d "
-           "regions\n",
+           "regions, checksums %s, wire %s\n",
            getenv("UCX_TLS") ? getenv("UCX_TLS") : "(unset)",
            thread ? "this process" : "a child process",
-           ucx_alloc ? "allocated by UCX (shared memory)" : "malloc'd", iters, block_bytes,
-           REGIONS);
+           ucx_alloc ? "allocated by UCX (shared memory)" : "malloc'd", iters, block_bytes, REGIONS,
+           checksum ? "on" : "off", int8 ? "int8" : "fp16");
 
     int32_t remote[MAX_BLOCKS], local[MAX_BLOCKS];
     for (int i = 0; i < n; i++) {
@@ -233,9 +244,11 @@ int main(int argc, char **argv)
     run(cons, port, "every other block", remote, local, n, block_bytes, iters);
     struct kvx_stats st;
     kvx_get_stats(cons, &st);
-    printf("pulls %llu, handshakes %llu, bytes %llu, transfer time %.3f s\n",
+    printf("pulls %llu, handshakes %llu, KV bytes %llu, wire bytes %llu, checksum retries %llu, "
+           "transfer time %.3f s\n",
            (unsigned long long)st.pulls, (unsigned long long)st.handshakes,
-           (unsigned long long)st.bytes, st.transfer_seconds);
+           (unsigned long long)st.bytes, (unsigned long long)st.wire_bytes,
+           (unsigned long long)st.checksum_retries, st.transfer_seconds);
     kvx_free(cons);
     if (child > 0) {
         kill(child, SIGKILL);

@@ -4,6 +4,8 @@
  * metadata it carries) and the agent-metadata decoder directly. A decoder must either refuse with
  * a message and nothing allocated, or return spans inside the input and sizes within the limits;
  * accepted metadata is checked against a layout and re-encoded, and must decode to the same thing.
+ * Tandem's extension messages (the "tandem_blocks" request and its reply) go through their
+ * decoders too, with the same promises, and round-trip through their encoders.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -90,8 +92,68 @@ static void check_meta(const uint8_t *buf, size_t size)
     CHECK(m.base_addrs == NULL);
 }
 
+static void check_blocks(const uint8_t *data, size_t size)
+{
+    char err[512] = "";
+    struct kvx_blocks_request rq, rq2;
+    int rc = kvx_wire_decode_blocks_request(data, size, 16, &rq, err, sizeof(err));
+    CHECK(rc == 0 || rc == -ENOENT || (rc == -EINVAL && err[0] != '\0'));
+    if (rc != 0) {
+        CHECK(rq.blocks == NULL && rq.n == 0);
+    } else {
+        CHECK(rq.n >= 1 && rq.n <= KVX_EXT_BLOCKS && rq.blocks != NULL);
+        for (int32_t i = 0; i < rq.n; i++) {
+            CHECK(rq.blocks[i] >= 1 && rq.blocks[i] < 16);
+        }
+        size_t len = 0;
+        uint8_t *enc = kvx_wire_encode_blocks_request(&rq, &len);
+        CHECK(enc != NULL &&
+              kvx_wire_decode_blocks_request(enc, len, 16, &rq2, err, sizeof(err)) == 0);
+        CHECK(rq2.seq == rq.seq && rq2.n == rq.n && rq2.sums == rq.sums && rq2.int8 == rq.int8 &&
+              rq2.tp_rank == rq.tp_rank);
+        CHECK(memcmp(rq2.blocks, rq.blocks, sizeof(int32_t) * (size_t)rq.n) == 0);
+        kvx_blocks_request_release(&rq2);
+        free(enc);
+        kvx_blocks_request_release(&rq);
+    }
+
+    struct kvx_blocks_reply rp, rp2;
+    err[0] = '\0';
+    rc = kvx_wire_decode_blocks_reply(data, size, &rp, err, sizeof(err));
+    CHECK(rc == 0 || (rc == -EINVAL && err[0] != '\0'));
+    if (rc != 0) {
+        return;
+    }
+    CHECK(rp.sums_len % 8 == 0);
+    CHECK(rp.sums == NULL || inside(rp.sums, rp.sums_len, data, size));
+    if (rp.has_staging) {
+        CHECK(rp.staging_len >= 1 && rp.staging_addr <= UINT64_MAX - rp.staging_len);
+        CHECK(rp.staging_rkey_len >= 1 && rp.staging_rkey_len <= KVX_BLOB_MAX);
+        CHECK(inside(rp.staging_rkey, rp.staging_rkey_len, data, size));
+    }
+    if (rp.foreign || !rp.has_seq) {
+        return; /* not ours to re-encode */
+    }
+    size_t len = 0;
+    uint8_t *enc = kvx_wire_encode_blocks_reply(&rp, &len);
+    CHECK(enc != NULL && kvx_wire_decode_blocks_reply(enc, len, &rp2, err, sizeof(err)) == 0);
+    /* the error text is escaped once more on the way back (printable), so only its presence */
+    CHECK(rp2.seq == rp.seq && (rp2.error[0] != '\0') == (rp.error[0] != '\0'));
+    CHECK(strchr(rp.error, '\\') != NULL || strcmp(rp2.error, rp.error) == 0);
+    if (!rp.error[0]) {
+        CHECK(rp2.has_staging == rp.has_staging && rp2.sums_len == rp.sums_len);
+        CHECK(rp.sums_len == 0 ||
+              (rp.sums && rp2.sums && memcmp(rp2.sums, rp.sums, rp.sums_len) == 0));
+        CHECK(!rp.has_staging ||
+              (rp2.staging_id == rp.staging_id && rp2.staging_addr == rp.staging_addr &&
+               rp2.staging_len == rp.staging_len && rp2.staging_rkey_len == rp.staging_rkey_len));
+    }
+    free(enc);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    check_blocks(data, size);
     char err[512] = "";
     int64_t rank = -7;
     int rc = kvx_wire_decode_request(data, size, &rank, err, sizeof(err));

@@ -3,9 +3,13 @@
  * over 127.0.0.1: pulls with runs and gaps land exactly where asked and nowhere else, with UCX_TLS
  * unset and =tcp; notifications; the cached handshake; compatibility and engine-id checks; block
  * id checks; a producer that is gone; garbage on the side channel; a scripted fake producer
- * answering malformed metadata; kvx_free with requests in flight. */
+ * answering malformed metadata; kvx_free with requests in flight. Then Tandem's extensions: the
+ * tandem_blocks codecs, XXH64, int8 packing within its error bound, checksummed pulls with a
+ * corrupted first round (retried) and corrupted rounds (failed, naming the block), int8 pulls over
+ * each transport (staging released), and producers that lack or refuse the extensions. */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,6 +27,7 @@
 #include <zmq.h>
 
 #include "agent/kvxfer.h"
+#include "kernels/cpu/kc_convert.h"
 #include "lib/clock.h"
 #include "lib/log.h"
 
@@ -81,7 +86,11 @@ struct engine_opts {
     int timeout_ms;
     int transfer_timeout_ms;
     const char *id;
-    bool ucx_alloc; /* kvx allocates the regions */
+    bool ucx_alloc;  /* kvx allocates the regions */
+    bool checksum;   /* block_checksum */
+    bool int8;       /* wire_dtype int8 */
+    int dtype_bytes; /* 0: test_layout's */
+    int head_dim;    /* 0: test_layout's */
 };
 
 static int engine_start(struct engine *e, int tag, const struct engine_opts *o, char *err,
@@ -94,6 +103,12 @@ static int engine_start(struct engine *e, int tag, const struct engine_opts *o, 
     e->layout = test_layout;
     if (o && o->num_blocks) {
         e->layout.num_blocks = o->num_blocks;
+    }
+    if (o && o->dtype_bytes) {
+        e->layout.dtype_bytes = o->dtype_bytes;
+    }
+    if (o && o->head_dim) {
+        e->layout.head_dim = o->head_dim;
     }
     if (o && o->id) {
         snprintf(e->id, sizeof(e->id), "%s", o->id);
@@ -122,6 +137,8 @@ static int engine_start(struct engine *e, int tag, const struct engine_opts *o, 
                            .enforce_compat = !(o && o->lax),
                            .handshake_timeout_ms = o ? o->timeout_ms : 0,
                            .transfer_timeout_ms = o ? o->transfer_timeout_ms : 0,
+                           .block_checksum = o && o->checksum,
+                           .wire_dtype = o && o->int8 ? KVX_WIRE_INT8 : KVX_WIRE_NATIVE,
                            .on_notify = on_notify,
                            .ud = e};
     e->x = kvx_new(&c, err, errlen);
@@ -1119,6 +1136,9 @@ struct fake {
     volatile int stop;
     const void *reply; /* NULL: never answer */
     size_t reply_len;
+    const void *later; /* answers the requests after the first, when set */
+    size_t later_len;
+    bool silent_later; /* answer only the first request */
     int requests;
 };
 
@@ -1142,10 +1162,12 @@ static void *fake_main(void *arg)
             n++;
         }
         f->requests++;
-        if (f->reply && n == 3) {
+        const void *reply = f->requests > 1 && f->later ? f->later : f->reply;
+        size_t reply_len = f->requests > 1 && f->later ? f->later_len : f->reply_len;
+        if (reply && n == 3 && !(f->silent_later && f->requests > 1)) {
             zmq_send(f->router, zmq_msg_data(&part[0]), zmq_msg_size(&part[0]), ZMQ_SNDMORE);
             zmq_send(f->router, "", 0, ZMQ_SNDMORE);
-            zmq_send(f->router, f->reply, f->reply_len, 0);
+            zmq_send(f->router, reply, reply_len, 0);
         }
         for (int i = 0; i < n; i++) {
             zmq_msg_close(&part[i]);
@@ -1375,6 +1397,494 @@ static void test_new_rejects_bad_config(void **state)
     kvx_free(NULL);
 }
 
+/* ---- Tandem extensions: block checksums and int8 wire compression ---- */
+
+static void test_wire_blocks(void **state)
+{
+    (void)state;
+    char err[256];
+    int32_t ids[] = {3, 4, 15};
+    struct kvx_blocks_request rq = {.seq = 77, .sums = true, .int8 = true, .n = 3, .blocks = ids};
+    struct kvx_blocks_request back;
+    size_t len = 0;
+    uint8_t *req = kvx_wire_encode_blocks_request(&rq, &len);
+    assert_non_null(req);
+    assert_int_equal(kvx_wire_decode_blocks_request(req, len, TEST_BLOCKS, &back, err, sizeof(err)),
+                     0);
+    assert_int_equal(back.seq, 77);
+    assert_true(back.sums && back.int8);
+    assert_int_equal(back.n, 3);
+    assert_int_equal(back.blocks[2], 15);
+    kvx_blocks_request_release(&back);
+    assert_null(back.blocks);
+    /* every strict prefix fails cleanly: not ours (too short to tell) or malformed */
+    for (size_t i = 0; i < len; i++) {
+        int rc = kvx_wire_decode_blocks_request(req, i, TEST_BLOCKS, &back, err, sizeof(err));
+        assert_true(rc == -ENOENT || rc == -EINVAL);
+        assert_null(back.blocks);
+    }
+    /* ids out of range: 15 is not below num_blocks 15; 0 is the null block */
+    assert_int_equal(kvx_wire_decode_blocks_request(req, len, 15, &back, err, sizeof(err)),
+                     -EINVAL);
+    assert_non_null(strstr(err, "blocks"));
+    free(req);
+    ids[0] = 0;
+    req = kvx_wire_encode_blocks_request(&rq, &len);
+    assert_int_equal(kvx_wire_decode_blocks_request(req, len, TEST_BLOCKS, &back, err, sizeof(err)),
+                     -EINVAL);
+    free(req);
+    /* an oversize list */
+    int32_t *many = malloc(sizeof(*many) * (KVX_EXT_BLOCKS + 1));
+    for (int i = 0; i <= KVX_EXT_BLOCKS; i++) {
+        many[i] = 1;
+    }
+    rq.blocks = many;
+    rq.n = KVX_EXT_BLOCKS + 1;
+    req = kvx_wire_encode_blocks_request(&rq, &len);
+    assert_int_equal(kvx_wire_decode_blocks_request(req, len, TEST_BLOCKS, &back, err, sizeof(err)),
+                     -EINVAL);
+    assert_non_null(strstr(err, "block ids"));
+    free(req);
+    free(many);
+    /* the handshake request is not ours; other requests are checked by the old decoder */
+    req = kvx_wire_encode_request(0, &len);
+    assert_int_equal(kvx_wire_decode_blocks_request(req, len, TEST_BLOCKS, &back, err, sizeof(err)),
+                     -ENOENT);
+    free(req);
+    /* wrong types, wrong item counts, unknown dtype, a missing key, trailing bytes */
+    const uint8_t two_items[] = {0x92, 0xad, 't', 'a', 'n', 'd', 'e', 'm',
+                                 '_',  'b',  'l', 'o', 'c', 'k', 's', 0x00};
+    assert_int_equal(kvx_wire_decode_blocks_request(two_items, sizeof(two_items), TEST_BLOCKS,
+                                                    &back, err, sizeof(err)),
+                     -EINVAL);
+    const uint8_t seq_str[] = {0x93, 0xad, 't', 'a',  'n',  'd',  'e', 'm', '_', 'b',  'l', 'o',
+                               'c',  'k',  's', 0x00, 0x81, 0xa3, 's', 'e', 'q', 0xa1, 'x'};
+    assert_int_equal(kvx_wire_decode_blocks_request(seq_str, sizeof(seq_str), TEST_BLOCKS, &back,
+                                                    err, sizeof(err)),
+                     -EINVAL);
+    assert_non_null(strstr(err, "seq"));
+    const uint8_t no_blocks[] = {0x93, 0xad, 't', 'a', 'n',  'd',  'e',  'm', '_', 'b', 'l',
+                                 'o',  'c',  'k', 's', 0x00, 0x81, 0xa3, 's', 'e', 'q', 0x01};
+    assert_int_equal(kvx_wire_decode_blocks_request(no_blocks, sizeof(no_blocks), TEST_BLOCKS,
+                                                    &back, err, sizeof(err)),
+                     -EINVAL);
+    assert_non_null(strstr(err, "lacks \"blocks\""));
+    const uint8_t bad_dtype[] = {
+        0x93, 0xad, 't', 'a', 'n', 'd',  'e',  'm', '_', 'b', 'l',  'o', 'c', 'k',  's',  0x00,
+        0x83, 0xa3, 's', 'e', 'q', 0x01, 0xa6, 'b', 'l', 'o', 'c',  'k', 's', 0x91, 0x02, 0xaa,
+        'w',  'i',  'r', 'e', '_', 'd',  't',  'y', 'p', 'e', 0xa4, 'b', 'f', '1',  '6'};
+    assert_int_equal(kvx_wire_decode_blocks_request(bad_dtype, sizeof(bad_dtype), TEST_BLOCKS,
+                                                    &back, err, sizeof(err)),
+                     -EINVAL);
+    assert_non_null(strstr(err, "bf16"));
+    rq.blocks = ids;
+    rq.n = 1;
+    ids[0] = 1;
+    req = kvx_wire_encode_blocks_request(&rq, &len);
+    uint8_t *trailing = malloc(len + 1);
+    memcpy(trailing, req, len);
+    trailing[len] = 0xc0;
+    assert_int_equal(
+        kvx_wire_decode_blocks_request(trailing, len + 1, TEST_BLOCKS, &back, err, sizeof(err)),
+        -EINVAL);
+    assert_non_null(strstr(err, "trailing"));
+    free(trailing);
+    free(req);
+    const uint8_t huge[] = {0x93, 0xad, 't', 'a', 'n',  'd',  'e',  'm',  '_', 'b',
+                            'l',  'o',  'c', 'k', 's',  0x00, 0x81, 0xa6, 'b', 'l',
+                            'o',  'c',  'k', 's', 0xdd, 0xff, 0xff, 0xff, 0xff};
+    assert_int_equal(
+        kvx_wire_decode_blocks_request(huge, sizeof(huge), TEST_BLOCKS, &back, err, sizeof(err)),
+        -EINVAL);
+
+    /* replies */
+    uint8_t sums[16] = {1, 2, 3}, rkey[5] = {9, 9, 9, 9, 9};
+    struct kvx_blocks_reply rp = {.has_seq = true,
+                                  .seq = 5,
+                                  .sums = sums,
+                                  .sums_len = 16,
+                                  .has_staging = true,
+                                  .staging_id = 0x101,
+                                  .staging_addr = 0x7f0000001000ull,
+                                  .staging_len = 4096,
+                                  .staging_rkey = rkey,
+                                  .staging_rkey_len = 5};
+    struct kvx_blocks_reply rb;
+    uint8_t *rep = kvx_wire_encode_blocks_reply(&rp, &len);
+    assert_int_equal(kvx_wire_decode_blocks_reply(rep, len, &rb, err, sizeof(err)), 0);
+    assert_true(rb.has_seq && rb.seq == 5 && !rb.foreign && rb.has_staging);
+    assert_int_equal(rb.sums_len, 16);
+    assert_memory_equal(rb.sums, sums, 16);
+    assert_int_equal(rb.staging_id, 0x101);
+    assert_int_equal(rb.staging_len, 4096);
+    assert_int_equal(rb.staging_rkey_len, 5);
+    for (size_t i = 0; i < len; i++) {
+        assert_int_equal(kvx_wire_decode_blocks_reply(rep, i, &rb, err, sizeof(err)), -EINVAL);
+    }
+    free(rep);
+    /* a refusal keeps its seq */
+    snprintf(rp.error, sizeof(rp.error), "busy");
+    rep = kvx_wire_encode_blocks_reply(&rp, &len);
+    assert_int_equal(kvx_wire_decode_blocks_reply(rep, len, &rb, err, sizeof(err)), 0);
+    assert_string_equal(rb.error, "busy");
+    assert_true(rb.has_seq && rb.seq == 5 && !rb.has_staging && !rb.sums);
+    free(rep);
+    /* a handshake reply (what vLLM answers to anything) is foreign; an old refusal has no seq */
+    char hash[KVX_HASH_HEX + 1];
+    kvx_compat_hash(&test_layout, "m", 1, hash);
+    rep = kvx_wire_encode_handshake(hash, "xyz", 3, &len);
+    assert_int_equal(kvx_wire_decode_blocks_reply(rep, len, &rb, err, sizeof(err)), 0);
+    assert_true(rb.foreign && !rb.has_seq);
+    free(rep);
+    rep = kvx_wire_encode_refusal("request must be the array", &len);
+    assert_int_equal(kvx_wire_decode_blocks_reply(rep, len, &rb, err, sizeof(err)), 0);
+    assert_true(!rb.has_seq && rb.error[0]);
+    free(rep);
+    /* sums not a multiple of 8; half the staging fields; staging past 2^64; not a map */
+    const uint8_t odd_sums[] = {0x81, 0xa4, 's', 'u', 'm', 's', 0xc4, 0x03, 1, 2, 3};
+    assert_int_equal(
+        kvx_wire_decode_blocks_reply(odd_sums, sizeof(odd_sums), &rb, err, sizeof(err)), -EINVAL);
+    const uint8_t half[] = {0x81, 0xaa, 's', 't', 'a', 'g', 'i', 'n', 'g', '_', 'i', 'd', 0x01};
+    assert_int_equal(kvx_wire_decode_blocks_reply(half, sizeof(half), &rb, err, sizeof(err)),
+                     -EINVAL);
+    assert_non_null(strstr(err, "go together"));
+    rp.error[0] = '\0';
+    rp.staging_addr = UINT64_MAX - 10;
+    rep = kvx_wire_encode_blocks_reply(&rp, &len);
+    assert_int_equal(kvx_wire_decode_blocks_reply(rep, len, &rb, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "address space"));
+    free(rep);
+    const uint8_t dup[] = {0x82, 0xa3, 's', 'e', 'q', 0x01, 0xa3, 's', 'e', 'q', 0x02};
+    assert_int_equal(kvx_wire_decode_blocks_reply(dup, sizeof(dup), &rb, err, sizeof(err)),
+                     -EINVAL);
+    assert_int_equal(kvx_wire_decode_blocks_reply("\x91\x01", 2, &rb, err, sizeof(err)), -EINVAL);
+}
+
+static void test_hash64(void **state)
+{
+    (void)state;
+    /* XXH64's published values (seed 0) */
+    assert_true(kvx_hash64("", 0) == 0xEF46DB3751D8E999ull);
+    assert_true(kvx_hash64("a", 1) == 0xD24EC4F1A98C6E5Bull);
+    assert_true(kvx_hash64("abc", 3) == 0x44BC2CF5AD770999ull);
+    /* every byte of a block matters, in every position of the 32-byte stripes and the tail */
+    uint8_t buf[203];
+    for (size_t i = 0; i < sizeof(buf); i++) {
+        buf[i] = (uint8_t)(i * 7);
+    }
+    uint64_t h = kvx_hash64(buf, sizeof(buf));
+    for (size_t i = 0; i < sizeof(buf); i++) {
+        buf[i] ^= 0x01;
+        assert_true(kvx_hash64(buf, sizeof(buf)) != h);
+        buf[i] ^= 0x01;
+    }
+    assert_true(kvx_hash64(buf, sizeof(buf)) == h);
+}
+
+/* Fills every region of e with F16 values of varied magnitude (rows of 0, tiny and large rows). */
+static void fill_f16(struct engine *e)
+{
+    size_t per_region = e->bytes[0] / 2;
+    int d = e->layout.head_dim;
+    for (int r = 0; r < MAX_REGIONS; r++) {
+        uint16_t *v = (uint16_t *)(void *)e->base[r];
+        for (size_t i = 0; i < per_region; i++) {
+            size_t row = i / (size_t)d;
+            float mag = row % 7 == 0 ? 0.0f : row % 5 == 0 ? 1e-3f : row % 3 == 0 ? 300.0f : 2.0f;
+            v[i] = kc_f32_to_f16(mag * sinf((float)i * 0.37f + (float)(r * 11 + e->tag)));
+        }
+    }
+}
+
+/* |got - want| within the int8 error bound of want's row: half a step (amax / 127 / 2) plus F16
+ * rounding of the result. */
+static void check_int8_block(const struct kvx_layout *l, const uint16_t *want, const uint16_t *got,
+                             const char *what)
+{
+    int d = l->head_dim, rows = l->n_kv_heads * l->block_size;
+    for (int row = 0; row < rows; row++) {
+        float amax = 0.0f;
+        for (int j = 0; j < d; j++) {
+            amax = fmaxf(amax, fabsf(kc_f16_to_f32(want[row * d + j])));
+        }
+        for (int j = 0; j < d; j++) {
+            float w = kc_f16_to_f32(want[row * d + j]), g = kc_f16_to_f32(got[row * d + j]);
+            float bound = amax / 127.0f * 0.5f * 1.0001f + fabsf(w) / 1024.0f + 1e-7f;
+            if (!(fabsf(w - g) <= bound)) {
+                fail_msg("%s row %d col %d: %g came back as %g (bound %g)", what, row, j, w, g,
+                         bound);
+            }
+        }
+    }
+}
+
+static void test_int8_pack(void **state)
+{
+    (void)state;
+    const struct kvx_layout l = {
+        .n_kv_heads = 2, .head_dim = 16, .block_size = 4, .dtype_bytes = 2};
+    enum { N = 2 * 4 * 16 };
+    uint16_t x[N], back[N];
+    uint8_t packed[2 * 4 * (16 + 4)];
+    assert_int_equal(kvx_int8_block_bytes(&l), sizeof(packed));
+    for (int i = 0; i < N; i++) {
+        float mag = i / 16 == 1 ? 0.0f : i / 16 == 2 ? 65504.0f : i / 16 == 3 ? 6e-5f : 3.0f;
+        x[i] = kc_f32_to_f16(mag * cosf((float)i));
+    }
+    x[16 * 4] = 0x7c00;     /* +Inf in a row: clamps, and does not widen the row's scale */
+    x[16 * 4 + 1] = 0x7e00; /* NaN: 0 */
+    kvx_int8_pack(&l, x, packed);
+    kvx_int8_unpack(&l, packed, back);
+    assert_int_equal(back[16 * 4 + 1], 0);
+    assert_true(kc_f16_to_f32(back[16 * 4]) > 0.0f);
+    x[16 * 4] = back[16 * 4];
+    x[16 * 4 + 1] = 0;
+    check_int8_block(&l, x, back, "pack");
+    for (int i = 16; i < 32; i++) {
+        assert_int_equal(back[i], 0); /* an all-zero row stays zero */
+    }
+    /* a head_dim that is not a multiple of 8 takes the portable path */
+    const struct kvx_layout odd = {
+        .n_kv_heads = 1, .head_dim = 5, .block_size = 3, .dtype_bytes = 2};
+    uint16_t y[15], yb[15];
+    uint8_t py[3 * (5 + 4)];
+    assert_int_equal(kvx_int8_block_bytes(&odd), sizeof(py));
+    for (int i = 0; i < 15; i++) {
+        y[i] = kc_f32_to_f16((float)(i - 7) * 0.25f);
+    }
+    kvx_int8_pack(&odd, y, py);
+    kvx_int8_unpack(&odd, py, yb);
+    check_int8_block(&odd, y, yb, "odd head_dim");
+}
+
+/* Pulls with block checksums: clean, one corrupted round (retried), every round corrupted (the
+ * pull fails naming the block). */
+static void checksum_pulls(const char *tls, bool int8)
+{
+    set_tls(tls);
+    struct engine p, c;
+    engine_must_start(&p, 40, NULL);
+    engine_must_start(&c, 41,
+                      &(struct engine_opts){.no_listen = true, .checksum = true, .int8 = int8});
+    set_tls(NULL);
+    if (int8) {
+        fill_f16(&p);
+    }
+    const int32_t remote[] = {2, 3, 4, 9};
+    const int32_t local[] = {5, 6, 7, 1};
+    struct done_wait w;
+    for (int round = 0; round < 2; round++) {
+        if (round == 1) {
+            kvx_debug_corrupt(c.x, 1);
+        }
+        int rc = pull_wait(&c, p.id, p.port, remote, local, 4, "sum:1", &w);
+        if (rc != 0) {
+            fail_msg("checksummed pull (round %d) failed: %s", round, w.err);
+        }
+        assert_int_equal(w.bytes, 4 * c.block_bytes * MAX_REGIONS);
+        done_fini(&w);
+        if (!int8) {
+            check_pools(&c, &p, remote, local, 4);
+        }
+        wait_notes(&p, round + 1);
+    }
+    struct kvx_stats cs, ps;
+    kvx_get_stats(c.x, &cs);
+    assert_int_equal(cs.checksum_retries, 1);
+    assert_int_equal(cs.checksum_failures, 0);
+    assert_int_equal(cs.pulls, 2);
+    kvx_debug_corrupt(c.x, -1);
+    int rc = pull_wait(&c, p.id, p.port, remote, local, 4, "sum-bad:1", &w);
+    assert_int_equal(rc, -EIO);
+    if (!strstr(w.err, "checksum mismatch after a retry") || !strstr(w.err, "remote block 2")) {
+        fail_msg("unexpected error: %s", w.err);
+    }
+    done_fini(&w);
+    kvx_debug_corrupt(c.x, 0);
+    kvx_get_stats(c.x, &cs);
+    kvx_get_stats(p.x, &ps);
+    assert_int_equal(cs.checksum_retries, 2);
+    assert_int_equal(cs.checksum_failures, 1);
+    assert_int_equal(cs.pull_failures, 1);
+    assert_int_equal(ps.blocks_requests_served, 3);
+    assert_int_equal(ps.bad_messages, 0);
+    engine_stop(&c);
+    engine_stop(&p);
+}
+
+static void test_checksum_pull(void **state)
+{
+    (void)state;
+    checksum_pulls(NULL, false);
+    checksum_pulls("sm,self", false);
+}
+
+static void test_checksum_int8_pull(void **state)
+{
+    (void)state;
+    checksum_pulls("sm,self", true);
+}
+
+/* int8 pulls: values within the quantization bound, blocks not pulled untouched, the producer's
+ * staging released by the notification (or the header alone without one). */
+static void int8_pulls(const char *tls, bool ucx_alloc)
+{
+    set_tls(tls);
+    struct engine p, c;
+    engine_must_start(&p, 42, &(struct engine_opts){.ucx_alloc = ucx_alloc});
+    engine_must_start(
+        &c, 43, &(struct engine_opts){.no_listen = true, .int8 = true, .ucx_alloc = ucx_alloc});
+    set_tls(NULL);
+    fill_f16(&p);
+    const int32_t remote[] = {3, 4, 5, 9, 15};
+    const int32_t local[] = {1, 2, 3, 7, 14};
+    struct done_wait w;
+    for (int round = 0; round < 2; round++) {
+        int rc = pull_wait(&c, p.id, p.port, remote, local, 5, round ? NULL : "int8:1", &w);
+        if (rc != 0) {
+            fail_msg("int8 pull over %s failed: %s", tls ? tls : "default transports", w.err);
+        }
+        assert_int_equal(w.bytes, 5 * c.block_bytes * MAX_REGIONS);
+        done_fini(&w);
+    }
+    wait_notes(&p, 1);
+    assert_string_equal(p.last_note, "int8:1");
+    for (int r = 0; r < MAX_REGIONS; r++) {
+        for (int32_t b = 0; b < c.layout.num_blocks; b++) {
+            int src = -1;
+            for (int i = 0; i < 5; i++) {
+                src = local[i] == b ? remote[i] : src;
+            }
+            const uint8_t *got = c.base[r] + (size_t)b * c.block_bytes;
+            if (src < 0) {
+                for (size_t o = 0; o < c.block_bytes; o++) {
+                    assert_int_equal(got[o], pattern(c.tag, r, (size_t)b * c.block_bytes + o));
+                }
+                continue;
+            }
+            char what[64];
+            snprintf(what, sizeof(what), "region %d block %d", r, b);
+            check_int8_block(
+                &c.layout,
+                (const uint16_t *)(const void *)(p.base[r] + (size_t)src * c.block_bytes),
+                (const uint16_t *)(const void *)got, what);
+        }
+    }
+    /* the header-only release of the second pull arrives after its done: wait for it */
+    struct kvx_stats ps, cs;
+    for (int i = 0; i < 200; i++) {
+        kvx_get_stats(p.x, &ps);
+        if (ps.staging_in_use == 0) {
+            break;
+        }
+        usleep(10000);
+    }
+    assert_int_equal(ps.staging_in_use, 0);
+    assert_int_equal(ps.blocks_requests_served, 2);
+    assert_int_equal(ps.notifications_received, 1);
+    kvx_get_stats(c.x, &cs);
+    /* (head_dim + 4) / (2 * head_dim) of the F16 bytes moved */
+    uint64_t packed = 2 * 5 * MAX_REGIONS * kvx_int8_block_bytes(&c.layout);
+    assert_int_equal(cs.wire_bytes, packed);
+    assert_int_equal(cs.bytes, 2 * 5 * c.block_bytes * MAX_REGIONS);
+    assert_int_equal(cs.notifications_sent, 1);
+    engine_stop(&c);
+    engine_stop(&p);
+}
+
+static void test_int8_pull(void **state)
+{
+    (void)state;
+    int8_pulls(NULL, false);
+    int8_pulls("sm,self", true);
+    int8_pulls("tcp", false);
+}
+
+/* A producer without the extension (vLLM answers its handshake to anything; an older kvx refuses
+ * without a seq) or one that cannot serve it (F32), and an F32 consumer asking for int8. */
+static void test_ext_unsupported(void **state)
+{
+    (void)state;
+    set_tls(NULL);
+    char err[512];
+    struct engine p, c, c8, p32;
+    assert_int_equal(
+        engine_start(
+            &c8, 44,
+            &(struct engine_opts){.no_listen = true, .int8 = true, .dtype_bytes = 4, .head_dim = 4},
+            err, sizeof(err)),
+        -1);
+    assert_non_null(strstr(err, "int8 wire compression needs an F16 KV cache"));
+    for (int r = 0; r < MAX_REGIONS; r++) {
+        free(c8.base[r]);
+    }
+    pthread_mutex_destroy(&c8.mu);
+    pthread_cond_destroy(&c8.cv);
+
+    engine_must_start(&p, 45, NULL);
+    engine_must_start(
+        &c, 46,
+        &(struct engine_opts){
+            .no_listen = true, .checksum = true, .timeout_ms = 1000, .transfer_timeout_ms = 1500});
+    uint8_t *raw;
+    struct kvx_agent_meta m;
+    real_meta(&p, &raw, &m);
+    char hash[KVX_HASH_HEX + 1];
+    kvx_compat_hash(&test_layout, "test-model f16 abc123", 1, hash);
+    size_t meta_len = 0, len = 0, ref_len = 0;
+    uint8_t *meta = kvx_wire_encode_agent_meta(&m, &meta_len);
+    uint8_t *reply = kvx_wire_encode_handshake(hash, meta, meta_len, &len);
+    /* vLLM: the handshake again */
+    pull_from_fake(&c, p.id, reply, len, -EINVAL, "does not support Tandem's block checksums");
+    /* an older kvx: a refusal without seq */
+    uint8_t *refusal = kvx_wire_encode_refusal("request must be the array", &ref_len);
+    struct fake f;
+    fake_start(&f, reply, len);
+    f.later = refusal;
+    f.later_len = ref_len;
+    const int32_t remote[] = {2};
+    const int32_t local[] = {3};
+    struct done_wait w;
+    int rc = pull_wait(&c, p.id, f.port, remote, local, 1, "fake:1", &w);
+    fake_stop(&f);
+    if (rc != -EINVAL || !strstr(w.err, "without Tandem's extensions")) {
+        fail_msg("pull: %d \"%s\"", rc, w.err);
+    }
+    done_fini(&w);
+    /* no answer at all */
+    fake_start(&f, reply, len);
+    f.later = NULL;
+    f.silent_later = true;
+    rc = pull_wait(&c, p.id, f.port, remote, local, 1, "fake:1", &w);
+    fake_stop(&f);
+    if (rc != -ETIMEDOUT || !strstr(w.err, "did not answer")) {
+        fail_msg("pull: %d \"%s\"", rc, w.err);
+    }
+    done_fini(&w);
+    free(refusal);
+    free(reply);
+    free(meta);
+    kvx_agent_meta_release(&m);
+    free(raw);
+    engine_stop(&c);
+    engine_stop(&p);
+
+    /* an F32 producer whose blocks have the F16 consumer's size refuses int8 */
+    engine_must_start(&p32, 47, &(struct engine_opts){.dtype_bytes = 4, .head_dim = 4});
+    engine_must_start(&c8, 48, &(struct engine_opts){.no_listen = true, .int8 = true, .lax = true});
+    rc = pull_wait(&c8, p32.id, p32.port, remote, local, 1, "f32:1", &w);
+    if (rc != -EINVAL || !strstr(w.err, "refused int8 wire compression") ||
+        !strstr(w.err, "needs an F16 KV cache")) {
+        fail_msg("pull: %d \"%s\"", rc, w.err);
+    }
+    done_fini(&w);
+    struct kvx_stats ps;
+    kvx_get_stats(p32.x, &ps);
+    assert_int_equal(ps.staging_in_use, 0);
+    engine_stop(&c8);
+    engine_stop(&p32);
+}
+
 int main(void)
 {
     log_init("test_kvxfer", LOGL_WARN, LOG_FORMAT_TEXT);
@@ -1400,6 +1910,13 @@ int main(void)
         cmocka_unit_test(test_producer_gone_shm),
         cmocka_unit_test(test_restart_same_id),
         cmocka_unit_test(test_free_in_flight),
+        cmocka_unit_test(test_wire_blocks),
+        cmocka_unit_test(test_hash64),
+        cmocka_unit_test(test_int8_pack),
+        cmocka_unit_test(test_checksum_pull),
+        cmocka_unit_test(test_checksum_int8_pull),
+        cmocka_unit_test(test_int8_pull),
+        cmocka_unit_test(test_ext_unsupported),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
