@@ -20,7 +20,9 @@ Checks over real HTTP and ZeroMQ:
     and token count, seq continuous from 0, replay from 0 returns every batch, and SIGTERM drains,
     publishes AllBlocksCleared and exits 0;
   * generation-config defaults (--override-generation-config max_new_tokens caps max_tokens);
-  * start-up errors: every bad flag value exits 2 naming the flag; a taken port exits 1 at once.
+  * start-up errors: every bad flag value exits 2 naming the flag; a taken port exits 1 at once;
+  * a decoder killed before notifying leaves the prefiller's blocks to the hold timeout;
+  * Tandem's KV transfer extensions (block checksums, int8 wire) between two agents.
 """
 
 import http.client
@@ -363,6 +365,33 @@ def run_decoder_killed(exe, model, ip_p, ip_d, work):
         d.stop()
 
 
+def run_extensions(exe, model, ip_p, ip_d, work):
+    """Tandem's KV transfer extensions end to end: a decoder with per-block checksums and int8
+    wire compression pulls from a plain producer (F16 KV): answered, no fallback, nothing
+    retried or failed, and about half the bytes of an F16 pull on the wire."""
+    f16 = ["--kv-connector", "nixlv2", "--kv-cache-dtype", "float16"]
+    p = Agent(exe, model, ip_p, work, "ext-p", f16)
+    d = Agent(exe, model, ip_d, work, "ext-d", f16 + [
+        "--kv-connector-config", '{"tandem_block_checksum": true, "tandem_wire_dtype": "int8"}'])
+    try:
+        hp = "%s:%d" % (p.ip, p.port)
+        for i in range(5):
+            st, data, r = completion(d, "extension request %d " % i * 12, {"max_tokens": 4},
+                                     {"x-prefiller-host-port": hp})
+            check(st == 200 and not r.getheader("x-tandem-pd-fallback"),
+                  "extensions: P/D request %d: %d, fallback %r, %r" %
+                  (i, st, r.getheader("x-tandem-pd-fallback"), data[:200]))
+        check(d.metric("tandem_agent_kv_checksum_retries_total") == 0,
+              "no checksum retries: %r" % d.metric("tandem_agent_kv_checksum_retries_total"))
+        check(d.metric("tandem_agent_kv_checksum_failures_total") == 0, "no checksum failures")
+        check((d.metric("vllm:nixl_num_failed_transfers_total") or 0) == 0, "no failed pulls")
+        check((d.metric("llmd_sidecar_kv_cache_transfer_bytes_count") or 0) >= 5,
+              "five pulls counted")
+    finally:
+        check(p.stop() == 0, "extensions: producer exit status")
+        check(d.stop() == 0, "extensions: consumer exit status")
+
+
 def run_prefiller_gone(d, dead_ip):
     st, data, r = completion(d, "Is anyone there", headers={
         "x-prefiller-host-port": "%s:8000" % dead_ip})
@@ -457,6 +486,10 @@ def run_bad_flags(exe, model, ip, work):
         (["--kv-connector", "lmcache"], "--kv-connector"),
         (["--kv-connector-config", "[1]"], "--kv-connector-config"),
         (["--kv-connector", "nixlv2", "--kv-connector-config", '{"bogus": 1}'], "bogus"),
+        (["--kv-connector", "nixlv2", "--kv-connector-config", '{"tandem_wire_dtype": "int4"}'],
+         "tandem_wire_dtype"),
+        (["--kv-connector", "nixlv2", "--kv-connector-config",
+          '{"tandem_block_checksum": "yes"}'], "tandem_block_checksum"),
         (["--pool-group", "example.com"], "--pool-group"),
         (["--enable-ssrf-protection", "--inference-pool", ""], "--inference-pool"),
         (["--inference-pool", "justaname"], "--inference-pool"),
@@ -514,6 +547,7 @@ def main():
     run_kv_events(exe, model, ips[2], work)
     run_hold_timeout(exe, model, ips[3], work)
     run_decoder_killed(exe, model, ips[0], ips[1], work)
+    run_extensions(exe, model, ips[0], ips[1], work)
     run_generation_config(exe, model, ips[3], work)
     print("%d failure(s)" % len(FAILS))
     return 1 if FAILS else 0
