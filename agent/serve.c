@@ -93,6 +93,10 @@ static void usage(FILE *f)
             "  --prefiller-use-tls           prefill legs over https (--enable-tls=prefiller)\n"
             "  --prefiller-tls-insecure-skip-verify\n"
             "                                do not verify the prefiller's certificate\n"
+            "  --enable-tls STAGES, --tls-insecure-skip-verify STAGES\n"
+            "                                llm-d's forms: prefiller; decoder (in-process: no\n"
+            "                                hop, accepted), also --decoder-use-tls\n"
+            "  --secure-proxy=false          llm-d's; TLS on --port is not served\n"
             "  --prefill-timeout-ms N        prefill leg bound without x-request-timeout (60000)\n"
             "  --drain-timeout-ms N          SIGTERM grace for in-flight requests (30000)\n"
             "  --enable-log-requests         one log line per request\n"
@@ -168,16 +172,41 @@ static int connector_options(const char *json, struct kvconn_config *kc, char *e
     return rc;
 }
 
-/* llm-d's --enable-tls / --tls-insecure-skip-verify take a list of stages; the engine is in
- * process here, so the prefill hop is the only one TLS can apply to. */
-static int tls_stages(const char *name, const char *v)
+/* llm-d's --enable-tls / --tls-insecure-skip-verify take a list of stages (prefiller, decoder,
+ * encoder). The decoder is this process's own engine, reached in-process: there is no decode hop
+ * to encrypt, so "decoder" is accepted and changes nothing (logged). *prefiller is set when the
+ * list names it. */
+static int tls_stages(const char *name, const char *v, int *prefiller)
 {
-    if (!v || strcmp(v, "prefiller") != 0) {
-        return cli_die("%s: '%s': only the prefiller stage can use TLS (the decoder is this "
-                       "process's own engine)",
-                       name, v ? v : "");
+    char list[128];
+    if (!v || !*v || strlen(v) >= sizeof list) {
+        return cli_die("%s needs a list of stages: prefiller, decoder", name);
+    }
+    snprintf(list, sizeof list, "%s", v);
+    char *save = NULL;
+    for (char *st = strtok_r(list, ",", &save); st; st = strtok_r(NULL, ",", &save)) {
+        if (strcmp(st, "prefiller") == 0) {
+            *prefiller = 1;
+        } else if (strcmp(st, "decoder") == 0) {
+            log_info("%s: decoder: the engine is in this process (no decode hop to encrypt)", name);
+        } else {
+            return cli_die("%s: '%s' is not a stage here (prefiller, decoder)", name, st);
+        }
     }
     return 0;
+}
+
+/* llm-d's --secure-proxy (TLS on the sidecar's own port, self-signed without --cert-path): not
+ * served here; only its false form is accepted. */
+static int secure_proxy(const char *arg)
+{
+    const char *v = strchr(arg, '=');
+    if (v && (strcmp(v + 1, "false") == 0 || strcmp(v + 1, "0") == 0)) {
+        return 0;
+    }
+    return cli_die("%s: the sidecar serves plain HTTP on --port; terminate TLS in front of the "
+                   "pod (the Gateway, a mesh) and pass --secure-proxy=false",
+                   arg);
 }
 
 /* 0 parsed (run), 1 --help printed, 2 usage error. */
@@ -271,16 +300,24 @@ static int parse_flags(int argc, char **argv, struct agent_flags *f)
             f->prefiller_tls = 1;
         } else if (cli_bool(&a, "--prefiller-tls-insecure-skip-verify")) {
             f->prefiller_insecure = 1;
+        } else if (cli_bool(&a, "--decoder-use-tls") ||
+                   cli_bool(&a, "--decoder-tls-insecure-skip-verify")) {
+            log_info("%s: the engine is in this process (no decode hop to encrypt)", argv[a.i]);
+        } else if (strcmp(argv[a.i], "--secure-proxy") == 0 ||
+                   strncmp(argv[a.i], "--secure-proxy=", 15) == 0) {
+            if (secure_proxy(argv[a.i]) != 0) {
+                return 2;
+            }
+        } else if (cli_flag(&a, "--cert-path", &v)) {
+            return secure_proxy("--cert-path");
         } else if (cli_flag(&a, "--enable-tls", &v)) {
-            if (tls_stages("--enable-tls", v) != 0) {
+            if (tls_stages("--enable-tls", v, &f->prefiller_tls) != 0) {
                 return 2;
             }
-            f->prefiller_tls = 1;
         } else if (cli_flag(&a, "--tls-insecure-skip-verify", &v)) {
-            if (tls_stages("--tls-insecure-skip-verify", v) != 0) {
+            if (tls_stages("--tls-insecure-skip-verify", v, &f->prefiller_insecure) != 0) {
                 return 2;
             }
-            f->prefiller_insecure = 1;
         } else if (cli_flag(&a, "--prefill-timeout-ms", &v)) {
             if (cli_i64(v, "--prefill-timeout-ms", 1, 86400000, &f->prefill_timeout_ms)) {
                 return 2;
