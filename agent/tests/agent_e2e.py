@@ -40,6 +40,7 @@ import kvevents_check  # noqa: E402
 
 FAILS = []
 MODEL_NAME = "tiny"
+AGENTS = []  # every agent started: none outlives the test, whatever fails
 
 
 def check(cond, what):
@@ -70,6 +71,7 @@ class Agent:
                 "--block-size", "16", "--no-enable-chunked-prefill",
                 "--max-num-batched-tokens", "256"] + list(extra)
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
+        AGENTS.append(self)
         for _ in range(300):
             try:
                 if self.get("/health")[0] == 200:
@@ -491,6 +493,10 @@ def run_bad_flags(exe, model, ip, work):
         (["--kv-connector", "nixlv2", "--kv-connector-config",
           '{"tandem_block_checksum": "yes"}'], "tandem_block_checksum"),
         (["--pool-group", "example.com"], "--pool-group"),
+        (["--enable-tls", "prefiller,encoder"], "encoder"),
+        (["--secure-proxy"], "--secure-proxy"),
+        (["--secure-proxy=true"], "--secure-proxy"),
+        (["--cert-path", "/etc/tls"], "--cert-path"),
         (["--enable-ssrf-protection", "--inference-pool", ""], "--inference-pool"),
         (["--inference-pool", "justaname"], "--inference-pool"),
         (["--port", "8200"], "port 8200"),
@@ -533,7 +539,9 @@ def main():
     kv = ["--kv-connector", "nixlv2"]
     p = Agent(exe, model, ips[0], work, "prefill", kv)
     d = Agent(exe, model, ips[1], work, "decode", kv)
-    u = Agent(exe, model, ips[2], work, "unified")
+    # llm-d's decode-side TLS flags are accepted: the decode hop is in-process
+    u = Agent(exe, model, ips[2], work, "unified",
+              ["--decoder-use-tls", "--secure-proxy=false", "--enable-tls", "decoder"])
     try:
         run_local_mode(u)
         run_pd(p, d, u)
@@ -553,5 +561,16 @@ def main():
     return 1 if FAILS else 0
 
 
+def kill_all():
+    for a in AGENTS:
+        if a.proc.poll() is None:
+            a.proc.kill()
+            a.proc.wait()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        rc = main()
+    finally:
+        kill_all()
+    sys.exit(rc)
