@@ -2319,28 +2319,40 @@ static void handshake_done(struct kvx *x, struct kvx_peer *p, const void *data, 
     }
 }
 
-/* Reads the reply on a handshaking peer's DEALER: ["", payload] (or [payload]). */
-static void handshake_read(struct kvx *x, struct kvx_peer *p)
+/* Receives one multipart message from sock without blocking: its first cap frames into part
+ * (initialised; the caller closes them), the count of frames past cap (closed here) in *extra.
+ * Returns the frames kept, 0 when nothing was waiting. */
+static int recv_parts(void *sock, zmq_msg_t *part, int cap, int *extra)
 {
-    zmq_msg_t part[2];
-    int n = 0, extra = 0;
+    int n = 0;
     bool more = true;
+    *extra = 0;
     while (more) {
         zmq_msg_t scratch;
-        zmq_msg_t *m = n < 2 ? &part[n] : &scratch;
+        memset(&scratch, 0, sizeof(scratch));
+        zmq_msg_t *m = n < cap ? &part[n] : &scratch;
         zmq_msg_init(m);
-        if (zmq_msg_recv(m, p->sock, ZMQ_DONTWAIT) < 0) {
+        if (zmq_msg_recv(m, sock, ZMQ_DONTWAIT) < 0) {
             zmq_msg_close(m);
             break;
         }
         more = zmq_msg_more(m);
-        if (n < 2) {
+        if (n < cap) {
             n++;
         } else {
-            extra++;
+            (*extra)++;
             zmq_msg_close(m);
         }
     }
+    return n;
+}
+
+/* Reads the reply on a handshaking peer's DEALER: ["", payload] (or [payload]). */
+static void handshake_read(struct kvx *x, struct kvx_peer *p)
+{
+    zmq_msg_t part[2];
+    int extra = 0;
+    int n = recv_parts(p->sock, part, 2, &extra);
     if (n == 0) {
         return; /* nothing after all */
     }
@@ -2579,24 +2591,8 @@ static void ext_read(struct kvx *x, struct kvx_peer *p)
     p->refs++; /* a request that finishes here may hold p's last reference */
     for (int handled = 0; handled < 64; handled++) {
         zmq_msg_t part[2];
-        int n = 0, extra = 0;
-        bool more = true;
-        while (more) {
-            zmq_msg_t scratch;
-            zmq_msg_t *m = n < 2 ? &part[n] : &scratch;
-            zmq_msg_init(m);
-            if (zmq_msg_recv(m, p->ext_sock, ZMQ_DONTWAIT) < 0) {
-                zmq_msg_close(m);
-                break;
-            }
-            more = zmq_msg_more(m);
-            if (n < 2) {
-                n++;
-            } else {
-                extra++;
-                zmq_msg_close(m);
-            }
-        }
+        int extra = 0;
+        int n = recv_parts(p->ext_sock, part, 2, &extra);
         if (n == 0) {
             break;
         }
@@ -2930,7 +2926,7 @@ static void serve_blocks(struct kvx *x, zmq_msg_t *identity, bool delimiter,
                       br->n);
         return;
     }
-    uint8_t *sums = br->sums ? malloc(nk * 8) : NULL;
+    uint8_t *sums = br->sums && nk > 0 ? malloc(nk * 8) : NULL; /* the decoder wants n >= 1 */
     if (br->sums && !sums) {
         blocks_refuse(x, identity, delimiter, br->seq, "out of memory");
         return;
@@ -3032,24 +3028,8 @@ static void serve_router(struct kvx *x)
 {
     for (int handled = 0; handled < 64; handled++) {
         zmq_msg_t part[3];
-        int n = 0, extra = 0;
-        bool more = true;
-        while (more) {
-            zmq_msg_t scratch;
-            zmq_msg_t *m = n < 3 ? &part[n] : &scratch;
-            zmq_msg_init(m);
-            if (zmq_msg_recv(m, x->router, ZMQ_DONTWAIT) < 0) {
-                zmq_msg_close(m);
-                break;
-            }
-            more = zmq_msg_more(m);
-            if (n < 3) {
-                n++;
-            } else {
-                extra++;
-                zmq_msg_close(m);
-            }
-        }
+        int extra = 0;
+        int n = recv_parts(x->router, part, 3, &extra);
         if (n == 0) {
             return;
         }

@@ -1426,16 +1426,28 @@ int http_request_set_body(struct http_request *req, const void *body, size_t len
     return 0;
 }
 
-int http_request_set_header(struct http_request *req, const char *name, const char *value)
+/* A header name and value a handler may set before the response starts: the name lower-cased
+ * in the request's pool (its length in *n), or NULL when either is unusable or it is too late. */
+static char *header_name(struct http_request *req, const char *name, const char *value, size_t *n)
 {
     if (req->state != REQ_WAITING || req->aborted || !name || !*name || !value ||
         bad_header_text(name) || bad_header_text(value) || strchr(name, ':') || strchr(name, ' ')) {
+        return NULL;
+    }
+    *n = strlen(name);
+    char *lc = h2o_mem_alloc_pool(&req->h2o->pool, *n + 1);
+    memcpy(lc, name, *n + 1);
+    h2o_strtolower(lc, *n);
+    return lc;
+}
+
+int http_request_set_header(struct http_request *req, const char *name, const char *value)
+{
+    size_t n;
+    char *lc = header_name(req, name, value, &n);
+    if (!lc) {
         return -EINVAL;
     }
-    size_t n = strlen(name);
-    char *lc = h2o_mem_alloc_pool(&req->h2o->pool, n + 1);
-    memcpy(lc, name, n + 1);
-    h2o_strtolower(lc, n);
     h2o_iovec_t v = h2o_strdup(&req->h2o->pool, value, strlen(value));
     const h2o_token_t *tok = h2o_lookup_token(lc, n);
     if (tok) {
@@ -1469,14 +1481,11 @@ int http_request_abort(struct http_request *req, int status, const char *reason)
 
 int http_add_header(struct http_request *req, const char *name, const char *value)
 {
-    if (req->state != REQ_WAITING || req->aborted || !name || !*name || !value ||
-        bad_header_text(name) || bad_header_text(value) || strchr(name, ':') || strchr(name, ' ')) {
+    size_t n;
+    char *lc = header_name(req, name, value, &n);
+    if (!lc) {
         return -EINVAL;
     }
-    size_t n = strlen(name);
-    char *lc = h2o_mem_alloc_pool(&req->h2o->pool, n + 1);
-    memcpy(lc, name, n + 1);
-    h2o_strtolower(lc, n);
     if (strcmp(lc, "content-length") == 0 || strcmp(lc, "transfer-encoding") == 0 ||
         strcmp(lc, "connection") == 0) {
         return -EINVAL;

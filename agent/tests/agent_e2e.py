@@ -109,6 +109,16 @@ class Agent:
                 found = True
         return total if found else None
 
+    def wait_metric(self, name, done, tries, interval):
+        """Polls a metric until done(value) holds (bounded); returns the last value."""
+        value = None
+        for _ in range(tries):
+            value = self.metric(name)
+            if done(value):
+                break
+            time.sleep(interval)
+        return value
+
     def stop(self, sig=signal.SIGTERM):
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
@@ -172,12 +182,7 @@ def run_local_mode(a):
     st, data, _ = completion(a, "time me out", {"max_tokens": 230, "ignore_eos": True},
                              {"x-request-timeout": "5ms"})
     check(st == 504 and b"x-request-timeout" in data, "x-request-timeout: %d %r" % (st, data[:200]))
-    running = None
-    for _ in range(50):
-        running = a.metric("vllm:num_requests_running")
-        if running == 0:
-            break
-        time.sleep(0.05)
+    running = a.wait_metric("vllm:num_requests_running", lambda v: v == 0, 50, 0.05)
     check(running == 0, "the timed-out request still runs in the engine: %r" % running)
     # errors come through as the engine's JSON
     st, data, _ = a.post("/v1/completions", {"model": MODEL_NAME, "prompt": "x",
@@ -235,12 +240,7 @@ def run_pd(p, d, u):
     check((d.metric("llmd_sidecar_prefill_requests_total") or 0) >= n_req,
           "llmd_sidecar_prefill_requests_total on the decoder")
     # every hold was released by a notification: the prefiller's cache has nothing in use
-    usage = None
-    for _ in range(50):
-        usage = p.metric("vllm:kv_cache_usage_perc")
-        if usage == 0:
-            break
-        time.sleep(0.1)
+    usage = p.wait_metric("vllm:kv_cache_usage_perc", lambda v: v == 0, 50, 0.1)
     check(usage == 0, "prefiller KV usage after the notifications: %r" % usage)
     unknown = p.metric("tandem_agent_kv_unknown_notifications_total") or 0
     check(unknown == 0, "the prefiller found no hold for %r notifications" % unknown)
@@ -337,12 +337,7 @@ def run_decoder_killed(exe, model, ip_p, ip_d, work):
                                                        {"x-prefiller-host-port": hp}),
                              daemon=True)
         t.start()
-        held = 0
-        for _ in range(500):
-            held = p.metric("tandem_engine_kv_held_requests") or 0
-            if held:
-                break
-            time.sleep(0.01)
+        held = p.wait_metric("tandem_engine_kv_held_requests", bool, 500, 0.01) or 0
         check(held == 1, "the prefiller holds the request's blocks (%r)" % held)
         check(d.metric("llmd_sidecar_kv_cache_transfer_bytes_count") in (None, 0),
               "the decoder had not pulled yet (busy stream too short?)")
@@ -350,10 +345,7 @@ def run_decoder_killed(exe, model, ip_p, ip_d, work):
         d.proc.wait()
         check((p.metric("vllm:kv_cache_usage_perc") or 0) > (usage0 or 0),
               "blocks still held after the decoder died")
-        for _ in range(80):
-            if not p.metric("tandem_engine_kv_held_requests"):
-                break
-            time.sleep(0.1)
+        p.wait_metric("tandem_engine_kv_held_requests", lambda v: not v, 80, 0.1)
         check(p.metric("tandem_engine_kv_held_requests") == 0, "hold freed by the timeout")
         check(p.metric("tandem_engine_kv_holds_expired_total") == 1, "counted as expired")
         check(p.metric("tandem_engine_kv_holds_released_total") == 0, "no notification came")
