@@ -3,13 +3,10 @@
  * IPs and pod names of the agent's InferencePool, kept current by two informers, so that a
  * request's x-prefiller-host-port can only send the prefill leg to a pod of the pool.
  *
- * One informer watches the InferencePools of the pool's namespace and follows the one named
- * pool (lib/kube's informer has no field selector, so the name is filtered here); its
- * spec.selector becomes the label selector of a pod informer in the same namespace. When the
- * selector changes the pod informer is replaced (the set is emptied and refilled by the new
- * one's list); when the pool is deleted, or its selector is invalid or empty, the set is empty
- * and nothing is allowed. A pool that does not exist yet is not an error: the set stays empty
- * until it appears.
+ * lib/kube/poolwatch.h follows the pool and its pods (its spec.selector, kube_pool_selector):
+ * when the selector changes the set is emptied and refilled by the new pod informer's list; when
+ * the pool is deleted, or its selector is invalid or empty, the set is empty and nothing is
+ * allowed. A pool that does not exist yet is not an error: the set stays empty until it appears.
  *
  * The set holds, for every pod that matches, status.podIP and the addresses of status.podIPs
  * (dual-stack pods have one per family), plus the pod's name. As in llm-d there is no Ready
@@ -47,7 +44,6 @@
 
 #include "lib/kube/client.h"
 
-#define ALLOWLIST_DEFAULT_GROUP   "tandem.dev"
 #define ALLOWLIST_DEFAULT_SYNC_MS 30000
 
 /* Pods the set holds at most (more are left out, with a log line: fail closed). */
@@ -59,7 +55,7 @@ struct allowlist_config {
                                    (in-cluster, $KUBECONFIG, ~/.kube/config) */
     const char *ns;             /* the pool's namespace (required) */
     const char *pool;           /* the pool's name (required) */
-    const char *pool_group;     /* NULL → ALLOWLIST_DEFAULT_GROUP; see the table above */
+    const char *pool_group;     /* NULL → "tandem.dev"; see the table above */
     long sync_timeout_ms;       /* bound on the start; 0 → ALLOWLIST_DEFAULT_SYNC_MS */
 };
 
@@ -93,16 +89,6 @@ void allowlist_free(struct allowlist *al);
 /* "--inference-pool NS/NAME" → ns (a DNS-1123 label) and name (a DNS-1123 subdomain). 0, or
  * -EINVAL for another shape, -ENOSPC when a part does not fit. */
 int allowlist_parse_pool_ref(const char *ref, char *ns, size_t nslen, char *name, size_t namelen);
-
-/* The label selector (labels.Parse syntax, e.g. "app=a,role in (decode,prefill),!x") that the
- * spec.selector of pool, an InferencePool of pool_group (NULL → the default), stands for: terms
- * sorted by key, values sorted and unique; every key must be a valid label key and every value a
- * valid label value (nothing is escaped). *out is malloc'd (the caller frees it). 0; -EINVAL with
- * err naming the field for an unknown group, a missing, malformed or empty selector (an empty
- * selector would select every pod of the namespace), or matchExpressions where the group has
- * none; -ENOMEM. */
-int allowlist_pool_selector(const char *pool_group, struct json_object *pool, char **out, char *err,
-                            size_t errlen);
 
 enum allowlist_host_kind {
     ALLOWLIST_HOST_IP = 1,   /* out holds the canonical address */

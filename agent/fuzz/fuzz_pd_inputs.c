@@ -14,6 +14,7 @@
 #include <json-c/json.h>
 
 #include "agent/allowlist.h"
+#include "lib/kube/poolwatch.h"
 #include "agent/sidecar.h"
 #include "lib/json.h"
 
@@ -71,7 +72,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                              "inference.networking.x-k8s.io"};
         for (size_t g = 0; pool && g < 3; g++) {
             char *sel = NULL;
-            if (allowlist_pool_selector(groups[g], pool, &sel, err, sizeof err) == 0) {
+            if (kube_pool_selector(groups[g], pool, &sel, err, sizeof err) == 0) {
                 CHECK(sel && sel[0] != '\0');
             } else {
                 CHECK(sel == NULL && err[0] != '\0');

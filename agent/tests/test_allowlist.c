@@ -30,6 +30,7 @@
 #include <cmocka.h>
 
 #include "agent/allowlist.h"
+#include "lib/kube/poolwatch.h"
 #include "lib/json.h"
 #include "lib/kube/client.h"
 #include "lib/kube/tests/lk_harness.h"
@@ -67,7 +68,7 @@ static int selector_of(const char *group, const char *selector_json, char **out,
 {
     struct json_object *pool = parse("{\"spec\": {\"selector\": %s}}", selector_json);
     err[0] = '\0';
-    int rc = allowlist_pool_selector(group, pool, out, err, errlen);
+    int rc = kube_pool_selector(group, pool, out, err, errlen);
     json_object_put(pool);
     return rc;
 }
@@ -135,7 +136,7 @@ static void test_selector_tandem_bad(void **state)
     (void)state;
     char *s = NULL, err[256];
     struct json_object *nosel = parse("{\"spec\": {\"targetPort\": 8000}}");
-    assert_int_equal(allowlist_pool_selector(NULL, nosel, &s, err, sizeof(err)), -EINVAL);
+    assert_int_equal(kube_pool_selector(NULL, nosel, &s, err, sizeof(err)), -EINVAL);
     assert_non_null(strstr(err, "spec.selector: required"));
     assert_null(s);
     json_object_put(nosel);
