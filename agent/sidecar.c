@@ -71,9 +71,19 @@ struct fwd {
     int status;        /* the status sent to the client */
     int inproc;        /* handed to the engine's handlers in-process; ends in inproc_done */
     uv_timer_t *timer; /* x-request-timeout of an in-process leg */
+    double prefill_s;  /* how long the prefill leg took (P/D) */
 };
 
 /* ---- helpers ---- */
+
+/* The P/D response headers: which pods served it and how long the prefill leg took. */
+static void add_pd_headers(struct fwd *f, struct http_request *req)
+{
+    char ms[32];
+    http_add_header(req, "x-tandem-prefill-host", f->prefiller);
+    snprintf(ms, sizeof ms, "%.1f", f->prefill_s * 1e3);
+    http_add_header(req, "x-prefill-time-ms", ms);
+}
 
 /* A request id we pass on: printable ASCII without spaces, at most 64 bytes. */
 static int valid_request_id(const char *v)
@@ -268,7 +278,7 @@ static void stream_head(void *ud, const struct http_response *resp)
         http_add_header(f->req, "retry-after", ra);
     }
     if (f->kind == FWD_PD) {
-        http_add_header(f->req, "x-tandem-prefill-host", f->prefiller);
+        add_pd_headers(f, f->req);
         http_add_header(f->req, "x-tandem-decode-host", f->s->self_host);
         if (f->fallback) {
             http_add_header(f->req, "x-tandem-pd-fallback", f->fallback);
@@ -357,7 +367,7 @@ static int start_inproc_leg(struct fwd *f, const void *body, size_t len)
     http_request_set_header(req, "x-request-id", f->rid);
     http_add_header(req, "x-request-id", f->rid);
     if (f->kind == FWD_PD) {
-        http_add_header(req, "x-tandem-prefill-host", f->prefiller);
+        add_pd_headers(f, req);
         http_add_header(req, "x-tandem-decode-host", f->s->self_host);
         if (f->fallback) {
             http_add_header(req, "x-tandem-pd-fallback", f->fallback);
@@ -443,6 +453,7 @@ static void prefill_done(void *ud, struct http_response *resp)
 {
     struct fwd *f = ud;
     f->up = NULL;
+    f->prefill_s = resp->total_s;
     if (resp->status == 0 || resp->error) {
         metric_inc(f->s->m_conn_errors, 1);
         int timeout = resp->curl_code == 28; /* CURLE_OPERATION_TIMEDOUT */
@@ -459,7 +470,7 @@ static void prefill_done(void *ud, struct http_response *resp)
             snprintf(ct, sizeof ct, "%s", "application/json");
         }
         http_add_header(f->req, "x-request-id", f->rid);
-        http_add_header(f->req, "x-tandem-prefill-host", f->prefiller);
+        add_pd_headers(f, f->req);
         http_respond(f->req, resp->status, ct, resp->body.data, resp->body.len);
         fwd_done(f, 0);
         return;
