@@ -628,6 +628,9 @@ static int run(struct agent_flags *f)
         .chat_template = f->ef.chat_template,
         .log_requests = f->log_requests,
         .defaults = &defaults,
+        /* /tokenizer_info tells routers the chain the engine hashes with */
+        .prefix_hash_seed = f->ef.cfg.prefix_hash_seed,
+        .disable_prefix_caching = f->ef.cfg.disable_prefix_caching,
     };
     ag.es = engine_server_new(&loop, ag.engine_srv, ag.e, &sc, err, sizeof err);
     if (!ag.es) {

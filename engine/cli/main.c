@@ -188,6 +188,8 @@ static int cmd_serve(struct cli_args *a)
         .chat_template = ef.chat_template,
         .log_requests = log_requests,
         .defaults = &defaults,
+        .prefix_hash_seed = ef.cfg.prefix_hash_seed,
+        .disable_prefix_caching = ef.cfg.disable_prefix_caching,
     };
     es = engine_server_new(&loop, st.srv, e, &sc, err, sizeof err);
     if (!es || engine_start(e) != 0 || http_server_start(st.srv, err, sizeof err) != 0) {

@@ -16,6 +16,8 @@
 #include <time.h>
 
 #include "engine/server/openai.h"
+#include "engine/server/prompt.h"
+#include "engine/server/tokenizer_info.h"
 #include "engine/template/chat_template.h"
 #include "lib/buf.h"
 #include "lib/clock.h"
@@ -109,6 +111,12 @@ struct engine_server {
     char *served_name;
     char *model_root;
     struct chat_template *ct; /* the compiled template (override, model's, or chatml) */
+    struct prompt_ctx pc;     /* what prompts are built with (prompt.h) */
+    char *template_src;       /* the template text in use, for /tokenizer_info */
+    uint64_t hash_seed;
+    int prefix_caching_off;
+    struct buf info;    /* the /tokenizer_info body, built on first use */
+    char info_etag[72]; /* its ETag, "" until built */
     int log_requests;
     int64_t created;
     struct openai_defaults defaults; /* generation config (all has_* 0: vLLM's defaults) */
@@ -670,107 +678,6 @@ static int check_model(struct engine_server *s, const char *name, struct openai_
     return 0;
 }
 
-/* Renders the chat messages through the template into a prompt string (malloc'd). */
-static int render_chat(struct engine_server *s, const struct openai_request *o, char **out,
-                       size_t *out_len, struct openai_error *err)
-{
-    struct json_object *msgs = json_object_new_array();
-    if (!msgs) {
-        openai_error_set(err, 500, NULL, "out of memory");
-        return -ENOMEM;
-    }
-    for (size_t i = 0; i < o->n_messages; i++) {
-        const struct openai_message *m = &o->messages[i];
-        struct json_object *jm = json_object_new_object();
-        json_object_object_add(jm, "role", json_object_new_string(m->role));
-        json_object_object_add(
-            jm, "content",
-            m->content ? json_object_new_string_len(m->content, (int)m->content_len) : NULL);
-        if (m->name) {
-            json_object_object_add(jm, "name", json_object_new_string(m->name));
-        }
-        if (m->tool_call_id) {
-            json_object_object_add(jm, "tool_call_id", json_object_new_string(m->tool_call_id));
-        }
-        json_object_array_add(msgs, jm);
-    }
-    const model *m = engine_model(s->e);
-    char terr[512] = "";
-    bool add_gen = o->continue_final_message ? false : o->add_generation_prompt != 0;
-    int rc = o->chat_template
-                 ? chat_template_render(o->chat_template, msgs, add_gen, m->bos_token, m->eos_token,
-                                        o->chat_template_kwargs, out, out_len, terr, sizeof terr)
-                 : chat_template_apply(s->ct, msgs, add_gen, o->chat_template_kwargs, out, out_len,
-                                       terr, sizeof terr);
-    json_object_put(msgs);
-    if (rc != 0) {
-        openai_error_set(err, 400, "messages", "cannot apply the chat template: %s", terr);
-        return -EINVAL;
-    }
-    if (o->continue_final_message && o->n_messages > 0) {
-        /* end the prompt right after the final message's content (vLLM) */
-        const struct openai_message *last = &o->messages[o->n_messages - 1];
-        if (last->content && last->content_len > 0) {
-            const char *p = NULL;
-            for (const char *q = *out; (q = memmem(q, *out_len - (size_t)(q - *out), last->content,
-                                                   last->content_len)) != NULL;
-                 q++) {
-                p = q;
-            }
-            if (p) {
-                *out_len = (size_t)(p - *out) + last->content_len;
-                (*out)[*out_len] = '\0';
-            }
-        }
-    }
-    return 0;
-}
-
-/* Tokenizes the request's prompt (text, tokens or rendered chat). *ids malloc'd. */
-static int request_prompt(struct engine_server *s, const struct openai_request *o, int32_t **ids,
-                          size_t *n_ids, char **text_out, size_t *text_len,
-                          struct openai_error *err)
-{
-    char *text = NULL;
-    size_t len = 0;
-    int rc;
-    *text_out = NULL;
-    if (o->kind == OPENAI_CHAT) {
-        rc = render_chat(s, o, &text, &len, err);
-        if (rc != 0) {
-            return rc;
-        }
-    } else if (o->prompt_tokens) {
-        *ids = malloc((o->n_prompt_tokens ? o->n_prompt_tokens : 1) * sizeof **ids);
-        if (!*ids) {
-            openai_error_set(err, 500, NULL, "out of memory");
-            return -ENOMEM;
-        }
-        memcpy(*ids, o->prompt_tokens, o->n_prompt_tokens * sizeof **ids);
-        *n_ids = o->n_prompt_tokens;
-        return 0;
-    } else {
-        text = malloc(o->prompt_text_len + 1);
-        if (!text) {
-            openai_error_set(err, 500, NULL, "out of memory");
-            return -ENOMEM;
-        }
-        memcpy(text, o->prompt_text, o->prompt_text_len);
-        text[o->prompt_text_len] = '\0';
-        len = o->prompt_text_len;
-    }
-    rc = tokenizer_encode(s->tok, text, len, o->add_special_tokens, true, ids, n_ids);
-    if (rc != 0) {
-        free(text);
-        openai_error_set(err, 400, o->kind == OPENAI_CHAT ? "messages" : "prompt",
-                         "cannot tokenize the prompt (%s)", tandem_strerror(rc));
-        return rc;
-    }
-    *text_out = text;
-    *text_len = len;
-    return 0;
-}
-
 /* kv_transfer_params of a request (vLLM NixlConnector, NIXL v2): do_remote_decode → this
  * engine produces (holds the blocks for a decoder); do_remote_prefill → it consumes (loads the
  * blocks from remote_host). Wrong types are a 400 naming the field; a consumer's missing fields
@@ -879,7 +786,7 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
     engine_kv_transfer kvt = {.mode = ENGINE_KVT_NONE};
     size_t prompt_len = 0;
     if (check_model(s, g->o.model, &err) != 0 ||
-        request_prompt(s, &g->o, &ids, &n_ids, &prompt_text, &prompt_len, &err) != 0) {
+        prompt_build(&s->pc, &g->o, &ids, &n_ids, &prompt_text, &prompt_len, &err) != 0) {
         goto err_respond;
     }
     int32_t max_len = engine_max_model_len(s->e);
@@ -1107,7 +1014,7 @@ static void h_tokenize(struct http_request *req, void *ud)
     struct buf out;
     buf_init(&out, SERVER_MAX_BODY_OUT);
     if (check_model(s, o.model, &err) != 0 ||
-        request_prompt(s, &o, &ids, &n, &text, &tl, &err) != 0) {
+        prompt_build(&s->pc, &o, &ids, &n, &text, &tl, &err) != 0) {
         respond_openai_error(req, &err);
         goto out;
     }
@@ -1181,6 +1088,56 @@ out:
     json_object_put(root);
 }
 
+int engine_server_tokenizer_info(struct engine_server *s, const char **body, size_t *len,
+                                 const char **etag, char *err, size_t errlen)
+{
+    if (!s->info_etag[0]) {
+        engine_stats st;
+        engine_get_stats(s->e, &st);
+        struct tokenizer_info_params p = {
+            .m = engine_model(s->e),
+            .tok = s->tok,
+            .served_model_name = s->served_name,
+            .chat_template = s->template_src,
+            .max_model_len = engine_max_model_len(s->e),
+            .block_size = st.block_size,
+            .hash_seed = s->hash_seed,
+            .prefix_caching = !s->prefix_caching_off,
+        };
+        buf_reset(&s->info);
+        int rc = tokenizer_info_build(&p, &s->info, s->info_etag, sizeof s->info_etag, err, errlen);
+        if (rc != 0) {
+            s->info_etag[0] = '\0';
+            return rc;
+        }
+    }
+    *body = s->info.data;
+    *len = s->info.len;
+    *etag = s->info_etag;
+    return 0;
+}
+
+static void h_tokenizer_info(struct http_request *req, void *ud)
+{
+    struct engine_server *s = ud;
+    const char *body = NULL, *etag = NULL;
+    size_t len = 0;
+    char err[512] = "";
+    if (engine_server_tokenizer_info(s, &body, &len, &etag, err, sizeof err) != 0) {
+        log_error("/tokenizer_info: %s", err);
+        http_respond_error(req, 500, "InternalServerError", err, NULL);
+        return;
+    }
+    http_add_header(req, "ETag", etag);
+    http_add_header(req, "Cache-Control", "no-cache");
+    const char *inm = http_request_header(req, "if-none-match");
+    if (inm && strcmp(inm, etag) == 0) {
+        http_respond(req, 304, NULL, "", 0);
+        return;
+    }
+    http_respond(req, 200, "application/json", body, len);
+}
+
 struct engine_server *engine_server_new(uv_loop_t *loop, struct http_server *srv, engine *e,
                                         const struct engine_server_config *cfg, char *err,
                                         size_t errlen)
@@ -1203,6 +1160,10 @@ struct engine_server *engine_server_new(uv_loop_t *loop, struct http_server *srv
         tmpl = chat_template_builtin("chatml");
     }
     s->log_requests = cfg->log_requests;
+    s->hash_seed = cfg->prefix_hash_seed;
+    s->prefix_caching_off = cfg->disable_prefix_caching;
+    buf_init(&s->info, TOKENIZER_MAX_JSON_BYTES * 2);
+    s->template_src = strdup(tmpl);
     if (cfg->defaults) {
         s->defaults = *cfg->defaults;
     }
@@ -1210,7 +1171,7 @@ struct engine_server *engine_server_new(uv_loop_t *loop, struct http_server *srv
     pthread_mutex_init(&s->mu, NULL);
     list_init(&s->gens);
     list_init(&s->queue);
-    if (!s->served_name || !s->model_root) {
+    if (!s->served_name || !s->model_root || !s->template_src) {
         tandem_set_err(err, errlen, "out of memory");
         goto err_free;
     }
@@ -1220,6 +1181,8 @@ struct engine_server *engine_server_new(uv_loop_t *loop, struct http_server *srv
         tandem_set_err(err, errlen, "chat template: %s", terr);
         goto err_free;
     }
+    s->pc = (struct prompt_ctx){
+        .tok = s->tok, .ct = s->ct, .bos_token = m->bos_token, .eos_token = m->eos_token};
     if (uv_async_init(loop, &s->async, on_async) != 0) {
         tandem_set_err(err, errlen, "cannot create the engine wake-up handle");
         goto err_free;
@@ -1233,7 +1196,8 @@ struct engine_server *engine_server_new(uv_loop_t *loop, struct http_server *srv
         http_server_route(srv, NULL, "/ping", 0, h_health, s) != 0 ||
         http_server_route(srv, "GET", "/version", 0, h_version, s) != 0 ||
         http_server_route(srv, "POST", "/tokenize", 0, h_tokenize, s) != 0 ||
-        http_server_route(srv, "POST", "/detokenize", 0, h_detokenize, s) != 0) {
+        http_server_route(srv, "POST", "/detokenize", 0, h_detokenize, s) != 0 ||
+        http_server_route(srv, "GET", "/tokenizer_info", 0, h_tokenizer_info, s) != 0) {
         tandem_set_err(err, errlen, "cannot register the routes");
         engine_server_free(s);
         return NULL;
@@ -1243,6 +1207,8 @@ struct engine_server *engine_server_new(uv_loop_t *loop, struct http_server *srv
 err_free:
     free(s->served_name);
     free(s->model_root);
+    free(s->template_src);
+    buf_free(&s->info);
     chat_template_free(s->ct);
     pthread_mutex_destroy(&s->mu);
     free(s);
@@ -1280,6 +1246,8 @@ void engine_server_free(struct engine_server *s)
     }
     free(s->served_name);
     free(s->model_root);
+    free(s->template_src);
+    buf_free(&s->info);
     chat_template_free(s->ct);
     pthread_mutex_destroy(&s->mu);
     free(s);

@@ -1,7 +1,8 @@
 /*
  * The engine's OpenAI-compatible HTTP server, as vLLM serves it (docs/contracts.md):
  * /v1/completions, /v1/chat/completions (SSE streaming, stream_options.include_usage),
- * /v1/models, /health, /ping, /version, /tokenize, /detokenize; /metrics is the http_server's
+ * /v1/models, /health, /ping, /version, /tokenize, /detokenize, /tokenizer_info (the tokenizer,
+ * template and block-hash parameters for routers: tokenizer_info.h); /metrics is the http_server's
  * own route over the registry the engine writes its vllm:* metrics to.
  *
  * Glue only: requests are parsed and validated by openai_parse.c, rendered by the chat template,
@@ -30,6 +31,10 @@ struct engine_server_config {
     int log_requests;              /* log one line per finished request */
     /* sampling defaults for fields a request leaves out (generation config); NULL: vLLM's */
     const struct openai_defaults *defaults;
+    /* the engine's prefix-cache settings, reported by GET /tokenizer_info (copy them from the
+     * engine_config the engine was built with) */
+    uint64_t prefix_hash_seed;
+    int disable_prefix_caching;
 };
 
 struct engine_server;
@@ -39,6 +44,11 @@ struct engine_server;
 struct engine_server *engine_server_new(uv_loop_t *loop, struct http_server *srv, engine *e,
                                         const struct engine_server_config *cfg, char *err,
                                         size_t errlen);
+
+/* The /tokenizer_info answer (tokenizer_info.h), built on the first call and kept: *body (len
+ * bytes, NUL-terminated) and *etag live as long as s. 0 or a negative errno with err set. */
+int engine_server_tokenizer_info(struct engine_server *s, const char **body, size_t *len,
+                                 const char **etag, char *err, size_t errlen);
 
 /* Number of HTTP requests still waiting for the engine. */
 int engine_server_in_flight(const struct engine_server *s);

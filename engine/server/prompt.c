@@ -1,0 +1,110 @@
+/*
+ * Prompt building (see prompt.h), moved out of server.c unchanged so the EPP runs the same code.
+ */
+#include "engine/server/prompt.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/err.h"
+
+/* Renders the chat messages through the template into a prompt string (malloc'd). */
+int prompt_render_chat(const struct prompt_ctx *pc, const struct openai_request *o, char **out,
+                       size_t *out_len, struct openai_error *err)
+{
+    struct json_object *msgs = json_object_new_array();
+    if (!msgs) {
+        openai_error_set(err, 500, NULL, "out of memory");
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < o->n_messages; i++) {
+        const struct openai_message *m = &o->messages[i];
+        struct json_object *jm = json_object_new_object();
+        json_object_object_add(jm, "role", json_object_new_string(m->role));
+        json_object_object_add(
+            jm, "content",
+            m->content ? json_object_new_string_len(m->content, (int)m->content_len) : NULL);
+        if (m->name) {
+            json_object_object_add(jm, "name", json_object_new_string(m->name));
+        }
+        if (m->tool_call_id) {
+            json_object_object_add(jm, "tool_call_id", json_object_new_string(m->tool_call_id));
+        }
+        json_object_array_add(msgs, jm);
+    }
+    char terr[512] = "";
+    bool add_gen = o->continue_final_message ? false : o->add_generation_prompt != 0;
+    int rc = o->chat_template ? chat_template_render(o->chat_template, msgs, add_gen, pc->bos_token,
+                                                     pc->eos_token, o->chat_template_kwargs, out,
+                                                     out_len, terr, sizeof terr)
+                              : chat_template_apply(pc->ct, msgs, add_gen, o->chat_template_kwargs,
+                                                    out, out_len, terr, sizeof terr);
+    json_object_put(msgs);
+    if (rc != 0) {
+        openai_error_set(err, 400, "messages", "cannot apply the chat template: %s", terr);
+        return -EINVAL;
+    }
+    if (o->continue_final_message && o->n_messages > 0) {
+        /* end the prompt right after the final message's content (vLLM) */
+        const struct openai_message *last = &o->messages[o->n_messages - 1];
+        if (last->content && last->content_len > 0) {
+            const char *p = NULL;
+            for (const char *q = *out; (q = memmem(q, *out_len - (size_t)(q - *out), last->content,
+                                                   last->content_len)) != NULL;
+                 q++) {
+                p = q;
+            }
+            if (p) {
+                *out_len = (size_t)(p - *out) + last->content_len;
+                (*out)[*out_len] = '\0';
+            }
+        }
+    }
+    return 0;
+}
+
+/* Tokenizes the request's prompt (text, tokens or rendered chat). *ids malloc'd. */
+int prompt_build(const struct prompt_ctx *pc, const struct openai_request *o, int32_t **ids,
+                 size_t *n_ids, char **text_out, size_t *text_len, struct openai_error *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    int rc;
+    *text_out = NULL;
+    if (o->kind == OPENAI_CHAT) {
+        rc = prompt_render_chat(pc, o, &text, &len, err);
+        if (rc != 0) {
+            return rc;
+        }
+    } else if (o->prompt_tokens) {
+        *ids = malloc((o->n_prompt_tokens ? o->n_prompt_tokens : 1) * sizeof **ids);
+        if (!*ids) {
+            openai_error_set(err, 500, NULL, "out of memory");
+            return -ENOMEM;
+        }
+        memcpy(*ids, o->prompt_tokens, o->n_prompt_tokens * sizeof **ids);
+        *n_ids = o->n_prompt_tokens;
+        return 0;
+    } else {
+        text = malloc(o->prompt_text_len + 1);
+        if (!text) {
+            openai_error_set(err, 500, NULL, "out of memory");
+            return -ENOMEM;
+        }
+        memcpy(text, o->prompt_text, o->prompt_text_len);
+        text[o->prompt_text_len] = '\0';
+        len = o->prompt_text_len;
+    }
+    rc = tokenizer_encode(pc->tok, text, len, o->add_special_tokens, true, ids, n_ids);
+    if (rc != 0) {
+        free(text);
+        openai_error_set(err, 400, o->kind == OPENAI_CHAT ? "messages" : "prompt",
+                         "cannot tokenize the prompt (%s)", tandem_strerror(rc));
+        return rc;
+    }
+    *text_out = text;
+    *text_len = len;
+    return 0;
+}

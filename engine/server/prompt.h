@@ -1,0 +1,39 @@
+/*
+ * A parsed OpenAI request → the prompt token ids the engine runs: a completion's token ids as
+ * given, its text tokenized, or a chat's messages rendered through the chat template (a
+ * request's own chat_template overriding the server's) and tokenized, with vLLM's
+ * add_generation_prompt / continue_final_message rules and add_special_tokens deciding BOS.
+ *
+ * Shared by the engine's server (server.c) and by anyone who must reproduce its prompts exactly
+ * (the EPP's block keys, operator/epp/keys), so both run the very same code.
+ */
+#ifndef TANDEM_ENGINE_SERVER_PROMPT_H
+#define TANDEM_ENGINE_SERVER_PROMPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/server/openai.h"
+#include "engine/template/chat_template.h"
+#include "engine/tokenizer/tokenizer.h"
+
+/* What a prompt is built with; every pointer borrowed. */
+struct prompt_ctx {
+    const tokenizer *tok;
+    const struct chat_template *ct; /* the server's compiled template */
+    const char *bos_token;          /* for a request's own chat_template; NULL → "" */
+    const char *eos_token;
+};
+
+/* Renders o's messages into *out (malloc'd, NUL-terminated, *out_len bytes). 0, or -EINVAL /
+ * -ENOMEM with err set (400 naming "messages", 500). */
+int prompt_render_chat(const struct prompt_ctx *pc, const struct openai_request *o, char **out,
+                       size_t *out_len, struct openai_error *err);
+
+/* The prompt token ids of o into *ids (malloc'd) and *n_ids; *text_out receives the prompt text
+ * (malloc'd; NULL when o gave token ids) and *text_len its length. 0 or a negative errno with err
+ * set (400 naming "prompt"/"messages" for what cannot be rendered or tokenized). */
+int prompt_build(const struct prompt_ctx *pc, const struct openai_request *o, int32_t **ids,
+                 size_t *n_ids, char **text_out, size_t *text_len, struct openai_error *err);
+
+#endif
