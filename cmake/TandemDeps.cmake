@@ -10,3 +10,7 @@ pkg_check_modules(H2O REQUIRED IMPORTED_TARGET libh2o)
 pkg_check_modules(CMOCKA REQUIRED IMPORTED_TARGET cmocka)
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 pkg_check_modules(ZMQ REQUIRED IMPORTED_TARGET libzmq)
+# The EPP's Envoy ext-proc server (operator/epp/extproc/): gRPC C core and protobuf-c + protoc-c.
+pkg_check_modules(GRPC REQUIRED IMPORTED_TARGET grpc)
+pkg_check_modules(PROTOBUFC REQUIRED IMPORTED_TARGET libprotobuf-c)
+find_program(PROTOC_C protoc-c REQUIRED)
