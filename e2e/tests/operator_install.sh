@@ -210,7 +210,7 @@ for pool in llama-pd qwen chat; do
         "$pool-agent RoleBinding: binds the agents' service account"
 done
 cfg=$(kn get cm llama-pd-epp-config -o jsonpath='{.data.config\.yaml}')
-for p in pd-profile-handler prefill-filter decode-filter prefix-cache-scorer queue-scorer kv-cache-utilization-scorer; do
+for p in pd-profile-handler prefill-filter decode-filter precise-prefix-cache-scorer queue-scorer kv-cache-utilization-scorer; do
     assert_contains "$cfg" "$p" "llama-pd EPP config (disaggregated, weights 3/2/2)"
 done
 assert_contains "$cfg" 512 "llama-pd EPP config: the P/D threshold"

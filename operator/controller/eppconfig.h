@@ -5,7 +5,8 @@
  * emitter), so generated configs read like hand-written ones.
  *
  * Generated configs (docs/operator-workloads.md, "The EPP configuration"):
- *   weights.cacheHit → prefix-cache-scorer, weights.load → queue-scorer,
+ *   weights.cacheHit → precise-prefix-cache-scorer (fed by the agents' KV events),
+ *   weights.load → queue-scorer,
  *   weights.latency → kv-cache-utilization-scorer (defaults 3/2/2: the Gateway API Inference
  *   Extension's default profile); a weight of 0 leaves the scorer out; max-score-picker.
  *   No disaggregation: decode-filter + scorers + picker in one profile (schedulerProfile,

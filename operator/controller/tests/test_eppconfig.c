@@ -139,7 +139,7 @@ static void test_generate_default(void **state)
     /* The Gateway API Inference Extension default profile: prefix 3, queue 2, kv-cache 2. */
     struct json_object *prof = profile(cfg, "default");
     assert_non_null(prof);
-    assert_int_equal(ref_weight(prof, "prefix-cache-scorer"), 3);
+    assert_int_equal(ref_weight(prof, "precise-prefix-cache-scorer"), 3);
     assert_int_equal(ref_weight(prof, "queue-scorer"), 2);
     assert_int_equal(ref_weight(prof, "kv-cache-utilization-scorer"), 2);
     assert_int_equal(ref_weight(prof, "decode-filter"), -1);
@@ -164,8 +164,8 @@ static void test_generate_weights(void **state)
     struct json_object *cfg = render_parse(&pool, 0);
     struct json_object *prof = profile(cfg, "fast");
     assert_non_null(prof);
-    assert_int_equal(ref_weight(prof, "prefix-cache-scorer"), -2); /* weight 0: left out */
-    assert_null(plugin(cfg, "prefix-cache-scorer"));
+    assert_int_equal(ref_weight(prof, "precise-prefix-cache-scorer"), -2); /* weight 0: left out */
+    assert_null(plugin(cfg, "precise-prefix-cache-scorer"));
     assert_int_equal(ref_weight(prof, "queue-scorer"), 7);
     assert_int_equal(ref_weight(prof, "kv-cache-utilization-scorer"), 2); /* default */
     json_object_put(cfg);
@@ -204,7 +204,7 @@ static void test_generate_disaggregated(void **state)
                         "prefill");
     assert_string_equal(json_object_get_string(json_get(pd, "parameters.decodeProfile")), "decode");
     assert_string_equal(json_object_get_string(json_get(pd, "parameters.prefixPluginName")),
-                        "prefix-cache-scorer");
+                        "precise-prefix-cache-scorer");
     struct json_object *prefill = profile(cfg, "prefill"), *decode = profile(cfg, "decode");
     assert_non_null(prefill);
     assert_non_null(decode);
@@ -212,7 +212,7 @@ static void test_generate_disaggregated(void **state)
     assert_int_equal(ref_weight(prefill, "decode-filter"), -2);
     assert_int_equal(ref_weight(decode, "decode-filter"), -1);
     assert_int_equal(ref_weight(decode, "prefill-filter"), -2);
-    assert_int_equal(ref_weight(decode, "prefix-cache-scorer"), 3);
+    assert_int_equal(ref_weight(decode, "precise-prefix-cache-scorer"), 3);
     assert_int_equal(ref_weight(prefill, "queue-scorer"), 2);
     assert_int_equal(ref_weight(decode, "max-score-picker"), -1);
     assert_null(plugin(cfg, "single-profile-handler"));

@@ -84,7 +84,7 @@ static void test_generated_weights(void **state)
     assert_int_equal(pr->n_scorers, 2); /* latency 0: kv-cache scorer left out */
     for (int i = 0; i < pr->n_scorers; i++) {
         const char *t = pr->scorers[i].p->ops->type;
-        double want = strcmp(t, "prefix-cache-scorer") == 0 ? 5 : 1;
+        double want = strcmp(t, "precise-prefix-cache-scorer") == 0 ? 5 : 1;
         assert_true(pr->scorers[i].weight == want);
     }
     epp_sched_free(s);
