@@ -22,12 +22,17 @@ Checks, over real HTTP:
   * a decode pod killed mid-run: no client request fails, and it leaves rotation within 2 s;
   * an EPP restarted rebuilds its index from the pods' event streams (replay) and routes a
     known prefix to its holder again;
-  * no reachable endpoint: 503 with an OpenAI error body.
+  * no reachable endpoint: 503 with an OpenAI error body;
+  * Envoy ext-proc on 9002, played by Node's @grpc/grpc-js (extproc_client.js): destination as
+    header and envoy.lb metadata, the client's x-prefiller-host-port removed and the EPP's set
+    for a long prompt, the body streamed back, response headers added, the subset hint obeyed,
+    an empty hint a 503, the health services SERVING.
 """
 
 import http.client
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -96,7 +101,7 @@ class Epp:
         with open(cfg, "w") as f:
             f.write(config)
         args = [exe, "--endpoints", endpoints, "--config-file", cfg, "--host", ip,
-                "--gateway-port", "8080", "--metrics-port", "9090", "--grpc-port", "0",
+                "--gateway-port", "8080", "--metrics-port", "9090", "--grpc-port", "9002",
                 "--refresh-metrics-interval", "50ms", "--metrics-staleness-threshold", "1s"]
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
         EPPS.append(self)
@@ -285,6 +290,53 @@ def run_restart(epp_exe, ip, work, endpoints, decode, addr_of):
     e2.stop()
 
 
+def extproc(epp, path, body, subset=None):
+    """One ext-proc exchange with tandem-epp, played by @grpc/grpc-js (extproc_client.js)."""
+    root = os.path.join(HERE, "..", "extproc")
+    args = ["node", os.path.join(HERE, "extproc_client.js"), "%s:9002" % epp.ip,
+            os.path.join(root, "proto"), path, json.dumps(body)] + ([subset] if subset else [])
+    env = dict(os.environ, NODE_PATH=os.path.join(root, "tests", "node_modules"))
+    out = subprocess.run(args, capture_output=True, text=True, timeout=60, env=env)
+    try:
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"error": "no answer: %s %s" % (out.stdout[-300:], out.stderr[-300:])}
+
+
+def run_extproc(epp, decode_names, prefill_name):
+    mods = os.path.join(HERE, "..", "extproc", "tests", "node_modules", "@grpc", "grpc-js")
+    if not shutil.which("node") or not os.path.isdir(mods):
+        print("note: ext-proc checks skipped (node or @grpc/grpc-js missing)")
+        return
+    short = {"model": MODEL, "prompt": ids(90, 20), "max_tokens": 2}
+    r = extproc(epp, "/v1/completions", short)
+    check(r.get("health", {}).get("readiness") == "SERVING" and
+          r["health"].get("envoy.service.ext_proc.v3.ExternalProcessor") == "SERVING",
+          "ext-proc health: %s" % r.get("health"))
+    dest = r.get("set", {}).get("x-gateway-destination-endpoint", "")
+    check(dest.split(",")[0] in decode_names and r.get("metadata_destination") == dest,
+          "ext-proc: destination header %r equals the envoy.lb metadata %r and names a decode pod"
+          % (dest, r.get("metadata_destination")))
+    check("x-prefiller-host-port" in r.get("removed", []) and
+          "x-prefiller-host-port" not in r.get("set", {}),
+          "ext-proc: the client's x-prefiller-host-port is removed, none set for a short prompt")
+    check(r.get("body_back") == json.dumps(short), "ext-proc: the body streams back unchanged")
+    check(r.get("response_set", {}).get("x-selected-pod") == dest.split(",")[0],
+          "ext-proc: the response gains x-selected-pod: %s" % r.get("response_set"))
+    r = extproc(epp, "/v1/completions", {"model": MODEL, "prompt": ids(91, 160), "max_tokens": 2})
+    check(r.get("set", {}).get("x-prefiller-host-port") == prefill_name,
+          "ext-proc: a long prompt names the prefill pod: %s" % r.get("set"))
+    r = extproc(epp, "/v1/completions", short, subset=decode_names[1])
+    check(r.get("metadata_destination", "").split(",") == [decode_names[1]],
+          "ext-proc: the subset hint decides: %s" % r.get("metadata_destination"))
+    r = extproc(epp, "/v1/completions", short, subset="-")
+    check(r.get("immediate", {}).get("status") == "ServiceUnavailable",
+          "ext-proc: an empty subset hint is a 503: %s" % r)
+    r = extproc(epp, "/v1/completions", {"model": MODEL, "prompt": 5})
+    check("immediate" not in r and "error" not in r,
+          "ext-proc: a request the engine will refuse is still routed (the pod answers its 400)")
+
+
 def run_kill(epp, victim, victim_name):
     victim.proc.kill()
     victim.proc.wait()
@@ -335,6 +387,7 @@ def main():
         run_session(epp, decode, names[:3])
         run_score_api(epp, decode, addr_of)
         run_restart(epp_exe, ips[5], work, endpoints, decode, addr_of)
+        run_extproc(epp, names[:3], names[3])
         run_kill(epp, decode[2], names[2])
     finally:
         check(epp.stop() == 0, "the EPP exits 0 on SIGTERM")
