@@ -3,10 +3,12 @@
 #   * tandem-engine serving a generated model (random weights around the real Qwen3 tokenizer and
 #     chat template) on 127.0.0.1:8200, with a completion and a chat completion shown;
 #   * localkube (the single-machine Kubernetes stand-in) running tandem-operator with a
-#     disaggregated InferencePool of real tandem-agent pods serving that model (1 prefill, 2
-#     decode), one request served disaggregated (the answer's headers name both pods), plus a
-#     demo Deployment of tandem-echo pods, each a local process on its own loopback IP.
-# The endpoint picker is still a stand-in: the P/D request names its prefill pod itself.
+#     disaggregated InferencePool of real tandem-agent pods serving that model (2 prefill, 3
+#     decode) behind its endpoint picker, tandem-epp: requests go to the EPP's gateway, which
+#     picks the decode pod holding the prompt's KV blocks (from the agents' KV events) and, for a
+#     long uncached prompt, a prefill pod whose blocks move to it over UCX; the answers' headers
+#     say which pods served and whether the cache hit. Plus a demo Deployment of tandem-echo
+#     pods, each a local process on its own loopback IP.
 #
 #   scripts/run.sh [BUILD_DIR]     stays in the foreground; Ctrl-C (or SIGTERM) tears it all down
 #   RUN_DETACH=1 scripts/run.sh    leaves localkube running; stop it with
@@ -74,7 +76,7 @@ fi
 
 # The operator (two replicas, leader election) and a disaggregated pool of real agents serving the
 # demo model: the operator turns the InferencePool/InferenceModel into prefill/decode Deployments,
-# the EPP (still a stand-in, e2e/localkube/images.json) and status.
+# the EPP (tandem-epp with a generated EndpointPickerConfig) and status.
 "${kc[@]}" apply -k manifests/
 "${kc[@]}" -n tandem-system rollout status deployment/tandem-operator --timeout=120s
 sed "s|MODEL_FILE|$demo_model|" manifests/demo/pd.yaml | "${kc[@]}" apply -f -
@@ -82,18 +84,44 @@ sed "s|MODEL_FILE|$demo_model|" manifests/demo/pd.yaml | "${kc[@]}" apply -f -
 "${kc[@]}" get inferencepools,inferencemodels
 "${kc[@]}" get pods -l tandem.dev/pool=demo-pd -o wide
 
-# One request served disaggregated: to a decode pod's sidecar, naming a prefill pod (what the
-# endpoint picker will do): the prompt runs on the prefill pod, its KV blocks move to the decode
-# pod over UCX, the decode pod generates.
+"${kc[@]}" rollout status deployment/demo-pd-epp --timeout=120s
+epp_ip=$("${kc[@]}" get pods -l app.kubernetes.io/name=tandem-epp,tandem.dev/pool=demo-pd \
+    -o jsonpath='{.items[0].status.podIP}')
+for _ in $(seq 1 100); do
+    curl -fs "http://$epp_ip:9090/readyz" >/dev/null 2>&1 && break
+    sleep 0.2
+done
 pod_ip() { "${kc[@]}" get pods -l "tandem.dev/pool=demo-pd,llm-d.ai/role=$1" -o jsonpath='{.items[0].status.podIP}'; }
 prefill_ip=$(pod_ip prefill)
 decode_ip=$(pod_ip decode)
-pd_body='{"model":"demo-qwen3","prompt":"Disaggregated serving runs the prompt on one pod and the generation on another, moving the KV cache between them","max_tokens":12,"temperature":0}'
-echo "\$ curl -si http://$decode_ip:8000/v1/completions -H 'x-prefiller-host-port: $prefill_ip:8000' -d '$pd_body'"
-curl -si "http://$decode_ip:8000/v1/completions" -H 'Content-Type: application/json' \
-    -H "x-prefiller-host-port: $prefill_ip:8000" -d "$pd_body" | grep -iv '^date:'
+# the answers' routing headers, then the body
+show() { grep -iE '^(HTTP/|x-selected-pod|x-prefill-pod|x-cache-hit|x-cache-prefix-length|x-scheduling-time-ms|x-prefill-time-ms)' ; }
+gw="http://$epp_ip:8080"
+
 echo
-echo "(x-tandem-prefill-host / x-tandem-decode-host: the pods that served it)"
+echo "tandem: the pool's endpoint picker (tandem-epp) serves the OpenAI API on $gw"
+echo "\$ curl -si $gw/v1/chat/completions -d '{\"model\":\"demo-qwen3\",\"messages\":[{\"role\":\"user\",\"content\":\"Hello!\"}],\"max_tokens\":8}'"
+curl -si "$gw/v1/chat/completions" -H 'Content-Type: application/json' \
+    -d '{"model":"demo-qwen3","messages":[{"role":"user","content":"Hello!"}],"max_tokens":8}' | show
+
+# A long shared system prompt (~600 tokens): the first request has more uncached tokens than the
+# pool's P/D threshold (256), so a prefill pod computes it and its KV blocks move to the decode
+# pod; the second request with the same prefix goes to that decode pod, whose cache holds it.
+sys_prompt=$(for i in $(seq 1 24); do printf 'Rule %d: answer briefly, cite the handbook, and never invent numbers. ' "$i"; done)
+ask() {
+    printf '{"model":"demo-qwen3","messages":[{"role":"system","content":"%s"},{"role":"user","content":"%s"}],"max_tokens":8,"temperature":0}' "$sys_prompt" "$1"
+}
+echo
+echo "\$ curl -si $gw/v1/chat/completions -d '<a 600-token system prompt + question 1>'   # P/D"
+curl -si "$gw/v1/chat/completions" -H 'Content-Type: application/json' -d "$(ask 'What is the refund policy?')" | show
+sleep 1 # the decode pod's KV events reach the EPP's index
+echo "\$ curl -si $gw/v1/chat/completions -d '<the same system prompt + question 2>'   # same pod, cache hit"
+curl -si "$gw/v1/chat/completions" -H 'Content-Type: application/json' -d "$(ask 'How long does shipping take?')" | show
+echo "(x-selected-pod: the decode pod; x-prefill-pod: the prefill pod, when one was used;"
+echo " x-cache-hit / x-cache-prefix-length: what the decode pod already held, from its KV events)"
+echo "\$ curl -s http://$epp_ip:9090/api/v1/score -d '<the same system prompt + another question>'"
+curl -s "http://$epp_ip:9090/api/v1/score" -d "$(ask 'Anything else?')" |
+    jq -c '{recommendation, blocks_total, scores: (.scores | map_values(.blocks_present))}'
 
 ips=$("${kc[@]}" get pods -l app.kubernetes.io/name=echo -o jsonpath='{.items[*].status.podIP}')
 first=${ips%% *}
@@ -106,8 +134,12 @@ tandem: tandem-engine (OpenAI API) is on http://127.0.0.1:8200:
   (port 8200 is taken while this runs: start another tandem-engine with --port 8300)
   python3 e2e/bench/tools/serve_load.py --url http://127.0.0.1:8200 --concurrency 1,4
 localkube is up with tandem-operator (namespace tandem-system), the disaggregated pool
-demo-pd (tandem-agent pods: 1 prefill on $prefill_ip, 2 decode; the EPP is a stand-in), and the
+demo-pd (tandem-agent pods: 2 prefill, 3 decode; its endpoint picker on $epp_ip), and the
 echo demo (3 tandem-echo pods, each on its own loopback IP).
+  curl -s $gw/v1/chat/completions -H 'Content-Type: application/json' \
+      -d '{"model":"demo-qwen3","messages":[{"role":"user","content":"Hi"}],"max_tokens":8}'
+  curl -s http://$epp_ip:9090/api/v1/cache/state; curl -s http://$epp_ip:9090/metrics | grep -E '^(llmd_epp|kv_cache_manager)'
+  curl -s http://$epp_ip:9090/api/v1/cache/pod/<decode pod name>
   export KUBECONFIG=$state/kubeconfig
   kubectl get ipool,imodel; kubectl describe imodel demo-qwen3
   curl -s http://$decode_ip:8000/v1/chat/completions -H 'x-prefiller-host-port: $prefill_ip:8000' \
