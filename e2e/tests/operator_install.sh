@@ -193,8 +193,10 @@ for pool in llama-pd qwen chat; do
         "$pool-epp Role: reads pods"
     assert_jq "$r" '[.rules[] | select(.apiGroups == ["tandem.dev"]) | .resources[]] | index("inferencepools") != null' \
         "$pool-epp Role: reads InferencePools"
-    assert_jq "$r" '[.rules[].verbs[]] | all(. == "get" or . == "list" or . == "watch")' \
-        "$pool-epp Role: read-only"
+    assert_jq "$r" '[.rules[] | select(.resources != ["inferencepools/status"]) | .verbs[]] | all(. == "get" or . == "list" or . == "watch")' \
+        "$pool-epp Role: read-only but for its pool's status"
+    assert_jq "$r" '[.rules[] | select(.resources == ["inferencepools/status"]) | .verbs] == [["patch"]]' \
+        "$pool-epp Role: patches InferencePool status (status.metrics)"
     rb=$(kjson -n "$NS" get rolebinding "$pool-epp")
     owned_by "$rb" InferencePool "$pool"
     assert_jq "$rb" ".roleRef == {\"apiGroup\": \"rbac.authorization.k8s.io\", \"kind\": \"Role\", \"name\": \"$pool-epp\"} and

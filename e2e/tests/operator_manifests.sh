@@ -126,6 +126,7 @@ if cr:
     for verb, group, res in [("watch", "tandem.dev", "inferencepools"),
                              ("watch", "tandem.dev", "inferencemodels"),
                              ("update", "tandem.dev", "inferencepools/status"),
+                             ("patch", "tandem.dev", "inferencepools/status"),
                              ("update", "tandem.dev", "inferencemodels/status"),
                              ("create", "apps", "deployments"), ("update", "apps", "deployments"),
                              ("delete", "apps", "deployments"), ("watch", "apps", "daemonsets"),

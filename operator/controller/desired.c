@@ -890,15 +890,22 @@ struct json_object *desired_service_account(const struct spec_pool *pool, const 
     return jb_done(&b, sa);
 }
 
+static struct json_object *rule_verbs(struct jb *b, const char *group, const char *const *resources,
+                                      size_t nres, const char *const *verbs, size_t nverbs)
+{
+    struct json_object *r = jb_obj(b);
+    jb_put(b, r, "apiGroups", jb_str_array(b, &group, 1));
+    jb_put(b, r, "resources", jb_str_array(b, resources, nres));
+    jb_put(b, r, "verbs", jb_str_array(b, verbs, nverbs));
+    return r;
+}
+
+/* A read-only rule: get, list, watch. */
 static struct json_object *rule(struct jb *b, const char *group, const char *const *resources,
                                 size_t nres)
 {
     static const char *const verbs[] = {"get", "list", "watch"};
-    struct json_object *r = jb_obj(b);
-    jb_put(b, r, "apiGroups", jb_str_array(b, &group, 1));
-    jb_put(b, r, "resources", jb_str_array(b, resources, nres));
-    jb_put(b, r, "verbs", jb_str_array(b, verbs, ARRAY_SIZE(verbs)));
-    return r;
+    return rule_verbs(b, group, resources, nres, verbs, ARRAY_SIZE(verbs));
 }
 
 struct json_object *desired_epp_role(const struct spec_pool *pool)
@@ -910,12 +917,16 @@ struct json_object *desired_epp_role(const struct spec_pool *pool)
     }
     static const char *const core[] = {"pods", "endpoints"};
     static const char *const ours[] = {"inferencepools", "inferencemodels"};
+    /* the EPP reports the pool's load averages into status.metrics (a merge patch) */
+    static const char *const pool_status[] = {"inferencepools/status"};
+    static const char *const patch[] = {"patch"};
     struct json_object *role =
         new_object(&b, "rbac.authorization.k8s.io/v1", "Role", name, pool->ns,
                    pool_labels(&b, pool, "tandem-epp", "endpoint-picker"), pool_owner(&b, pool));
     struct json_object *rules = jb_arr(&b);
     jb_push(&b, rules, rule(&b, "", core, ARRAY_SIZE(core)));
     jb_push(&b, rules, rule(&b, SPEC_GROUP, ours, ARRAY_SIZE(ours)));
+    jb_push(&b, rules, rule_verbs(&b, SPEC_GROUP, pool_status, 1, patch, 1));
     jb_put(&b, role, "rules", rules);
     return jb_done(&b, role);
 }

@@ -377,6 +377,7 @@ int epp_app_run(const struct epp_flags *f)
     uv_timer_init(&a->loop, &a->tick);
     a->tick.data = a;
     uv_timer_start(&a->tick, on_tick, 0, (uint64_t)f->refresh_ms);
+    app_status_start(a);
     a->signals = shutdown_new(&a->loop, on_signal, a);
     if (!a->signals) {
         log_error("cannot install signal handlers");

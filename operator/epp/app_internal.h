@@ -32,6 +32,10 @@ struct epp_app {
     bool static_mode; /* --endpoints */
     int draining;     /* parts still draining after a signal */
     struct metric *g_ready, *g_avg_kv, *g_avg_queue, *g_avg_running;
+    /* status.metrics of the pool (app_status.c) */
+    uv_timer_t status_timer;
+    bool status_written, status_in_flight;
+    double status_last[3];
     struct app_kv *kv;
     struct app_extproc *xp;
 };
@@ -46,6 +50,9 @@ void app_kv_remove(struct epp_app *a, const struct epp_endpoint *ep);
 bool app_kv_synced(struct epp_app *a, char *why, size_t whylen);
 void app_kv_stop(struct epp_app *a);
 void app_kv_free(struct epp_app *a);
+
+/* Writes the pool's status.metrics periodically (tandem.dev pools). */
+void app_status_start(struct epp_app *a);
 
 /* Envoy ext-proc on --grpc-port (0: off). */
 int app_extproc_start(struct epp_app *a);

@@ -740,6 +740,9 @@ static void test_pool_objects(void **state)
     assert_string_equal(str(role, "rules[1].resources[0]"), "inferencepools");
     assert_string_equal(str(role, "rules[1].resources[1]"), "inferencemodels");
     assert_string_equal(str(role, "rules[1].verbs[2]"), "watch");
+    assert_string_equal(str(role, "rules[2].resources[0]"), "inferencepools/status");
+    assert_string_equal(str(role, "rules[2].verbs[0]"), "patch");
+    assert_null(json_get(role, "rules[2].verbs[1]"));
     struct json_object *rb = json_object_array_get_idx(objs, 3);
     assert_string_equal(str(rb, "roleRef.kind"), "Role");
     assert_string_equal(str(rb, "roleRef.name"), "llama-pd-epp");
