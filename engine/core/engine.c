@@ -58,6 +58,7 @@ typedef struct ereq {
     int32_t *remote_blocks;
     int32_t n_remote_blocks;
     int kv_loaded;        /* engine_output.kv_loaded */
+    double kv_load_s;     /* engine_output.kv_load_seconds */
     struct kv_load *load; /* CONSUME: while its load runs */
 } ereq;
 
@@ -69,6 +70,7 @@ struct kv_load {
     sched_req *sr;
     ereq *q;       /* NULL once the request was released */
     bool fallback; /* the producer's blocks did not cover the prompt: notify only, then compute */
+    double t0;     /* tandem_now_s() at its start */
 };
 
 /* A finished PRODUCE request's blocks, held for the decoder. */
@@ -406,6 +408,7 @@ static void output_fill(const ereq *r, engine_output *o)
         o->text = "";
     }
     o->kv_loaded = r->kv_loaded;
+    o->kv_load_seconds = r->kv_load_s;
     if (sr->kv_held) {
         o->kv_block_ids = sr->kv.blocks;
         o->n_kv_blocks = sr->kv.n_blocks;
@@ -807,6 +810,7 @@ static void start_loads(engine *e, const sched_output *out)
         }
         l->id = q->id;
         l->sr = sr;
+        l->t0 = tandem_now_s();
         l->q = q;
         q->load = l;
         list_push_back(&e->loads, &l->node);
@@ -869,6 +873,7 @@ void engine_kv_load_done(engine *e, uint64_t load_id, int status)
     if (l->q) {
         l->q->load = NULL;
         l->q->kv_loaded = ok ? 1 : -1;
+        l->q->kv_load_s = ok ? tandem_now_s() - l->t0 : 0;
         sched_remote_kv_done(e->s, sr, ok); /* back in the queue, or just freed if aborted */
     } else {
         sched_remote_kv_done(e->s, sr, false); /* aborted and released: frees the blocks */

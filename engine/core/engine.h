@@ -151,6 +151,7 @@ typedef struct engine_output {
     /* CONSUME: 1 the prompt's KV was loaded remotely, -1 the load failed and the prompt was
      * computed here; 0 not a CONSUME request */
     int kv_loaded;
+    double kv_load_seconds; /* kv_loaded 1: how long the load took (start to done) */
 } engine_output;
 
 typedef void (*engine_output_fn)(void *user, const engine_output *out);

@@ -56,6 +56,7 @@ struct out_event {
     int has_lp;
     struct lp_entry lp;
     int kv_loaded;
+    double kv_load_s;
     /* a finished PRODUCE request's held blocks (stored after the text) */
     const int32_t *kv_blocks;
     int32_t n_kv_blocks;
@@ -92,7 +93,8 @@ struct gen {
     int64_t created;
     int n;
     struct choice *choices;
-    int pending; /* submitted choices not finished */
+    int pending;      /* submitted choices not finished */
+    double kv_load_s; /* P/D: the longest KV load of its choices (x-kv-transfer-time-ms) */
     int32_t n_prompt;
     int32_t n_cached;
     char *echo_text; /* completions echo: the prompt text */
@@ -144,6 +146,7 @@ static void event_fill(struct out_event *ev, const engine_output *o)
     ev->n_generated = o->n_generated;
     ev->n_cached = o->n_cached;
     ev->kv_loaded = o->kv_loaded;
+    ev->kv_load_s = o->kv_load_seconds;
     ev->has_lp = 0;
     if (o->sample && o->token >= 0) {
         ev->has_lp = 1;
@@ -508,6 +511,13 @@ static void respond_full(struct gen *g)
                                 : openai_build_completion(&meta, cs, (size_t)g->n, &u, &body);
 out:
     if (rc == 0) {
+        if (g->kv_load_s > 0) {
+            /* P/D: how long this pod pulled the prompt's KV blocks (a streamed answer starts
+             * before the pull, so only a whole answer can say) */
+            char ms[32];
+            snprintf(ms, sizeof ms, "%.1f", g->kv_load_s * 1e3);
+            http_add_header(g->req, "x-kv-transfer-time-ms", ms);
+        }
         http_respond_json(g->req, 200, body.data);
         g->req = NULL;
     } else {
@@ -589,6 +599,9 @@ static void handle_event(struct engine_server *s, struct out_event *ev)
     g->n_prompt = ev->n_prompt;
     if (ev->n_cached > g->n_cached) {
         g->n_cached = ev->n_cached;
+    }
+    if (ev->kv_loaded == 1 && ev->kv_load_s > g->kv_load_s) {
+        g->kv_load_s = ev->kv_load_s;
     }
     if (ev->finished) {
         c->finish = finish_of(ev->status);

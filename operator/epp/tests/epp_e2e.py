@@ -215,6 +215,12 @@ def run_pd(epp, prefill_name, unified):
     check(st == 200 and r.getheader("x-prefill-pod") == prefill_name,
           "a long new prompt is disaggregated: %d x-prefill-pod=%r" %
           (st, r.getheader("x-prefill-pod")))
+    kv_ms = r.getheader("x-kv-transfer-time-ms")
+    check(kv_ms is not None and float(kv_ms) > 0,
+          "the decode pod says how long it pulled the KV blocks: x-kv-transfer-time-ms=%r" % kv_ms)
+    check(float(r.getheader("x-prefill-time-ms") or 0) > 0,
+          "the sidecar says how long the prefill leg took: x-prefill-time-ms=%r" %
+          r.getheader("x-prefill-time-ms"))
     st2, body2, _ = agent_e2e.completion(unified, long_prompt, {"max_tokens": 4})
     check(st2 == 200 and json.loads(body)["choices"][0]["text"] ==
           json.loads(body2)["choices"][0]["text"], "P/D text equals the unified run's")
