@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "lib/buf.h"
+#include "lib/clock.h"
 #include "lib/err.h"
 #include "lib/json.h"
 #include "lib/log.h"
@@ -18,6 +19,8 @@
 #define MAX_SCORED 1024
 
 struct epp_api {
+    struct metric *m_scores;        /* kv_cache_manager_score_requests_total */
+    struct metric *m_score_seconds; /* kv_cache_manager_score_request_duration_seconds */
     struct epp_router *router;
     struct epp_ds *ds;
     struct epp_api_config c;
@@ -93,6 +96,10 @@ static int candidates(struct epp_api *a, struct json_object *root, struct epp_en
 static void h_score(struct http_request *req, void *ud)
 {
     struct epp_api *a = ud;
+    int64_t t0 = tandem_now_ns();
+    if (a->m_scores) {
+        metric_inc(a->m_scores, 1);
+    }
     size_t len = 0;
     const char *body = http_request_body(req, &len);
     char err[256] = "";
@@ -135,6 +142,9 @@ static void h_score(struct http_request *req, void *ud)
     json_object_object_add(out, "recommendation",
                            best && best_score > 0 ? json_object_new_string(best) : NULL);
     respond_json(req, 200, out);
+    if (a->m_score_seconds) {
+        metric_observe(a->m_score_seconds, (double)(tandem_now_ns() - t0) * 1e-9);
+    }
 }
 
 static void now_rfc3339(char *out, size_t outlen)
@@ -229,6 +239,18 @@ struct epp_api *epp_api_new(uv_loop_t *loop, struct epp_router *r, struct epp_ds
     hc.metrics = c->reg;
     hc.metrics_prefix = "tandem_epp_api_";
     hc.metrics_path = "/metrics";
+    if (c->reg) {
+        static const double buckets[] = {0.0001, 0.0005, 0.001, 0.0025, 0.005,
+                                         0.01,   0.025,  0.05,  0.1,    0.25};
+        struct metric_family *f =
+            metrics_counter_new(c->reg, "kv_cache_manager_score_requests_total",
+                                "POST /api/v1/score requests", 0, NULL);
+        a->m_scores = f ? metrics_child(f, NULL) : NULL;
+        f = metrics_histogram_new(c->reg, "kv_cache_manager_score_request_duration_seconds",
+                                  "Time to answer POST /api/v1/score (tokenizing included)", 0,
+                                  NULL, buckets, sizeof buckets / sizeof buckets[0]);
+        a->m_score_seconds = f ? metrics_child(f, NULL) : NULL;
+    }
     a->srv = http_server_new(loop, &hc, err, errlen);
     if (!a->srv || http_server_route(a->srv, "GET", "/healthz", 0, h_healthz, a) != 0 ||
         http_server_route(a->srv, "GET", "/readyz", 0, h_readyz, a) != 0 ||

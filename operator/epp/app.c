@@ -125,6 +125,12 @@ static int router_metrics(struct epp_app *a)
     r->f_hit = metrics_gauge_new(
         reg, "llmd_epp_cache_hit_rate",
         "Prompt fraction cached on the pod of the last request routed there", 1, &pod);
+    r->f_kv_hit = metrics_gauge_new(
+        reg, "kv_cache_manager_hit_rate",
+        "Of the prompt blocks routed to the pod, the fraction its KV cache held", 1, &pod);
+    r->m_kv_global_hit =
+        gauge(reg, "kv_cache_manager_global_hit_rate",
+              "Of the prompt blocks routed to any pod, the fraction the chosen pod held");
     a->g_ready = gauge(reg, "tandem_epp_ready_endpoints", "Endpoints in rotation");
     a->g_avg_kv = gauge(reg, "inference_pool_average_kv_cache_utilization",
                         "Mean KV-cache utilization of the ready endpoints");

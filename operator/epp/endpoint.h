@@ -100,6 +100,8 @@ struct epp_endpoint {
      * the endpoint is skipped after too many. */
     int32_t consecutive_failures;
     int64_t ejected_until_ms;
+    /* Prompt blocks of the requests routed here, and how many of them it held (hit rate). */
+    uint64_t routed_blocks, routed_hit_blocks;
 };
 
 /* InferenceModel criticality (GIE v1alpha2). Unset is Standard. */

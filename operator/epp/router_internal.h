@@ -33,8 +33,11 @@ struct epp_router {
     struct metric *m_sa_hits, *m_sa_misses; /* llmd_epp_session_affinity_{hits,misses}_total */
     struct metric_family
         *f_requests; /* inference_objective_request_total{model_name,target_model_name} */
-    struct metric_family *f_hit;   /* llmd_epp_cache_hit_rate{pod} */
-    struct metric *m_keys_seconds; /* tandem_epp_tokenize_duration_seconds */
+    struct metric_family *f_hit;               /* llmd_epp_cache_hit_rate{pod} */
+    struct metric_family *f_kv_hit;            /* kv_cache_manager_hit_rate{pod} */
+    struct metric *m_kv_global_hit;            /* kv_cache_manager_global_hit_rate */
+    uint64_t routed_blocks, routed_hit_blocks; /* over every pod, for the global rate */
+    struct metric *m_keys_seconds;             /* tandem_epp_tokenize_duration_seconds */
 };
 
 /* What one request looks like while it is routed. */

@@ -167,11 +167,27 @@ void router_observe(struct epp_router *r, const struct route_ctx *c, const struc
             metric_inc(m, 1);
         }
     }
-    if (d->status == 0 && r->f_hit && d->targets[0]) {
-        const char *lv[] = {d->targets[0]->name};
-        struct metric *m = metrics_child(r->f_hit, lv);
+    if (d->status == 0 && d->targets[0]) {
+        struct epp_endpoint *ep = d->targets[0];
+        const char *lv[] = {ep->name};
+        struct metric *m = r->f_hit ? metrics_child(r->f_hit, lv) : NULL;
         if (m) {
             metric_set(m, d->hit_ratio);
+        }
+        if (c->n_keys > 0) {
+            /* the precise index's view: of the blocks routed to a pod, how many it held */
+            ep->routed_blocks += (uint64_t)c->n_keys;
+            ep->routed_hit_blocks += (uint64_t)(d->cached_blocks > 0 ? d->cached_blocks : 0);
+            r->routed_blocks += (uint64_t)c->n_keys;
+            r->routed_hit_blocks += (uint64_t)(d->cached_blocks > 0 ? d->cached_blocks : 0);
+            m = r->f_kv_hit ? metrics_child(r->f_kv_hit, lv) : NULL;
+            if (m) {
+                metric_set(m, (double)ep->routed_hit_blocks / (double)ep->routed_blocks);
+            }
+            if (r->m_kv_global_hit) {
+                metric_set(r->m_kv_global_hit,
+                           (double)r->routed_hit_blocks / (double)r->routed_blocks);
+            }
         }
     }
 }

@@ -132,6 +132,14 @@ class Epp:
         body.update(extra or {})
         return self.request("POST", "/v1/completions", body, headers)
 
+    def metric(self, name):
+        """The value of an unlabelled metric on 9090, or None."""
+        _, body, _ = self.request("GET", "/metrics", port=9090)
+        for line in body.decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+        return None
+
     def wait_ready(self, n, tries=100):
         """Waits until the gateway has n endpoints with fresh metrics (bounded)."""
         for _ in range(tries):
@@ -265,6 +273,10 @@ def run_score_api(epp, decode, addr_of):
     out = json.loads(body) if st == 200 else {}
     check(st == 200 and out.get("recommendation") == addr_of.get(holder),
           "/api/v1/score recommends the holder: %d %s" % (st, body[:300]))
+    check((epp.metric("kv_cache_manager_score_requests_total") or 0) >= 1,
+          "kv_cache_manager_score_requests_total counts the score requests")
+    check(0 < (epp.metric("kv_cache_manager_global_hit_rate") or 0) <= 1,
+          "kv_cache_manager_global_hit_rate: %s" % epp.metric("kv_cache_manager_global_hit_rate"))
     st, body, _ = epp.request("GET", "/api/v1/cache/state", port=9090)
     check(st == 200 and json.loads(body).get("total_blocks", 0) >= 4,
           "/api/v1/cache/state counts blocks: %s" % body[:200])
