@@ -81,6 +81,15 @@ static int map_model(struct epp_router *r, struct json_object *root, struct rout
                      struct epp_decision *d)
 {
     const char *requested = json_object_get_string(json_get(root, "model"));
+    if (requested) {
+        /* a copy: rewrite_model replaces the body's model, which frees this string */
+        c->requested_copy = strdup(requested);
+        if (!c->requested_copy) {
+            decide_error(d, 500, "out of memory%s", NULL);
+            return 500;
+        }
+        requested = c->requested_copy;
+    }
     c->requested = requested;
     c->pods_model = NULL;
     c->served = requested;
@@ -178,8 +187,9 @@ int epp_route(struct epp_router *r, const struct epp_route_in *in, struct epp_de
     }
     bool chat = strstr(in->path, "chat") != NULL;
     if (map_model(r, root, &c, d) != 0) {
+        router_count(r, d->status == 404 ? "model_not_found" : "error");
+        route_ctx_free(&c);
         json_object_put(root);
-        router_count(r, "model_not_found");
         return 0;
     }
     prefix_text(root, chat, &c);

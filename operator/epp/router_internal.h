@@ -42,7 +42,8 @@ struct epp_router {
 
 /* What one request looks like while it is routed. */
 struct route_ctx {
-    const char *requested;  /* the body's model */
+    const char *requested; /* the body's model (requested_copy: the body may be rewritten) */
+    char *requested_copy;
     const char *served;     /* the name it is served under (after targetModels) */
     const char *pods_model; /* the pods' tandem.dev/model label, NULL: any pod */
     const char *lora;       /* adapter name, or NULL */
@@ -64,6 +65,7 @@ static inline void route_ctx_free(struct route_ctx *c)
 {
     buf_free(&c->prefix_buf);
     free(c->keys);
+    free(c->requested_copy);
 }
 
 /* Block keys, index lookup and the scheduler for n candidates; fills d. 0 or -ENOMEM. */

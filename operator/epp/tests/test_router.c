@@ -125,6 +125,10 @@ static void test_target_models_split(void **state)
     m.targets[1].name = "chat-lora"; /* an adapter of the same pods */
     m.targets[1].weight = 70;
     assert_int_equal(epp_ds_model_upsert(f->ds, &m), 0);
+    /* the requested name survives the body's rewrite (it labels the request metric) */
+    struct metrics_registry *reg = metrics_registry_new();
+    const char *labels[] = {"model_name", "target_model_name"};
+    f->r.f_requests = metrics_counter_new(reg, "inference_objective_request_total", "h", 2, labels);
     int code = 0, lora = 0;
     for (int i = 0; i < 2000; i++) {
         struct epp_decision d;
@@ -147,6 +151,12 @@ static void test_target_models_split(void **state)
     /* 30/70 within ±5 % */
     assert_in_range(code, 600 - 100, 600 + 100);
     assert_int_equal(code + lora, 2000);
+    const char *lv[] = {"chat", "code"};
+    assert_true(metric_value(metrics_child(f->r.f_requests, lv)) == code);
+    lv[1] = "chat-lora";
+    assert_true(metric_value(metrics_child(f->r.f_requests, lv)) == lora);
+    f->r.f_requests = NULL;
+    metrics_registry_free(reg);
 }
 
 static void test_criticality(void **state)
