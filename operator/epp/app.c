@@ -284,6 +284,7 @@ static int start_servers(struct epp_app *a)
         .stale_ms = f->stale_ms,
         .path = f->ms_path,
         .scheme = f->ms_scheme,
+        .port = f->ms_port,
         .insecure_skip_verify = f->ms_insecure,
         .reg = a->reg,
     };

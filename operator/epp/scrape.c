@@ -197,7 +197,12 @@ static void scrape_one(struct epp_scraper *s, struct epp_endpoint *ep)
     if (!r) {
         return;
     }
-    snprintf(url, sizeof(url), "%s://%s%s", s->scheme, ep->addr, s->path);
+    if (s->c.port > 0) {
+        snprintf(url, sizeof(url), strchr(ep->ip, ':') ? "%s://[%s]:%d%s" : "%s://%s:%d%s",
+                 s->scheme, ep->ip, s->c.port, s->path);
+    } else {
+        snprintf(url, sizeof(url), "%s://%s%s", s->scheme, ep->addr, s->path);
+    }
     struct http_client_opts o = {
         .method = "GET",
         .url = url,

@@ -33,6 +33,7 @@ struct epp_scraper_config {
     int64_t stale_ms;    /* --metrics-staleness-threshold (2000) */
     const char *path;    /* "/metrics" */
     const char *scheme;  /* "http" or "https" */
+    int port;            /* 0: the endpoint's own port, else this one (the pod's IP) */
     int insecure_skip_verify;
     struct metrics_registry *reg; /* for the scrape error counter; may be NULL */
 };

@@ -93,7 +93,7 @@ def check(cond, what):
 
 
 class Epp:
-    def __init__(self, exe, ip, work, name, endpoints, config=CONFIG):
+    def __init__(self, exe, ip, work, name, endpoints, config=CONFIG, extra=()):
         self.ip = ip
         self.logpath = os.path.join(work, name + ".log")
         self.log = open(self.logpath, "w")
@@ -103,6 +103,7 @@ class Epp:
         args = [exe, "--endpoints", endpoints, "--config-file", cfg, "--host", ip,
                 "--gateway-port", "8080", "--metrics-port", "9090", "--grpc-port", "9002",
                 "--refresh-metrics-interval", "50ms", "--metrics-staleness-threshold", "1s"]
+        args += list(extra)
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
         EPPS.append(self)
         for _ in range(200):
@@ -370,6 +371,21 @@ def run_kill(epp, victim, victim_name):
     check(late == 0, "the dead pod left rotation within 2 s (%d late picks)" % late)
 
 
+def run_metrics_port(epp_exe, ip, work, agent):
+    """--model-server-metrics-port: the scrapes go to that port of the pod's IP (the engine's
+    8200 serves vLLM's metrics too); a port nothing listens on keeps the pod out of rotation."""
+    ep = "%s:8000/decode" % agent.ip
+    e = Epp(epp_exe, ip, work, "epp-msport", ep, extra=["--model-server-metrics-port", "8200"])
+    check(e.wait_ready(1), "scraping the engine port (8200) puts the pod in rotation")
+    e.stop()
+    e = Epp(epp_exe, ip, work, "epp-msport-bad", ep, extra=["--model-server-metrics-port", "9"])
+    time.sleep(0.5)
+    st, _, _ = e.complete(ids(81, 10))
+    check(not e.wait_ready(1, tries=10) and st == 503,
+          "a metrics port nothing answers on keeps the pod out of rotation (%d)" % st)
+    e.stop()
+
+
 def run_no_endpoint(epp_exe, ip, work):
     e = Epp(epp_exe, ip, work, "epp-empty", "%s:8000/decode" % ip)
     st, body, _ = e.complete(ids(80, 10))
@@ -406,6 +422,7 @@ def main():
         run_score_api(epp, decode, addr_of)
         run_restart(epp_exe, ips[5], work, endpoints, decode, addr_of)
         run_extproc(epp, names[:3], names[3])
+        run_metrics_port(epp_exe, ips[5], work, decode[0])
         run_kill(epp, decode[2], names[2])
     finally:
         check(epp.stop() == 0, "the EPP exits 0 on SIGTERM")
