@@ -33,7 +33,7 @@ static void usage(FILE *out)
         "  --config-file PATH               EndpointPickerConfig YAML\n"
         "  --config-text YAML               the same, inline\n"
         "  --grpc-port N                    Envoy ext-proc (9002; 0: off)\n"
-        "  --grpc-health-port N             gRPC health (9003; 0: on the ext-proc port only)\n"
+        "  --grpc-health-port N             accepted: gRPC health is served on the ext-proc port\n"
         "  --metrics-port N                 /metrics, /healthz, /readyz, KV-cache API (9090)\n"
         "  --gateway-port N                 the OpenAI gateway (8080; 0: off)\n"
         "  --host ADDR                      bind address (default $POD_IP, else 0.0.0.0)\n"
