@@ -15,6 +15,7 @@
 #include "lib/log.h"
 #include "lib/uuid.h"
 #include "operator/epp/router_internal.h"
+#include "operator/epp/sched/sched.h"
 
 #define MAX_CANDIDATES   1024
 #define EJECT_FAILURES   3     /* consecutive connection failures that eject an endpoint */
@@ -137,6 +138,21 @@ static void prefix_text(struct json_object *root, bool chat, struct route_ctx *c
     }
 }
 
+/* The prompt's tokens before any tokenizing: a token-id prompt's length, else a quarter of the
+ * text (GIE's averageCharactersPerToken); refined when block keys are computed. */
+static int64_t estimate_tokens(struct json_object *root, bool chat, size_t body_len)
+{
+    struct json_object *p = json_get(root, chat ? "messages" : "prompt");
+    if (json_object_is_type(p, json_type_string)) {
+        return json_object_get_string_len(p) / 4;
+    }
+    if (!chat && json_object_is_type(p, json_type_array) && json_object_array_length(p) > 0 &&
+        json_object_is_type(json_object_array_get_idx(p, 0), json_type_int)) {
+        return (int64_t)json_object_array_length(p);
+    }
+    return (int64_t)(body_len / 4);
+}
+
 /* Replaces the body's model when the targetModels split chose another name. */
 static int rewrite_model(struct json_object *root, const struct route_ctx *c,
                          struct epp_decision *d)
@@ -192,7 +208,10 @@ int epp_route(struct epp_router *r, const struct epp_route_in *in, struct epp_de
         json_object_put(root);
         return 0;
     }
-    prefix_text(root, chat, &c);
+    if (epp_sched_needs(r->sched)->approximate) {
+        prefix_text(root, chat, &c); /* a token-id prompt is serialized: only when it is used */
+    }
+    c.prompt_tokens = estimate_tokens(root, chat, in->body_len);
     c.session = in->header ? in->header(in->header_ud, "x-session-token") : NULL;
     c.chat = chat;
     c.path = in->path;

@@ -22,7 +22,6 @@
  * is known; otherwise none (the approximate text and a chars/4 token estimate stay). */
 static void compute_keys(struct epp_router *r, struct route_ctx *c)
 {
-    c->prompt_tokens = (int64_t)(c->prefix_len / 4);
     const struct epp_sched_needs *need = epp_sched_needs(r->sched);
     const struct epp_keys *k = epp_keyring_get(r->keyring, c->pods_model);
     if (!k || !r->index || !need->precise) {
