@@ -574,7 +574,9 @@ static void start_pd(struct fwd *f, const char *prefiller_hdr)
         .headers = hdrs,
         .body = b.data,
         .body_len = b.len,
-        .timeout_ms = remaining_ms(f, s->prefill_timeout_ms),
+        /* with x-request-timeout, the prefill leg gets half of what is left: a prefiller that
+         * hangs must leave the local prefill fallback time to answer */
+        .timeout_ms = f->deadline > 0 ? (remaining_ms(f, 0) + 1) / 2 : s->prefill_timeout_ms,
         .max_response = SIDECAR_MAX_BODY,
         .insecure_skip_verify = s->prefiller_insecure,
         .on_done = prefill_done,

@@ -291,7 +291,8 @@ struct json_object *eppconfig_generate(const struct spec_pool *pool)
             pool->routing.has_scheduler_profile ? pool->routing.scheduler_profile : "decode";
         struct json_object *params = json_object_new_object();
         if (!params || put(params, "threshold", json_object_new_int64(pool->disagg.threshold)) ||
-            put(params, "prefixPluginName", json_object_new_string("precise-prefix-cache-scorer")) ||
+            put(params, "prefixPluginName",
+                json_object_new_string("precise-prefix-cache-scorer")) ||
             put(params, "prefillProfile", json_object_new_string("prefill")) ||
             put(params, "decodeProfile", json_object_new_string(decode_profile))) {
             json_object_put(params);
