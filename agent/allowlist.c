@@ -366,17 +366,8 @@ static int make_client(struct allowlist *al, const char *kubeconfig, char *err, 
 struct allowlist *allowlist_new(const struct allowlist_config *c, char *err, size_t errlen)
 {
     TANDEM_ASSERT(c != NULL);
-    if (!kube_pool_resource(c->pool_group)) {
-        tandem_set_err(err, errlen,
-                       "unknown pool group \"%s\" (tandem.dev, inference.networking.k8s.io or "
-                       "inference.networking.x-k8s.io)",
-                       c->pool_group);
-        return NULL;
-    }
-    if (!c->ns || !kube_valid_dns_label(c->ns) || !c->pool || !kube_valid_dns_subdomain(c->pool)) {
-        tandem_set_err(err, errlen,
-                       "the pool must be given as a namespace and a name (got \"%s/%s\")",
-                       c->ns ? c->ns : "", c->pool ? c->pool : "");
+    /* before a client is made: a bad reference is the caller's error, not the cluster's */
+    if (kube_pool_check_ref(c->pool_group, c->ns, c->pool, err, errlen) != 0) {
         return NULL;
     }
     struct allowlist *al = calloc(1, sizeof(*al));

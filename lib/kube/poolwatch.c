@@ -386,6 +386,23 @@ static void keep_only(struct json_object *o, const char *const *keep, size_t nke
     } while (ndrop == ARRAY_SIZE(drop));
 }
 
+int kube_pool_check_ref(const char *pool_group, const char *ns, const char *pool, char *err,
+                        size_t errlen)
+{
+    if (!find_group(pool_group)) {
+        return tandem_fail(err, errlen, -EINVAL,
+                           "unknown pool group \"%s\" (tandem.dev, inference.networking.k8s.io "
+                           "or inference.networking.x-k8s.io)",
+                           pool_group);
+    }
+    if (!ns || !kube_valid_dns_label(ns) || !pool || !kube_valid_dns_subdomain(pool)) {
+        return tandem_fail(err, errlen, -EINVAL,
+                           "the pool must be given as a namespace and a name (got \"%s/%s\")",
+                           ns ? ns : "", pool ? pool : "");
+    }
+    return 0;
+}
+
 const struct kube_resource *kube_pool_resource(const char *pool_group)
 {
     const struct pool_group *g = find_group(pool_group);
@@ -652,17 +669,7 @@ struct kube_poolwatch *kube_poolwatch_new(const struct kube_poolwatch_config *c,
     int64_t deadline = tandem_now_ms() + timeout_ms;
     const struct pool_group *g = find_group(c->pool_group);
     int pool_found = 0, pod_found = 0;
-    if (!g) {
-        tandem_set_err(err, errlen,
-                       "unknown pool group \"%s\" (tandem.dev, inference.networking.k8s.io or "
-                       "inference.networking.x-k8s.io)",
-                       c->pool_group);
-        return NULL;
-    }
-    if (!c->ns || !kube_valid_dns_label(c->ns) || !c->pool || !kube_valid_dns_subdomain(c->pool)) {
-        tandem_set_err(err, errlen,
-                       "the pool must be given as a namespace and a name (got \"%s/%s\")",
-                       c->ns ? c->ns : "", c->pool ? c->pool : "");
+    if (kube_pool_check_ref(c->pool_group, c->ns, c->pool, err, errlen) != 0) {
         return NULL;
     }
     struct kube_poolwatch *pw = calloc(1, sizeof(*pw));

@@ -74,6 +74,11 @@ struct kube_poolwatch *kube_poolwatch_new(const struct kube_poolwatch_config *c,
 /* Stops the informers (joins their threads; no handler runs after this) and frees. NULL ok. */
 void kube_poolwatch_free(struct kube_poolwatch *pw);
 
+/* Checks a pool reference: a known pool group (NULL → the default), a DNS-1123 label namespace
+ * and a DNS-1123 subdomain name. 0, or -EINVAL with err saying which. */
+int kube_pool_check_ref(const char *pool_group, const char *ns, const char *pool, char *err,
+                        size_t errlen);
+
 /* The resource of a pool group's InferencePools, or NULL for an unknown group (NULL → the
  * default). */
 const struct kube_resource *kube_pool_resource(const char *pool_group);

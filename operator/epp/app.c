@@ -50,37 +50,48 @@ static bool ready(void *ud, char *why, size_t whylen);
 
 /* ---- the periodic tick: readiness of --endpoints, tokenizers, pool gauges ---- */
 
+int app_pool_averages(struct epp_app *a, bool fresh_only, double avg[3])
+{
+    int n = 0;
+    avg[0] = avg[1] = avg[2] = 0;
+    for (size_t i = 0; i < epp_ds_count(a->ds); i++) {
+        const struct epp_endpoint *ep = epp_ds_at(a->ds, i);
+        if (ep->ready && ep->m.valid && !(fresh_only && ep->stale)) {
+            avg[0] += ep->m.kv_usage;
+            avg[1] += ep->m.waiting;
+            avg[2] += ep->m.running;
+            n++;
+        }
+    }
+    for (int k = 0; n > 0 && k < 3; k++) {
+        avg[k] /= n;
+    }
+    return n;
+}
+
 static void on_tick(uv_timer_t *t)
 {
     struct epp_app *a = t->data;
-    double kv = 0, q = 0, run = 0;
-    int n = 0;
     for (size_t i = 0; i < epp_ds_count(a->ds); i++) {
         struct epp_endpoint *ep = epp_ds_at(a->ds, i);
         if (a->static_mode) {
             /* no kubelet probes: an endpoint is in rotation while it answers its scrapes */
             ep->ready = !ep->stale;
         }
-        if (ep->ready) {
-            epp_keyring_offer(a->keyring, ep);
-            if (ep->m.valid) {
-                kv += ep->m.kv_usage;
-                q += ep->m.waiting;
-                run += ep->m.running;
-            }
-            n++;
-        }
+        epp_keyring_offer(a->keyring, ep); /* ready ones only */
     }
     char why[128];
+    double avg[3];
     app_extproc_ready(a, ready(a, why, sizeof why));
     app_kv_tick(a);
-    metric_set(a->g_ready, n);
-    metric_set(a->g_avg_kv, n ? kv / n : 0);
-    metric_set(a->g_avg_queue, n ? q / n : 0);
-    metric_set(a->g_avg_running, n ? run / n : 0);
+    app_pool_averages(a, false, avg);
+    metric_set(a->g_ready, epp_ds_ready_count(a->ds));
+    metric_set(a->g_avg_kv, avg[0]);
+    metric_set(a->g_avg_queue, avg[1]);
+    metric_set(a->g_avg_running, avg[2]);
 }
 
-static struct metric *gauge(struct metrics_registry *reg, const char *name, const char *help)
+struct metric *app_gauge(struct metrics_registry *reg, const char *name, const char *help)
 {
     struct metric_family *f = metrics_gauge_new(reg, name, help, 0, NULL);
     return f ? metrics_child(f, NULL) : NULL;
@@ -129,15 +140,15 @@ static int router_metrics(struct epp_app *a)
         reg, "kv_cache_manager_hit_rate",
         "Of the prompt blocks routed to the pod, the fraction its KV cache held", 1, &pod);
     r->m_kv_global_hit =
-        gauge(reg, "kv_cache_manager_global_hit_rate",
-              "Of the prompt blocks routed to any pod, the fraction the chosen pod held");
-    a->g_ready = gauge(reg, "tandem_epp_ready_endpoints", "Endpoints in rotation");
-    a->g_avg_kv = gauge(reg, "inference_pool_average_kv_cache_utilization",
-                        "Mean KV-cache utilization of the ready endpoints");
-    a->g_avg_queue = gauge(reg, "inference_pool_average_queue_size",
-                           "Mean waiting requests of the ready endpoints");
-    a->g_avg_running = gauge(reg, "inference_pool_average_running_requests",
-                             "Mean running requests of the ready endpoints");
+        app_gauge(reg, "kv_cache_manager_global_hit_rate",
+                  "Of the prompt blocks routed to any pod, the fraction the chosen pod held");
+    a->g_ready = app_gauge(reg, "tandem_epp_ready_endpoints", "Endpoints in rotation");
+    a->g_avg_kv = app_gauge(reg, "inference_pool_average_kv_cache_utilization",
+                            "Mean KV-cache utilization of the ready endpoints");
+    a->g_avg_queue = app_gauge(reg, "inference_pool_average_queue_size",
+                               "Mean waiting requests of the ready endpoints");
+    a->g_avg_running = app_gauge(reg, "inference_pool_average_running_requests",
+                                 "Mean running requests of the ready endpoints");
     return r->f_decisions && r->m_sched_seconds && a->g_ready && a->g_avg_kv ? 0 : -ENOMEM;
 }
 

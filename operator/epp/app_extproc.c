@@ -66,12 +66,7 @@ static void reject(struct extproc_decision *dec, int status, const char *message
 {
     struct buf b;
     buf_init(&b, 4096);
-    http_error_body(&b, status,
-                    status == 429   ? "rate_limit_error"
-                    : status == 404 ? "NotFoundError"
-                    : status >= 500 ? "server_error"
-                                    : "invalid_request_error",
-                    message, NULL);
+    http_error_body(&b, status, epp_error_type(status), message, NULL);
     extproc_decision_reject(dec, status, buf_cstr(&b));
     extproc_headers_add(&dec->immediate_headers, "content-type", "application/json");
     if (request_id && *request_id) {

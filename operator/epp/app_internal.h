@@ -40,6 +40,12 @@ struct epp_app {
     struct app_extproc *xp;
 };
 
+/* A metric without labels (NULL on failure). */
+struct metric *app_gauge(struct metrics_registry *reg, const char *name, const char *help);
+/* Means of kv_usage, waiting and running over the ready endpoints with metrics (fresh ones only
+ * when fresh_only) into avg; returns how many there are. */
+int app_pool_averages(struct epp_app *a, bool fresh_only, double avg[3]);
+
 /* The KV-event subscriber and index, when the scheduler has a precise prefix scorer. */
 int app_kv_start(struct epp_app *a);
 struct kvidx *app_kv_index(struct epp_app *a); /* NULL when off */

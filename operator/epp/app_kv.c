@@ -26,20 +26,14 @@ struct app_kv {
     struct metric *c_stored, *c_removed, *c_cleared, *c_errors, *c_gaps, *c_replays;
 };
 
-static struct metric *gauge(struct metrics_registry *reg, const char *name, const char *help)
-{
-    struct metric_family *f = metrics_gauge_new(reg, name, help, 0, NULL);
-    return f ? metrics_child(f, NULL) : NULL;
-}
-
 static void kv_metrics(struct app_kv *kv, struct metrics_registry *reg)
 {
     const char *type = "type";
-    kv->g_total = gauge(reg, "kv_cache_manager_total_blocks", "(block, pod) entries indexed");
-    kv->g_unique = gauge(reg, "kv_cache_manager_unique_blocks", "Distinct blocks indexed");
-    kv->g_pods = gauge(reg, "kv_cache_manager_pods_tracked", "Pods with blocks in the index");
-    kv->g_synced = gauge(reg, "tandem_epp_kv_streams_synced",
-                         "Pods whose KV-event stream is joined and caught up");
+    kv->g_total = app_gauge(reg, "kv_cache_manager_total_blocks", "(block, pod) entries indexed");
+    kv->g_unique = app_gauge(reg, "kv_cache_manager_unique_blocks", "Distinct blocks indexed");
+    kv->g_pods = app_gauge(reg, "kv_cache_manager_pods_tracked", "Pods with blocks in the index");
+    kv->g_synced = app_gauge(reg, "tandem_epp_kv_streams_synced",
+                             "Pods whose KV-event stream is joined and caught up");
     struct metric_family *f =
         metrics_counter_new(reg, "kv_cache_manager_events_received_total",
                             "KV events applied to the index, by type", 1, &type);

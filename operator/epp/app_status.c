@@ -55,21 +55,10 @@ static void patch_done(uv_work_t *w, int status)
 static void on_status_tick(uv_timer_t *t)
 {
     struct epp_app *a = t->data;
-    double kv = 0, q = 0, run = 0;
-    int n = 0;
-    for (size_t i = 0; i < epp_ds_count(a->ds); i++) {
-        struct epp_endpoint *ep = epp_ds_at(a->ds, i);
-        if (ep->ready && ep->m.valid && !ep->stale) {
-            kv += ep->m.kv_usage;
-            q += ep->m.waiting;
-            run += ep->m.running;
-            n++;
-        }
-    }
-    if (n == 0 || a->status_in_flight) {
+    double now[3];
+    if (app_pool_averages(a, true, now) == 0 || a->status_in_flight) {
         return;
     }
-    double now[3] = {kv / n, q / n, run / n};
     if (a->status_written && fabs(now[0] - a->status_last[0]) < MIN_CHANGE &&
         fabs(now[1] - a->status_last[1]) < MIN_CHANGE &&
         fabs(now[2] - a->status_last[2]) < MIN_CHANGE) {

@@ -234,6 +234,16 @@ struct epp_endpoint *epp_ds_by_addr(struct epp_ds *ds, const char *addr)
     return NULL;
 }
 
+struct epp_endpoint *epp_ds_by_id(struct epp_ds *ds, uint64_t id)
+{
+    for (size_t i = 0; i < ds->n; i++) {
+        if (ds->eps[i]->id == id) {
+            return ds->eps[i];
+        }
+    }
+    return NULL;
+}
+
 struct epp_endpoint *epp_ds_by_name(struct epp_ds *ds, const char *ns, const char *name)
 {
     ssize_t i = name ? find(ds, ns ? ns : "", name) : -1;

@@ -67,6 +67,8 @@ size_t epp_ds_count(const struct epp_ds *ds);
 struct epp_endpoint *epp_ds_at(struct epp_ds *ds, size_t i);
 /* The endpoint with this "ip:port" address, or NULL. */
 struct epp_endpoint *epp_ds_by_addr(struct epp_ds *ds, const char *addr);
+/* The endpoint with this id, or NULL once it left the pool. */
+struct epp_endpoint *epp_ds_by_id(struct epp_ds *ds, uint64_t id);
 /* The endpoint ns/name, or NULL. */
 struct epp_endpoint *epp_ds_by_name(struct epp_ds *ds, const char *ns, const char *name);
 

@@ -79,14 +79,10 @@ static const char *req_header(void *ud, const char *name)
 
 static void respond_error(struct gw_req *r, int status, const char *msg)
 {
-    const char *type = status == 429   ? "rate_limit_error"
-                       : status == 404 ? "NotFoundError"
-                       : status >= 500 ? "server_error"
-                                       : "invalid_request_error";
     if (r->d.request_id[0]) {
         http_add_header(r->req, "x-request-id", r->d.request_id);
     }
-    http_respond_error(r->req, status, type, msg, NULL);
+    http_respond_error(r->req, status, epp_error_type(status), msg, NULL);
 }
 
 static void on_client_abort(struct http_request *req, void *ud, const char *reason)

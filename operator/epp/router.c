@@ -31,13 +31,7 @@ void epp_decision_free(struct epp_decision *d)
 
 struct epp_endpoint *epp_router_endpoint(struct epp_router *r, uint64_t id)
 {
-    for (size_t i = 0; i < epp_ds_count(r->ds); i++) {
-        struct epp_endpoint *ep = epp_ds_at(r->ds, i);
-        if (ep->id == id) {
-            return ep;
-        }
-    }
-    return NULL;
+    return epp_ds_by_id(r->ds, id);
 }
 
 static void decide_error(struct epp_decision *d, int status, const char *fmt, const char *arg)
@@ -286,26 +280,14 @@ void epp_route_failed(struct epp_router *r, uint64_t endpoint_id)
 
 int epp_router_session_token(const struct epp_endpoint *ep, char *out, size_t outlen)
 {
-    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    char src[512];
-    int n = snprintf(src, sizeof src, "%s/%s", ep->ns, ep->name);
-    if (n < 0 || (size_t)n >= sizeof src || outlen < (size_t)(n + 2) / 3 * 4 + 1) {
-        return -ENOSPC;
-    }
-    size_t o = 0;
-    for (int i = 0; i < n; i += 3) {
-        uint32_t v = (uint32_t)(unsigned char)src[i] << 16;
-        if (i + 1 < n) {
-            v |= (uint32_t)(unsigned char)src[i + 1] << 8;
-        }
-        if (i + 2 < n) {
-            v |= (unsigned char)src[i + 2];
-        }
-        out[o++] = b64[(v >> 18) & 63];
-        out[o++] = b64[(v >> 12) & 63];
-        out[o++] = i + 1 < n ? b64[(v >> 6) & 63] : '=';
-        out[o++] = i + 2 < n ? b64[v & 63] : '=';
-    }
-    out[o] = '\0';
-    return 0;
+    int n = epp_session_token(ep, out, outlen); /* what session-affinity-scorer compares */
+    return n < 0 ? n : 0;
+}
+
+const char *epp_error_type(int status)
+{
+    return status == 429   ? "rate_limit_error"
+           : status == 404 ? "NotFoundError"
+           : status >= 500 ? "server_error"
+                           : "invalid_request_error";
 }

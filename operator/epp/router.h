@@ -69,7 +69,9 @@ void epp_route_finished(struct epp_router *r, const struct epp_decision *d, uint
 void epp_route_failed(struct epp_router *r, uint64_t endpoint_id);
 /* The endpoint with id, or NULL once it left the pool. */
 struct epp_endpoint *epp_router_endpoint(struct epp_router *r, uint64_t id);
-/* The x-session-token value for ep (base64 of "namespace/name"), into out. */
+/* The x-session-token value for ep (base64 of "namespace/name"), into out: 0 or -ENOSPC. */
 int epp_router_session_token(const struct epp_endpoint *ep, char *out, size_t outlen);
+/* The OpenAI error type of an answer the router gives itself (429, 404, 5xx, other 4xx). */
+const char *epp_error_type(int status);
 
 #endif

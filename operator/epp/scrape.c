@@ -155,22 +155,11 @@ static struct scrape_req *in_flight(struct epp_scraper *s, uint64_t id)
     return NULL;
 }
 
-static struct epp_endpoint *endpoint_by_id(struct epp_ds *ds, uint64_t id)
-{
-    for (size_t i = 0; i < epp_ds_count(ds); i++) {
-        struct epp_endpoint *ep = epp_ds_at(ds, i);
-        if (ep->id == id) {
-            return ep;
-        }
-    }
-    return NULL;
-}
-
 static void on_done(void *ud, struct http_response *resp)
 {
     struct scrape_req *r = ud;
     struct epp_scraper *s = r->s;
-    struct epp_endpoint *ep = endpoint_by_id(s->ds, r->endpoint_id);
+    struct epp_endpoint *ep = epp_ds_by_id(s->ds, r->endpoint_id);
     char err[256] = "";
     list_unlink(&r->link);
     if (ep && resp->status == 200 &&
