@@ -36,6 +36,7 @@
 #include "lib/metrics.h"
 #include "lib/shutdown.h"
 #include "operator/controller/reconcile_model.h"
+#include "operator/controller/poolmetrics.h"
 #include "operator/controller/reconcile_pool.h"
 #include "operator/controller/watches.h"
 
@@ -416,6 +417,54 @@ static void refresh_process_metrics(struct manager *m)
     }
 }
 
+/* Appends the objects of one kind in every watched namespace to *all (grown as needed). */
+static int list_all(struct manager *m, enum opctl_kind kind, struct json_object ***all, size_t *n)
+{
+    size_t nns = m->o.n_namespaces ? m->o.n_namespaces : 1;
+    for (size_t i = 0; i < nns; i++) {
+        struct json_object **items = NULL;
+        size_t k = 0;
+        const char *ns = m->o.n_namespaces ? m->o.namespaces[i] : NULL;
+        int rc = opctl_cache_list(m->cache, kind, ns, NULL, &items, &k);
+        if (rc != 0) {
+            return rc;
+        }
+        if (k == 0) {
+            continue;
+        }
+        struct json_object **grown = realloc(*all, (*n + k) * sizeof(struct json_object *));
+        if (!grown) {
+            opctl_items_free(items, k);
+            return -ENOMEM;
+        }
+        memcpy(grown + *n, items, k * sizeof(struct json_object *));
+        free(items);
+        *all = grown;
+        *n += k;
+    }
+    return 0;
+}
+
+/* The pool health gauges (poolmetrics.h) from the informer cache, appended to out. */
+static int render_pool_metrics(struct manager *m, struct buf *out)
+{
+    struct json_object **pools = NULL, **workloads = NULL;
+    size_t np = 0, nw = 0;
+    int rc = list_all(m, OPCTL_POOL, &pools, &np);
+    if (rc == 0) {
+        rc = list_all(m, OPCTL_DEPLOYMENT, &workloads, &nw);
+    }
+    if (rc == 0) {
+        rc = list_all(m, OPCTL_DAEMONSET, &workloads, &nw);
+    }
+    if (rc == 0) {
+        rc = poolmetrics_render(pools, np, workloads, nw, out);
+    }
+    opctl_items_free(pools, np);
+    opctl_items_free(workloads, nw);
+    return rc;
+}
+
 static void h_metrics(struct http_request *req, void *ud)
 {
     struct manager *m = ud;
@@ -430,7 +479,7 @@ static void h_metrics(struct http_request *req, void *ud)
     refresh_process_metrics(m);
     struct buf out;
     buf_init(&out, 16u << 20);
-    if (metrics_render(m->reg, &out) != 0) {
+    if (metrics_render(m->reg, &out) != 0 || render_pool_metrics(m, &out) != 0) {
         buf_free(&out);
         http_respond_error(req, 500, NULL, "cannot render metrics", NULL);
         return;
