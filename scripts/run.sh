@@ -8,10 +8,14 @@
 #     picks the decode pod holding the prompt's KV blocks (from the agents' KV events) and, for a
 #     long uncached prompt, a prefill pod whose blocks move to it over UCX; the answers' headers
 #     say which pods served and whether the cache hit. Plus a demo Deployment of tandem-echo
-#     pods, each a local process on its own loopback IP.
+#     pods, each a local process on its own loopback IP;
+#   * Prometheus (Debian's 2.42, scripts/prometheus.sh) on 127.0.0.1:9090 (or a free port),
+#     scraping the operator, the agents and the EPP as manifests/monitoring's PodMonitors and
+#     ServiceMonitor say, with manifests/monitoring's recording and alerting rules loaded.
 #
 #   scripts/run.sh [BUILD_DIR]     stays in the foreground; Ctrl-C (or SIGTERM) tears it all down
-#   RUN_DETACH=1 scripts/run.sh    leaves localkube running; stop it with
+#   RUN_DETACH=1 scripts/run.sh    leaves localkube (and Prometheus) running; stop them with
+#                                  scripts/prometheus.sh stop --dir .localkube
 #                                  e2e/localkube/localkube down --dir .localkube
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +25,7 @@ lk=e2e/localkube/localkube
 export TANDEM_BUILD_DIR=$build
 
 if [ -f "$state/state.json" ]; then
+    scripts/prometheus.sh stop --dir "$state" >/dev/null 2>&1 || true
     "$lk" down --dir "$state" >/dev/null 2>&1 || true
 fi
 "$lk" up --dir "$state" --nodes 2
@@ -63,6 +68,7 @@ teardown() {
     echo
     echo "tandem: stopping tandem-engine and localkube"
     kill "$engine_pid" 2>/dev/null || true
+    scripts/prometheus.sh stop --dir "$state" || true
     "$lk" down --dir "$state"
 }
 if [ "${RUN_DETACH:-0}" != 1 ]; then
@@ -123,6 +129,25 @@ echo "\$ curl -s http://$epp_ip:9090/api/v1/score -d '<the same system prompt + 
 curl -s "http://$epp_ip:9090/api/v1/score" -d "$(ask 'Anything else?')" |
     jq -c '{recommendation, blocks_total, scores: (.scores | map_values(.blocks_present))}'
 
+# Prometheus: the scrape config generated from manifests/monitoring's monitors, the targets from
+# the pods localkube runs (file SD), the rules loaded; make run goes on without it if it fails.
+echo
+prom=''
+if prom=$(scripts/prometheus.sh start --dir "$state" 2>"$state/prometheus-start.err" | tail -n 1) && [ -n "$prom" ]; then
+    echo "tandem: Prometheus scrapes the operator, the agents and the EPP on $prom (config: $state/prometheus/prometheus.yml)"
+    all_up() { curl -sf "$prom/api/v1/targets" | jq -e '[.data.activeTargets[].health] | length > 1 and all(. == "up")' >/dev/null; }
+    for _ in $(seq 1 50); do
+        all_up && break
+        sleep 0.2
+    done
+    echo "\$ curl -s $prom/api/v1/query --data-urlencode 'query=count by (job) (up == 1)'"
+    curl -s "$prom/api/v1/query" --data-urlencode 'query=count by (job) (up == 1)' |
+        jq -c '[.data.result[] | {(.metric.job): (.value[1] | tonumber)}] | add'
+else
+    prom=''
+    echo "tandem: Prometheus did not start (going on without it): $(tail -n 5 "$state/prometheus-start.err")"
+fi
+
 ips=$("${kc[@]}" get pods -l app.kubernetes.io/name=echo -o jsonpath='{.items[*].status.podIP}')
 first=${ips%% *}
 cat <<MSG
@@ -154,12 +179,22 @@ echo demo (3 tandem-echo pods, each on its own loopback IP).
   kubectl scale deployment/echo --replicas=5
   kubectl set env deployment/echo DEMO=1 && kubectl rollout status deployment/echo
   e2e/localkube/localkube fault --dir $state latency --ms 200   # slow every API request
+MSG
+if [ -n "$prom" ]; then
+    cat <<MSG
+Prometheus: $prom/graph (targets: $prom/targets, rules and alerts: $prom/rules, $prom/alerts);
+Grafana: add a Prometheus data source with URL $prom, import manifests/monitoring/dashboards/*.json
+  curl -s $prom/api/v1/query --data-urlencode 'query=sum by (pod) (rate(vllm:generation_tokens_total[1m]))'
+  curl -s $prom/api/v1/query --data-urlencode 'query=histogram_quantile(0.9, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket[5m])))'
+MSG
+fi
+cat <<MSG
 Pod IPs: $ips
 Logs: $state/*.log and $state/pods/
 MSG
 
 if [ "${RUN_DETACH:-0}" = 1 ]; then
-    echo "Left running (RUN_DETACH=1). Stop: kill $engine_pid; $lk down --dir $state"
+    echo "Left running (RUN_DETACH=1). Stop: kill $engine_pid; scripts/prometheus.sh stop --dir $state; $lk down --dir $state"
     exit 0
 fi
 echo "Press Ctrl-C to stop."
