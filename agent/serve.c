@@ -31,6 +31,7 @@
 #include "lib/json.h"
 #include "lib/log.h"
 #include "lib/metrics.h"
+#include "lib/otlp.h"
 #include "lib/shutdown.h"
 
 struct agent_flags {
@@ -48,6 +49,7 @@ struct agent_flags {
     int prefiller_tls, prefiller_insecure;
     int64_t prefill_timeout_ms, drain_ms;
     int log_requests;
+    const char *otlp_endpoint; /* --otlp-traces-endpoint */
     enum log_level level;
     enum log_format format;
 };
@@ -100,6 +102,8 @@ static void usage(FILE *f)
             "  --prefill-timeout-ms N        prefill leg bound without x-request-timeout (60000)\n"
             "  --drain-timeout-ms N          SIGTERM grace for in-flight requests (30000)\n"
             "  --enable-log-requests         one log line per request\n"
+            "  --otlp-traces-endpoint URL    OTLP/HTTP collector for request traces\n"
+            "                                (docs/tracing.md; default: $OTEL_EXPORTER_OTLP_*)\n"
             "  --log-level debug|info|warn|error, --log-format text|json\n"
             "engine flags:\n");
     engine_flags_usage(f);
@@ -328,6 +332,11 @@ static int parse_flags(int argc, char **argv, struct agent_flags *f)
             }
         } else if (cli_bool(&a, "--enable-log-requests")) {
             f->log_requests = 1;
+        } else if (cli_flag(&a, "--otlp-traces-endpoint", &v)) {
+            if (!v || !*v) {
+                return cli_die("--otlp-traces-endpoint needs a URL");
+            }
+            f->otlp_endpoint = v;
         } else if (cli_bool(&a, "--disable-log-requests")) {
             f->log_requests = 0;
         } else if (cli_flag(&a, "--log-level", &v)) {
@@ -562,19 +571,27 @@ static int run(struct agent_flags *f)
         engine_flags_generation_defaults(&f->ef, &defaults) != 0) {
         return 2;
     }
+    char err[1024] = "", url[2048];
+    if (otlp_endpoint_resolve(f->otlp_endpoint, url, sizeof url, err, sizeof err) < 0) {
+        return cli_die("%s", err);
+    }
     const tokenizer *tok = NULL;
     model *m = engine_flags_load_model(f->ef.model_path, &tok);
     if (!m) {
         return 1;
     }
     int rc = 1;
-    char err[1024] = "";
+    struct otlp_exporter *otlp = NULL;
     uv_loop_t loop;
     uv_loop_init(&loop);
     struct agent ag = {.fl = f, .loop = &loop};
     struct metrics_registry *reg = metrics_registry_new();
     if (!reg) {
         log_error("out of memory");
+        goto out;
+    }
+    if (otlp_setup(f->otlp_endpoint, reg, &otlp, err, sizeof err) != 0) {
+        log_error("tracing: %s", err);
         goto out;
     }
     if (f->ssrf) {
@@ -631,6 +648,7 @@ static int run(struct agent_flags *f)
         /* /tokenizer_info tells routers the chain the engine hashes with */
         .prefix_hash_seed = f->ef.cfg.prefix_hash_seed,
         .disable_prefix_caching = f->ef.cfg.disable_prefix_caching,
+        .tracer = otlp_tracer(otlp, "tandem-engine", NULL),
     };
     ag.es = engine_server_new(&loop, ag.engine_srv, ag.e, &sc, err, sizeof err);
     if (!ag.es) {
@@ -654,6 +672,7 @@ static int run(struct agent_flags *f)
         .prefiller_insecure_tls = f->prefiller_insecure,
         .prefill_timeout_ms = (long)f->prefill_timeout_ms,
         .metrics = reg,
+        .tracer = otlp_tracer(otlp, otlp_service_name("tandem-sidecar"), NULL),
     };
     ag.sc = sidecar_new(&loop, ag.sidecar_srv, &scc, err, sizeof err);
     if (!ag.sc) {
@@ -719,6 +738,7 @@ out:
     uv_loop_close(&loop);
     kv_events_free(ag.kv);
     allowlist_free(ag.allow);
+    otlp_exporter_free(otlp); /* the last spans go out; its counters live in reg */
     metrics_registry_free(reg);
     tokenizer_free((tokenizer *)tok);
     model_free(m);

@@ -22,6 +22,7 @@
 #include "lib/json.h"
 #include "lib/list.h"
 #include "lib/log.h"
+#include "lib/trace.h"
 #include "lib/uuid.h"
 
 #define SIDECAR_MAX_BODY        (64u << 20) /* a leg's request or buffered response */
@@ -46,6 +47,7 @@ struct sidecar {
     void *allow_ud;
     bool prefiller_tls, prefiller_insecure;
     long prefill_timeout_ms;
+    struct tracer *tracer;
     struct list_node fwds; /* struct fwd.link */
     int in_flight;
 
@@ -66,12 +68,15 @@ struct fwd {
     struct json_object *root;         /* the parsed body (FWD_PD) */
     struct json_object *kv_params;    /* the prefiller's kv_transfer_params (owned) */
     double t0;
-    double deadline;   /* tandem_now_s() bound from x-request-timeout, 0 = none */
-    int started;       /* the response to the client has started */
-    int status;        /* the status sent to the client */
-    int inproc;        /* handed to the engine's handlers in-process; ends in inproc_done */
-    uv_timer_t *timer; /* x-request-timeout of an in-process leg */
-    double prefill_s;  /* how long the prefill leg took (P/D) */
+    double deadline;     /* tandem_now_s() bound from x-request-timeout, 0 = none */
+    int started;         /* the response to the client has started */
+    int status;          /* the status sent to the client */
+    int inproc;          /* handed to the engine's handlers in-process; ends in inproc_done */
+    uv_timer_t *timer;   /* x-request-timeout of an in-process leg */
+    double prefill_s;    /* how long the prefill leg took (P/D) */
+    struct span *span;   /* the request's SERVER span (generation requests), or NULL */
+    struct span *leg;    /* the running leg's CLIENT span (prefill, decode or engine) */
+    struct trace_ctx in; /* the client's traceparent, passed on when nothing is recorded */
 };
 
 /* ---- helpers ---- */
@@ -195,7 +200,17 @@ static void build_headers(struct fwd *f, char hdrs[][512], const char **out)
                                        "traceparent",     "tracestate", "user-agent",
                                        "x-session-token", "baggage"};
     size_t n = 0;
+    char tp[TRACEPARENT_LEN + 1];
+    int own_tp = f->span && span_traceparent(f->leg ? f->leg : f->span, &f->in, tp) == 0;
+    if (own_tp) { /* the leg's span is the upstream's parent */
+        snprintf(hdrs[n], 512, "traceparent: %s", tp);
+        out[n] = hdrs[n];
+        n++;
+    }
     for (size_t i = 0; i < ARRAY_SIZE(pass) && n + 3 < SIDECAR_MAX_HEADERS; i++) {
+        if (own_tp && strcmp(pass[i], "traceparent") == 0) {
+            continue;
+        }
         const char *v = http_request_header(f->req, pass[i]);
         if (v && strlen(v) < 400) {
             snprintf(hdrs[n], 512, "%s: %s", pass[i], v);
@@ -234,7 +249,38 @@ static void fwd_free(struct fwd *f)
     }
     json_object_put(f->root);
     json_object_put(f->kv_params);
+    span_end(f->leg);
+    span_end(f->span);
     free(f);
+}
+
+/* The outcome on the running leg's span and the request's. */
+static void trace_outcome(struct fwd *f, int ok)
+{
+    if (!f->span) {
+        return;
+    }
+    const char *why =
+        f->status ? "the answer failed" : "no answer (the client left or the leg failed)";
+    if (f->status) {
+        span_set_int(f->span, "http.response.status_code", f->status);
+        span_set_int(f->leg, "http.response.status_code", f->status);
+    }
+    if (!ok && (f->status == 0 || f->status >= 500)) {
+        span_set_status(f->leg, SPAN_STATUS_ERROR, why);
+        span_set_status(f->span, SPAN_STATUS_ERROR, why);
+    }
+}
+
+/* Starts the CLIENT span of a leg (the previous one must have ended). */
+static void start_leg(struct fwd *f, const char *name, const char *addr)
+{
+    if (!f->span) {
+        return;
+    }
+    f->leg = span_child(f->span, name, SPAN_KIND_CLIENT);
+    span_set_str(f->leg, "x-request-id", f->rid);
+    span_set_str(f->leg, "server.address", addr);
 }
 
 /* The request is complete (answered or gone): metrics, then free. */
@@ -245,12 +291,17 @@ static void fwd_done(struct fwd *f, int ok)
         metric_inc(ok ? s->m_success : s->m_failure, 1);
         metric_observe(s->m_duration, tandem_now_s() - f->t0);
     }
+    trace_outcome(f, ok);
     f->req = NULL;
     fwd_free(f);
 }
 
 static void respond_error(struct fwd *f, int status, const char *type, const char *msg)
 {
+    f->status = status;
+    if (status >= 500) {
+        span_set_status(f->span, SPAN_STATUS_ERROR, msg);
+    }
     http_add_header(f->req, "x-request-id", f->rid);
     http_respond_error(f->req, status, type, msg, NULL);
     fwd_done(f, 0);
@@ -365,6 +416,10 @@ static int start_inproc_leg(struct fwd *f, const void *body, size_t len)
         uv_timer_start(f->timer, inproc_deadline, (uint64_t)remaining_ms(f, 0), 0);
     }
     http_request_set_header(req, "x-request-id", f->rid);
+    char tp[TRACEPARENT_LEN + 1];
+    if (f->span && span_traceparent(f->leg ? f->leg : f->span, &f->in, tp) == 0) {
+        http_request_set_header(req, "traceparent", tp); /* the engine continues the leg */
+    }
     http_add_header(req, "x-request-id", f->rid);
     if (f->kind == FWD_PD) {
         add_pd_headers(f, req);
@@ -384,6 +439,8 @@ static int start_inproc_leg(struct fwd *f, const void *body, size_t len)
 static int start_engine_leg(struct fwd *f, const char *method, const void *body, size_t len)
 {
     struct sidecar *s = f->s;
+    start_leg(f, f->kind == FWD_PD ? "decode" : "engine", s->self_host);
+    span_set_bool(f->leg, "tandem.in_process", s->engine_srv != NULL);
     if (s->engine_srv) {
         return start_inproc_leg(f, body, len);
     }
@@ -426,6 +483,10 @@ static void count_fallback(struct fwd *f, const char *reason)
         metric_inc(m, 1);
     }
     f->fallback = reason;
+    span_set_str(f->span, "tandem.pd.fallback", reason);
+    span_set_status(f->leg, SPAN_STATUS_ERROR, reason);
+    span_end(f->leg); /* the prefill leg, if it ran */
+    f->leg = NULL;
 }
 
 /* The decode leg: the original body plus the prefiller's kv_transfer_params (none after a
@@ -454,6 +515,9 @@ static void prefill_done(void *ud, struct http_response *resp)
     struct fwd *f = ud;
     f->up = NULL;
     f->prefill_s = resp->total_s;
+    if (resp->status) {
+        span_set_int(f->leg, "http.response.status_code", resp->status);
+    }
     if (resp->status == 0 || resp->error) {
         metric_inc(f->s->m_conn_errors, 1);
         int timeout = resp->curl_code == 28; /* CURLE_OPERATION_TIMEDOUT */
@@ -472,6 +536,7 @@ static void prefill_done(void *ud, struct http_response *resp)
         http_add_header(f->req, "x-request-id", f->rid);
         add_pd_headers(f, f->req);
         http_respond(f->req, resp->status, ct, resp->body.data, resp->body.len);
+        f->status = resp->status;
         fwd_done(f, 0);
         return;
     }
@@ -495,6 +560,8 @@ static void prefill_done(void *ud, struct http_response *resp)
         count_fallback(f, "no-kv-transfer-params");
     }
     json_object_put(pr);
+    span_end(f->leg); /* the prefill leg (a fallback has ended it already) */
+    f->leg = NULL;
     start_decode_leg(f);
 }
 
@@ -567,6 +634,7 @@ static void start_pd(struct fwd *f, const char *prefiller_hdr)
     const char *hdrs[SIDECAR_MAX_HEADERS + 1];
     snprintf(url, sizeof url, "%s://%s%s", s->prefiller_tls ? "https" : "http", f->prefiller,
              http_request_path(f->req));
+    start_leg(f, "prefill", f->prefiller);
     build_headers(f, hbuf, hdrs);
     struct http_client_opts o = {
         .method = "POST",
@@ -631,6 +699,18 @@ static void handle_generate(struct http_request *req, void *ud)
     struct fwd *f = fwd_new(s, req, pd ? FWD_PD : FWD_LOCAL);
     if (!f) {
         return;
+    }
+    if (s->tracer) {
+        char name[96];
+        snprintf(name, sizeof name, "POST %.64s", http_request_path(req));
+        f->span =
+            trace_server_span(s->tracer, name, http_request_header(req, "traceparent"), &f->in);
+        span_set_str(f->span, "x-request-id", f->rid);
+        span_set_str(f->span, "url.path", http_request_path(req));
+        span_set_bool(f->span, "tandem.pd", pd);
+        if (pd) {
+            span_set_str(f->span, "tandem.prefiller", prefiller);
+        }
     }
     const char *to = http_request_header(req, "x-request-timeout");
     if (to) {
@@ -740,6 +820,7 @@ struct sidecar *sidecar_new(uv_loop_t *loop, struct http_server *srv,
     s->prefiller_insecure = cfg->prefiller_insecure_tls;
     s->prefill_timeout_ms =
         cfg->prefill_timeout_ms > 0 ? cfg->prefill_timeout_ms : SIDECAR_PREFILL_DEFAULT;
+    s->tracer = cfg->tracer;
     if (!s->engine_url || !s->self_host) {
         snprintf(err, errlen, "%s", "out of memory");
         goto fail;

@@ -55,6 +55,7 @@ struct sidecar_config {
     long prefill_timeout_ms;     /* prefill leg bound when the request sets no x-request-timeout;
                                     0 → 60000 */
     struct metrics_registry *metrics; /* llmd_sidecar_* families are registered here */
+    struct tracer *tracer; /* spans of generation requests (docs/tracing.md); NULL: off */
 };
 
 struct sidecar;

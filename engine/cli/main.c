@@ -27,6 +27,7 @@
 #include "lib/http_server.h"
 #include "lib/log.h"
 #include "lib/metrics.h"
+#include "lib/otlp.h"
 #include "lib/shutdown.h"
 #include "lib/version.h"
 
@@ -75,6 +76,8 @@ static void serve_usage(FILE *f)
     engine_flags_usage(f);
     fprintf(f, "  --drain-timeout-ms N          SIGTERM grace for in-flight requests (30000)\n"
                "  --enable-log-requests         one log line per request\n"
+               "  --otlp-traces-endpoint URL    OTLP/HTTP collector for request traces\n"
+               "                                (docs/tracing.md; default: $OTEL_EXPORTER_OTLP_*)\n"
                "  --log-level debug|info|warn|error, --log-format text|json\n");
 }
 
@@ -83,7 +86,7 @@ static int cmd_serve(struct cli_args *a)
     struct engine_flags ef;
     engine_flags_init(&ef);
     engine_config *c = &ef.cfg;
-    const char *host = getenv("POD_IP"), *served = NULL;
+    const char *host = getenv("POD_IP"), *served = NULL, *otlp_flag = NULL;
     int64_t port = 8200, drain_ms = 30000;
     int log_requests = 0;
     enum log_level level = LOGL_INFO;
@@ -114,6 +117,11 @@ static int cmd_serve(struct cli_args *a)
             log_requests = 1;
         } else if (cli_bool(a, "--disable-log-requests")) {
             log_requests = 0;
+        } else if (cli_flag(a, "--otlp-traces-endpoint", &v)) {
+            if (!v || !*v) {
+                return cli_die("--otlp-traces-endpoint needs a URL");
+            }
+            otlp_flag = v;
         } else if (cli_flag(a, "--log-level", &v)) {
             if (!v || log_parse_level(v, &level) != 0) {
                 return cli_die("--log-level: '%s' is not debug, info, warn or error", v ? v : "");
@@ -137,6 +145,11 @@ static int cmd_serve(struct cli_args *a)
     }
     log_init("tandem-engine", level, format);
     struct openai_defaults defaults;
+    char err[1024] = "", url[2048];
+    if (otlp_endpoint_resolve(otlp_flag, url, sizeof url, err, sizeof err) < 0) {
+        engine_flags_free(&ef);
+        return cli_die("%s", err);
+    }
     if (engine_flags_check(&ef) != 0 || engine_flags_generation_defaults(&ef, &defaults) != 0) {
         engine_flags_free(&ef);
         return 2;
@@ -148,15 +161,20 @@ static int cmd_serve(struct cli_args *a)
         return 1;
     }
     int rc = 1;
-    char err[1024] = "";
     struct metrics_registry *reg = metrics_registry_new();
+    struct otlp_exporter *otlp = NULL;
     uv_loop_t loop;
     uv_loop_init(&loop);
     struct serve_state st = {.loop = &loop, .drain_ms = (uint64_t)drain_ms};
     struct engine_server *es = NULL;
     c->metrics = reg;
     c->served_model_name = served;
-    engine *e = reg ? engine_new(m, tok, c, err, sizeof err) : NULL;
+    engine *e = NULL;
+    if (reg && otlp_setup(otlp_flag, reg, &otlp, err, sizeof err) != 0) {
+        log_error("tracing: %s", err);
+        goto out;
+    }
+    e = reg ? engine_new(m, tok, c, err, sizeof err) : NULL;
     if (!e) {
         log_error("cannot start the engine: %s", reg ? err : "out of memory");
         goto out;
@@ -190,6 +208,7 @@ static int cmd_serve(struct cli_args *a)
         .defaults = &defaults,
         .prefix_hash_seed = ef.cfg.prefix_hash_seed,
         .disable_prefix_caching = ef.cfg.disable_prefix_caching,
+        .tracer = otlp_tracer(otlp, otlp_service_name("tandem-engine"), NULL),
     };
     es = engine_server_new(&loop, st.srv, e, &sc, err, sizeof err);
     if (!es || engine_start(e) != 0 || http_server_start(st.srv, err, sizeof err) != 0) {
@@ -219,6 +238,7 @@ out:
     uv_run(&loop, UV_RUN_DEFAULT);
     http_server_free(st.srv);
     uv_loop_close(&loop);
+    otlp_exporter_free(otlp); /* the last spans go out; its counters live in reg */
     metrics_registry_free(reg);
     tokenizer_free((tokenizer *)tok);
     model_free(m);

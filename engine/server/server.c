@@ -25,6 +25,7 @@
 #include "lib/err.h"
 #include "lib/list.h"
 #include "lib/log.h"
+#include "lib/trace.h"
 
 #define SERVER_MAX_TEXT     ((size_t)64 << 20) /* bytes of generated text per choice */
 #define SERVER_MAX_BODY_OUT ((size_t)256 << 20)
@@ -103,6 +104,13 @@ struct gen {
     int errored; /* ended with an error (gen_fail) */
     double t_start;
     struct list_node node; /* in engine_server.gens */
+    /* tracing (NULL spans: off or not sampled) */
+    struct span *span;    /* llm_request (SERVER), ends in gen_free */
+    struct span *prefill; /* a P/D producer's prefill (INTERNAL): submit to the first output */
+    int first_seen;       /* the first token arrived (first_token event) */
+    int kv_traced;        /* the kv_transfer span was recorded */
+    int32_t kv_blocks;    /* a P/D consumer's remote blocks */
+    char xrid[72];        /* the x-request-id the request came with ("" when none) */
 };
 
 struct engine_server {
@@ -130,6 +138,8 @@ struct engine_server {
 
     struct list_node gens; /* live generations (gen.node), newest first */
     int n_gens;
+    struct tracer *tracer;
+    size_t kv_block_bytes; /* bytes of one KV block, all layers, K and V (kv_transfer spans) */
 };
 
 /* ---- the engine → loop queue ---- */
@@ -216,9 +226,53 @@ static void on_engine_output(void *user, const engine_output *o)
 
 /* ---- generation lifetime ---- */
 
+static const char *finish_name(enum openai_finish f)
+{
+    return f == OPENAI_FINISH_STOP     ? "stop"
+           : f == OPENAI_FINISH_LENGTH ? "length"
+           : f == OPENAI_FINISH_ABORT  ? "abort"
+                                       : "none";
+}
+
+/* The request's span gets its usage and ends (the generation is over). */
+static void gen_trace_end(struct gen *g)
+{
+    if (!g->span) {
+        return;
+    }
+    int64_t completion = 0;
+    for (int i = 0; i < g->n; i++) {
+        completion += g->choices[i].n_generated;
+    }
+    span_set_int(g->span, "gen_ai.usage.prompt_tokens", g->n_prompt);
+    span_set_int(g->span, "gen_ai.usage.completion_tokens", completion);
+    span_set_int(g->span, "tandem.usage.cached_tokens", g->n_cached);
+    if (g->n > 0) {
+        span_set_str(g->span, "gen_ai.response.finish_reasons", finish_name(g->choices[0].finish));
+    }
+    span_set_double(g->span, "gen_ai.latency.e2e", tandem_now_s() - g->t_start);
+    span_set_status(g->prefill, SPAN_STATUS_ERROR, "ended before the first token");
+    span_end(g->prefill);
+    span_end(g->span);
+    g->prefill = g->span = NULL;
+}
+
+/* A request that fails before it reaches the engine: its span ends with the error. */
+static void gen_trace_fail(struct gen *g, int status, const char *why)
+{
+    span_set_int(g->span, "http.response.status_code", status);
+    if (status >= 500) {
+        span_set_status(g->span, SPAN_STATUS_ERROR, why);
+    }
+    span_end(g->prefill);
+    span_end(g->span);
+    g->prefill = g->span = NULL;
+}
+
 static void gen_free(struct gen *g)
 {
     struct engine_server *s = g->s;
+    gen_trace_end(g);
     list_unlink(&g->node);
     s->n_gens--;
     for (int i = 0; i < g->n; i++) {
@@ -268,6 +322,7 @@ static void gen_fail(struct gen *g, const char *fmt, ...)
     tandem_set_errv(why, sizeof why, fmt, ap);
     va_end(ap);
     log_error("request %s: %s; ending it with an error", g->id, why);
+    span_set_status(g->span, SPAN_STATUS_ERROR, why);
     gen_abort_all(g);
     if (!g->req) {
         return;
@@ -298,6 +353,7 @@ static void on_client_abort(struct http_request *req, void *ud, const char *reas
     struct gen *g = ud;
     (void)req;
     log_debug("request %s: %s; aborting its sequences", g->id, reason);
+    span_set_status(g->span, SPAN_STATUS_ERROR, reason);
     g->req = NULL;
     gen_abort_all(g);
     if (g->pending == 0) {
@@ -590,6 +646,39 @@ static void kv_params_of(struct engine_server *s, struct choice *c, const struct
     c->kv_params = kv;
 }
 
+/* The spans an engine output closes: kv_transfer (a consumer's KV pull, reported with its first
+ * output: start = now - its duration), prefill (a producer's, up to the first output) and the
+ * first_token event. */
+static void trace_event(struct gen *g, const struct out_event *ev)
+{
+    int64_t now = trace_now_unix_ns();
+    if (ev->kv_loaded != 0 && !g->kv_traced) {
+        g->kv_traced = 1;
+        struct span *k = span_child(g->span, "kv_transfer", SPAN_KIND_INTERNAL);
+        span_set_start(k, now - (int64_t)(ev->kv_load_s * 1e9));
+        span_set_int(k, "tandem.kv.blocks", g->kv_blocks);
+        span_set_int(k, "tandem.kv.bytes", (int64_t)g->s->kv_block_bytes * g->kv_blocks);
+        span_set_double(k, "tandem.kv.seconds", ev->kv_load_s);
+        span_set_str(k, "x-request-id", g->xrid);
+        if (ev->kv_loaded < 0) {
+            span_set_status(k, SPAN_STATUS_ERROR,
+                            "the KV pull failed; the prompt was prefilled here");
+        }
+        span_end_at(k, now);
+    }
+    if (!g->first_seen && (ev->token >= 0 || ev->n_generated > 0)) {
+        g->first_seen = 1;
+        int e = span_add_event_at(g->span, "first_token", now);
+        double ttft = tandem_now_s() - g->t_start;
+        span_event_set_double(g->span, e, "gen_ai.latency.time_to_first_token", ttft);
+        span_set_double(g->span, "gen_ai.latency.time_to_first_token", ttft);
+        span_set_int(g->prefill, "gen_ai.usage.prompt_tokens", ev->n_prompt);
+        span_set_int(g->prefill, "tandem.usage.cached_tokens", ev->n_cached);
+        span_end_at(g->prefill, now);
+        g->prefill = NULL;
+    }
+}
+
 static void handle_event(struct engine_server *s, struct out_event *ev)
 {
     struct choice *c = ev->c;
@@ -602,6 +691,9 @@ static void handle_event(struct engine_server *s, struct out_event *ev)
     }
     if (ev->kv_loaded == 1 && ev->kv_load_s > g->kv_load_s) {
         g->kv_load_s = ev->kv_load_s;
+    }
+    if (g->span) {
+        trace_event(g, ev);
     }
     if (ev->finished) {
         c->finish = finish_of(ev->status);
@@ -635,11 +727,14 @@ static void handle_event(struct engine_server *s, struct out_event *ev)
     if (s->log_requests) {
         struct openai_usage u;
         fill_usage(g, &u);
+        char tid[33];
+        span_trace_id_hex(g->span, tid);
         log_info("request %s finished: prompt %" PRId64 " tokens (%" PRId64
-                 " cached), generated %" PRId64 ", %.3f s",
+                 " cached), generated %" PRId64 ", %.3f s%s%s",
                  g->id, u.prompt_tokens, u.cached_tokens, u.completion_tokens,
-                 tandem_now_s() - g->t_start);
+                 tandem_now_s() - g->t_start, tid[0] ? " trace_id=" : "", tid);
     }
+    gen_trace_end(g); /* before the answer completes: inside the caller's span */
     if (g->req) {
         if (g->o.stream) {
             finish_stream(g);
@@ -770,6 +865,30 @@ static int kv_transfer_of(struct json_object *kv, engine_kv_transfer *t, int32_t
     return 0;
 }
 
+/* The request's attributes once it is parsed; a P/D producer's prefill span starts. */
+static void trace_request(struct gen *g, const engine_kv_transfer *kvt)
+{
+    span_set_str(g->span, "gen_ai.request.id", g->id);
+    span_set_str(g->span, "gen_ai.response.model", g->s->served_name);
+    span_set_int(g->span, "gen_ai.request.n", g->n);
+    span_set_double(g->span, "gen_ai.request.temperature", g->o.sampling.temperature);
+    span_set_double(g->span, "gen_ai.request.top_p", g->o.sampling.top_p);
+    if (g->o.max_tokens_set) {
+        span_set_int(g->span, "gen_ai.request.max_tokens", g->o.max_tokens);
+    }
+    span_set_bool(g->span, "tandem.stream", g->o.stream);
+    span_set_int(g->span, "gen_ai.usage.prompt_tokens", g->n_prompt);
+    if (kvt->mode == ENGINE_KVT_PRODUCE) {
+        span_set_str(g->span, "tandem.kv.role", "producer");
+        g->prefill = span_child(g->span, "prefill", SPAN_KIND_INTERNAL);
+        span_set_str(g->prefill, "x-request-id", g->xrid);
+    } else if (kvt->mode == ENGINE_KVT_CONSUME) {
+        span_set_str(g->span, "tandem.kv.role", "consumer");
+        span_set_str(g->span, "tandem.kv.remote_host", kvt->remote_host ? kvt->remote_host : "");
+        g->kv_blocks = kvt->n_remote_blocks;
+    }
+}
+
 static void handle_generate(struct http_request *req, struct engine_server *s,
                             enum openai_kind kind)
 {
@@ -785,9 +904,24 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
     g->s = s;
     g->kind = kind;
     g->t_start = tandem_now_s();
+    if (s->tracer) {
+        struct trace_ctx in;
+        const char *xrid = http_request_header(req, "x-request-id");
+        g->span = trace_server_span(s->tracer, "llm_request",
+                                    http_request_header(req, "traceparent"), &in);
+        span_set_str(g->span, "gen_ai.operation.name",
+                     kind == OPENAI_CHAT ? "chat" : "text_completion");
+        span_set_str(g->span, "gen_ai.system", "tandem");
+        span_set_str(g->span, "url.path", http_request_path(req));
+        if (xrid) {
+            snprintf(g->xrid, sizeof g->xrid, "%s", xrid);
+            span_set_str(g->span, "x-request-id", g->xrid);
+        }
+    }
     int rc = kind == OPENAI_CHAT ? openai_parse_chat(body ? body : "", blen, &g->o, &err)
                                  : openai_parse_completion(body ? body : "", blen, &g->o, &err);
     if (rc != 0) {
+        gen_trace_fail(g, err.status, err.message);
         respond_openai_error(req, &err);
         free(g);
         return;
@@ -877,6 +1011,9 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
     if (kv_transfer_of(g->o.kv_transfer_params, &kvt, &kv_blocks, &err) != 0) {
         goto err_respond;
     }
+    if (g->span) {
+        trace_request(g, &kvt);
+    }
     g->req = req;
     list_push_front(&s->gens, &g->node);
     s->n_gens++;
@@ -913,6 +1050,10 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
             g->req = NULL;
             int st = id == -EAGAIN || id == -ESHUTDOWN ? 503 : id == -ENOMEM ? 500 : 400;
             openai_error_set(&err, st, NULL, "%s", eerr);
+            span_set_int(g->span, "http.response.status_code", st);
+            if (st >= 500) {
+                span_set_status(g->span, SPAN_STATUS_ERROR, eerr);
+            }
             if (g->pending == 0) {
                 gen_free(g);
             }
@@ -959,6 +1100,7 @@ err_respond:
     free(ids);
     free(kv_blocks);
     free(prompt_text);
+    gen_trace_fail(g, err.status, err.message);
     respond_openai_error(req, &err);
     openai_request_deinit(&g->o);
     free(g->echo_text);
@@ -1173,6 +1315,14 @@ struct engine_server *engine_server_new(uv_loop_t *loop, struct http_server *srv
         tmpl = chat_template_builtin("chatml");
     }
     s->log_requests = cfg->log_requests;
+    s->tracer = cfg->tracer;
+    if (s->tracer) {
+        engine_stats est;
+        engine_get_stats(e, &est);
+        s->kv_block_bytes = (size_t)2 * (size_t)m->cfg.n_layer * (size_t)m->cfg.n_head_kv *
+                            (size_t)m->cfg.head_dim * (size_t)est.block_size *
+                            (size_t)est.kv_dtype_bytes;
+    }
     s->hash_seed = cfg->prefix_hash_seed;
     s->prefix_caching_off = cfg->disable_prefix_caching;
     buf_init(&s->info, TOKENIZER_MAX_JSON_BYTES * 2);

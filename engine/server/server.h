@@ -24,6 +24,8 @@
 #include "engine/server/openai.h"
 #include "lib/http_server.h"
 
+struct tracer;
+
 struct engine_server_config {
     const char *served_model_name; /* the OpenAI "model" value; requests naming another get 404 */
     const char *model_root;        /* /v1/models "root" (the model path) */
@@ -35,6 +37,8 @@ struct engine_server_config {
      * engine_config the engine was built with) */
     uint64_t prefix_hash_seed;
     int disable_prefix_caching;
+    /* request spans (docs/tracing.md: llm_request, first_token, kv_transfer, prefill); NULL: off */
+    struct tracer *tracer;
 };
 
 struct engine_server;

@@ -16,6 +16,7 @@
 #include "lib/kube/config.h"
 #include "lib/log.h"
 #include "lib/metrics.h"
+#include "lib/otlp.h"
 #include "lib/shutdown.h"
 #include "operator/epp/api.h"
 #include "operator/epp/app_internal.h"
@@ -305,7 +306,12 @@ static int start_servers(struct epp_app *a)
         return -1;
     }
     if (f->gateway_port > 0) {
-        struct epp_gateway_config gc = {.host = f->host, .port = f->gateway_port, .reg = a->reg};
+        struct epp_gateway_config gc = {
+            .host = f->host,
+            .port = f->gateway_port,
+            .reg = a->reg,
+            .tracer = otlp_tracer(a->otlp, otlp_service_name("tandem-epp"), NULL),
+        };
         a->gw = epp_gateway_new(&a->loop, &a->router, a->ds, &gc, err, sizeof err);
         if (!a->gw || epp_gateway_start(a->gw, err, sizeof err) != 0) {
             log_error("gateway on %s:%d: %s", f->host, f->gateway_port, err);
@@ -380,6 +386,11 @@ int epp_app_run(const struct epp_flags *f)
     if (!a->reg || !a->ds || !a->keyring || load_sched(a) != 0 || router_metrics(a) != 0) {
         goto out;
     }
+    char terr[512] = "";
+    if (otlp_setup(f->otlp_endpoint, a->reg, &a->otlp, terr, sizeof terr) != 0) {
+        log_error("tracing: %s", terr);
+        goto out;
+    }
     a->router.ds = a->ds;
     a->router.sched = a->sched;
     a->router.keyring = a->keyring;
@@ -431,6 +442,8 @@ out:
         kube_client_free(a->kc);
     }
     uv_loop_close(&a->loop);
+    otlp_exporter_free(a->otlp); /* sends the last spans; its counters live in a->reg */
+    a->otlp = NULL;
     metrics_registry_free(a->reg);
     return rc;
 }

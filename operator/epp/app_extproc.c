@@ -14,6 +14,9 @@
 #include "lib/list.h"
 #include "lib/log.h"
 #include "lib/http_server.h"
+#include "lib/otlp.h"
+#include "lib/trace.h"
+#include "operator/epp/gateway.h"
 #include "operator/epp/app_internal.h"
 #include "operator/epp/extproc/extproc.h"
 
@@ -99,7 +102,21 @@ static void decide_on_loop(struct app_extproc *xp, const struct extproc_request 
         reject(dec, 503, "no endpoint of the proxy's subset hint is available", NULL);
         return;
     }
-    if (epp_route(r, &in, &x->d) != 0 || x->d.status != 0) {
+    struct trace_ctx tin;
+    struct span *sp =
+        xp->a->otlp
+            ? trace_server_span(otlp_tracer(xp->a->otlp, otlp_service_name("tandem-epp"), NULL),
+                                "ext_proc schedule", header_of((void *)req, "traceparent"), &tin)
+            : NULL;
+    int rrc = epp_route(r, &in, &x->d);
+    epp_trace_decision(sp, &x->d);
+    char tp[TRACEPARENT_LEN + 1];
+    if (rrc == 0 && x->d.status == 0 && span_traceparent(sp, NULL, tp) == 0) {
+        /* the model server continues this span (unless Envoy's own tracing replaces it) */
+        extproc_headers_add(&dec->set_headers, "traceparent", tp);
+    }
+    span_end(sp);
+    if (rrc != 0 || x->d.status != 0) {
         reject(dec, x->d.status ? x->d.status : 500, x->d.message[0] ? x->d.message : "failed",
                x->d.request_id);
         epp_decision_free(&x->d);

@@ -38,6 +38,7 @@ struct epp_app {
     double status_last[3];
     struct app_kv *kv;
     struct app_extproc *xp;
+    struct otlp_exporter *otlp; /* request traces; NULL: off (docs/tracing.md) */
 };
 
 /* A metric without labels (NULL on failure). */

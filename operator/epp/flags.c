@@ -14,6 +14,7 @@
 
 #include "engine/cli/flags.h"
 #include "lib/err.h"
+#include "lib/otlp.h"
 #include "lib/version.h"
 #include "operator/epp/endpoint.h"
 
@@ -50,6 +51,8 @@ static void usage(FILE *out)
         "  --ha-enable-leader-election      accepted: every replica serves (active-active)\n"
         "  --sync-timeout D                 bound on the first sync with the API server (30s)\n"
         "  --kubeconfig PATH                (default: in-cluster, $KUBECONFIG, ~/.kube/config)\n"
+        "  --otlp-traces-endpoint URL       OTLP/HTTP collector for request traces\n"
+        "                                   (docs/tracing.md; default: $OTEL_EXPORTER_OTLP_*)\n"
         "  --log-level L, --log-format F    info|debug|...; text|json\n"
         "  --version, --help\n");
 }
@@ -268,6 +271,7 @@ static int parse_strings(struct cli_args *a, struct epp_flags *f)
         {"--model-server-metrics-path", offsetof(struct epp_flags, ms_path)},
         {"--log-level", offsetof(struct epp_flags, log_level)},
         {"--log-format", offsetof(struct epp_flags, log_format)},
+        {"--otlp-traces-endpoint", offsetof(struct epp_flags, otlp_endpoint)},
     };
     const char *v;
     for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
@@ -357,6 +361,10 @@ static int check(const struct epp_flags *f)
     }
     if (f->refresh_ms <= 0 || f->stale_ms <= 0) {
         return cli_die("--refresh-metrics-interval and --metrics-staleness-threshold must be > 0");
+    }
+    char url[2048], err[512] = "";
+    if (otlp_endpoint_resolve(f->otlp_endpoint, url, sizeof url, err, sizeof err) < 0) {
+        return cli_die("%s", err);
     }
     return 0;
 }

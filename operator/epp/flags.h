@@ -30,6 +30,7 @@ struct epp_flags {
     bool leader_election;
     int64_t sync_timeout_ms;
     const char *log_level, *log_format;
+    const char *otlp_endpoint; /* --otlp-traces-endpoint (else the OTEL_* environment) */
 };
 
 /* Parses argv (argv[0] is the program). 0: run; 1: --help or --version printed (exit 0);

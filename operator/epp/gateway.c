@@ -16,6 +16,7 @@
 #include "lib/http_client.h"
 #include "lib/json.h"
 #include "lib/log.h"
+#include "lib/trace.h"
 
 #define MAX_UP_HEADERS 16
 
@@ -56,10 +57,35 @@ struct gw_req {
     int status;
     double sched_ms;
     const char *path;
+    struct span *span;   /* the request's SERVER span (ends in server_span_done), or NULL */
+    struct span *proxy;  /* the attempt's CLIENT span */
+    struct trace_ctx in; /* the client's traceparent, passed on when nothing is recorded */
 };
+
+/* Ends the attempt's CLIENT span; error NULL: it went through. */
+static void end_proxy(struct gw_req *r, const char *error)
+{
+    if (error) {
+        span_set_status(r->proxy, SPAN_STATUS_ERROR, error);
+    }
+    span_end(r->proxy);
+    r->proxy = NULL;
+}
+
+static void server_span_done(void *ud, int status, double seconds)
+{
+    struct span *s = ud;
+    (void)seconds;
+    span_set_int(s, "http.response.status_code", status);
+    if (status >= 500 || status == 499) {
+        span_set_status(s, SPAN_STATUS_ERROR, status == 499 ? "client disconnected" : NULL);
+    }
+    span_end(s);
+}
 
 static void gw_free(struct gw_req *r)
 {
+    end_proxy(r, "abandoned");
     epp_decision_free(&r->d);
     free(r);
 }
@@ -94,6 +120,7 @@ static void on_client_abort(struct http_request *req, void *ud, const char *reas
         http_client_cancel(r->up);
         r->up = NULL;
     }
+    end_proxy(r, reason);
     finish_attempt(r, false);
     gw_free(r);
 }
@@ -137,6 +164,7 @@ static void up_head(void *ud, const struct http_response *resp)
     char ct[128];
     r->started = true;
     r->status = resp->status;
+    span_set_int(r->proxy, "http.response.status_code", resp->status);
     add_debug_headers(r, resp);
     if (!http_response_header(resp, "content-type", ct, sizeof ct)) {
         snprintf(ct, sizeof ct, "application/json");
@@ -166,6 +194,7 @@ static void up_done(void *ud, struct http_response *resp)
         struct epp_endpoint *ep = epp_router_endpoint(r->g->router, r->ep_id);
         log_warn("gateway: request %s: %s did not answer: %s", r->d.request_id,
                  ep ? ep->addr : "the endpoint", resp->error ? resp->error : "no response");
+        end_proxy(r, resp->error ? resp->error : "no response");
         epp_route_failed(r->g->router, r->ep_id);
         finish_attempt(r, false);
         r->attempt++;
@@ -178,6 +207,7 @@ static void up_done(void *ud, struct http_response *resp)
     if (resp->error) {
         log_warn("gateway: request %s: the answer broke off: %s", r->d.request_id, resp->error);
     }
+    end_proxy(r, resp->error ? resp->error : r->status >= 500 ? "the model server failed" : NULL);
     finish_attempt(r, !resp->error && r->status >= 200 && r->status < 300);
     http_request_on_abort(r->req, NULL, NULL);
     if (resp->error) {
@@ -201,7 +231,15 @@ static void build_headers(struct gw_req *r, const struct epp_endpoint *ep,
     if (pf) {
         snprintf(hbuf[n++], 512, "x-prefiller-host-port: %s", pf->addr);
     }
+    char tp[TRACEPARENT_LEN + 1];
+    bool own_tp = r->span && span_traceparent(r->proxy, &r->in, tp) == 0;
+    if (own_tp) { /* the attempt's span is the upstream's parent */
+        snprintf(hbuf[n++], 512, "traceparent: %s", tp);
+    }
     for (size_t i = 0; i < ARRAY_SIZE(passed_headers) && n < MAX_UP_HEADERS; i++) {
+        if (own_tp && strcmp(passed_headers[i], "traceparent") == 0) {
+            continue;
+        }
         const char *v = http_request_header(r->req, passed_headers[i]);
         if (v && strlen(v) < 400) {
             snprintf(hbuf[n++], 512, "%s: %s", passed_headers[i], v);
@@ -225,6 +263,11 @@ static void try_next(struct gw_req *r)
         char url[2048], hbuf[MAX_UP_HEADERS][512], err[256] = "";
         const char *hdrs[MAX_UP_HEADERS + 1];
         snprintf(url, sizeof url, "http://%s%s", ep->addr, http_request_target(r->req));
+        r->proxy = span_child(r->span, "proxy", SPAN_KIND_CLIENT);
+        span_set_str(r->proxy, "x-request-id", r->d.request_id);
+        span_set_str(r->proxy, "server.address", ep->addr);
+        span_set_str(r->proxy, "tandem.pod", ep->name);
+        span_set_int(r->proxy, "tandem.attempt", r->attempt);
         build_headers(r, ep, hbuf, hdrs);
         size_t len = 0;
         const void *body = r->d.body ? r->d.body : http_request_body(r->req, &len);
@@ -248,6 +291,7 @@ static void try_next(struct gw_req *r)
         r->up = http_client_start(g->http, &o, err, sizeof err);
         if (!r->up) {
             log_error("gateway: request %s: %s", r->d.request_id, err);
+            end_proxy(r, err);
             continue;
         }
         epp_route_started(g->router, &r->d, ep);
@@ -257,6 +301,44 @@ static void try_next(struct gw_req *r)
     http_request_on_abort(r->req, NULL, NULL);
     respond_error(r, 503, "no model server could be reached for this request");
     gw_free(r);
+}
+
+void epp_trace_decision(struct span *sched, const struct epp_decision *d)
+{
+    span_set_str(sched, "x-request-id", d->request_id);
+    if (d->status != 0) {
+        span_set_int(sched, "tandem.decision.status", d->status);
+        span_set_status(sched, SPAN_STATUS_ERROR, d->message);
+        return;
+    }
+    span_set_str(sched, "tandem.target_model", d->model);
+    if (d->n_targets > 0 && d->targets[0]) {
+        span_set_str(sched, "tandem.decode_pod", d->targets[0]->name);
+        span_set_str(sched, "tandem.decode_address", d->targets[0]->addr);
+    }
+    span_set_int(sched, "tandem.candidates", d->n_targets);
+    if (d->prefill) {
+        span_set_str(sched, "tandem.prefill_pod", d->prefill->name);
+        span_set_str(sched, "tandem.prefill_address", d->prefill->addr);
+    }
+    span_set_bool(sched, "tandem.pd", d->prefill != NULL);
+    span_set_bool(sched, "tandem.cache_hit", d->cached_blocks > 0);
+    int64_t cached =
+        d->total_blocks > 0 ? (int64_t)(d->hit_ratio * (double)d->prompt_tokens + 0.5) : 0;
+    span_set_int(sched, "tandem.cache_prefix_length", cached);
+    span_set_int(sched, "tandem.prompt_tokens", d->prompt_tokens);
+    span_set_bool(sched, "tandem.sheddable", d->sheddable);
+}
+
+/* The schedule span's attributes (the decision), then its end. */
+static void trace_decision(struct gw_req *r, struct span *sched)
+{
+    span_set_str(r->span, "x-request-id", r->d.request_id);
+    if (r->d.status == 0) {
+        span_set_str(r->span, "gen_ai.request.model", r->d.model);
+    }
+    epp_trace_decision(sched, &r->d);
+    span_end(sched);
 }
 
 static void h_infer(struct http_request *req, void *ud)
@@ -269,6 +351,18 @@ static void h_infer(struct http_request *req, void *ud)
     }
     r->g = g;
     r->req = req;
+    if (g->c.tracer) {
+        char name[96];
+        snprintf(name, sizeof name, "%s %.64s", http_request_method(req), http_request_path(req));
+        r->span =
+            trace_server_span(g->c.tracer, name, http_request_header(req, "traceparent"), &r->in);
+        if (r->span) {
+            span_set_str(r->span, "http.request.method", http_request_method(req));
+            span_set_str(r->span, "url.path", http_request_path(req));
+            span_set_str(r->span, "client.address", http_request_peer(req));
+            http_request_on_done(req, server_span_done, r->span);
+        }
+    }
     size_t len = 0;
     const char *body = http_request_body(req, &len);
     struct epp_route_in in = {
@@ -278,13 +372,19 @@ static void h_infer(struct http_request *req, void *ud)
         .header = req_header,
         .header_ud = req,
     };
+    struct span *sched = span_child(r->span, "schedule", SPAN_KIND_INTERNAL);
     int64_t t0 = tandem_now_ns();
     if (epp_route(g->router, &in, &r->d) != 0) {
+        span_set_status(sched, SPAN_STATUS_ERROR, "out of memory");
+        span_end(sched);
         http_respond_error(req, 500, NULL, "out of memory", NULL);
         gw_free(r);
         return;
     }
     r->sched_ms = (double)(tandem_now_ns() - t0) / 1e6;
+    if (r->span) {
+        trace_decision(r, sched);
+    }
     if (r->d.status != 0) {
         respond_error(r, r->d.status, r->d.message);
         gw_free(r);

@@ -18,6 +18,7 @@
 #include "operator/epp/router.h"
 
 struct epp_gateway;
+struct tracer;
 
 struct epp_gateway_config {
     const char *host;         /* bind address */
@@ -25,6 +26,7 @@ struct epp_gateway_config {
     size_t max_body;          /* request body limit */
     long upstream_timeout_ms; /* 0: none (streams may be long) */
     struct metrics_registry *reg;
+    struct tracer *tracer; /* request spans (docs/tracing.md); NULL: tracing off */
 };
 
 struct epp_gateway *epp_gateway_new(uv_loop_t *loop, struct epp_router *r, struct epp_ds *ds,
@@ -32,6 +34,11 @@ struct epp_gateway *epp_gateway_new(uv_loop_t *loop, struct epp_router *r, struc
 int epp_gateway_start(struct epp_gateway *g, char *err, size_t errlen);
 int epp_gateway_port(const struct epp_gateway *g);
 /* Drains the server (deadline_ms for requests in flight), then frees; done runs after. */
+/* The decision's attributes on a span (the gateway's and ext-proc's "schedule"): pods, P/D, cache
+ * hit and prefix length, target model; an ERROR status when it answers itself. */
+struct span;
+void epp_trace_decision(struct span *sched, const struct epp_decision *d);
+
 void epp_gateway_shutdown(struct epp_gateway *g, uint64_t deadline_ms, void (*done)(void *ud),
                           void *ud);
 
