@@ -793,6 +793,16 @@ static int metrics_setup(struct sidecar *s, struct metrics_registry *r)
         !s->f_fallbacks) {
         return -ENOMEM;
     }
+    /* Every reason's series exists from the start at 0, so rate() and alerts see a fallback
+     * from its first occurrence and a misspelled name in a rule cannot pass unnoticed. */
+    static const char *const reasons[] = {"prefill-timeout", "prefill-unreachable", "prefill-error",
+                                          "no-kv-transfer-params"};
+    for (size_t i = 0; i < ARRAY_SIZE(reasons); i++) {
+        const char *labels[] = {reasons[i]};
+        if (!metrics_child(s->f_fallbacks, labels)) {
+            return -ENOMEM;
+        }
+    }
     return 0;
 }
 
