@@ -11,7 +11,7 @@ FUZZ_TIME ?= 300
 FUZZ_JOBS ?= 1
 FUZZ_ARGS ?=
 
-.PHONY: all deps configure build test unit e2e run bench fmt lint fuzz fuzz-long clean
+.PHONY: all deps configure build test unit e2e run bench fmt lint fuzz fuzz-long clean images
 
 all: build
 
@@ -53,6 +53,11 @@ fuzz: deps
 #   make fuzz-long FUZZ_TIME=1800 FUZZ_JOBS=2 FUZZ_ARGS=--merge
 fuzz-long: fuzz
 	@e2e/fuzz/campaign.sh -t $(FUZZ_TIME) -j $(FUZZ_JOBS) $(FUZZ_ARGS)
+
+# Container images tandem-{operator,epp,agent,engine}:<version> and their OCI archives in
+# $(BUILD_DIR)/images/ (docs/images.md).
+images: deps
+	@scripts/images.sh $(BUILD_DIR)
 
 fmt:
 	@git ls-files '*.c' '*.h' '*.cu' '*.cuh' | xargs -r clang-format -i

@@ -15,6 +15,7 @@ packages=(
     clang clang-format clang-tidy cppcheck libclang-rt-14-dev
     python3 python3-zmq python3-msgpack python3-yaml python3-jinja2
     curl wrk jq procps iproute2 psmisc nodejs ucx-utils
+    podman buildah runc debootstrap prometheus
 )
 
 # The ext-proc e2e test's gRPC client (operator/epp/extproc/tests/package.json, pinned by its

@@ -5,7 +5,8 @@
 #     outside manifests/, so the kustomization carries copies);
 #   * `kubectl kustomize manifests/` renders exactly the install objects: the namespace, both CRDs,
 #     RBAC, the operator Deployment + metrics Service and the agent DaemonSet (no examples);
-#   * the operator Deployment: 2 replicas, leader election on, tandem-operator image, probes
+#   * the operator Deployment: 2 replicas, leader election on, tandem-operator:<version> image
+#     (project(VERSION) in CMakeLists.txt, the tag `make images` builds), probes
 #     /healthz and /readyz on 8081, metrics port 8080, resources, a restricted securityContext,
 #     bind addresses on the pod IP (so it also runs on localkube);
 #   * the agent DaemonSet: role both, the operator's agent flags (--inference-pool NS/NAME
@@ -38,7 +39,9 @@ trap 'rm -rf "$tmp"' EXIT
 "$kubectl" kustomize "$REPO/manifests" >"$tmp/rendered.yaml" 2>"$tmp/err" ||
     fail "kubectl kustomize manifests/ failed: $(cat "$tmp/err")"
 
-PYTHONPATH=$REPO/e2e/localkube python3 - "$tmp/rendered.yaml" <<'PY' || fail "rendered manifests (see above)"
+version=$(sed -n 's/^project(tandem VERSION \([0-9.]*\).*/\1/p' "$REPO/CMakeLists.txt")
+[ -n "$version" ] || fail "no project(tandem VERSION x.y.z) in CMakeLists.txt"
+PYTHONPATH=$REPO/e2e/localkube python3 - "$tmp/rendered.yaml" "$version" <<'PY' || fail "rendered manifests (see above)"
 import sys
 from lk import yamlmini
 
@@ -79,7 +82,7 @@ if dep:
     check(spec.get("replicas") == 2, "operator replicas %r" % spec.get("replicas"))
     check(pod.get("serviceAccountName") == "tandem-operator", "operator service account")
     c = pod["containers"][0]
-    check(c["image"] == "tandem-operator:latest", "operator image %r" % c["image"])
+    check(c["image"] == "tandem-operator:" + sys.argv[2], "operator image %r" % c["image"])
     args = " ".join(c.get("args") or [])
     check("--leader-elect=true" in args or "--leader-elect " in args + " ",
           "leader election on: %s" % args)
@@ -155,7 +158,7 @@ ds = by.get(("DaemonSet", "tandem-agent"))
 if ds:
     pod = ds["spec"]["template"]["spec"]
     c = pod["containers"][0]
-    check(c["image"].startswith("tandem-agent"), "agent image %r" % c["image"])
+    check(c["image"] == "tandem-agent:" + sys.argv[2], "agent image %r" % c["image"])
     check(ds["spec"]["template"]["metadata"]["labels"].get("llm-d.ai/role") == "both",
           "agent role label")
     a = c.get("args") or []

@@ -25,10 +25,13 @@
 
 #include <json-c/json.h>
 
+#include "lib/version.h"
 #include "operator/controller/spec.h"
 
-#define DESIRED_DEFAULT_AGENT_IMAGE "tandem-agent:latest"
-#define DESIRED_DEFAULT_EPP_IMAGE   "tandem-epp:latest"
+/* The default images carry the project version (project(VERSION) in CMakeLists.txt), the tag
+ * scripts/images.sh builds and manifests/ use (docs/images.md; images/tests/versions.sh). */
+#define DESIRED_DEFAULT_AGENT_IMAGE "tandem-agent:" TANDEM_VERSION
+#define DESIRED_DEFAULT_EPP_IMAGE   "tandem-epp:" TANDEM_VERSION
 #define DESIRED_MODEL_DIR           "/models"  /* model volume mount point in agent pods */
 #define DESIRED_EPP_CONFIG_DIR      "/etc/epp" /* EPP config volume mount point */
 /* The agent's /dev/shm: a memory-backed emptyDir, as UCX allocates the KV pools in POSIX shared

@@ -17,6 +17,7 @@
 #include "lib/kube/client.h"
 #include "lib/kube/config.h"
 #include "lib/log.h"
+#include "lib/version.h"
 #include "operator/controller/manager.h"
 
 #define MAX_NAMESPACES 64
@@ -48,10 +49,10 @@ static void usage(FILE *f)
             "  --agent-image IMAGE                image of model workers without "
             "spec.runtime.image\n"
             "                                     (default $TANDEM_AGENT_IMAGE, else "
-            "tandem-agent:latest)\n"
+            "tandem-agent:" TANDEM_VERSION ")\n"
             "  --epp-image IMAGE                  endpoint picker image without spec.epp.image\n"
             "                                     (default $TANDEM_EPP_IMAGE, else "
-            "tandem-epp:latest)\n"
+            "tandem-epp:" TANDEM_VERSION ")\n"
             "  --workers N                        concurrent reconciles per controller (default "
             "2)\n"
             "  --resync-period DUR                re-reconcile everything this often (default "
