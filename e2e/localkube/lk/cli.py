@@ -1,6 +1,7 @@
 """The `localkube` command: up / down / status / fault.
 
     localkube up --dir DIR [--port N] [--nodes N] [--images FILE] [--wait S]
+                 [--runtime process|podman]
     localkube down --dir DIR
     localkube status --dir DIR
     localkube fault --dir DIR drop-watches | expire | fail ... | latency ... | clear | list
@@ -27,6 +28,7 @@ if LK_ROOT not in sys.path:
 
 from lk import client as kc  # noqa: E402
 from lk.kubelet import kill_recorded, proc_start_time  # noqa: E402
+from lk import runtime_podman  # noqa: E402
 
 
 class CliError(Exception):
@@ -204,13 +206,21 @@ def cmd_up(a):
     images = os.path.abspath(a.images or DEFAULT_IMAGES)
     if not os.path.isfile(images):
         raise CliError("localkube: images file %s not found" % images)
+    if a.runtime == "podman":
+        why = runtime_podman.check_podman()
+        if why:
+            raise CliError("localkube up --runtime podman: %s" % why)
     port_file = os.path.join(d, "apiserver.port")
     for f in (port_file, state_path(d)):
         try:
             os.unlink(f)
         except OSError:
             pass
-    st = {"dir": d, "nodes": a.nodes, "images": images, "startedAt": kc.now_rfc3339()}
+    st = {"dir": d, "nodes": a.nodes, "images": images, "startedAt": kc.now_rfc3339(),
+          "runtime": a.runtime}
+    if a.runtime == "podman":
+        # podman's configuration and storage, so that `down` cleans up in the same storage
+        st["podmanEnv"] = runtime_podman.podman_env()
     started = []
     deadline = time.monotonic() + a.wait
 
@@ -235,6 +245,8 @@ def cmd_up(a):
             except subprocess.TimeoutExpired:
                 pass
         kill_recorded(os.path.join(d, "kubelet", "pids"))
+        if a.runtime == "podman":
+            runtime_podman.cleanup_dir(d)
         raise CliError("localkube up: %s\n  last lines of %s:\n%s" % (msg, log, tail(log)))
 
     api = spawn("lk.apiserver", ["--dir", d, "--port", str(a.port)], "apiserver.log")
@@ -277,7 +289,7 @@ def cmd_up(a):
     os.replace(kubeconfig + ".tmp", kubeconfig)
     st["kubeconfig"] = kubeconfig
     cargs = ["--dir", d, "--server", server, "--nodes", str(a.nodes), "--images", images,
-             "--backoff-scale", str(a.backoff_scale)]
+             "--backoff-scale", str(a.backoff_scale), "--runtime", a.runtime]
     if a.node_cpu:
         cargs += ["--node-cpu", a.node_cpu]
     if a.node_memory:
@@ -302,8 +314,8 @@ def cmd_up(a):
         time.sleep(0.1)
     st["readyAt"] = kc.now_rfc3339()
     write_state(d, st)
-    print("localkube is up: %s (apiserver pid %d, controllers pid %d, %d nodes)" % (
-        server, api.pid, ctl.pid, a.nodes))
+    print("localkube is up: %s (apiserver pid %d, controllers pid %d, %d nodes, runtime %s)" % (
+        server, api.pid, ctl.pid, a.nodes, a.runtime))
     print("kubeconfig: %s" % kubeconfig)
     print("export KUBECONFIG=%s" % kubeconfig)
     return 0
@@ -321,14 +333,20 @@ def cmd_down(a):
     stop_pids(procs["lk.controllers"], a.timeout, "controllers")
     stop_pids(procs["lk.apiserver"], 10, "apiserver")
     n = kill_recorded(os.path.join(d, "kubelet", "pids"))
+    removed = 0
+    if st.get("runtime") == "podman":
+        env = dict(os.environ)
+        env.update(st.get("podmanEnv") or {})
+        removed = runtime_podman.cleanup_dir(d, env)
     for f in (state_path(d), os.path.join(d, "apiserver.port")):
         try:
             os.unlink(f)
         except OSError:
             pass
     if was:
-        print("localkube in %s stopped%s" % (d, " (killed %d leftover pod process group(s))" % n
-                                             if n else ""))
+        print("localkube in %s stopped%s%s" % (
+            d, " (killed %d leftover pod process group(s))" % n if n else "",
+            " (removed %d leftover container(s))" % removed if removed else ""))
     else:
         print("localkube: nothing running in %s" % d)
     return 0
@@ -345,6 +363,7 @@ def cmd_status(a):
     print("server:       %s" % st.get("server", "-"))
     print("port:         %s" % st.get("port", "-"))
     print("kubeconfig:   %s" % st.get("kubeconfig", "-"))
+    print("runtime:      %s" % st.get("runtime", "process"))
     for what, module in (("apiserver", "lk.apiserver"), ("controllers", "lk.controllers")):
         pids = procs[module]
         print("%-13s %s" % (what + ":", "pid %s running" % ",".join(map(str, pids)) if pids
@@ -417,6 +436,9 @@ def parser():
                     help="scale the kubelet's restart back-off (tests use e.g. 0.1)")
     up.add_argument("--node-cpu", default=None)
     up.add_argument("--node-memory", default=None)
+    up.add_argument("--runtime", choices=["process", "podman"], default="process",
+                    help="run containers as local processes (images.json; the default) or from "
+                         "their images with podman (they must be in podman's local storage)")
     up.set_defaults(fn=cmd_up)
     dn = sub.add_parser("down", help="stop everything started by up (idempotent)")
     dn.add_argument("--dir", required=True)

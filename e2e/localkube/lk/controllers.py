@@ -1967,6 +1967,9 @@ def main(argv=None):
     ap.add_argument("--node-memory", default=None, help="memory capacity of each node")
     ap.add_argument("--max-pods", type=int, default=110)
     ap.add_argument("--no-kubelet", action="store_true", help="do not run pods")
+    ap.add_argument("--runtime", choices=["process", "podman"], default="process",
+                    help="how the kubelet runs containers: local processes (images.json) or "
+                         "podman from the real images")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
 
@@ -1991,7 +1994,8 @@ def main(argv=None):
         return 1
     kubelet = None
     if not args.no_kubelet:
-        kubelet = Kubelet(ctx, images_file=args.images, backoff_scale=args.backoff_scale)
+        kubelet = Kubelet(ctx, images_file=args.images, backoff_scale=args.backoff_scale,
+                          runtime=args.runtime)
         kubelet.kill_leftovers()
     nodes = NodeManager(ctx, args.node_cpu, args.node_memory, args.max_pods)
     while not stop.is_set():

@@ -1,5 +1,7 @@
 """localkube's process kubelet: runs the containers of pods bound to the simulated nodes as local
-processes.
+processes (ProcessRuntime, the default), or from their images with podman (`--runtime podman`,
+lk/runtime_podman.py; what follows about commands, env and mount rewriting is the process
+runtime's).
 
 Per pod (a PodWorker thread, like the kubelet's pod workers):
 * a unique loopback IP 127.0.X.Y (X >= 1, so never 127.0.0.1; hostNetwork pods get 127.0.0.1),
@@ -352,6 +354,130 @@ class Waiting(Exception):
         self.message = message
 
 
+# ---- container runtimes ------------------------------------------------------------------------
+
+
+class ProcessRuntime:
+    """The default runtime: each container is a local process in its own session / process group
+    (its image mapped to a command by images.json). lk/runtime_podman.py's PodmanRuntime is the
+    other one; both have these methods:
+
+    * start(worker, run, pod) -> (Popen, open log file, description): start one run; raises
+      Waiting (ErrImagePull, CreateContainerConfigError, RunContainerError, ...);
+    * stop(run, grace): ask it to stop (SIGTERM); kill(run): SIGKILL;
+    * reaped(run, rc) -> (exit code, reason or None, message or None) once the Popen exited;
+    * exec_probe(worker, run, argv, timeout) -> (ok, why); container_id(run);
+    * cleanup(): remove what a crashed kubelet of this DIR left running."""
+
+    name = "process"
+
+    def __init__(self, kubelet):
+        self.kl = kubelet
+
+    def start(self, w, r, pod):
+        c = r.spec
+        image = c.get("image") or ""
+        entry = w.kl.images.resolve(image)
+        if entry is None:
+            raise Waiting("ErrImagePull", 'failed to pull and unpack image "%s": localkube has no '
+                                          'mapping for this image (add it to %s)' % (
+                                              image, w.kl.images.path))
+        env, mounts = w.build_env(pod, c)
+        cwd = w.dir
+        if c.get("workingDir"):
+            cwd = w.rewrite(c["workingDir"], mounts)
+            os.makedirs(cwd, exist_ok=True)
+        image_cmd = entry["command"]
+        if image_cmd and find_executable(image_cmd[0], env.get("PATH"), cwd) is None:
+            raise Waiting("ErrImagePull", 'failed to pull and unpack image "%s": its stand-in '
+                                          '%s does not exist (not built yet?)' % (
+                                              image, image_cmd[0]))
+        r.image_id = "localkube://%s@sha256:%s" % (entry["image"], hashlib.sha256(
+            json.dumps(image_cmd).encode()).hexdigest())
+        command = [expand(x, env) for x in c.get("command") or []]
+        args = [expand(x, env) for x in c.get("args") or []]
+        command = [w.rewrite(x, mounts) for x in command]
+        args = [w.rewrite(x, mounts) for x in args]
+        if command:
+            if find_executable(command[0], env.get("PATH"), cwd) is not None:
+                argv = command + args
+            elif image_cmd:
+                argv = image_cmd + command[1:] + args
+            else:
+                raise Waiting("RunContainerError", 'failed to start container "%s": exec: "%s": '
+                                                   'executable file not found in $PATH' % (
+                                                       r.name, command[0]))
+        elif args:
+            argv = image_cmd + args
+        else:
+            argv = image_cmd + entry["args"]
+        if not argv:
+            raise Waiting("RunContainerError", 'failed to start container "%s": no command '
+                                               'specified' % r.name)
+        exe = find_executable(argv[0], env.get("PATH"), cwd)
+        if exe is None:
+            raise Waiting("RunContainerError", 'failed to start container "%s": exec: "%s": '
+                                               'executable file not found in $PATH' % (
+                                                   r.name, argv[0]))
+        logf = open(os.path.join(w.dir, "%s.log" % r.name), "ab", buffering=0)
+        try:
+            proc = subprocess.Popen([exe] + argv[1:], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                    stdout=logf, stderr=subprocess.STDOUT, close_fds=True,
+                                    start_new_session=True)
+        except OSError as e:
+            logf.close()
+            raise Waiting("RunContainerError", 'failed to start container "%s": %s' % (
+                r.name, e))
+        r.mounts = mounts
+        r.env = env
+        r.cwd = cwd
+        return proc, logf, " ".join(argv)
+
+    def stop(self, r, grace):
+        kill_group(r.pid, signal.SIGTERM)
+
+    def kill(self, r):
+        kill_group(r.pid, signal.SIGKILL)
+
+    def reaped(self, r, rc):
+        kill_group(r.pid, signal.SIGKILL)  # the container's other processes go with it
+        return (rc if rc >= 0 else 128 - rc), None, None
+
+    def exec_probe(self, w, r, cmd, timeout):
+        env = r.env
+        exe = find_executable(cmd[0], (env or os.environ).get("PATH"), w.dir)
+        if exe is None:
+            return False, "exec: %r: executable file not found" % cmd[0]
+        try:
+            p = subprocess.Popen([exe] + cmd[1:], cwd=r.cwd or w.dir, env=env,
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL, start_new_session=True)
+        except OSError as e:
+            return False, str(e)
+        try:
+            rc = p.wait(timeout=timeout)
+            return rc == 0, "command exited with %d" % rc
+        except subprocess.TimeoutExpired:
+            kill_group(p.pid, signal.SIGKILL)
+            p.wait()
+            return False, "command timed out after %ss" % timeout
+
+    def container_id(self, r):
+        return "localkube://%d" % r.pid if r.pid else None
+
+    def cleanup(self):
+        return kill_recorded(self.kl.pid_dir)
+
+
+def make_runtime(name, kubelet):
+    if name in (None, "", "process"):
+        return ProcessRuntime(kubelet)
+    if name == "podman":
+        from lk.runtime_podman import PodmanRuntime
+        return PodmanRuntime(kubelet)
+    raise ValueError("unknown container runtime %r (process or podman)" % name)
+
+
 # ---- probes ---------------------------------------------------------------------------------
 
 
@@ -468,6 +594,10 @@ class ContainerRun:
         self.mounts = []
         self.env = None
         self.cwd = None
+        self.cname = None  # podman runtime: the container's name, id, log file and offset
+        self.cid = None
+        self.log_path = None
+        self.log_offset = 0
 
     @property
     def running(self):
@@ -733,10 +863,10 @@ class PodWorker(threading.Thread):
             msg = "Container %s failed %s probe, will be restarted" % (r.name, r.kill_reason)
             log.info("pod %s: %s", self.name_short, msg)
             self.events.event(self.pod, "Normal", "Killing", msg)
-            kill_group(r.pid, signal.SIGTERM)
+            self.kl.runtime.stop(r, float(grace))
             r.kill_deadline = now + float(grace)
         if r.kill_deadline is not None and now >= r.kill_deadline:
-            kill_group(r.pid, signal.SIGKILL)
+            self.kl.runtime.kill(r)
         rc = r.proc.poll()
         if rc is None:
             return
@@ -744,15 +874,16 @@ class PodWorker(threading.Thread):
 
     def _reaped(self, r, rc):
         finished = time.time()
-        kill_group(r.pid, signal.SIGKILL)  # the container's other processes go with it
         for p in r.probers:
             p.stop()
         r.probers = []
-        code = rc if rc >= 0 else 128 - rc
-        term = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
+        code, reason, message = self.kl.runtime.reaped(r, rc)
+        term = {"exitCode": code, "reason": reason or ("Completed" if code == 0 else "Error"),
                 "startedAt": rfc3339(r.started_at), "finishedAt": rfc3339(finished),
-                "containerID": "localkube://%d" % r.pid}
-        if rc < 0:
+                "containerID": self.kl.runtime.container_id(r)}
+        if message:
+            term["message"] = message
+        if rc < 0 and self.kl.runtime.name == "process":
             term["signal"] = -rc
         r.state = {"terminated": term}
         r.terms = (r.terms + [term])[-2:]
@@ -824,60 +955,8 @@ class PodWorker(threading.Thread):
                 r.retry_at = now + 1.0
 
     def _start(self, r, pod):
-        spec = pod.get("spec") or {}
         c = r.spec
-        image = c.get("image") or ""
-        entry = self.kl.images.resolve(image)
-        if entry is None:
-            raise Waiting("ErrImagePull", 'failed to pull and unpack image "%s": localkube has no '
-                                          'mapping for this image (add it to %s)' % (
-                                              image, self.kl.images.path))
-        env, mounts = self.build_env(pod, c)
-        cwd = self.dir
-        if c.get("workingDir"):
-            cwd = self.rewrite(c["workingDir"], mounts)
-            os.makedirs(cwd, exist_ok=True)
-        image_cmd = entry["command"]
-        if image_cmd and find_executable(image_cmd[0], env.get("PATH"), cwd) is None:
-            raise Waiting("ErrImagePull", 'failed to pull and unpack image "%s": its stand-in '
-                                          '%s does not exist (not built yet?)' % (
-                                              image, image_cmd[0]))
-        r.image_id = "localkube://%s@sha256:%s" % (entry["image"], hashlib.sha256(
-            json.dumps(image_cmd).encode()).hexdigest())
-        command = [expand(x, env) for x in c.get("command") or []]
-        args = [expand(x, env) for x in c.get("args") or []]
-        command = [self.rewrite(x, mounts) for x in command]
-        args = [self.rewrite(x, mounts) for x in args]
-        if command:
-            if find_executable(command[0], env.get("PATH"), cwd) is not None:
-                argv = command + args
-            elif image_cmd:
-                argv = image_cmd + command[1:] + args
-            else:
-                raise Waiting("RunContainerError", 'failed to start container "%s": exec: "%s": '
-                                                   'executable file not found in $PATH' % (
-                                                       r.name, command[0]))
-        elif args:
-            argv = image_cmd + args
-        else:
-            argv = image_cmd + entry["args"]
-        if not argv:
-            raise Waiting("RunContainerError", 'failed to start container "%s": no command '
-                                               'specified' % r.name)
-        exe = find_executable(argv[0], env.get("PATH"), cwd)
-        if exe is None:
-            raise Waiting("RunContainerError", 'failed to start container "%s": exec: "%s": '
-                                               'executable file not found in $PATH' % (
-                                                   r.name, argv[0]))
-        logf = open(os.path.join(self.dir, "%s.log" % r.name), "ab", buffering=0)
-        try:
-            proc = subprocess.Popen([exe] + argv[1:], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                                    stdout=logf, stderr=subprocess.STDOUT, close_fds=True,
-                                    start_new_session=True)
-        except OSError as e:
-            logf.close()
-            raise Waiting("RunContainerError", 'failed to start container "%s": %s' % (
-                r.name, e))
+        proc, logf, desc = self.kl.runtime.start(self, r, pod)
         now = time.time()
         if r.ever_ran:
             r.restart_count += 1
@@ -913,11 +992,8 @@ class PodWorker(threading.Thread):
                 r.probers.append(pr)
                 pr.start()
         log.info("pod %s: started container %s (pid %d): %s", self.name_short, r.name, proc.pid,
-                 " ".join(argv))
+                 desc)
         self.events.event(pod, "Normal", "Started", "Started container %s" % r.name)
-        r.mounts = mounts
-        r.env = env
-        r.cwd = cwd
 
     def _waiter(self, proc):
         try:
@@ -1003,27 +1079,35 @@ class PodWorker(threading.Thread):
         except (ValueError, ZeroDivisionError):
             return "0"
 
-    def build_env(self, pod, c):
+    def build_env(self, pod, c, container=False):
+        """(env, mounts) of container c. container=True (the podman runtime): no host variables
+        (PATH, HOME, ... come from the image), no LOCALKUBE_*_DIR / LOCALKUBE_MOUNT_* and no
+        path rewriting (volumes are mounted at their mountPath)."""
         spec = pod.get("spec") or {}
-        base = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
-        base.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
-        base["HOME"] = self.dir
-        base["HOSTNAME"] = spec.get("hostname") or self.pname
+        if container:
+            base = {}
+        else:
+            base = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
+            base.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+            base["HOME"] = self.dir
+            base["HOSTNAME"] = spec.get("hostname") or self.pname
         base["POD_IP"] = self.ip or ""
         base["LOCALKUBE_POD_IP"] = self.ip or ""
         base["LOCALKUBE_POD_NAME"] = self.pname
         base["LOCALKUBE_POD_NAMESPACE"] = self.ns
         base["LOCALKUBE_POD_UID"] = self.uid
         base["LOCALKUBE_NODE_NAME"] = spec.get("nodeName", "")
-        base["LOCALKUBE_POD_DIR"] = self.dir
-        base["LOCALKUBE_DIR"] = self.kl.dir
+        if not container:
+            base["LOCALKUBE_POD_DIR"] = self.dir
+            base["LOCALKUBE_DIR"] = self.kl.dir
         base["LOCALKUBE_SERVER"] = self.kl.ctx.server
         kcfg = os.path.join(self.kl.dir, "kubeconfig")
         if os.path.exists(kcfg):
             base["KUBECONFIG"] = kcfg
-        mounts = self.mounts_for(c)
-        for vname, path in sorted(self.volumes.items()):
-            base[env_name(vname)] = path
+        mounts = [] if container else self.mounts_for(c)
+        if not container:
+            for vname, path in sorted(self.volumes.items()):
+                base[env_name(vname)] = path
         env = dict(base)
         for ef in c.get("envFrom") or []:
             prefix = ef.get("prefix") or ""
@@ -1308,23 +1392,7 @@ class PodWorker(threading.Thread):
             cmd = [self.rewrite(x, mounts) for x in probe["exec"].get("command") or []]
             if not cmd:
                 return False, "no command"
-            env = r.env
-            exe = find_executable(cmd[0], (env or os.environ).get("PATH"), self.dir)
-            if exe is None:
-                return False, "exec: %r: executable file not found" % cmd[0]
-            try:
-                p = subprocess.Popen([exe] + cmd[1:], cwd=r.cwd or self.dir, env=env,
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL, start_new_session=True)
-            except OSError as e:
-                return False, str(e)
-            try:
-                rc = p.wait(timeout=timeout)
-                return rc == 0, "command exited with %d" % rc
-            except subprocess.TimeoutExpired:
-                kill_group(p.pid, signal.SIGKILL)
-                p.wait()
-                return False, "command timed out after %ss" % timeout
+            return self.kl.runtime.exec_probe(self, r, cmd, timeout)
         if probe.get("grpc"):
             return True, ""  # not emulated: treated as passing (README)
         return False, "no probe handler"
@@ -1350,7 +1418,7 @@ class PodWorker(threading.Thread):
         if not running:
             return
         for r in running:
-            kill_group(r.pid, signal.SIGTERM)
+            self.kl.runtime.stop(r, grace)
         deadline = time.time() + grace
         while time.time() < deadline:
             if all(r.proc.poll() is not None for r in running):
@@ -1360,7 +1428,7 @@ class PodWorker(threading.Thread):
             if r.proc.poll() is None:
                 log.info("pod %s: container %s did not stop in %.0fs: SIGKILL", self.name_short,
                          r.name, grace)
-                kill_group(r.pid, signal.SIGKILL)
+                self.kl.runtime.kill(r)
         for r in running:
             try:
                 rc = r.proc.wait(timeout=5)
@@ -1435,8 +1503,9 @@ class PodWorker(threading.Thread):
             st["lastState"] = {"terminated": r.terms[-2]} if len(r.terms) > 1 else {}
         else:
             st["lastState"] = {"terminated": r.terms[-1]} if r.terms else {}
-        if r.pid and (r.running or r.ever_ran):
-            st["containerID"] = "localkube://%d" % r.pid
+        cid = self.kl.runtime.container_id(r) if r.pid and (r.running or r.ever_ran) else None
+        if cid:
+            st["containerID"] = cid
         return st
 
     def compute_status(self, pod):
@@ -1564,7 +1633,7 @@ def qos_class(pod):
 class Kubelet:
     name = "kubelet"
 
-    def __init__(self, ctx, images_file=None, backoff_scale=1.0):
+    def __init__(self, ctx, images_file=None, backoff_scale=1.0, runtime="process"):
         self.ctx = ctx
         self.dir = ctx.dir
         self.nodes = set(ctx.node_names)
@@ -1573,6 +1642,7 @@ class Kubelet:
         self.backoff_scale = backoff_scale
         self.pid_dir = os.path.join(self.dir, "kubelet", "pids")
         os.makedirs(self.pid_dir, exist_ok=True)
+        self.runtime = make_runtime(runtime, self)
         os.makedirs(os.path.join(self.dir, "pods"), exist_ok=True)
         self.ips = IPAllocator(owner=self.dir)
         self.pods = ctx.pods
@@ -1590,6 +1660,8 @@ class Kubelet:
         n = kill_recorded(self.pid_dir)
         if n:
             log.info("killed %d leftover pod process group(s)", n)
+        if self.runtime.name != "process":
+            self.runtime.cleanup()
 
     def _ours(self, pod):
         return (pod.get("spec") or {}).get("nodeName") in self.nodes
@@ -1643,4 +1715,8 @@ class Kubelet:
         n = kill_recorded(self.pid_dir)
         if n:
             log.warning("shutdown: killed %d stray process group(s)", n)
+        if self.runtime.name != "process":
+            n = self.runtime.cleanup()
+            if n:
+                log.warning("shutdown: removed %d stray container(s)", n)
         self.ips.release_all()
