@@ -240,6 +240,19 @@ static struct json_object *downward_env(struct jb *b, int node_name)
     return env;
 }
 
+/* The tracing environment of the agent and EPP containers (desired_opts.otlp_traces_endpoint). */
+static struct json_object *with_trace_env(struct jb *b, struct json_object *env,
+                                          const struct desired_opts *opts)
+{
+    if (opts && opts->otlp_traces_endpoint) {
+        struct json_object *e = jb_obj(b);
+        jb_put(b, e, "name", jb_str(b, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"));
+        jb_put(b, e, "value", jb_str(b, opts->otlp_traces_endpoint));
+        jb_push(b, env, e);
+    }
+    return env;
+}
+
 static struct json_object *port(struct jb *b, const char *name, int number)
 {
     struct json_object *p = jb_obj(b);
@@ -518,7 +531,7 @@ static struct json_object *agent_template(struct jb *b, const struct spec_pool *
     jb_put(b, c, "name", jb_str(b, "agent"));
     jb_put(b, c, "image", jb_str(b, image));
     jb_put(b, c, "args", desired_agent_args(pool, model, role));
-    jb_put(b, c, "env", downward_env(b, 1));
+    jb_put(b, c, "env", with_trace_env(b, downward_env(b, 1), opts));
     jb_push(b, ports, port(b, "http", pool->target_port));
     jb_push(b, ports, port(b, "engine", SPEC_ENGINE_PORT));
     jb_push(b, ports, port(b, "kv-events", SPEC_KV_EVENTS_PORT));
@@ -802,7 +815,7 @@ struct json_object *desired_epp_deployment(const struct spec_pool *pool,
     jb_put(&b, c, "name", jb_str(&b, "epp"));
     jb_put(&b, c, "image", jb_str(&b, image));
     jb_put(&b, c, "args", args);
-    jb_put(&b, c, "env", downward_env(&b, 0));
+    jb_put(&b, c, "env", with_trace_env(&b, downward_env(&b, 0), opts));
     jb_push(&b, ports, port(&b, "http", DESIRED_EPP_HTTP_PORT));
     jb_push(&b, ports, port(&b, "metrics", DESIRED_EPP_METRICS_PORT));
     jb_push(&b, ports, port(&b, "grpc", DESIRED_EPP_GRPC_PORT));

@@ -50,6 +50,9 @@
 struct desired_opts {
     const char *agent_image; /* image of model workloads without runtime.image; NULL: default */
     const char *epp_image;   /* EPP image when the pool has no epp.image; NULL: default */
+    /* OTLP/HTTP traces URL given to agent and EPP pods as OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
+     * (docs/tracing.md); NULL: none, the pods trace only if their image's env says so. */
+    const char *otlp_traces_endpoint;
 };
 
 /* "<model>-prefill", "<model>-decode" or "<model>-worker". 0, or -ENAMETOOLONG. */

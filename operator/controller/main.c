@@ -53,6 +53,11 @@ static void usage(FILE *f)
             "  --epp-image IMAGE                  endpoint picker image without spec.epp.image\n"
             "                                     (default $TANDEM_EPP_IMAGE, else "
             "tandem-epp:" TANDEM_VERSION ")\n"
+            "  --otlp-traces-endpoint URL         OTLP/HTTP traces collector for agent and EPP "
+            "pods\n"
+            "                                     (their OTEL_EXPORTER_OTLP_TRACES_ENDPOINT; "
+            "default\n"
+            "                                     $TANDEM_OTLP_TRACES_ENDPOINT, else none)\n"
             "  --workers N                        concurrent reconciles per controller (default "
             "2)\n"
             "  --resync-period DUR                re-reconcile everything this often (default "
@@ -81,6 +86,7 @@ enum {
     OPT_LOG_FORMAT,
     OPT_AGENT_IMAGE,
     OPT_EPP_IMAGE,
+    OPT_OTLP,
     OPT_WORKERS,
     OPT_RESYNC,
     OPT_QPS,
@@ -106,6 +112,7 @@ static const struct option long_opts[] = {
     {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
     {"agent-image", required_argument, NULL, OPT_AGENT_IMAGE},
     {"epp-image", required_argument, NULL, OPT_EPP_IMAGE},
+    {"otlp-traces-endpoint", required_argument, NULL, OPT_OTLP},
     {"workers", required_argument, NULL, OPT_WORKERS},
     {"resync-period", required_argument, NULL, OPT_RESYNC},
     {"kube-api-qps", required_argument, NULL, OPT_QPS},
@@ -126,7 +133,7 @@ struct flags {
     const char *metrics_addr, *health_addr;
     enum log_level level;
     enum log_format format;
-    const char *agent_image, *epp_image;
+    const char *agent_image, *epp_image, *otlp;
     long workers, qps, burst;
 };
 
@@ -302,6 +309,9 @@ static int parse_flags(int argc, char **argv, struct flags *f)
         case OPT_EPP_IMAGE:
             f->epp_image = optarg;
             break;
+        case OPT_OTLP:
+            f->otlp = optarg;
+            break;
         case OPT_WORKERS:
             if (parse_long(optarg, 1, 64, &f->workers) != 0) {
                 return bad("workers", optarg, "expected an integer from 1 to 64");
@@ -399,6 +409,7 @@ int main(int argc, char **argv)
         .format = LOG_FORMAT_TEXT,
         .agent_image = env("TANDEM_AGENT_IMAGE"),
         .epp_image = env("TANDEM_EPP_IMAGE"),
+        .otlp = env("TANDEM_OTLP_TRACES_ENDPOINT"),
         .workers = 2,
         .qps = 200,
         .burst = 400,
@@ -417,6 +428,15 @@ int main(int argc, char **argv)
     struct kube_config *cfg = NULL;
     struct kube_client *client = NULL, *le_client = NULL;
     if (rc != 0) {
+        goto out;
+    }
+    if (f.otlp && ((strncmp(f.otlp, "http://", 7) != 0 && strncmp(f.otlp, "https://", 8) != 0) ||
+                   strpbrk(f.otlp, " \t\r\n"))) {
+        fprintf(stderr,
+                "tandem-operator: --otlp-traces-endpoint (or $TANDEM_OTLP_TRACES_ENDPOINT) %s: "
+                "expected an http:// or https:// URL (OTLP/HTTP)\n",
+                f.otlp);
+        exit_code = 2;
         goto out;
     }
     log_init(OPERATOR_NAME, f.level, f.format);
@@ -473,6 +493,7 @@ int main(int argc, char **argv)
         .health_addr = f.health_addr,
         .agent_image = f.agent_image,
         .epp_image = f.epp_image,
+        .otlp_traces_endpoint = f.otlp,
         .workers = (int)f.workers,
         .resync_s = f.resync_ms / 1000,
         .graceful_shutdown_ms = f.grace_ms,

@@ -891,11 +891,12 @@ int manager_run(struct manager *m)
         log_error("cannot create informers");
         goto out_loop;
     }
-    m->rctx =
-        (struct reconcile_ctx){.client = c,
-                               .cache = m->cache,
-                               .events = m->events,
-                               .opts = {.agent_image = o->agent_image, .epp_image = o->epp_image}};
+    m->rctx = (struct reconcile_ctx){.client = c,
+                                     .cache = m->cache,
+                                     .events = m->events,
+                                     .opts = {.agent_image = o->agent_image,
+                                              .epp_image = o->epp_image,
+                                              .otlp_traces_endpoint = o->otlp_traces_endpoint}};
 
     m->signals = shutdown_new(&m->loop, on_signal, m);
     if (!m->signals || start_http(m) != 0) {

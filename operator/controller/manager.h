@@ -46,9 +46,10 @@ struct manager_options {
     const char *health_addr;        /* same for /healthz and /readyz */
     const char *agent_image;        /* NULL: desired.h's default */
     const char *epp_image;
-    int workers;               /* per controller; 0 → 2 */
-    long resync_s;             /* informer resync; 0 = off */
-    long graceful_shutdown_ms; /* cap on draining the queues at SIGTERM; 0 → 30000 */
+    const char *otlp_traces_endpoint; /* NULL: none (desired.h) */
+    int workers;                      /* per controller; 0 → 2 */
+    long resync_s;                    /* informer resync; 0 = off */
+    long graceful_shutdown_ms;        /* cap on draining the queues at SIGTERM; 0 → 30000 */
     /* Client for the Lease (NULL: the main client). A separate one keeps renewals out of the
      * reconcilers' connection pool and rate limit, and out of the main client's request stats
      * (tandem_operator_kube_requests_total then counts only informers, reconciles and Events). */

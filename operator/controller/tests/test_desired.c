@@ -345,7 +345,7 @@ static void test_disaggregated_deployments(void **state)
     assert_int_equal(json_object_array_length(json_get(init, "volumeMounts")), 1);
 
     /* The operator's image flag applies when runtime.image is unset. */
-    struct desired_opts opts = {"registry.example.com/tandem-agent:1.2", NULL};
+    struct desired_opts opts = {.agent_image = "registry.example.com/tandem-agent:1.2"};
     struct json_object *d2 = desired_model_deployment(&f.pool, &f.model, ROLE_DECODE, &opts);
     assert_string_equal(str(d2, "spec.template.spec.containers[0].image"),
                         "registry.example.com/tandem-agent:1.2");
@@ -779,13 +779,62 @@ static void test_pool_objects(void **state)
 
     /* The operator's EPP image applies when spec.epp.image is unset. */
     assert_int_equal(parse_pool(crs, "qwen", &pool), 0);
-    struct desired_opts opts = {NULL, "ghcr.io/x/tandem-epp:9"};
+    struct desired_opts opts = {.epp_image = "ghcr.io/x/tandem-epp:9"};
     dep = desired_epp_deployment(&pool, &opts, NULL);
     assert_string_equal(str(dep, "spec.template.spec.containers[0].image"),
                         "ghcr.io/x/tandem-epp:9");
     json_object_put(dep);
     spec_pool_free(&pool);
     json_object_put(crs);
+}
+
+/* Returns the value of env var name in a container, or NULL. */
+static const char *env_value(struct json_object *container, const char *name)
+{
+    struct json_object *env = json_get(container, "env");
+    for (size_t i = 0; env && i < json_object_array_length(env); i++) {
+        struct json_object *e = json_object_array_get_idx(env, i);
+        if (strcmp(str(e, "name"), name) == 0) {
+            struct json_object *v = json_get(e, "value");
+            return v ? json_object_get_string(v) : "";
+        }
+    }
+    return NULL;
+}
+
+/* --otlp-traces-endpoint reaches the agent and EPP containers as the OTel variable; unset, the
+ * pods get no tracing variable (and their templates do not change). */
+static void test_trace_env(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fixture_load(&f, "llama-1b");
+    const char *url = "http://otel-collector.monitoring:4318";
+    struct desired_opts on = {.otlp_traces_endpoint = url};
+    struct json_object *objs = NULL, *plain = NULL;
+    assert_int_equal(desired_model_objects(&f.pool, &f.model, &on, &objs), 0);
+    assert_int_equal(desired_model_objects(&f.pool, &f.model, NULL, &plain), 0);
+    for (size_t i = 0; i < json_object_array_length(objs); i++) {
+        struct json_object *c =
+            json_get(json_object_array_get_idx(objs, i), "spec.template.spec.containers[0]");
+        struct json_object *p =
+            json_get(json_object_array_get_idx(plain, i), "spec.template.spec.containers[0]");
+        assert_string_equal(env_value(c, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"), url);
+        assert_null(env_value(p, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"));
+        assert_non_null(env_value(c, "POD_IP"));
+    }
+    json_object_put(objs);
+    json_object_put(plain);
+
+    struct json_object *dep = desired_epp_deployment(&f.pool, &on, NULL);
+    struct json_object *c = json_get(dep, "spec.template.spec.containers[0]");
+    assert_string_equal(env_value(c, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"), url);
+    json_object_put(dep);
+    dep = desired_epp_deployment(&f.pool, NULL, NULL);
+    assert_null(env_value(json_get(dep, "spec.template.spec.containers[0]"),
+                          "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"));
+    json_object_put(dep);
+    fixture_free(&f);
 }
 
 /* A change of routing weights changes the config and its hash, so the EPP rolls. */
@@ -1052,6 +1101,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_daemonset),
         cmocka_unit_test(test_autoscaling),
         cmocka_unit_test(test_pool_objects),
+        cmocka_unit_test(test_trace_env),
         cmocka_unit_test(test_config_hash_changes),
         cmocka_unit_test(test_needs_update_fixtures),
         cmocka_unit_test(test_needs_update_changes),
