@@ -110,6 +110,10 @@ static int check_expr(struct json_object *e, size_t i, char *err, size_t errlen)
                  op);
         return -EINVAL;
     }
+    if (values && !json_object_is_type(values, json_type_array)) {
+        snprintf(err, errlen, "parameters.%s.values: expected a list of strings", field);
+        return -EINVAL;
+    }
     if (set_op && (!values || json_object_array_length(values) == 0)) {
         snprintf(err, errlen, "parameters.%s.values: required for operator %s", field, op);
         return -EINVAL;

@@ -178,6 +178,12 @@ static void test_bad_parameters(void **state)
          "parameters.matchLabels.a"},
         {"{type: label-selector-filter, parameters: {matchExpressions: [{key: a, operator: In}]}}",
          "values: required for operator In"},
+        {"{type: label-selector-filter, parameters: {matchExpressions: [{key: a, operator: In, "
+         "values: x}]}}",
+         "matchExpressions[0].values: expected a list of strings"},
+        {"{type: label-selector-filter, parameters: {matchExpressions: [{key: a, operator: "
+         "Exists, values: x}]}}",
+         "matchExpressions[0].values: expected a list of strings"},
         {"{type: label-selector-filter, parameters: {matchExpressions: [{key: a, operator: Gt, "
          "values: [1]}]}}",
          "is not In, NotIn, Exists or DoesNotExist"},
