@@ -9,7 +9,9 @@ if(TANDEM_CUDA)
     check_language(CUDA)
     if(CMAKE_CUDA_COMPILER)
         if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-            set(CMAKE_CUDA_ARCHITECTURES 80 90) # A100, H100/H200
+            # SASS for A100 (8.0; also runs on 8.6), L4/L40/RTX 40 (8.9) and H100/H200 (9.0),
+            # plus compute_90 PTX that the driver JIT-compiles for newer devices
+            set(CMAKE_CUDA_ARCHITECTURES 80-real 89-real 90)
         endif()
         enable_language(CUDA)
         set(CMAKE_CUDA_STANDARD 17)

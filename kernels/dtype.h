@@ -124,7 +124,12 @@ static inline size_t td_row_bytes(tdtype t, int64_t n)
     return (size_t)(n / be) * td_block_bytes(t);
 }
 
+#ifdef __cplusplus /* the CUDA kernels include this header too */
+static_assert(sizeof(td_block_q8_0) == 34, "Q8_0 block is 34 bytes");
+static_assert(sizeof(td_block_q4_0) == 18, "Q4_0 block is 18 bytes");
+#else
 _Static_assert(sizeof(td_block_q8_0) == 34, "Q8_0 block is 34 bytes");
 _Static_assert(sizeof(td_block_q4_0) == 18, "Q4_0 block is 18 bytes");
+#endif
 
 #endif

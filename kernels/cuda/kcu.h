@@ -10,8 +10,8 @@
  *   - A weight matrix W has `rows` output features and `cols` inputs (ggml's ne[1] and ne[0]):
  *     y[n][rows] = x[n][cols] . W^T, W stored row by row like the GGUF tensor (quantized types in
  *     blocks of TD_QK along cols).
- *   - KV pools use the layout of engine/core/batch.h: [num_blocks][n_head_kv][block_size][head_dim],
- *     f32 or f16.
+ *   - KV pools use the layout of engine/core/batch.h:
+ * [num_blocks][n_head_kv][block_size][head_dim], f32 or f16.
  *   - The per-element arithmetic of every kernel lives in kcu_math.h (__host__ __device__), so
  *     the CPU tests execute exactly what the GPU does.
  */
@@ -81,8 +81,8 @@ typedef struct kcu_weight {
 
 /* Uploads a host tensor of type src_type (F32, F16, BF16, Q8_0, Q4_0) as a device weight:
  * F32 and F16 become F16, BF16 stays BF16, quantized types stay quantized. */
-int kcu_weight_upload(kcu_ctx *c, kcu_weight *w, tdtype src_type, const void *h_data,
-                      int64_t rows, int64_t cols);
+int kcu_weight_upload(kcu_ctx *c, kcu_weight *w, tdtype src_type, const void *h_data, int64_t rows,
+                      int64_t cols);
 void kcu_weight_free(kcu_ctx *c, kcu_weight *w);
 
 /* Device scratch the matmuls need for n input rows of width cols (converted activations). */
@@ -119,8 +119,8 @@ int kcu_rope(kcu_ctx *c, float *d_x, int64_t n, int n_head, int head_dim, int n_
              const int32_t *d_pos, float base, bool neox);
 
 /* Copies rows d_src[d_rows[i]] to d_dst[i] (i < n, width dim): the rows that produce logits. */
-int kcu_gather_rows(kcu_ctx *c, float *d_dst, const float *d_src, const int32_t *d_rows,
-                    int32_t n, int64_t dim);
+int kcu_gather_rows(kcu_ctx *c, float *d_dst, const float *d_src, const int32_t *d_rows, int32_t n,
+                    int64_t dim);
 
 /* ---- paged KV cache and attention (kcu_attention.cu) ---- */
 
@@ -145,12 +145,12 @@ typedef struct kcu_attn_batch {
     int32_t n_seqs, n_tokens;
     const int32_t *d_seq_tok, *d_seq_new, *d_seq_start, *d_seq_bt;
     const int32_t *d_block_tables;
-    int32_t max_new;     /* largest d_seq_new (host-known: picks the kernel and grid) */
-    int32_t max_ctx;     /* largest start + new */
-    const float *d_q;    /* [n_tokens][n_head * head_dim] */
-    float *d_out;        /* same shape */
+    int32_t max_new;  /* largest d_seq_new (host-known: picks the kernel and grid) */
+    int32_t max_ctx;  /* largest start + new */
+    const float *d_q; /* [n_tokens][n_head * head_dim] */
+    float *d_out;     /* same shape */
     int n_head;
-    float scale;         /* usually 1/sqrt(head_dim) */
+    float scale; /* usually 1/sqrt(head_dim) */
 } kcu_attn_batch;
 
 /* Scratch bytes kcu_attention needs for a batch (split-K partial results); 0 is allowed. */
