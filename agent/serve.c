@@ -567,6 +567,17 @@ static int start_kv_transfer(struct agent *ag, struct metrics_registry *reg)
 static int run(struct agent_flags *f)
 {
     struct openai_defaults defaults;
+    /* The P/D connector moves KV blocks between host-memory pools: until the transport registers
+     * GPU memory (UCX cuda_copy/cuda_ipc), a P/D agent computes on the CPU. */
+    if (f->connector && strcmp(f->ef.device, "cuda") == 0) {
+        return cli_die("--kv-connector with --device cuda: KV transfer from GPU memory is not "
+                       "implemented yet; run the P/D pair with --device cpu (or auto)");
+    }
+    if (f->connector && strcmp(f->ef.device, "auto") == 0) {
+        log_info("--device auto: the P/D connector needs the KV cache in host memory, using the "
+                 "cpu backend");
+        f->ef.device = "cpu";
+    }
     if (check_model_format(f) != 0 || engine_flags_check(&f->ef) != 0 ||
         engine_flags_generation_defaults(&f->ef, &defaults) != 0) {
         return 2;
@@ -579,6 +590,11 @@ static int run(struct agent_flags *f)
     model *m = engine_flags_load_model(f->ef.model_path, &tok);
     if (!m) {
         return 1;
+    }
+    if (engine_flags_device_memory(&f->ef, m) != 0) {
+        tokenizer_free((tokenizer *)tok);
+        model_free(m);
+        return 2;
     }
     int rc = 1;
     struct otlp_exporter *otlp = NULL;

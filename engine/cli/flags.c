@@ -14,6 +14,10 @@
 #include "engine/template/chat_template.h"
 #include "lib/log.h"
 
+#ifdef TANDEM_HAVE_CUDA
+#include "engine/backend/cuda_backend.h"
+#endif
+
 static const char *g_prog = "tandem";
 
 void cli_set_prog(const char *prog)
@@ -333,22 +337,108 @@ void engine_flags_free(struct engine_flags *f)
     f->chat_template = NULL;
 }
 
-int engine_flags_check(const struct engine_flags *f)
+int engine_flags_select_device(const char *device, const backend_ops **ops)
 {
-    if (strcmp(f->device, "cuda") == 0) {
+    *ops = &cpu_backend_ops;
+    const int want_cuda = strcmp(device, "cuda") == 0;
+    if (strcmp(device, "cpu") == 0) {
+        return 0;
+    }
+#ifdef TANDEM_HAVE_CUDA
+    char why[256] = "";
+    int n = cuda_backend_device_count(why, sizeof why);
+    if (n > 0) {
+        *ops = &cuda_backend_ops;
+        if (!want_cuda) {
+            log_info("--device auto: %d CUDA device(s), using the cuda backend", n);
+        }
+        return 0;
+    }
+    if (want_cuda) {
+        return cli_die("--device cuda: no usable CUDA device: %s; use --device cpu (or auto)",
+                       why[0] ? why : "none found");
+    }
+    log_info("--device auto: no usable CUDA device (%s), using the cpu backend",
+             why[0] ? why : "none found");
+    return 0;
+#else
+    if (want_cuda) {
         return cli_die("--device cuda: this build has no CUDA backend; use --device cpu (or auto)");
     }
+    return 0;
+#endif
+}
+
+int engine_flags_check(struct engine_flags *f)
+{
+    const backend_ops *ops = NULL;
+    if (engine_flags_select_device(f->device, &ops) != 0) {
+        return 2;
+    }
+    const int cuda = strcmp(ops->name, "cuda") == 0;
+    f->cfg.backend = cuda ? ops : NULL; /* NULL: the engine's default, the cpu backend */
     if (f->tensor_parallel_size != 1) {
+        if (cuda) {
+            return cli_die("--tensor-parallel-size %d: tensor parallelism (NCCL) is not "
+                           "implemented yet; the cuda backend runs the model on one GPU",
+                           (int)f->tensor_parallel_size);
+        }
         return cli_die("--tensor-parallel-size %d: the cpu backend runs the model as one rank; "
                        "tensor parallelism needs the CUDA backend",
                        (int)f->tensor_parallel_size);
     }
-    if (f->gpu_memory_utilization > 0) {
+    if (f->gpu_memory_utilization > 0 && !cuda) {
         log_info("--gpu-memory-utilization %g applies to GPU backends; the cpu backend sizes its "
                  "KV cache with --kv-cache-memory",
                  f->gpu_memory_utilization);
     }
     return 0;
+}
+
+int engine_flags_device_memory(struct engine_flags *f, const model *m)
+{
+    if (!f->cfg.backend || strcmp(f->cfg.backend->name, "cuda") != 0) {
+        return 0;
+    }
+#ifdef TANDEM_HAVE_CUDA
+    engine_config *c = &f->cfg;
+    const double util = f->gpu_memory_utilization > 0 ? f->gpu_memory_utilization
+                                                      : ENGINE_FLAGS_GPU_MEMORY_UTILIZATION;
+    if (c->kv_cache_bytes) {
+        log_info("--kv-cache-memory %zu sizes the KV cache on the GPU; --gpu-memory-utilization "
+                 "is not used",
+                 c->kv_cache_bytes);
+        return 0;
+    }
+    /* the engine's defaults (engine_new) for what the scratch is sized by */
+    int32_t ctx =
+        c->max_model_len ? c->max_model_len : (m->cfg.n_ctx_train > 0 ? m->cfg.n_ctx_train : 2048);
+    int32_t seqs = c->max_num_seqs ? c->max_num_seqs : 128;
+    int32_t toks = c->max_num_batched_tokens;
+    if (toks == 0) {
+        toks = c->disable_chunked_prefill && ctx > 2048 ? ctx : 2048;
+    }
+    toks = toks < seqs ? seqs : toks;
+    int32_t bs = c->block_size ? c->block_size : 16;
+    kv_dtype kdt = KV_DTYPE_F16;
+    if (c->kv_dtype == ENGINE_KV_F32 ||
+        (c->kv_dtype == ENGINE_KV_AUTO && m->tok_embd && m->tok_embd->type == TD_F32 && m->layers &&
+         m->layers[0].wq && m->layers[0].wq->type == TD_F32)) {
+        kdt = KV_DTYPE_F32;
+    }
+    char info[512] = "", err[512] = "";
+    size_t bytes = 0;
+    if (cuda_backend_kv_budget(m, toks, seqs, bs, kdt, ctx, util, &bytes, info, sizeof info, err,
+                               sizeof err) != 0) {
+        return cli_die("%s", err);
+    }
+    log_info("%s", info);
+    c->kv_cache_bytes = bytes;
+    return 0;
+#else
+    (void)m;
+    return cli_die("--device cuda: this build has no CUDA backend");
+#endif
 }
 
 void engine_flags_usage(FILE *out)
@@ -362,9 +452,9 @@ void engine_flags_usage(FILE *out)
         "  --block-size N                KV block size in tokens (16)\n"
         "  --kv-cache-memory SIZE        KV cache budget, e.g. 2GiB (1GiB)\n"
         "  --kv-cache-dtype auto|float32|float16\n"
-        "  --device auto|cpu|cuda        compute backend (auto: cpu in this build)\n"
-        "  --tensor-parallel-size N      ranks per model (1 on the cpu backend)\n"
-        "  --gpu-memory-utilization F    GPU memory share of GPU backends (0, 1]\n"
+        "  --device auto|cpu|cuda        compute backend (auto: cuda when a GPU is usable)\n"
+        "  --tensor-parallel-size N      ranks per model (1: tensor parallelism is not done)\n"
+        "  --gpu-memory-utilization F    GPU memory share of the cuda backend (0, 1] (0.9)\n"
         "  --threads N                   compute threads (one per core)\n"
         "  --pin-threads                 pin compute threads to cores\n"
         "  --[no-]enable-prefix-caching  automatic prefix caching (on)\n"

@@ -62,11 +62,26 @@ void engine_flags_free(struct engine_flags *f);
  * 2 on a bad value (message printed). */
 int engine_flags_parse(struct cli_args *a, struct engine_flags *f);
 
-/* Checks what can only be judged once every flag is read: the device this build can run
- * (--device cuda without the CUDA backend is an error), --tensor-parallel-size (the CPU backend
- * runs one rank), --gpu-memory-utilization (logged as not applying to the CPU backend, whose
- * KV cache --kv-cache-memory sizes). 0, or 2 after a message. */
-int engine_flags_check(const struct engine_flags *f);
+/* vLLM's default --gpu-memory-utilization. */
+#define ENGINE_FLAGS_GPU_MEMORY_UTILIZATION 0.9
+
+/* Picks the backend for --device: cpu; cuda (a usable CUDA device, or 2 after a message naming
+ * why not: no CUDA backend in this build, no driver, no device); auto (cuda when this build has
+ * it and a device is usable, else cpu; logged). 0, or 2 after a message. */
+int engine_flags_select_device(const char *device, const backend_ops **ops);
+
+/* Checks what can only be judged once every flag is read, and resolves --device into
+ * f->cfg.backend (NULL for the cpu backend): the device (engine_flags_select_device),
+ * --tensor-parallel-size (1: neither backend splits a model yet), --gpu-memory-utilization
+ * (logged as not applying to the CPU backend, whose KV cache --kv-cache-memory sizes). 0, or 2
+ * after a message. */
+int engine_flags_check(struct engine_flags *f);
+
+/* Once the model is loaded: on the cuda backend sizes the KV cache, unless --kv-cache-memory
+ * was given, as --gpu-memory-utilization (0.9 when not given) x device memory - memory in use -
+ * weights - scratch, into f->cfg.kv_cache_bytes, and logs the device and the sizes. Nothing on
+ * the cpu backend. 0, or 2 after a message (too little device memory: how much is needed). */
+int engine_flags_device_memory(struct engine_flags *f, const model *m);
 
 /* The flag list for usage texts. */
 void engine_flags_usage(FILE *out);

@@ -160,6 +160,12 @@ static int cmd_serve(struct cli_args *a)
         engine_flags_free(&ef);
         return 1;
     }
+    if (engine_flags_device_memory(&ef, m) != 0) {
+        tokenizer_free((tokenizer *)tok);
+        model_free(m);
+        engine_flags_free(&ef);
+        return 2;
+    }
     int rc = 1;
     struct metrics_registry *reg = metrics_registry_new();
     struct otlp_exporter *otlp = NULL;
@@ -182,10 +188,11 @@ static int cmd_serve(struct cli_args *a)
     st.e = e;
     engine_stats es0;
     engine_get_stats(e, &es0);
-    log_info("model %s (%s, %d layers, dim %d, vocab %d, %.1f M params); KV cache %d blocks of "
-             "%d tokens; max_model_len %d",
+    log_info("model %s (%s, %d layers, dim %d, vocab %d, %.1f M params); %s backend; KV cache %d "
+             "blocks of %d tokens; max_model_len %d",
              m->name, model_arch_name(m->cfg.arch), m->cfg.n_layer, m->cfg.n_embd, m->cfg.n_vocab,
-             (double)m->n_params / 1e6, es0.num_blocks, es0.block_size, es0.max_model_len);
+             (double)m->n_params / 1e6, c->backend ? c->backend->name : cpu_backend_ops.name,
+             es0.num_blocks, es0.block_size, es0.max_model_len);
     struct http_server_config hc;
     http_server_config_init(&hc);
     hc.host = host && *host ? host : "127.0.0.1";
@@ -410,6 +417,10 @@ static int cmd_generate(struct cli_args *a)
     if (!m) {
         goto out;
     }
+    if (engine_flags_device_memory(&ef, m) != 0) {
+        rc = 2;
+        goto out_model;
+    }
     if (prompt) {
         size_t nn = 0;
         if (tokenizer_encode(tok, prompt, strlen(prompt), add_special, true, &prompt_ids, &nn) !=
@@ -586,6 +597,7 @@ static int cmd_bench(struct cli_args *a)
     int json = 0;
     kv_dtype kdt = KV_DTYPE_F16;
     int kdt_set = 0;
+    const char *device = "cpu"; /* like llama-bench runs: the backend is chosen explicitly */
     threads[0] = (int32_t)sysconf(_SC_NPROCESSORS_ONLN);
     for (a->i = 2; a->i < a->argc; a->i++) {
         if (cli_flag(a, "--model", &v) || cli_flag(a, "-m", &v)) {
@@ -615,11 +627,17 @@ static int cmd_bench(struct cli_args *a)
             } else {
                 return cli_die("--kv-cache-dtype: '%s' is not float32 or float16", v ? v : "");
             }
+        } else if (cli_flag(a, "--device", &v)) {
+            if (!v || (strcmp(v, "auto") != 0 && strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0)) {
+                return cli_die("--device: '%s' is not auto, cpu or cuda", v ? v : "");
+            }
+            device = v;
         } else if (cli_flag(a, "-o", &v)) {
             json = v && strcmp(v, "json") == 0;
         } else if (cli_bool(a, "--help") || cli_bool(a, "-h")) {
             printf("usage: tandem-engine bench --model PATH [-p 512] [-n 128] [-t 1,2] [-r 5]\n"
                    "                           [--kv-cache-dtype float16|float32] [-o md|json]\n"
+                   "                           [--device cpu|cuda|auto] (cpu)\n"
                    "  pp<p>: one prompt of p random tokens in one forward pass; tg<n>: n\n"
                    "  single-token steps from an empty context (llama-bench's definitions);\n"
                    "  tokens/s as mean ± sample standard deviation over -r runs after a warm-up.\n"
@@ -634,12 +652,16 @@ static int cmd_bench(struct cli_args *a)
         return cli_die("bench: --model is required");
     }
     log_init("tandem-engine", LOGL_WARN, LOG_FORMAT_TEXT);
+    const backend_ops *ops = &cpu_backend_ops;
+    if (engine_flags_select_device(device, &ops) != 0) {
+        return 2;
+    }
+    const char *be_name = strcmp(ops->name, "cuda") == 0 ? "CUDA" : "CPU";
     char err[1024] = "";
     model *m = model_load(model_path, err, sizeof err);
     if (!m) {
         return cli_die("cannot load model: %s", err);
     }
-    const backend_ops *ops = &cpu_backend_ops;
     int32_t max_tokens = 1;
     for (int i = 0; i < n_pp; i++) {
         max_tokens = pps[i] > max_tokens ? pps[i] : max_tokens;
@@ -709,15 +731,15 @@ static int cmd_bench(struct cli_args *a)
                 snprintf(test, sizeof test, "%s%d", p ? "pp" : "tg", (int)(p ? p : n));
                 if (json) {
                     printf("{\"model\":\"%s\",\"type\":\"%s\",\"size_bytes\":%zu,\"params\":%zu,"
-                           "\"backend\":\"CPU\",\"threads\":%d,\"test\":\"%s\",\"t_s\":%.2f,"
+                           "\"backend\":\"%s\",\"threads\":%d,\"test\":\"%s\",\"t_s\":%.2f,"
                            "\"t_s_sd\":%.2f}\n",
-                           m->name, wtype, m->weight_bytes, m->n_params, (int)threads[ti], test,
-                           mean, sd);
+                           m->name, wtype, m->weight_bytes, m->n_params, be_name, (int)threads[ti],
+                           test, mean, sd);
                 } else {
-                    printf("| %s %s %s | %.2f MiB | %.2f M | CPU | %d | %s | %.2f ± %.2f |\n",
+                    printf("| %s %s %s | %.2f MiB | %.2f M | %s | %d | %s | %.2f ± %.2f |\n",
                            model_arch_name(m->cfg.arch), m->name, wtype,
                            (double)m->weight_bytes / (1024.0 * 1024.0), (double)m->n_params / 1e6,
-                           (int)threads[ti], test, mean, sd);
+                           be_name, (int)threads[ti], test, mean, sd);
                 }
                 fflush(stdout);
             }

@@ -1,7 +1,8 @@
 /*
  * The compute backend interface: everything the engine core needs from the device that runs the
- * model. The CPU backend (engine/backend/cpu_backend.c) implements it now; the CUDA backend will
- * implement the same table, so the scheduler, the KV block manager and the server never change.
+ * model. The CPU backend (engine/backend/cpu_backend.c) and the CUDA backend
+ * (engine/backend/cuda_backend.c) implement it, so the scheduler, the KV block manager and the
+ * server never change.
  */
 #ifndef TANDEM_ENGINE_CORE_BACKEND_H
 #define TANDEM_ENGINE_CORE_BACKEND_H
@@ -49,5 +50,12 @@ typedef struct backend_ops {
 } backend_ops;
 
 extern const backend_ops cpu_backend_ops;
+
+#ifdef TANDEM_HAVE_CUDA
+/* The CUDA backend (engine/backend/cuda_backend.c, docs/cuda.md): declared only in builds that
+ * have it (TANDEM_HAVE_CUDA, defined for every target linking tandem_backend_cuda), so code that
+ * names it without the guard fails to compile instead of failing at run time. */
+extern const backend_ops cuda_backend_ops;
+#endif
 
 #endif

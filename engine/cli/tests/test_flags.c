@@ -15,6 +15,10 @@
 #include "engine/cli/flags.h"
 #include "engine/server/openai.h"
 
+#ifdef TANDEM_HAVE_CUDA
+#include "engine/backend/cuda_backend.h"
+#endif
+
 /* Parses argv (no program name) with engine_flags_parse only; returns the first non-1 result, or
  * 1 when every argument was an engine flag. */
 static int parse_all(struct engine_flags *f, int argc, const char **argv)
@@ -123,10 +127,25 @@ static void test_engine_flags_check(void **state)
     f.tensor_parallel_size = 2;
     assert_int_equal(engine_flags_check(&f), 2); /* the cpu backend runs one rank */
     f.tensor_parallel_size = 1;
+#ifdef TANDEM_HAVE_CUDA
+    char why[256];
+    const int gpus = cuda_backend_device_count(why, sizeof why);
+#else
+    const int gpus = 0; /* no CUDA backend in this build */
+#endif
     f.device = "cuda";
-    assert_int_equal(engine_flags_check(&f), 2); /* no CUDA backend in this build */
+    assert_int_equal(engine_flags_check(&f), gpus > 0 ? 0 : 2);
     f.device = "auto";
     assert_int_equal(engine_flags_check(&f), 0);
+    if (gpus > 0) {
+        assert_non_null(f.cfg.backend);
+        assert_string_equal(f.cfg.backend->name, "cuda");
+    } else {
+        assert_null(f.cfg.backend); /* the cpu backend */
+    }
+    f.device = "cpu";
+    assert_int_equal(engine_flags_check(&f), 0);
+    assert_null(f.cfg.backend);
     engine_flags_free(&f);
 }
 
