@@ -470,38 +470,7 @@ static int cpu_mm(backend *b, const kc_weight *w, const float *x, int32_t n, flo
 
 static int cpu_check_batch(const backend *b, const fwd_batch *batch)
 {
-    if (!batch || batch->n_tokens < 1 || batch->n_tokens > b->cfg.max_batch_tokens ||
-        batch->n_seqs < 1 || batch->n_seqs > b->cfg.max_seqs || !batch->tokens || !batch->seqs) {
-        return -EINVAL;
-    }
-    int64_t total = 0;
-    int32_t n_logits = 0;
-    for (int32_t i = 0; i < batch->n_seqs; i++) {
-        const fwd_seq *s = &batch->seqs[i];
-        if (s->n_new < 1 || s->start_pos < 0 || !s->block_table) {
-            return -EINVAL;
-        }
-        int64_t end = (int64_t)s->start_pos + s->n_new;
-        if ((end + b->cfg.block_size - 1) / b->cfg.block_size > s->n_blocks) {
-            return -EINVAL;
-        }
-        for (int64_t j = 0; j < (end + b->cfg.block_size - 1) / b->cfg.block_size; j++) {
-            if (s->block_table[j] < 0 || s->block_table[j] >= b->cfg.num_blocks) {
-                return -EINVAL;
-            }
-        }
-        total += s->n_new;
-        n_logits += s->want_logits ? 1 : 0;
-    }
-    if (total != batch->n_tokens || (n_logits > 0 && !batch->logits)) {
-        return -EINVAL;
-    }
-    for (int32_t t = 0; t < batch->n_tokens; t++) {
-        if (batch->tokens[t] < 0 || batch->tokens[t] >= b->n_vocab) {
-            return -EINVAL;
-        }
-    }
-    return 0;
+    return backend_check_batch(&b->cfg, b->n_vocab, batch);
 }
 
 static int cpu_forward(backend *b, const fwd_batch *batch)

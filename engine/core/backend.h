@@ -7,6 +7,7 @@
 #ifndef TANDEM_ENGINE_CORE_BACKEND_H
 #define TANDEM_ENGINE_CORE_BACKEND_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,6 +28,46 @@ typedef struct backend_config {
     int n_threads;            /* CPU threads (0: one per online core) */
     bool pin_threads;         /* pin worker threads to cores */
 } backend_config;
+
+/* Validates a batch against a backend's limits (backend_config) and vocabulary: sizes, block
+ * tables covering every position with ids below num_blocks, token ids, a logits buffer when a
+ * sequence wants logits. 0 or -EINVAL. Shared by every backend's forward. */
+static inline int backend_check_batch(const backend_config *cfg, int32_t n_vocab,
+                                      const fwd_batch *batch)
+{
+    if (!batch || batch->n_tokens < 1 || batch->n_tokens > cfg->max_batch_tokens ||
+        batch->n_seqs < 1 || batch->n_seqs > cfg->max_seqs || !batch->tokens || !batch->seqs) {
+        return -EINVAL;
+    }
+    int64_t total = 0;
+    int32_t n_logits = 0;
+    for (int32_t i = 0; i < batch->n_seqs; i++) {
+        const fwd_seq *s = &batch->seqs[i];
+        if (s->n_new < 1 || s->start_pos < 0 || !s->block_table) {
+            return -EINVAL;
+        }
+        int64_t end = (int64_t)s->start_pos + s->n_new;
+        if ((end + cfg->block_size - 1) / cfg->block_size > s->n_blocks) {
+            return -EINVAL;
+        }
+        for (int64_t j = 0; j < (end + cfg->block_size - 1) / cfg->block_size; j++) {
+            if (s->block_table[j] < 0 || s->block_table[j] >= cfg->num_blocks) {
+                return -EINVAL;
+            }
+        }
+        total += s->n_new;
+        n_logits += s->want_logits ? 1 : 0;
+    }
+    if (total != batch->n_tokens || (n_logits > 0 && !batch->logits)) {
+        return -EINVAL;
+    }
+    for (int32_t t = 0; t < batch->n_tokens; t++) {
+        if (batch->tokens[t] < 0 || batch->tokens[t] >= n_vocab) {
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
 
 typedef struct backend backend;
 
