@@ -573,6 +573,12 @@ static int run(struct agent_flags *f)
         return cli_die("--kv-connector with --device cuda: KV transfer from GPU memory is not "
                        "implemented yet; run the P/D pair with --device cpu (or auto)");
     }
+    if (f->connector && f->ef.tensor_parallel_size > 1) {
+        return cli_die("--kv-connector with --tensor-parallel-size %d: KV transfer moves one "
+                       "pool per layer, and a tensor-parallel engine has one per rank; run P/D "
+                       "pods with --tensor-parallel-size 1",
+                       (int)f->ef.tensor_parallel_size);
+    }
     if (f->connector && strcmp(f->ef.device, "auto") == 0) {
         log_info("--device auto: the P/D connector needs the KV cache in host memory, using the "
                  "cpu backend");

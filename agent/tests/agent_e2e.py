@@ -474,7 +474,8 @@ def run_bad_flags(exe, model, ip, work):
     cases = [
         (["--role", "leader"], "--role"),
         (["--model-format", "safetensors"], "--model-format"),
-        (["--tensor-parallel-size", "2"], "--tensor-parallel-size"),
+        (["--tensor-parallel-size", "2", "--kv-connector", "nixlv2"],
+         "--kv-connector with --tensor-parallel-size 2"),
         (["--gpu-memory-utilization", "1.5"], "--gpu-memory-utilization"),
         (["--device", "tpu"], "--device"),
         (["--device", "cuda", "--kv-connector", "nixlv2"], "--kv-connector with --device cuda"),

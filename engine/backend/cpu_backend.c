@@ -12,6 +12,10 @@
  * of the thread count (see kc_matmul.h), so a sequence's logits are the same alone, batched or
  * prefilled in chunks. All memory (KV pools, scratch sized by max_batch_tokens / max_seqs, the
  * thread pool) is allocated in create; forward allocates nothing.
+ *
+ * As one rank of tensor parallelism (backend_config.tp, engine/core/tp.h) the model is a shard:
+ * the O and down projections give partial sums, added over the ranks before each residual add,
+ * and the output matrix holds this rank's vocabulary rows, copied into their logits columns.
  */
 #include <errno.h>
 #include <math.h>
@@ -56,6 +60,9 @@ struct backend {
     kc_attn_seq *aseq;                                 /* [max_seqs] */
     void *wsp;
     size_t wsp_bytes;
+    const backend_tp *tp; /* NULL: the whole model */
+    int32_t n_out;        /* output rows: n_vocab, or this rank's vocabulary slice */
+    float *logits_local;  /* tp: [max_seqs][n_out] */
 };
 
 static void *cpu_aligned_zalloc(size_t bytes)
@@ -176,6 +183,7 @@ static void cpu_destroy(backend *b)
     free(b->out_rows);
     free(b->aseq);
     free(b->wsp);
+    free(b->logits_local);
     kc_pool_free(b->pool);
     free(b);
 }
@@ -239,6 +247,8 @@ static backend *cpu_create(const model *m, const backend_config *cfg, char *err,
     b->q_dim = c->n_head * c->head_dim;
     b->kv_dim = c->n_head_kv * c->head_dim;
     b->kv_esz = cfg->kv_dtype == KV_DTYPE_F16 ? 2 : 4;
+    b->tp = cfg->tp;
+    b->n_out = b->tp ? b->tp->vocab_end - b->tp->vocab_begin : b->n_vocab;
     b->pool_bytes =
         (size_t)cfg->num_blocks * (size_t)b->kv_dim * (size_t)cfg->block_size * b->kv_esz;
     b->layers = calloc((size_t)b->n_layer, sizeof(cpu_layer));
@@ -288,7 +298,7 @@ static backend *cpu_create(const model *m, const backend_config *cfg, char *err,
         }
     }
     const model_tensor *out_t = c->tied_output || !m->output ? m->tok_embd : m->output;
-    if (cpu_weight(&b->output, out_t, E, b->n_vocab, "output", err, errlen) ||
+    if (cpu_weight(&b->output, out_t, E, b->n_out, "output", err, errlen) ||
         cpu_vector(&b->out_norm, m->output_norm, E, false, "output_norm", err, errlen)) {
         goto err_destroy;
     }
@@ -318,8 +328,13 @@ static backend *cpu_create(const model *m, const backend_config *cfg, char *err,
     b->aseq = calloc((size_t)cfg->max_seqs, sizeof(kc_attn_seq));
     b->wsp_bytes = ws;
     b->wsp = ws ? cpu_aligned_zalloc(ws) : NULL;
-    if (!b->x || !b->xn || !b->q || !b->k || !b->v || !b->att || !b->tmp || !b->gate || !b->up ||
-        !b->rope || !b->tok_pos || !b->tok_seq || !b->out_rows || !b->aseq || (ws && !b->wsp)) {
+    if (b->tp) {
+        b->logits_local =
+            cpu_aligned_zalloc(sizeof(float) * (size_t)cfg->max_seqs * (size_t)b->n_out);
+    }
+    if ((b->tp && !b->logits_local) || !b->x || !b->xn || !b->q || !b->k || !b->v || !b->att ||
+        !b->tmp || !b->gate || !b->up || !b->rope || !b->tok_pos || !b->tok_seq || !b->out_rows ||
+        !b->aseq || (ws && !b->wsp)) {
         tandem_set_err(err, errlen, "cpu backend: out of memory for scratch buffers");
         goto err_destroy;
     }
@@ -468,6 +483,30 @@ static int cpu_mm(backend *b, const kc_weight *w, const float *x, int32_t n, flo
     return kc_matmul(b->pool, w, x, n, y, b->wsp, b->wsp_bytes);
 }
 
+/* Tensor parallelism: sums the rank's partial rows over the ranks (no-op on one rank). */
+static int cpu_tp_sum(backend *b, float *y, int32_t n_rows)
+{
+    if (!b->tp) {
+        return 0;
+    }
+    return b->tp->comm->ops->all_reduce_sum(b->tp->comm, b->tp->rank, y,
+                                            (size_t)n_rows * (size_t)b->n_embd, NULL);
+}
+
+/* The final projection; one rank of several writes its own logits columns. */
+static int cpu_logits(backend *b, int32_t n_rows, float *logits)
+{
+    if (!b->tp) {
+        return cpu_mm(b, &b->output, b->xn, n_rows, logits);
+    }
+    int rc = cpu_mm(b, &b->output, b->xn, n_rows, b->logits_local);
+    for (int32_t r = 0; rc == 0 && r < n_rows; r++) {
+        memcpy(logits + (int64_t)r * b->n_vocab + b->tp->vocab_begin,
+               b->logits_local + (int64_t)r * b->n_out, sizeof(float) * (size_t)b->n_out);
+    }
+    return rc;
+}
+
 static int cpu_check_batch(const backend *b, const fwd_batch *batch)
 {
     return backend_check_batch(&b->cfg, b->n_vocab, batch);
@@ -534,7 +573,8 @@ static int cpu_forward(backend *b, const fwd_batch *batch)
             }
             n_rows = n_out;
         }
-        if ((rc = cpu_mm(b, &L->wo, b->att, n_rows, b->tmp)) != 0) {
+        if ((rc = cpu_mm(b, &L->wo, b->att, n_rows, b->tmp)) != 0 ||
+            (rc = cpu_tp_sum(b, b->tmp, n_rows)) != 0) {
             return rc;
         }
         cpu_tok_run(b, batch, CPU_OP_FFN_NORM, l, n_rows);
@@ -545,13 +585,14 @@ static int cpu_forward(backend *b, const fwd_batch *batch)
             return rc;
         }
         cpu_tok_run(b, batch, CPU_OP_SWIGLU, l, n_rows);
-        if ((rc = cpu_mm(b, &L->down, b->gate, n_rows, b->tmp)) != 0) {
+        if ((rc = cpu_mm(b, &L->down, b->gate, n_rows, b->tmp)) != 0 ||
+            (rc = cpu_tp_sum(b, b->tmp, n_rows)) != 0) {
             return rc;
         }
         cpu_tok_run(b, batch, CPU_OP_RESIDUAL, l, n_rows);
     }
     cpu_tok_run(b, batch, CPU_OP_OUT_NORM, -1, n_rows);
-    return cpu_mm(b, &b->output, b->xn, n_rows, batch->logits);
+    return cpu_logits(b, n_rows, batch->logits);
 }
 
 static void *cpu_kv_pool(backend *b, int layer, int kv, size_t *bytes)
@@ -585,6 +626,15 @@ static int cpu_kv_adopt(backend *b, int layer, int kv, void *mem, size_t bytes)
     return 0;
 }
 
+static tp_comm *cpu_tp_comm_new(int size, char *err, size_t errlen)
+{
+    tp_comm *c = tp_comm_host_new(size);
+    if (!c) {
+        tandem_set_err(err, errlen, "cpu backend: out of memory for the tensor-parallel group");
+    }
+    return c;
+}
+
 const backend_ops cpu_backend_ops = {
     .name = "cpu",
     .kv_block_bytes = cpu_kv_block_bytes,
@@ -593,4 +643,5 @@ const backend_ops cpu_backend_ops = {
     .kv_pool = cpu_kv_pool,
     .kv_adopt = cpu_kv_adopt,
     .destroy = cpu_destroy,
+    .tp_comm_new = cpu_tp_comm_new,
 };

@@ -369,6 +369,28 @@ int engine_flags_select_device(const char *device, const backend_ops **ops)
 #endif
 }
 
+/* --tensor-parallel-size N > 1 on backend ops: a collective, and N devices for the cuda one. */
+static int engine_flags_check_tp(const backend_ops *ops, int32_t n)
+{
+    if (!ops->tp_comm_new) {
+        return cli_die("--tensor-parallel-size %d: the %s backend of this build has no collective "
+                       "for tensor parallelism",
+                       (int)n, ops->name);
+    }
+#ifdef TANDEM_HAVE_CUDA
+    if (ops == &cuda_backend_ops) {
+        char why[256] = "";
+        int have = cuda_backend_device_count(why, sizeof why);
+        if (have < n) {
+            return cli_die("--tensor-parallel-size %d: one GPU per rank, but %d CUDA device(s) "
+                           "are visible",
+                           (int)n, have > 0 ? have : 0);
+        }
+    }
+#endif
+    return 0;
+}
+
 int engine_flags_check(struct engine_flags *f)
 {
     const backend_ops *ops = NULL;
@@ -377,15 +399,9 @@ int engine_flags_check(struct engine_flags *f)
     }
     const int cuda = strcmp(ops->name, "cuda") == 0;
     f->cfg.backend = cuda ? ops : NULL; /* NULL: the engine's default, the cpu backend */
-    if (f->tensor_parallel_size != 1) {
-        if (cuda) {
-            return cli_die("--tensor-parallel-size %d: tensor parallelism (NCCL) is not "
-                           "implemented yet; the cuda backend runs the model on one GPU",
-                           (int)f->tensor_parallel_size);
-        }
-        return cli_die("--tensor-parallel-size %d: the cpu backend runs the model as one rank; "
-                       "tensor parallelism needs the CUDA backend",
-                       (int)f->tensor_parallel_size);
+    f->cfg.tensor_parallel_size = f->tensor_parallel_size;
+    if (f->tensor_parallel_size > 1 && engine_flags_check_tp(ops, f->tensor_parallel_size) != 0) {
+        return 2;
     }
     if (f->gpu_memory_utilization > 0 && !cuda) {
         log_info("--gpu-memory-utilization %g applies to GPU backends; the cpu backend sizes its "
@@ -453,7 +469,8 @@ void engine_flags_usage(FILE *out)
         "  --kv-cache-memory SIZE        KV cache budget, e.g. 2GiB (1GiB)\n"
         "  --kv-cache-dtype auto|float32|float16\n"
         "  --device auto|cpu|cuda        compute backend (auto: cuda when a GPU is usable)\n"
-        "  --tensor-parallel-size N      ranks per model (1: tensor parallelism is not done)\n"
+        "  --tensor-parallel-size N      split the model over N ranks: GPUs, or CPU thread\n"
+        "                                groups (1)\n"
         "  --gpu-memory-utilization F    GPU memory share of the cuda backend (0, 1] (0.9)\n"
         "  --threads N                   compute threads (one per core)\n"
         "  --pin-threads                 pin compute threads to cores\n"

@@ -72,7 +72,7 @@ int engine_flags_select_device(const char *device, const backend_ops **ops);
 
 /* Checks what can only be judged once every flag is read, and resolves --device into
  * f->cfg.backend (NULL for the cpu backend): the device (engine_flags_select_device),
- * --tensor-parallel-size (1: neither backend splits a model yet), --gpu-memory-utilization
+ * --tensor-parallel-size (ranks per model, docs/tensor-parallel.md), --gpu-memory-utilization
  * (logged as not applying to the CPU backend, whose KV cache --kv-cache-memory sizes). 0, or 2
  * after a message. */
 int engine_flags_check(struct engine_flags *f);

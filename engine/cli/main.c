@@ -188,11 +188,12 @@ static int cmd_serve(struct cli_args *a)
     st.e = e;
     engine_stats es0;
     engine_get_stats(e, &es0);
-    log_info("model %s (%s, %d layers, dim %d, vocab %d, %.1f M params); %s backend; KV cache %d "
-             "blocks of %d tokens; max_model_len %d",
+    log_info("model %s (%s, %d layers, dim %d, vocab %d, %.1f M params); %s backend, tensor "
+             "parallel size %d; KV cache %d blocks of %d tokens; max_model_len %d",
              m->name, model_arch_name(m->cfg.arch), m->cfg.n_layer, m->cfg.n_embd, m->cfg.n_vocab,
              (double)m->n_params / 1e6, c->backend ? c->backend->name : cpu_backend_ops.name,
-             es0.num_blocks, es0.block_size, es0.max_model_len);
+             c->tensor_parallel_size > 1 ? (int)c->tensor_parallel_size : 1, es0.num_blocks,
+             es0.block_size, es0.max_model_len);
     struct http_server_config hc;
     http_server_config_init(&hc);
     hc.host = host && *host ? host : "127.0.0.1";

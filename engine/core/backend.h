@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "engine/core/batch.h"
+#include "engine/core/tp.h"
 #include "engine/model/model.h"
 
 typedef enum kv_dtype {
@@ -27,6 +28,14 @@ typedef struct backend_config {
     int32_t max_seqs;         /* largest fwd_batch.n_seqs */
     int n_threads;            /* CPU threads (0: one per online core) */
     bool pin_threads;         /* pin worker threads to cores */
+    int device;               /* device ordinal for accelerator backends (0) */
+    /* Tensor parallelism (engine/core/tp.h). tp: set for one rank's backend, which then holds a
+     * shard (engine/model/shard.h), sums its row-parallel outputs with tp->comm and writes only
+     * logits columns [vocab_begin, vocab_end); NULL: the whole model. tp_size / tp_inner: read by
+     * tp_backend_ops only (the ranks and the backend each one runs). */
+    const backend_tp *tp;
+    int tp_size;
+    const struct backend_ops *tp_inner;
 } backend_config;
 
 /* Validates a batch against a backend's limits (backend_config) and vocabulary: sizes, block
@@ -88,6 +97,9 @@ typedef struct backend_ops {
      * are not copied. 0 or -EINVAL. */
     int (*kv_adopt)(backend *b, int layer, int kv, void *mem, size_t bytes);
     void (*destroy)(backend *b);
+    /* Optional (NULL: no tensor parallelism). The collective for `size` ranks of this backend,
+     * one per device from device 0 for accelerators; NULL and err on failure. */
+    tp_comm *(*tp_comm_new)(int size, char *err, size_t errlen);
 } backend_ops;
 
 extern const backend_ops cpu_backend_ops;

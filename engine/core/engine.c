@@ -16,6 +16,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/backend/tp_backend.h"
+#include "engine/model/shard.h"
 #include "engine/sampler/stop.h"
 #include "lib/buf.h"
 #include "lib/common.h"
@@ -586,7 +588,16 @@ engine *engine_new(const model *m, const tokenizer *tok, const engine_config *cf
                           : ENGINE_KV_F16;
     }
     kv_dtype kdt = c->kv_dtype == ENGINE_KV_F32 ? KV_DTYPE_F32 : KV_DTYPE_F16;
-    size_t block_bytes = e->ops->kv_block_bytes(m, c->block_size, kdt);
+    const backend_ops *inner = e->ops;
+    const int tp = c->tensor_parallel_size > 1 ? (int)c->tensor_parallel_size : 1;
+    if (tp > 1) {
+        if (model_shard_check(m, tp, err, errlen) != 0) {
+            goto err_free;
+        }
+        e->ops = &tp_backend_ops;
+    }
+    size_t block_bytes = tp > 1 ? tp_backend_kv_block_bytes(inner, m, tp, c->block_size, kdt)
+                                : inner->kv_block_bytes(m, c->block_size, kdt);
     if (block_bytes == 0) {
         tandem_set_err(err, errlen, "backend reports 0 bytes per KV block");
         goto err_free;
@@ -620,6 +631,8 @@ engine *engine_new(const model *m, const tokenizer *tok, const engine_config *cf
         .max_seqs = c->max_num_seqs,
         .n_threads = c->n_threads,
         .pin_threads = c->pin_threads,
+        .tp_size = tp > 1 ? tp : 0,
+        .tp_inner = tp > 1 ? inner : NULL,
     };
     e->be = e->ops->create(m, &bc, err, errlen);
     if (!e->be) {

@@ -70,6 +70,9 @@ typedef struct engine_config {
     struct metrics_registry *metrics; /* NULL: no metrics */
     const char *served_model_name;    /* model_name label; NULL: the model's name */
     const backend_ops *backend;       /* NULL: cpu_backend_ops */
+    /* 0/1: one backend; N: the model split over N ranks of `backend` (tp_backend_ops,
+     * docs/tensor-parallel.md); kv_cache_bytes is then each rank's budget */
+    int32_t tensor_parallel_size;
 } engine_config;
 
 typedef struct engine engine;

@@ -125,7 +125,9 @@ static void test_engine_flags_check(void **state)
     struct engine_flags f;
     engine_flags_init(&f);
     f.tensor_parallel_size = 2;
-    assert_int_equal(engine_flags_check(&f), 2); /* the cpu backend runs one rank */
+    f.device = "cpu";
+    assert_int_equal(engine_flags_check(&f), 0); /* two ranks of CPU threads */
+    assert_int_equal(f.cfg.tensor_parallel_size, 2);
     f.tensor_parallel_size = 1;
 #ifdef TANDEM_HAVE_CUDA
     char why[256];
