@@ -2,6 +2,7 @@
 """Logits of tandem-engine against llama.cpp on the same GGUF files (Python 3 stdlib only).
 
     vs_llamacpp.py TANDEM_ENGINE TANDEM_GENMODEL REFERENCE_DIR WORK_DIR [--only NAME]
+                   [--device cpu|cuda] [--tensor-parallel-size N]
 
 For every model of the matrix below (llama, qwen2, qwen3; F32, F16, BF16, Q8_0, Q4_0; GQA and
 MHA; tied and untied output) it writes a seeded random-weight GGUF with tandem-genmodel, then
@@ -24,6 +25,11 @@ per layer a few such flips, amplified through the layers, reach ~0.1 on logits s
 F32 matrices as F16 (a relative error of 2^-11 per weight, like F16's activation rounding), so
 F32 gets F16's bound; the rest keep theirs. Exit 77 when no CUDA device is usable (the engine says
 so at start with exit status 2). These bounds are unverified until a GPU run (docs/cuda.md).
+
+`--tensor-parallel-size N` runs tandem-engine with the model split over N ranks
+(docs/tensor-parallel.md), against the same llama.cpp logits and bounds: only the order of the
+row-parallel sums changes. Models whose shapes N does not divide are left out (and listed); on
+the CUDA backend, exit 77 when fewer than N devices are visible.
 """
 
 import array
@@ -57,6 +63,15 @@ N_PROMPT = 24
 N_TEACHER = 32
 
 
+def splits(tp, heads, kv, hd, ffn, typ):
+    """Whether tp ranks can share the model (engine/model/shard.c's rules)."""
+    if tp == 1:
+        return True
+    block = 32 if typ in ("q8_0", "q4_0") else 1
+    return (heads % tp == 0 and (kv % tp == 0 or tp % kv == 0) and ffn % tp == 0 and
+            heads // tp * hd % block == 0 and ffn // tp % block == 0)
+
+
 def read_rows(path, n_vocab):
     a = array.array("f")
     with open(path, "rb") as f:
@@ -71,21 +86,26 @@ def main():
     only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
     device = (sys.argv[sys.argv.index("--device") + 1] if "--device" in sys.argv else
               os.environ.get("TANDEM_REFERENCE_DEVICE", "cpu"))
+    tp = int(sys.argv[sys.argv.index("--tensor-parallel-size") + 1]
+             if "--tensor-parallel-size" in sys.argv else 1)
     bounds = CUDA_BOUNDS if device == "cuda" else BOUNDS
+    tp_args = ["--tensor-parallel-size", str(tp)] if tp > 1 else []
     node = shutil.which("node")
     if not node or not os.path.isdir(os.path.join(refdir, "node_modules", "node-llama-cpp")):
         print("SKIP: node or engine/reference/node_modules missing (scripts/install-node-deps.sh)")
         return 77
     os.makedirs(work, exist_ok=True)
-    if device != "cpu":
+    if device != "cpu" or tp > 1:
         probe = os.path.join(work, "probe.gguf")
         subprocess.run([genmodel, "--format", "gguf", "--out", probe, "--arch", "llama",
                         "--type", "f16", "--layers", "1", "--dim", "64", "--heads", "4",
                         "--kv-heads", "2", "--ffn", "128", "--vocab", "512", "--seed", "1"],
                        check=True, stdout=subprocess.DEVNULL)
         r = subprocess.run([engine, "generate", "--model", probe, "--prompt-tokens", "1,2",
-                            "--n", "1", "--device", device], capture_output=True, text=True)
-        if r.returncode == 2 and "no usable CUDA device" in r.stderr:
+                            "--n", "1", "--device", device] + tp_args, capture_output=True,
+                           text=True)
+        if r.returncode == 2 and ("no usable CUDA device" in r.stderr or
+                                  "CUDA device(s) are visible" in r.stderr):
             print("SKIP: --device %s: %s" % (device, r.stderr.strip()))
             return 77
         if r.returncode != 0:
@@ -96,6 +116,9 @@ def main():
     jobs, cases = [], []
     for name, (arch, typ, layers, dim, heads, kv, hd, ffn, tied) in MODELS.items():
         if only and name != only:
+            continue
+        if not splits(tp, heads, kv, hd or dim // heads, ffn, typ):
+            print("skip %-22s: tensor parallel size %d does not divide its shapes" % (name, tp))
             continue
         path = os.path.join(work, name + ".gguf")
         cmd = [genmodel, "--format", "gguf", "--out", path, "--arch", arch, "--type", typ,
@@ -114,7 +137,7 @@ def main():
                         ",".join(map(str, prompt)), "--teacher-tokens",
                         ",".join(map(str, teacher)), "--n", str(N_TEACHER), "--dump-logits",
                         ours, "--kv-cache-dtype", "float32", "--threads", "1", "--device",
-                        device],
+                        device] + tp_args,
                        check=True, stdout=subprocess.DEVNULL)
         jobs.append({"model": path, "tokens": ",".join(map(str, prompt)),
                      "teacher": ",".join(map(str, teacher)), "out": theirs, "threads": 1})
@@ -132,7 +155,7 @@ def main():
     # tokenizer.json; llama Q/K un-permuted, so the engine runs them with NeoX RoPE) must give
     # the GGUF file's logits.
     for name in ("llama-f32-gqa", "qwen3-f32-gqa-hd64", "llama-bf16-gqa"):
-        if only and name != only:
+        if (only and name != only) or not any(c[0] == name for c in cases):
             continue
         arch, typ, layers, dim, heads, kv, hd, ffn, tied = MODELS[name]
         hf = os.path.join(work, name + "-hf")
@@ -149,7 +172,8 @@ def main():
         subprocess.run([engine, "generate", "--model", hf, "--prompt-tokens", job["tokens"],
                         "--teacher-tokens", job["teacher"], "--n", str(N_TEACHER),
                         "--dump-logits", ours_hf, "--kv-cache-dtype", "float32", "--threads",
-                        "1", "--device", device], check=True, stdout=subprocess.DEVNULL)
+                        "1", "--device", device] + tp_args, check=True,
+                       stdout=subprocess.DEVNULL)
         a = read_rows(ours_hf, vocab)
         b = read_rows(os.path.join(work, name + ".tandem.f32"), vocab)
         worst = max((max(abs(x - y) for x, y in zip(ra, rb)) for ra, rb in zip(a, b)),
@@ -178,7 +202,7 @@ def main():
                                                                          key=rb.__getitem__)
         ok = worst <= bounds[typ] and spread > 1.0
         failed += not ok
-        results.append({"model": name, "device": device, "max_abs_diff": worst,
+        results.append({"model": name, "device": device, "tp": tp, "max_abs_diff": worst,
                         "bound": bounds[typ],
                         "logit_spread": round(spread, 3), "argmax_agree": argmax_agree,
                         "rows": n})
