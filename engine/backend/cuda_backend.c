@@ -26,13 +26,13 @@
 
 #include "engine/backend/cuda_backend.h"
 #include "engine/core/backend.h"
+#include "engine/model/shard.h"
 #include "kernels/cpu/kc_convert.h"
 #include "kernels/cpu/kc_ops.h"
 #include "kernels/cuda/kcu.h"
 #include "lib/err.h"
 #include "lib/log.h"
 
-#define CUDA_DEV    0
 #define CUDA_MIB(x) ((double)(x) / (1024.0 * 1024.0))
 
 typedef struct cuda_layer {
@@ -58,10 +58,12 @@ struct backend {
     float *out_norm;
     /* device scratch, T rows */
     float *x, *xn, *q, *k, *v, *att, *tmp, *gate, *up;
-    float *logits; /* [max_seqs][n_vocab] */
+    float *logits; /* [max_seqs][n_out] */
     void *wsp;     /* matmul workspace */
     size_t wsp_bytes;
-    void *awsp; /* attention workspace (grows) */
+    const backend_tp *tp; /* NULL: the whole model */
+    int32_t n_out;        /* output rows: n_vocab, or this rank's vocabulary slice */
+    void *awsp;           /* attention workspace (grows) */
     size_t awsp_bytes;
     /* batch metadata: int32 [tokens T][pos T][slot T][seq_tok S][seq_new S][seq_start S]
      * [seq_bt S][out_rows S][block tables bt_cap], host (pinned) and device copies */
@@ -249,7 +251,9 @@ int cuda_backend_mem_plan(const model *m, int32_t max_batch_tokens, int32_t max_
         }
     }
     const model_tensor *out_t = c->tied_output || !m->output ? m->tok_embd : m->output;
-    if ((rc = cuda_weight_desc(&d, out_t, E, V, "output", err, errlen)) != 0) {
+    /* a tensor-parallel shard's output holds its vocabulary slice (engine/model/shard.h) */
+    const int64_t Vout = out_t && out_t->ne[1] < V ? out_t->ne[1] : V;
+    if ((rc = cuda_weight_desc(&d, out_t, E, Vout, "output", err, errlen)) != 0) {
         return rc;
     }
     w += cuda_weight_bytes(&d) + sizeof(float) * (size_t)E;
@@ -260,7 +264,7 @@ int cuda_backend_mem_plan(const model *m, int32_t max_batch_tokens, int32_t max_
     plan->weight_bytes = w;
     const size_t fT = sizeof(float) * (size_t)T;
     plan->scratch_bytes =
-        fT * (size_t)(3 * E + 2 * qd + 2 * kvd + 2 * F) + sizeof(float) * (size_t)max_seqs * V +
+        fT * (size_t)(3 * E + 2 * qd + 2 * kvd + 2 * F) + sizeof(float) * (size_t)max_seqs * Vout +
         ws + cuda_attn_wsp(c, block_size, dt, T, max_seqs, max_ctx) +
         cuda_meta_bytes(T, max_seqs, cuda_bt_entries(max_seqs, block_size, max_ctx));
     return 0;
@@ -271,39 +275,35 @@ int cuda_backend_device_count(char *err, size_t errlen)
     return kcu_device_count(err, errlen);
 }
 
-/* Device 0 exists, has code in this build, and its memory: 0 or -ENODEV with err. */
-static int cuda_device(kcu_device_info *info, char *err, size_t errlen)
+/* Device dev exists, has code in this build, and its memory: 0 or -ENODEV with err. */
+static int cuda_device(int dev, kcu_device_info *info, char *err, size_t errlen)
 {
     char why[256] = "";
     if (kcu_device_count(why, sizeof(why)) < 1) {
         return tandem_fail(err, errlen, -ENODEV, "cuda backend: no usable CUDA device: %s",
                            why[0] ? why : "none found");
     }
-    if (kcu_device_query(CUDA_DEV, info, why, sizeof(why)) != 0) {
-        return tandem_fail(err, errlen, -ENODEV, "cuda backend: cannot query device %d: %s",
-                           CUDA_DEV, why);
+    if (kcu_device_query(dev, info, why, sizeof(why)) != 0) {
+        return tandem_fail(err, errlen, -ENODEV, "cuda backend: cannot query device %d: %s", dev,
+                           why);
     }
     if (!kcu_device_supported(info)) {
         return tandem_fail(err, errlen, -ENODEV,
                            "cuda backend: device %d (%s) has compute capability %d.%d, which this "
                            "build has no code for (rebuild with CMAKE_CUDA_ARCHITECTURES=%d%d)",
-                           CUDA_DEV, info->name, info->cc_major, info->cc_minor, info->cc_major,
+                           dev, info->name, info->cc_major, info->cc_minor, info->cc_major,
                            info->cc_minor);
     }
     return 0;
 }
 
-int cuda_backend_kv_budget(const model *m, int32_t max_batch_tokens, int32_t max_seqs,
-                           int32_t block_size, kv_dtype dt, int32_t max_ctx, double util,
-                           size_t *kv_bytes, char *info, size_t infolen, char *err, size_t errlen)
+/* The KV budget of one rank on device dev: its shard's (or the whole model's) plan. */
+static int cuda_rank_budget(const model *m, int dev, int32_t max_batch_tokens, int32_t max_seqs,
+                            int32_t block_size, kv_dtype dt, int32_t max_ctx, double util,
+                            double *left, char *info, size_t infolen, char *err, size_t errlen)
 {
-    *kv_bytes = 0;
-    if (!(util > 0.0 && util <= 1.0)) {
-        return tandem_fail(err, errlen, -EINVAL,
-                           "cuda backend: --gpu-memory-utilization %g is not in (0, 1]", util);
-    }
     kcu_device_info di;
-    int rc = cuda_device(&di, err, errlen);
+    int rc = cuda_device(dev, &di, err, errlen);
     if (rc != 0) {
         return rc;
     }
@@ -314,26 +314,69 @@ int cuda_backend_kv_budget(const model *m, int32_t max_batch_tokens, int32_t max
     }
     const double share = util * (double)di.total_bytes;
     const double used = (double)(di.total_bytes - di.free_bytes);
-    const double left = share - used - (double)p.weight_bytes - (double)p.scratch_bytes;
-    if (left < (double)cuda_kv_block_bytes(m, block_size, dt) * 2.0) {
+    *left = share - used - (double)p.weight_bytes - (double)p.scratch_bytes;
+    if (*left < (double)cuda_kv_block_bytes(m, block_size, dt) * 2.0) {
         return tandem_fail(
             err, errlen, -ENOMEM,
             "cuda backend: not enough device memory: --gpu-memory-utilization %g of device %d "
             "(%s, %.1f MiB total, %.1f MiB in use) is %.1f MiB, but the weights need %.1f MiB and "
             "scratch %.1f MiB, leaving none for the KV cache",
-            util, CUDA_DEV, di.name, CUDA_MIB(di.total_bytes), CUDA_MIB(used), CUDA_MIB(share),
+            util, dev, di.name, CUDA_MIB(di.total_bytes), CUDA_MIB(used), CUDA_MIB(share),
             CUDA_MIB(p.weight_bytes), CUDA_MIB(p.scratch_bytes));
     }
-    *kv_bytes = (size_t)left;
     if (info && infolen) {
         snprintf(info, infolen,
                  "cuda device %d: %s (compute capability %d.%d, %d SMs, %.1f MiB total, %.1f MiB "
                  "in use); weights %.1f MiB, scratch %.1f MiB; --gpu-memory-utilization %g leaves "
                  "%.1f MiB for the KV cache",
-                 CUDA_DEV, di.name, di.cc_major, di.cc_minor, di.sm_count, CUDA_MIB(di.total_bytes),
+                 dev, di.name, di.cc_major, di.cc_minor, di.sm_count, CUDA_MIB(di.total_bytes),
                  CUDA_MIB(used), CUDA_MIB(p.weight_bytes), CUDA_MIB(p.scratch_bytes), util,
-                 CUDA_MIB(*kv_bytes));
+                 CUDA_MIB(*left));
     }
+    return 0;
+}
+
+int cuda_backend_kv_budget(const model *m, int tp_size, int32_t max_batch_tokens, int32_t max_seqs,
+                           int32_t block_size, kv_dtype dt, int32_t max_ctx, double util,
+                           size_t *kv_bytes, char *info, size_t infolen, char *err, size_t errlen)
+{
+    *kv_bytes = 0;
+    if (!(util > 0.0 && util <= 1.0)) {
+        return tandem_fail(err, errlen, -EINVAL,
+                           "cuda backend: --gpu-memory-utilization %g is not in (0, 1]", util);
+    }
+    if (tp_size <= 1) {
+        double left = 0;
+        int rc = cuda_rank_budget(m, 0, max_batch_tokens, max_seqs, block_size, dt, max_ctx, util,
+                                  &left, info, infolen, err, errlen);
+        *kv_bytes = rc == 0 ? (size_t)left : 0;
+        return rc;
+    }
+    /* one budget for every rank (the engine has one block count): the smallest */
+    double least = -1;
+    for (int r = 0; r < tp_size; r++) {
+        int32_t vb, ve;
+        model *shard = model_shard(m, r, tp_size, &vb, &ve, err, errlen);
+        if (!shard) {
+            return -EINVAL;
+        }
+        double left = 0;
+        char line[512] = "";
+        int rc = cuda_rank_budget(shard, r, max_batch_tokens, max_seqs, block_size, dt, max_ctx,
+                                  util, &left, line, sizeof line, err, errlen);
+        model_shard_free(shard);
+        if (rc != 0) {
+            return rc;
+        }
+        if (least < 0 || left < least) {
+            least = left;
+            if (info && infolen) {
+                snprintf(info, infolen, "tensor parallel rank %d of %d (the least room): %s", r,
+                         tp_size, line);
+            }
+        }
+    }
+    *kv_bytes = (size_t)least;
     return 0;
 }
 
@@ -506,7 +549,7 @@ static int cuda_upload_embd(backend *b, char *err, size_t errlen)
     const model_config *c = &m->cfg;
     const int64_t E = b->n_embd;
     const model_tensor *out_t = c->tied_output || !m->output ? m->tok_embd : m->output;
-    if (cuda_weight(b, &b->output, out_t, E, b->n_vocab, "output", err, errlen) ||
+    if (cuda_weight(b, &b->output, out_t, E, b->n_out, "output", err, errlen) ||
         cuda_vector(b, &b->out_norm, m->output_norm, E, false, "output_norm", err, errlen)) {
         return -1;
     }
@@ -547,7 +590,7 @@ static backend *cuda_create(const model *m, const backend_config *cfg, char *err
         return NULL;
     }
     kcu_device_info di;
-    if (cuda_device(&di, err, errlen) != 0) {
+    if (cuda_device(cfg->device, &di, err, errlen) != 0) {
         return NULL;
     }
     const model_config *c = &m->cfg;
@@ -570,6 +613,8 @@ static backend *cuda_create(const model *m, const backend_config *cfg, char *err
     b->kv_dim = c->n_head_kv * c->head_dim;
     b->T = cuda_rows(cfg->max_batch_tokens, cfg->max_seqs);
     b->kv_esz = cfg->kv_dtype == KV_DTYPE_F16 ? 2 : 4;
+    b->tp = cfg->tp;
+    b->n_out = b->tp ? b->tp->vocab_end - b->tp->vocab_begin : b->n_vocab;
     b->pool_bytes =
         (size_t)cfg->num_blocks * (size_t)b->kv_dim * (size_t)cfg->block_size * b->kv_esz;
 
@@ -589,10 +634,10 @@ static backend *cuda_create(const model *m, const backend_config *cfg, char *err
                        "--gpu-memory-utilization or --max-num-batched-tokens",
                        CUDA_MIB(p.weight_bytes), CUDA_MIB(kv_total), (int)cfg->num_blocks,
                        (int)cfg->block_size, CUDA_MIB(p.scratch_bytes), CUDA_MIB(need),
-                       CUDA_MIB(di.free_bytes), CUDA_MIB(di.total_bytes), CUDA_DEV, di.name);
+                       CUDA_MIB(di.free_bytes), CUDA_MIB(di.total_bytes), cfg->device, di.name);
         goto err_destroy;
     }
-    b->ctx = kcu_ctx_create(CUDA_DEV, err, errlen);
+    b->ctx = kcu_ctx_create(cfg->device, err, errlen);
     if (!b->ctx) {
         goto err_destroy;
     }
@@ -623,7 +668,7 @@ static backend *cuda_create(const model *m, const backend_config *cfg, char *err
                 {&b->tmp, fT * (size_t)E},
                 {&b->gate, fT * (size_t)F},
                 {&b->up, fT * (size_t)F},
-                {&b->logits, sizeof(float) * (size_t)cfg->max_seqs * (size_t)b->n_vocab}};
+                {&b->logits, sizeof(float) * (size_t)cfg->max_seqs * (size_t)b->n_out}};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) {
         *bufs[i].p = cuda_alloc(b, bufs[i].bytes, "scratch buffers", err, errlen);
         if (!*bufs[i].p) {
@@ -775,6 +820,34 @@ static int cuda_mm(backend *b, const kcu_weight *w, const float *x, int32_t n, f
     return kcu_matmul(b->ctx, w, x, n, y, b->wsp, b->wsp_bytes);
 }
 
+/* Tensor parallelism: sums the rank's partial rows over the ranks, on the stream (no-op on one
+ * rank). */
+static int cuda_tp_sum(backend *b, float *y, int32_t n_rows)
+{
+    if (!b->tp) {
+        return 0;
+    }
+    return b->tp->comm->ops->all_reduce_sum(b->tp->comm, b->tp->rank, y,
+                                            (size_t)n_rows * (size_t)b->n_embd, b->ctx);
+}
+
+/* The logits rows to the host; one rank of several writes its own columns. */
+static int cuda_logits_out(backend *b, float *logits, int32_t n_rows)
+{
+    if (!b->tp) {
+        return kcu_d2h(b->ctx, logits, b->logits,
+                       sizeof(float) * (size_t)n_rows * (size_t)b->n_vocab);
+    }
+    for (int32_t r = 0; r < n_rows; r++) {
+        int rc = kcu_d2h(b->ctx, logits + (int64_t)r * b->n_vocab + b->tp->vocab_begin,
+                         b->logits + (int64_t)r * b->n_out, sizeof(float) * (size_t)b->n_out);
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    return 0;
+}
+
 /* The layers from the QKV projections through attention, for layer l. */
 static int cuda_attn_block(backend *b, const cuda_layer *L, const kcu_attn_batch *ab,
                            const int32_t *d_pos, const int32_t *d_slot, int32_t T)
@@ -890,19 +963,19 @@ static int cuda_forward(backend *b, const fwd_batch *batch)
             n_rows = n_out;
         }
         CUDA_TRY(cuda_mm(b, &L->wo, att, n_rows, b->tmp), "output projection");
+        CUDA_TRY(cuda_tp_sum(b, b->tmp, n_rows), "all-reduce of the output projection");
         CUDA_TRY(kcu_add(b->ctx, x, b->tmp, (int64_t)n_rows * E), "residual");
         CUDA_TRY(kcu_rmsnorm(b->ctx, x, L->ffn_norm, xn, n_rows, E, eps), "FFN norm");
         CUDA_TRY(cuda_mm(b, &L->gate, xn, n_rows, b->gate), "gate projection");
         CUDA_TRY(cuda_mm(b, &L->up, xn, n_rows, b->up), "up projection");
         CUDA_TRY(kcu_swiglu(b->ctx, b->gate, b->up, (int64_t)n_rows * b->n_ff), "SwiGLU");
         CUDA_TRY(cuda_mm(b, &L->down, b->gate, n_rows, b->tmp), "down projection");
+        CUDA_TRY(cuda_tp_sum(b, b->tmp, n_rows), "all-reduce of the down projection");
         CUDA_TRY(kcu_add(b->ctx, x, b->tmp, (int64_t)n_rows * E), "residual");
     }
     CUDA_TRY(kcu_rmsnorm(b->ctx, x, b->out_norm, xn, n_rows, E, eps), "output norm");
     CUDA_TRY(cuda_mm(b, &b->output, xn, n_rows, b->logits), "logits");
-    CUDA_TRY(kcu_d2h(b->ctx, batch->logits, b->logits,
-                     sizeof(float) * (size_t)n_rows * (size_t)b->n_vocab),
-             "logits download");
+    CUDA_TRY(cuda_logits_out(b, batch->logits, n_rows), "logits download");
     CUDA_TRY(kcu_sync(b->ctx), "forward pass");
     return 0;
 }
@@ -923,6 +996,84 @@ static void *cuda_kv_pool(backend *b, int layer, int kv, size_t *bytes)
     return kv == 0 ? b->layers[layer].k_pool : b->layers[layer].v_pool;
 }
 
+/* ---- tensor parallelism: NCCL (kcu_comm) behind engine/core/tp.h ---- */
+
+typedef struct cuda_comm {
+    tp_comm base;
+    kcu_comm **comms; /* [size], device i's */
+    bool aborted;
+} cuda_comm;
+
+/* stream: the rank's kcu_ctx (cuda_tp_sum) */
+static int cuda_comm_all_reduce(tp_comm *c, int rank, float *buf, size_t n, void *stream)
+{
+    cuda_comm *cc = (cuda_comm *)c;
+    if (rank < 0 || rank >= c->size || !stream) {
+        return -EINVAL;
+    }
+    return kcu_all_reduce_sum(cc->comms[rank], (kcu_ctx *)stream, buf, n);
+}
+
+static void cuda_comm_abort(tp_comm *c)
+{
+    cuda_comm *cc = (cuda_comm *)c;
+    if (!cc->aborted) {
+        cc->aborted = true;
+        for (int i = 0; i < c->size; i++) {
+            kcu_comm_abort(cc->comms[i]);
+        }
+    }
+}
+
+static int cuda_comm_reset(tp_comm *c)
+{
+    return ((cuda_comm *)c)->aborted ? -EIO : 0; /* an aborted NCCL communicator is gone */
+}
+
+static void cuda_comm_free(tp_comm *c)
+{
+    cuda_comm *cc = (cuda_comm *)c;
+    if (!cc) {
+        return;
+    }
+    for (int i = 0; cc->comms && i < c->size; i++) {
+        kcu_comm_destroy(cc->comms[i]);
+    }
+    free(cc->comms);
+    free(cc);
+}
+
+static const tp_comm_ops cuda_comm_ops = {
+    .name = "nccl",
+    .all_reduce_sum = cuda_comm_all_reduce,
+    .abort = cuda_comm_abort,
+    .reset = cuda_comm_reset,
+    .free = cuda_comm_free,
+};
+
+static tp_comm *cuda_tp_comm_new(int size, char *err, size_t errlen)
+{
+    cuda_comm *cc = calloc(1, sizeof(*cc));
+    kcu_comm **comms = calloc((size_t)(size > 0 ? size : 1), sizeof(kcu_comm *));
+    if (!cc || !comms) {
+        free(cc);
+        free(comms);
+        tandem_set_err(err, errlen, "cuda backend: out of memory");
+        return NULL;
+    }
+    char why[512] = "";
+    if (kcu_comm_init_all(size, comms, why, sizeof why) != 0) {
+        tandem_set_err(err, errlen, "cuda backend: tensor parallelism over %d GPUs: %s", size, why);
+        free(comms);
+        free(cc);
+        return NULL;
+    }
+    cc->base.ops = &cuda_comm_ops;
+    cc->base.size = size;
+    cc->comms = comms;
+    return &cc->base;
+}
+
 const backend_ops cuda_backend_ops = {
     .name = "cuda",
     .kv_block_bytes = cuda_kv_block_bytes,
@@ -931,4 +1082,5 @@ const backend_ops cuda_backend_ops = {
     .kv_pool = cuda_kv_pool,
     .kv_adopt = NULL,
     .destroy = cuda_destroy,
+    .tp_comm_new = cuda_tp_comm_new,
 };

@@ -30,8 +30,10 @@ int cuda_backend_mem_plan(const model *m, int32_t max_batch_tokens, int32_t max_
 /* The KV cache budget --gpu-memory-utilization util leaves on device 0:
  *   util * total - (memory in use now) - weights - scratch
  * 0 and *kv_bytes, or -ENODEV / -ENOMEM with err saying how much is needed and available. When
- * info is not NULL it gets a one-line summary for the startup log. */
-int cuda_backend_kv_budget(const model *m, int32_t max_batch_tokens, int32_t max_seqs,
+ * info is not NULL it gets a one-line summary for the startup log. With tp_size > 1, each of
+ * devices 0..tp_size-1 holds one rank's shard (engine/model/shard.h) and the budget is the
+ * smallest over them (one block count for all ranks). */
+int cuda_backend_kv_budget(const model *m, int tp_size, int32_t max_batch_tokens, int32_t max_seqs,
                            int32_t block_size, kv_dtype dt, int32_t max_ctx, double util,
                            size_t *kv_bytes, char *info, size_t infolen, char *err, size_t errlen);
 

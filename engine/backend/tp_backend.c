@@ -87,6 +87,9 @@ static void *tp_rank_main(void *arg)
         }
         if (b->quit) {
             pthread_mutex_unlock(&b->mu);
+            /* on the thread that created it: a CUDA rank's device is current here */
+            b->inner->destroy(r->be);
+            r->be = NULL;
             return NULL;
         }
         seen = b->job;

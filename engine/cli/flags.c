@@ -444,8 +444,8 @@ int engine_flags_device_memory(struct engine_flags *f, const model *m)
     }
     char info[512] = "", err[512] = "";
     size_t bytes = 0;
-    if (cuda_backend_kv_budget(m, toks, seqs, bs, kdt, ctx, util, &bytes, info, sizeof info, err,
-                               sizeof err) != 0) {
+    if (cuda_backend_kv_budget(m, c->tensor_parallel_size, toks, seqs, bs, kdt, ctx, util, &bytes,
+                               info, sizeof info, err, sizeof err) != 0) {
         return cli_die("%s", err);
     }
     log_info("%s", info);

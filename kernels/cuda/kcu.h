@@ -161,6 +161,23 @@ size_t kcu_attention_workspace(const kcu_paged_kv *kv, const kcu_attn_batch *a);
 int kcu_attention(kcu_ctx *c, const kcu_paged_kv *kv, const kcu_attn_batch *a, void *d_wsp,
                   size_t wsp_bytes);
 
+/* ---- collectives for tensor parallelism (kcu_nccl.cu) ---- */
+
+/* One NCCL communicator per device of a clique of this process. NCCL is loaded at run time
+ * (dlopen of libnccl.so.2), so a build and its single-GPU runs need no NCCL installed. */
+typedef struct kcu_comm kcu_comm;
+
+/* comms[i] for device i of 0..n-1 (ncclCommInitAll); 0, or -ENOSYS (NCCL not found, or a build
+ * without nccl.h) / -EIO with err naming the cause. */
+int kcu_comm_init_all(int n, kcu_comm **comms, char *err, size_t errlen);
+
+/* In-place sum of d_buf[0..n) over the clique, enqueued on c's stream (c on comm's device). */
+int kcu_all_reduce_sum(kcu_comm *comm, kcu_ctx *c, float *d_buf, size_t n);
+
+/* Makes operations in flight on comm fail (from any thread); comm must still be destroyed. */
+void kcu_comm_abort(kcu_comm *comm);
+void kcu_comm_destroy(kcu_comm *comm);
+
 #ifdef __cplusplus
 }
 #endif

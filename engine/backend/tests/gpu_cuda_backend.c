@@ -24,6 +24,11 @@
  * one below the memory in use, and an impossible KV size is refused at create naming the memory.
  * Exits 77 (skipped) without a CUDA device.
  *
+ * Tensor parallelism: the same cases with the model split over 2 ranks (and 4, F32) of the CUDA
+ * backend through tp_backend_ops, one device per rank and NCCL between them, against the CPU
+ * backend with the same tolerances; shapes a size does not divide are left out. Run when at
+ * least that many devices are visible.
+ *
  * The same source also builds unit/backend/cuda_emulated (KCU_HOST_EMULATION): cuda_backend.c
  * linked against tests/kcu_host_emulation.c, the CPU kernels behind kcu.h, which checks the
  * backend's own host code on every machine. There every op is the CPU backend's kernel, so the
@@ -39,7 +44,9 @@
 
 #include "engine/backend/cuda_backend.h"
 #include "engine/backend/tests/backend_test_model.h"
+#include "engine/backend/tp_backend.h"
 #include "engine/core/backend.h"
+#include "engine/model/shard.h"
 #include "kernels/cuda/kcu.h"
 
 #define BLOCK   4
@@ -47,6 +54,9 @@
 #define V_MAX   128
 
 static int g_fail;
+/* what runs the "gpu" side: the CUDA backend, or g_tp ranks of it */
+static const backend_ops *g_gpu = &cuda_backend_ops;
+static int g_tp = 1;
 
 static const tm_spec k_specs[] = {
     {.arch = MODEL_ARCH_LLAMA,
@@ -90,7 +100,7 @@ static double tolerance(tdtype t)
 {
 #ifdef KCU_HOST_EMULATION
     if (t != TD_F32) {
-        return 1e-5;
+        return g_tp > 1 ? 2e-5 : 1e-5; /* ranks sum the row-parallel parts in another order */
     }
 #endif
     switch (t) {
@@ -113,8 +123,11 @@ static backend *make(const backend_ops *ops, const model *m, kv_dtype dt)
                           .max_seqs = 4,
                           .n_threads = 1};
     char err[512] = "";
-    backend *b = ops == &cuda_backend_ops ? cuda_backend_ops.create(m, &cfg, err, sizeof(err))
-                                          : cpu_backend_ops.create(m, &cfg, err, sizeof(err));
+    if (ops == &tp_backend_ops) {
+        cfg.tp_size = g_tp;
+        cfg.tp_inner = &cuda_backend_ops;
+    }
+    backend *b = ops->create(m, &cfg, err, sizeof(err));
     if (!b) {
         fprintf(stderr, "FAIL: %s create: %s\n", ops->name, err);
         g_fail = 1;
@@ -131,7 +144,7 @@ static void step(backend *cpu, backend *gpu, const fwd_batch *batch, int n_logit
     bc.logits = cl;
     bg.logits = gl;
     int rc_c = cpu_backend_ops.forward(cpu, &bc);
-    int rc_g = cuda_backend_ops.forward(gpu, &bg);
+    int rc_g = g_gpu->forward(gpu, &bg);
     if (rc_c != 0 || rc_g != 0) {
         fprintf(stderr, "FAIL: %s: forward cpu %d cuda %d\n", what, rc_c, rc_g);
         g_fail = 1;
@@ -164,12 +177,19 @@ static void run_case(const tm_spec *sp, kv_dtype dt)
         g_fail = 1;
         return;
     }
+    char why[256];
+    if (g_tp > 1 && model_shard_check(m, g_tp, why, sizeof why) != 0) {
+        printf("  %s %-4s tp %d: left out (%s)\n", arch_name(sp->arch), td_name(sp->wtype), g_tp,
+               why);
+        tm_free(m);
+        return;
+    }
     if (dt == KV_DTYPE_F16) {
         /* the CUDA backend sizes its block-table and attention-workspace room for the model's
          * context: a short one makes the later batches grow them (the CPU backend ignores it) */
         m->cfg.n_ctx_train = 8;
     }
-    backend *cpu = make(&cpu_backend_ops, m, dt), *gpu = make(&cuda_backend_ops, m, dt);
+    backend *cpu = make(&cpu_backend_ops, m, dt), *gpu = make(g_gpu, m, dt);
     if (!cpu || !gpu) {
         goto out;
     }
@@ -231,14 +251,15 @@ static void run_case(const tm_spec *sp, kv_dtype dt)
     snprintf(what, sizeof(what), "%s %s kv %s: decode of two", arch_name(sp->arch),
              td_name(sp->wtype), dt == KV_DTYPE_F16 ? "f16" : "f32");
     step(cpu, gpu, &decode, 2, V, tol, what, &worst);
-    printf("  %s %-4s kv %s: worst |dlogit| / scale %.3g (tolerance %.3g)\n", arch_name(sp->arch),
-           td_name(sp->wtype), dt == KV_DTYPE_F16 ? "f16" : "f32", worst, tol);
+    printf("  %s %-4s kv %s tp %d: worst |dlogit| / scale %.3g (tolerance %.3g)\n",
+           arch_name(sp->arch), td_name(sp->wtype), dt == KV_DTYPE_F16 ? "f16" : "f32", g_tp, worst,
+           tol);
 out:
     if (cpu) {
         cpu_backend_ops.destroy(cpu);
     }
     if (gpu) {
-        cuda_backend_ops.destroy(gpu);
+        g_gpu->destroy(gpu);
     }
     tm_free(m);
 }
@@ -297,12 +318,12 @@ static void run_api_checks(void)
     check(cuda_backend_mem_plan(m, 64, 4, BLOCK, KV_DTYPE_F16, 256, &plan, err, sizeof(err)) == 0,
           "memory plan");
     check(plan.weight_bytes > 0 && plan.scratch_bytes > 0, "memory plan sizes");
-    check(cuda_backend_kv_budget(m, 64, 4, BLOCK, KV_DTYPE_F16, 256, 0.9, &kv9, info, sizeof(info),
-                                 err, sizeof(err)) == 0,
+    check(cuda_backend_kv_budget(m, 1, 64, 4, BLOCK, KV_DTYPE_F16, 256, 0.9, &kv9, info,
+                                 sizeof(info), err, sizeof(err)) == 0,
           "KV budget at 0.9");
     check(strstr(info, "--gpu-memory-utilization 0.9") != NULL, "KV budget log line");
     printf("  %s\n", info);
-    check(cuda_backend_kv_budget(m, 64, 4, BLOCK, KV_DTYPE_F16, 256, 0.5, &kv5, NULL, 0, err,
+    check(cuda_backend_kv_budget(m, 1, 64, 4, BLOCK, KV_DTYPE_F16, 256, 0.5, &kv5, NULL, 0, err,
                                  sizeof(err)) == 0,
           "KV budget at 0.5");
     kcu_device_info di;
@@ -314,7 +335,7 @@ static void run_api_checks(void)
                         (double)plan.weight_bytes - (double)plan.scratch_bytes;
     check(fabs((double)kv9 - want) <= 1.0, "KV budget formula");
 #endif
-    check(cuda_backend_kv_budget(m, 64, 4, BLOCK, KV_DTYPE_F16, 256, 1e-6, &tiny, NULL, 0, err,
+    check(cuda_backend_kv_budget(m, 1, 64, 4, BLOCK, KV_DTYPE_F16, 256, 1e-6, &tiny, NULL, 0, err,
                                  sizeof(err)) == -ENOMEM &&
               tiny == 0 && strstr(err, "not enough device memory") != NULL,
           "a share below the memory in use is refused");
@@ -347,6 +368,21 @@ int main(void)
         }
     }
     run_api_checks();
+    const int devices = cuda_backend_device_count(why, sizeof(why));
+    g_gpu = &tp_backend_ops;
+    for (g_tp = 2; g_tp <= 4; g_tp *= 2) {
+        if (devices < g_tp) {
+            printf("  tensor parallel size %d: left out, %d device(s)\n", g_tp, devices);
+            continue;
+        }
+        for (size_t s = 0; s < sizeof(k_specs) / sizeof(k_specs[0]); s++) {
+            for (size_t t = 0; t < (g_tp == 2 ? sizeof(types) / sizeof(types[0]) : 1); t++) {
+                tm_spec sp = k_specs[s];
+                sp.wtype = types[t];
+                run_case(&sp, g_tp == 2 ? KV_DTYPE_F16 : KV_DTYPE_F32);
+            }
+        }
+    }
 #ifdef KCU_HOST_EMULATION
     printf(g_fail ? "FAILED\n"
                   : "ok: the CUDA backend's host code on the emulated kernels matches the CPU "

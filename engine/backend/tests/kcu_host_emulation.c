@@ -11,6 +11,9 @@
  * backend's kernel for it, so the emulated backend must match the CPU backend exactly except
  * where the device's storage differs (F32 weights are kept as F16, as kcu_weight_upload does).
  * The kernels are tested against the CPU kernels by kernels/cuda/tests on a GPU.
+ *
+ * It emulates EMU_DEVICES devices, and kcu_comm (NCCL) with the host collective of
+ * engine/core/tp.h, so tensor parallelism over the CUDA backend's ranks runs here too.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -22,9 +25,11 @@
 #include "kernels/cpu/kc_matmul.h"
 #include "kernels/cpu/kc_ops.h"
 #include "kernels/cpu/kc_pool.h"
+#include "engine/core/tp.h"
 #include "kernels/cuda/kcu.h"
 
-#define EMU_HDR 64 /* bytes before a weight's data: its kc_weight */
+#define EMU_HDR     64 /* bytes before a weight's data: its kc_weight */
+#define EMU_DEVICES 4
 
 struct kcu_ctx {
     kc_pool *pool;
@@ -34,12 +39,12 @@ int kcu_device_count(char *err, size_t errlen)
 {
     (void)err;
     (void)errlen;
-    return 1;
+    return EMU_DEVICES;
 }
 
 int kcu_device_query(int dev, kcu_device_info *info, char *err, size_t errlen)
 {
-    if (dev != 0) {
+    if (dev < 0 || dev >= EMU_DEVICES) {
         snprintf(err, errlen, "host emulation: no device %d", dev);
         return -ENODEV;
     }
@@ -60,7 +65,7 @@ bool kcu_device_supported(const kcu_device_info *info)
 kcu_ctx *kcu_ctx_create(int dev, char *err, size_t errlen)
 {
     kcu_ctx *c = calloc(1, sizeof(*c));
-    if (dev != 0 || !c || !(c->pool = kc_pool_new(1, false))) {
+    if (dev < 0 || dev >= EMU_DEVICES || !c || !(c->pool = kc_pool_new(1, false))) {
         snprintf(err, errlen, "host emulation: cannot create a context");
         free(c);
         return NULL;
@@ -74,6 +79,55 @@ void kcu_ctx_destroy(kcu_ctx *c)
         kc_pool_free(c->pool);
         free(c);
     }
+}
+
+/* ---- collectives: one host communicator shared by the clique ---- */
+
+struct kcu_comm {
+    tp_comm *host; /* shared; rank 0's comm owns it */
+    int rank;
+};
+
+int kcu_comm_init_all(int n, kcu_comm **comms, char *err, size_t errlen)
+{
+    tp_comm *host = n > 0 && n <= EMU_DEVICES ? tp_comm_host_new(n) : NULL;
+    if (!host) {
+        snprintf(err, errlen, "host emulation: no clique of %d devices", n);
+        return -EINVAL;
+    }
+    for (int i = 0; i < n; i++) {
+        comms[i] = calloc(1, sizeof(kcu_comm));
+        if (!comms[i]) {
+            for (int j = 0; j < i; j++) {
+                free(comms[j]);
+            }
+            host->ops->free(host);
+            snprintf(err, errlen, "host emulation: out of memory");
+            return -ENOMEM;
+        }
+        comms[i]->host = host;
+        comms[i]->rank = i;
+    }
+    return 0;
+}
+
+int kcu_all_reduce_sum(kcu_comm *comm, kcu_ctx *c, float *d_buf, size_t n)
+{
+    (void)c;
+    return comm->host->ops->all_reduce_sum(comm->host, comm->rank, d_buf, n, NULL);
+}
+
+void kcu_comm_abort(kcu_comm *comm)
+{
+    comm->host->ops->abort(comm->host);
+}
+
+void kcu_comm_destroy(kcu_comm *comm)
+{
+    if (comm && comm->rank == 0) {
+        comm->host->ops->free(comm->host);
+    }
+    free(comm);
 }
 
 const char *kcu_last_error(void)
