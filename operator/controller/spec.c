@@ -597,6 +597,44 @@ int spec_selector_synthesize(const struct spec_selector *sel, struct json_object
     return 0;
 }
 
+/* nvidia.com/gpu in resources.limits: the count, or -1 when absent or not a whole number. */
+static long long gpu_limit(struct json_object *res)
+{
+    struct json_object *q = member(member(res, "limits"), "nvidia.com/gpu");
+    long double v = -1;
+    if (q && json_object_is_type(q, json_type_int)) {
+        v = (long double)json_object_get_int64(q);
+    } else if (q && json_object_is_type(q, json_type_string) &&
+               kube_parse_quantity(json_object_get_string(q), &v) != 0) {
+        v = -1;
+    }
+    return v >= 0 && v == (long long)v ? (long long)v : -1;
+}
+
+/* The engine needs one GPU per tensor-parallel rank: a pod limited to fewer cannot start its
+ * ranks (the CPU backend's ranks need none, so no limit is no error). */
+static void check_gpu_limits(struct ctx *c, const struct spec_model *m)
+{
+    const int tp = spec_model_tp_size(m);
+    struct {
+        const char *key;
+        struct json_object *res;
+    } all[] = {{"resources", m->resources},
+               {"deployment.prefillWorkers.resources", m->deployment.prefill.resources},
+               {"deployment.decodeWorkers.resources", m->deployment.decode.resources},
+               {"deployment.unifiedWorkers.resources", m->deployment.unified.resources},
+               {"deployment.daemonSet.resources", m->deployment.daemon.resources}};
+    for (size_t i = 0; i < ARRAY_SIZE(all); i++) {
+        long long g = gpu_limit(all[i].res);
+        if (g >= 0 && g < tp) {
+            ctx_err(c, all[i].key,
+                    "limits nvidia.com/gpu %lld is fewer than the tensor parallel size %d: the "
+                    "engine runs one rank per GPU",
+                    g, tp);
+        }
+    }
+}
+
 /* A core/v1 ResourceRequirements: limits/requests maps of resource name → quantity. */
 static void parse_resources(struct ctx *c, struct json_object *o, const char *key,
                             struct json_object **out)
@@ -1683,6 +1721,7 @@ int spec_model_parse(struct json_object *obj, struct spec_model *out, struct spe
     parse_params(&c, spec, out);
     parse_deployment(&c, spec, out);
 
+    check_gpu_limits(&c, out);
     if (out->runtime.tensor_parallel_size &&
         member(member(spec, "deployment"), "tensorParallelism") &&
         out->runtime.tensor_parallel_size != out->deployment.tp_size) {
@@ -1830,6 +1869,14 @@ int spec_model_check_pool(const struct spec_pool *pool, const struct spec_model 
         spec_errors_add(errs, "spec.deployment.type",
                         "Disaggregated needs spec.disaggregation.enabled: true on InferencePool %s",
                         pool->name);
+        failed = 1;
+    }
+    if (pool->disagg.enabled && spec_model_tp_size(model) > 1) {
+        spec_errors_add(errs, "spec.deployment.tensorParallelism.size",
+                        "%d: the P/D KV transfer of InferencePool %s (spec.disaggregation) moves "
+                        "one KV pool per layer, and a tensor-parallel engine has one per rank; "
+                        "use size 1 in a disaggregated pool",
+                        spec_model_tp_size(model), pool->name);
         failed = 1;
     }
     enum spec_role roles[3];

@@ -445,13 +445,19 @@ static void test_agent_args(void **state)
     assert_true(has_arg(args, "--inference-pool", "default/scaled"));
     assert_true(has_arg(args, "--kv-connector", "nixlv2"));
     assert_true(has_arg(args, "--enable-ssrf-protection", NULL));
-    assert_true(has_arg(args, "--tensor-parallel-size", "2"));
+    assert_true(has_arg(args, "--tensor-parallel-size", "1"));
     assert_true(has_arg(args, "--gpu-memory-utilization", "0.85"));
     assert_true(has_arg(args, "--no-enable-chunked-prefill", NULL));
     assert_false(has_arg(args, "--enable-chunked-prefill", NULL));
     assert_false(has_arg(args, "--max-num-seqs", NULL));
     assert_false(has_arg(args, "--override-generation-config", NULL));
     assert_false(has_arg(args, "--kv-connector-config", NULL));
+    json_object_put(args);
+    /* deployment.tensorParallelism.size is the engine's --tensor-parallel-size */
+    f.model.runtime.tensor_parallel_size = 0;
+    f.model.deployment.tp_size = 4;
+    args = desired_agent_args(&f.pool, &f.model, ROLE_DECODE);
+    assert_true(has_arg(args, "--tensor-parallel-size", "4"));
     json_object_put(args);
     fixture_free(&f);
 

@@ -227,6 +227,12 @@ static void test_example_disaggregated(void **state)
     struct spec_errors errs;
     spec_errors_init(&errs);
     assert_int_equal(spec_model_check_pool(&pool, &model, &errs), 0);
+    /* P/D KV transfer moves one pool per layer: no tensor parallelism in a disaggregated pool */
+    model.deployment.tp_size = 2;
+    assert_int_equal(spec_model_check_pool(&pool, &model, &errs), -EINVAL);
+    assert_error(&errs, "spec.deployment.tensorParallelism.size", "one KV pool per layer");
+    model.deployment.tp_size = 1;
+    spec_errors_init(&errs);
 
     /* The operator's pod labels satisfy the pool selector and keep the roles apart. */
     struct json_object *pl = spec_pod_labels(&pool, &model, ROLE_PREFILL);
@@ -376,7 +382,7 @@ static void test_server_objects(void **state)
     assert_string_equal(sm.source.claim, "model-store");
     assert_string_equal(sm.source.sub_path, "");
     assert_string_equal(sm.source.file_name, "model-store");
-    assert_int_equal(spec_model_tp_size(&sm), 2);
+    assert_int_equal(spec_model_tp_size(&sm), 1);
     assert_false(sm.runtime.enable_chunked_prefill);
     struct spec_errors errs;
     spec_errors_init(&errs);
@@ -775,6 +781,21 @@ static void test_model_valid_variants(void **state)
     assert_int_equal(m.deployment.unified.replicas, 3);
     spec_model_free(&m);
     json_object_put(o);
+
+    /* one GPU per tensor-parallel rank: enough is fine, fewer is named, none (CPU) is fine */
+    o = yaml_obj(MODEL("deployment: {tensorParallelism: {size: 2}}, "
+                       "resources: {limits: {nvidia.com/gpu: \"2\"}}"));
+    parse_model_ok(o, &m);
+    spec_model_free(&m);
+    json_object_put(o);
+    o = yaml_obj(MODEL("deployment: {tensorParallelism: {size: 2}}"));
+    parse_model_ok(o, &m);
+    spec_model_free(&m);
+    json_object_put(o);
+    expect_model_error(MODEL("deployment: {tensorParallelism: {size: 4}, unifiedWorkers: "
+                             "{resources: {limits: {nvidia.com/gpu: 2}}}}"),
+                       "spec.deployment.unifiedWorkers.resources",
+                       "nvidia.com/gpu 2 is fewer than the tensor parallel size 4");
 
     /* Sources. */
     o = yaml_obj(MODEL_URI("hf://Qwen/Qwen2.5-0.5B-Instruct"));
