@@ -8,45 +8,76 @@
  * slice); a second barrier ends the collective. The order of the additions does not depend on
  * the rank, so every rank holds the same bits afterwards, which keeps their residual streams
  * equal.
+ *
+ * The barrier spins first (the ranks usually arrive within microseconds of each other: two
+ * barriers per collective, four collectives per layer pair would cost milliseconds per step on
+ * a condition variable's wake-ups), then yields, then sleeps on the condition variable, so an
+ * oversubscribed machine still runs the rank being waited for.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 
 #include "engine/core/tp.h"
 
+#define HOST_SPIN   (1 << 12) /* pauses before yielding */
+#define HOST_YIELDS 256       /* yields before sleeping */
+
 typedef struct host_comm {
     tp_comm base;
-    pthread_mutex_t mu;
+    pthread_mutex_t mu; /* with cv: the sleeping phase of the barrier */
     pthread_cond_t cv;
-    int arrived;
-    unsigned long generation;
-    bool aborted;
+    _Atomic int arrived;
+    _Atomic unsigned generation;
+    _Atomic bool aborted;
     float **bufs; /* [size]: the buffers of the collective in progress */
 } host_comm;
+
+static inline void host_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
 
 /* Waits until all ranks arrive; -ECANCELED when aborted before or while waiting. */
 static int host_barrier(host_comm *h)
 {
-    pthread_mutex_lock(&h->mu);
-    if (h->aborted) {
-        pthread_mutex_unlock(&h->mu);
+    if (atomic_load(&h->aborted)) {
         return -ECANCELED;
     }
-    unsigned long gen = h->generation;
-    if (++h->arrived == h->base.size) {
-        h->arrived = 0;
-        h->generation++;
+    const unsigned gen = atomic_load(&h->generation);
+    if (atomic_fetch_add(&h->arrived, 1) == h->base.size - 1) {
+        atomic_store(&h->arrived, 0);
+        atomic_fetch_add(&h->generation, 1);
+        /* under the mutex: a rank between its check and its wait cannot miss this */
+        pthread_mutex_lock(&h->mu);
         pthread_cond_broadcast(&h->cv);
-    } else {
-        while (gen == h->generation && !h->aborted) {
-            pthread_cond_wait(&h->cv, &h->mu);
+        pthread_mutex_unlock(&h->mu);
+        return 0;
+    }
+    for (int i = 0; i < HOST_SPIN + HOST_YIELDS; i++) {
+        if (atomic_load(&h->generation) != gen) {
+            return 0;
+        }
+        if (atomic_load(&h->aborted)) {
+            return -ECANCELED;
+        }
+        if (i < HOST_SPIN) {
+            host_relax();
+        } else {
+            sched_yield();
         }
     }
-    int rc = gen == h->generation ? -ECANCELED : 0;
+    pthread_mutex_lock(&h->mu);
+    while (atomic_load(&h->generation) == gen && !atomic_load(&h->aborted)) {
+        pthread_cond_wait(&h->cv, &h->mu);
+    }
     pthread_mutex_unlock(&h->mu);
-    return rc;
+    return atomic_load(&h->generation) != gen ? 0 : -ECANCELED;
 }
 
 static int host_all_reduce_sum(tp_comm *c, int rank, float *buf, size_t n, void *stream)
@@ -82,8 +113,8 @@ static int host_all_reduce_sum(tp_comm *c, int rank, float *buf, size_t n, void 
 static void host_abort(tp_comm *c)
 {
     host_comm *h = (host_comm *)c;
+    atomic_store(&h->aborted, true);
     pthread_mutex_lock(&h->mu);
-    h->aborted = true;
     pthread_cond_broadcast(&h->cv);
     pthread_mutex_unlock(&h->mu);
 }
@@ -91,11 +122,9 @@ static void host_abort(tp_comm *c)
 static int host_reset(tp_comm *c)
 {
     host_comm *h = (host_comm *)c;
-    pthread_mutex_lock(&h->mu);
-    h->aborted = false;
-    h->arrived = 0;
-    h->generation++;
-    pthread_mutex_unlock(&h->mu);
+    atomic_store(&h->arrived, 0);
+    atomic_fetch_add(&h->generation, 1);
+    atomic_store(&h->aborted, false);
     return 0;
 }
 
