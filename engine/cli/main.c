@@ -17,6 +17,7 @@
 
 #include <uv.h>
 
+#include "engine/backend/tp_backend.h"
 #include "engine/cli/flags.h"
 #include "engine/core/engine.h"
 #include "engine/server/server.h"
@@ -599,6 +600,7 @@ static int cmd_bench(struct cli_args *a)
     kv_dtype kdt = KV_DTYPE_F16;
     int kdt_set = 0;
     const char *device = "cpu"; /* like llama-bench runs: the backend is chosen explicitly */
+    int32_t tp = 1;
     threads[0] = (int32_t)sysconf(_SC_NPROCESSORS_ONLN);
     for (a->i = 2; a->i < a->argc; a->i++) {
         if (cli_flag(a, "--model", &v) || cli_flag(a, "-m", &v)) {
@@ -633,12 +635,18 @@ static int cmd_bench(struct cli_args *a)
                 return cli_die("--device: '%s' is not auto, cpu or cuda", v ? v : "");
             }
             device = v;
+        } else if (cli_flag(a, "--tensor-parallel-size", &v) || cli_flag(a, "-tp", &v)) {
+            if (cli_i32(v, "--tensor-parallel-size", 1, 64, &tp)) {
+                return 2;
+            }
         } else if (cli_flag(a, "-o", &v)) {
             json = v && strcmp(v, "json") == 0;
         } else if (cli_bool(a, "--help") || cli_bool(a, "-h")) {
             printf("usage: tandem-engine bench --model PATH [-p 512] [-n 128] [-t 1,2] [-r 5]\n"
                    "                           [--kv-cache-dtype float16|float32] [-o md|json]\n"
                    "                           [--device cpu|cuda|auto] (cpu)\n"
+                   "                           [--tensor-parallel-size N] (1; -t is then the\n"
+                   "                           threads of all ranks together)\n"
                    "  pp<p>: one prompt of p random tokens in one forward pass; tg<n>: n\n"
                    "  single-token steps from an empty context (llama-bench's definitions);\n"
                    "  tokens/s as mean ± sample standard deviation over -r runs after a warm-up.\n"
@@ -657,7 +665,13 @@ static int cmd_bench(struct cli_args *a)
     if (engine_flags_select_device(device, &ops) != 0) {
         return 2;
     }
-    const char *be_name = strcmp(ops->name, "cuda") == 0 ? "CUDA" : "CPU";
+    char be_name[32];
+    snprintf(be_name, sizeof be_name, "%s", strcmp(ops->name, "cuda") == 0 ? "CUDA" : "CPU");
+    const backend_ops *inner = ops;
+    if (tp > 1) {
+        snprintf(be_name + strlen(be_name), sizeof be_name - strlen(be_name), " TP%d", (int)tp);
+        ops = &tp_backend_ops;
+    }
     char err[1024] = "";
     model *m = model_load(model_path, err, sizeof err);
     if (!m) {
@@ -697,7 +711,9 @@ static int cmd_bench(struct cli_args *a)
                              .kv_dtype = kdt,
                              .max_batch_tokens = max_tokens,
                              .max_seqs = 1,
-                             .n_threads = threads[ti]};
+                             .n_threads = threads[ti],
+                             .tp_size = tp > 1 ? tp : 0,
+                             .tp_inner = tp > 1 ? inner : NULL};
         backend *b = ops->create(m, &bc, err, sizeof err);
         if (!b) {
             rc = cli_die("cannot create the backend: %s", err);
