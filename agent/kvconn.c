@@ -229,6 +229,8 @@ struct kvconn *kvconn_new(engine *e, const struct kvconn_config *c, char *err, s
         .region_bytes = ucx_pools ? NULL : k->bytes,
         .compat_model = identity,
         .tp_size = 1,
+        .memory = engine_kv_device(e) >= 0 ? KVX_MEM_CUDA : KVX_MEM_HOST,
+        .device_id = engine_kv_device(e) >= 0 ? engine_kv_device(e) : 0,
         .enforce_compat = c->enforce_compat,
         .block_checksum = c->block_checksum,
         .wire_dtype = c->wire_int8 ? KVX_WIRE_INT8 : KVX_WIRE_NATIVE,

@@ -1428,6 +1428,8 @@ struct kvx {
     bool wire_int8;
     size_t int8_block_bytes;
     int tp_size;
+    enum kvx_memory memory; /* of the regions: device regions are never touched on the host */
+    int device_id;
     int handshake_timeout_ms;
     int transfer_timeout_ms;
     int listen_port;
@@ -2915,6 +2917,13 @@ static void serve_blocks(struct kvx *x, zmq_msg_t *identity, bool delimiter,
                       br->tp_rank, x->tp_size);
         return;
     }
+    if ((br->int8 || br->sums) && x->memory == KVX_MEM_CUDA) {
+        blocks_refuse(x, identity, delimiter, br->seq,
+                      "this engine's KV cache is in GPU memory: %s read blocks on the host; ask "
+                      "for the native wire format without checksums",
+                      br->int8 ? "int8 wire compression" : "block checksums");
+        return;
+    }
     if (br->int8 && x->layout.dtype_bytes != 2) {
         blocks_refuse(x, identity, delimiter, br->seq,
                       "wire_dtype int8 needs an F16 KV cache; this engine's has %d-byte elements",
@@ -3356,6 +3365,19 @@ static int check_config(const struct kvx_config *c, char *err, size_t errlen)
         return tandem_fail(err, errlen, -ENOTSUP, "kvx: tp_size %d: only 1 is supported",
                            c->tp_size);
     }
+    if (c->memory != KVX_MEM_HOST && c->memory != KVX_MEM_CUDA) {
+        return tandem_fail(err, errlen, -EINVAL, "kvx: unknown memory type %d", (int)c->memory);
+    }
+    if (c->memory == KVX_MEM_CUDA && !c->region_base) {
+        return tandem_fail(err, errlen, -EINVAL,
+                           "kvx: a KV cache in GPU memory needs its pools given (region_base)");
+    }
+    if (c->memory == KVX_MEM_CUDA && (c->block_checksum || c->wire_dtype != KVX_WIRE_NATIVE)) {
+        return tandem_fail(err, errlen, -EINVAL,
+                           "kvx: a KV cache in GPU memory cannot use %s: they read blocks on the "
+                           "host",
+                           c->block_checksum ? "block checksums" : "int8 wire compression");
+    }
     if (c->listen_port < 0 || c->listen_port > 65535 || c->handshake_timeout_ms < 0 ||
         c->transfer_timeout_ms < 0) {
         return tandem_fail(err, errlen, -EINVAL, "kvx: bad listen_port %d or timeout",
@@ -3383,6 +3405,32 @@ static int check_config(const struct kvx_config *c, char *err, size_t errlen)
     return 0;
 }
 
+bool kvx_ucx_has_cuda(char *why, size_t whylen)
+{
+    ucp_config_t *config;
+    ucp_context_h ctx;
+    if (ucp_config_read(NULL, NULL, &config) != UCS_OK) {
+        snprintf(why, whylen, "the UCX configuration cannot be read");
+        return false;
+    }
+    ucp_params_t params = {.field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_RMA};
+    ucs_status_t st = ucp_init(&params, config, &ctx);
+    ucp_config_release(config);
+    if (st != UCS_OK) {
+        snprintf(why, whylen, "ucp_init: %s", ucs_status_string(st));
+        return false;
+    }
+    ucp_context_attr_t ca = {.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES};
+    bool ok = ucp_context_query(ctx, &ca) == UCS_OK &&
+              (ca.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
+    ucp_cleanup(ctx);
+    if (!ok) {
+        snprintf(why, whylen, "this UCX (%s) cannot register CUDA memory",
+                 ucp_get_version_string());
+    }
+    return ok;
+}
+
 /* UCX context and worker, memory registration, the encoded handshake reply. */
 static int setup_ucx(struct kvx *x, const struct kvx_config *c, char *err, size_t errlen)
 {
@@ -3401,6 +3449,17 @@ static int setup_ucx(struct kvx *x, const struct kvx_config *c, char *err, size_
         x->ctx = NULL;
         return tandem_fail(err, errlen, -EIO, "kvx: ucp_init: %s (check UCX_TLS)",
                            ucs_status_string(st));
+    }
+    if (x->memory == KVX_MEM_CUDA) {
+        ucp_context_attr_t ca = {.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES};
+        st = ucp_context_query(x->ctx, &ca);
+        if (st != UCS_OK || !(ca.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA))) {
+            return tandem_fail(err, errlen, -ENOTSUP,
+                               "kvx: the KV cache is in GPU memory, but this UCX (%s) cannot "
+                               "register CUDA memory: install a UCX built with CUDA (its "
+                               "cuda_copy and cuda_ipc transports; ucx_info -d lists them)",
+                               ucp_get_version_string());
+        }
     }
     ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
                               .thread_mode = UCS_THREAD_MODE_SINGLE};
@@ -3434,6 +3493,7 @@ static int setup_ucx(struct kvx *x, const struct kvx_config *c, char *err, size_
     snprintf(m.kv_cache_layout, sizeof(m.kv_cache_layout), "%s", KVX_LAYOUT_HND);
     snprintf(m.host_ns, sizeof(m.host_ns), "%s", x->host_ns);
     m.pid = (int64_t)getpid();
+    m.device_id = x->device_id;
     ucp_worker_attr_t wa = {.field_mask = UCP_WORKER_ATTR_FIELD_ADDRESS};
     void **packed = calloc((size_t)x->n_regions, sizeof(*packed));
     m.base_addrs = calloc((size_t)x->n_regions, sizeof(*m.base_addrs));
@@ -3462,6 +3522,9 @@ static int setup_ucx(struct kvx *x, const struct kvx_config *c, char *err, size_
         if (!x->base[r]) { /* kvx allocates: UCX's shared memory, reachable one-sided */
             mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS;
             mp.flags = UCP_MEM_MAP_ALLOCATE;
+        } else if (x->memory == KVX_MEM_CUDA) { /* device pools: cuda_copy / cuda_ipc */
+            mp.field_mask |= UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
+            mp.memory_type = UCS_MEMORY_TYPE_CUDA;
         }
         size_t len = 0;
         st = ucp_mem_map(x->ctx, &mp, &x->memh[r]);
@@ -3655,6 +3718,8 @@ struct kvx *kvx_new(const struct kvx_config *c, char *err, size_t errlen)
     x->wire_int8 = c->wire_dtype == KVX_WIRE_INT8;
     x->int8_block_bytes = kvx_int8_block_bytes(&c->layout);
     x->tp_size = 1;
+    x->memory = c->memory;
+    x->device_id = c->memory == KVX_MEM_CUDA ? c->device_id : 0;
     x->handshake_timeout_ms = c->handshake_timeout_ms ? c->handshake_timeout_ms : KVX_HANDSHAKE_MS;
     x->transfer_timeout_ms = c->transfer_timeout_ms ? c->transfer_timeout_ms : KVX_TRANSFER_MS;
     x->on_notify = c->on_notify;

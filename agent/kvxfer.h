@@ -164,6 +164,18 @@
 #define KVX_STAGING_MAX   (1ull << 30)    /* bytes of staging a producer maps at most */
 
 /* What a consumer asks the producer to put on the wire. */
+/* Where the regions live. KVX_MEM_CUDA: region_base are CUDA device pointers (the CUDA backend's
+ * KV pools), registered with UCS_MEMORY_TYPE_CUDA; that needs a UCX built with CUDA (cuda_copy,
+ * cuda_ipc within a node; RDMA with GPUDirect between nodes), and kvx_new says so when the UCX
+ * in use cannot. kvx never touches device regions from the host, so the Tandem extensions that
+ * read blocks on the host (block checksums, int8 wire compression) are refused for them, as a
+ * consumer (kvx_new) and as a producer (the request is refused). Between a CUDA engine and a host
+ * one, UCX moves between the memory types (cuda_copy). */
+enum kvx_memory {
+    KVX_MEM_HOST = 0,
+    KVX_MEM_CUDA = 1,
+};
+
 enum kvx_wire_dtype {
     KVX_WIRE_NATIVE = 0, /* the cache's own bytes (F16 or F32), vLLM's protocol */
     KVX_WIRE_INT8 = 1,   /* Tandem extension: int8 with one F32 scale per row (F16 caches) */
@@ -191,6 +203,9 @@ struct kvx_config {
     const char *compat_model;       /* model identity folded into the compatibility hash (the GGUF's
                                        name + tensor shape digest + dtype); NULL: "" */
     int tp_size;                    /* tensor-parallel size; 0 means 1, the only one supported */
+    enum kvx_memory memory;         /* of the regions (KVX_MEM_CUDA needs region_base) */
+    int device_id;                  /* KVX_MEM_CUDA: the CUDA device of the regions (the
+                                       handshake's device_id); 0 for host memory */
     bool enforce_compat;            /* true: a compatibility hash mismatch fails the pull */
     int handshake_timeout_ms;       /* side-channel answer wait; 0: KVX_HANDSHAKE_MS */
     int transfer_timeout_ms;        /* gets + flush + notification of one request; past it the
@@ -207,6 +222,9 @@ struct kvx_config {
 };
 
 struct kvx;
+
+/* Whether the UCX in use can register CUDA memory (KVX_MEM_CUDA): true, or false with why. */
+bool kvx_ucx_has_cuda(char *why, size_t whylen);
 
 /* Sets up UCX (context, one worker, every region registered and its rkey packed; UCX_TLS and the
  * other UCX_* variables of the environment apply), binds the side channel (a port already taken

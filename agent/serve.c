@@ -22,6 +22,7 @@
 #include "agent/allowlist.h"
 #include "agent/kv_events.h"
 #include "agent/kvconn.h"
+#include "agent/kvxfer.h"
 #include "agent/sidecar.h"
 #include "engine/cli/flags.h"
 #include "engine/core/engine.h"
@@ -567,21 +568,20 @@ static int start_kv_transfer(struct agent *ag, struct metrics_registry *reg)
 static int run(struct agent_flags *f)
 {
     struct openai_defaults defaults;
-    /* The P/D connector moves KV blocks between host-memory pools: until the transport registers
-     * GPU memory (UCX cuda_copy/cuda_ipc), a P/D agent computes on the CPU. */
-    if (f->connector && strcmp(f->ef.device, "cuda") == 0) {
-        return cli_die("--kv-connector with --device cuda: KV transfer from GPU memory is not "
-                       "implemented yet; run the P/D pair with --device cpu (or auto)");
-    }
+    /* The P/D connector registers the KV pools with UCX: GPU pools need a UCX built with CUDA
+     * (cuda_copy/cuda_ipc). --device cuda without one fails at the transport's start, naming
+     * it; --device auto then keeps the KV cache in host memory. */
     if (f->connector && f->ef.tensor_parallel_size > 1) {
         return cli_die("--kv-connector with --tensor-parallel-size %d: KV transfer moves one "
                        "pool per layer, and a tensor-parallel engine has one per rank; run P/D "
                        "pods with --tensor-parallel-size 1",
                        (int)f->ef.tensor_parallel_size);
     }
-    if (f->connector && strcmp(f->ef.device, "auto") == 0) {
-        log_info("--device auto: the P/D connector needs the KV cache in host memory, using the "
-                 "cpu backend");
+    char why[256] = "";
+    if (f->connector && strcmp(f->ef.device, "auto") == 0 && !kvx_ucx_has_cuda(why, sizeof why)) {
+        log_info("--device auto: %s, and the P/D connector registers the KV cache with it: using "
+                 "the cpu backend",
+                 why);
         f->ef.device = "cpu";
     }
     if (check_model_format(f) != 0 || engine_flags_check(&f->ef) != 0 ||

@@ -478,7 +478,7 @@ def run_bad_flags(exe, model, ip, work):
          "--kv-connector with --tensor-parallel-size 2"),
         (["--gpu-memory-utilization", "1.5"], "--gpu-memory-utilization"),
         (["--device", "tpu"], "--device"),
-        (["--device", "cuda", "--kv-connector", "nixlv2"], "--kv-connector with --device cuda"),
+        (["--device", "cuda", "--kv-connector", "nixlv2"], "--device cuda"),
         (["--kv-connector", "lmcache"], "--kv-connector"),
         (["--kv-connector-config", "[1]"], "--kv-connector-config"),
         (["--kv-connector", "nixlv2", "--kv-connector-config", '{"bogus": 1}'], "bogus"),

@@ -1397,6 +1397,56 @@ static void test_new_rejects_bad_config(void **state)
     kvx_free(NULL);
 }
 
+/* KV pools in GPU memory: given pools only, no host-side extensions, and a UCX that can register
+ * CUDA memory (Debian's cannot: the error says what to install). */
+static void test_cuda_memory(void **state)
+{
+    (void)state;
+    char err[512];
+    const size_t block_bytes = (size_t)test_layout.n_kv_heads * (size_t)test_layout.block_size *
+                               (size_t)test_layout.head_dim * (size_t)test_layout.dtype_bytes;
+    const size_t pool = block_bytes * (size_t)test_layout.num_blocks;
+    void *base[MAX_REGIONS];
+    size_t bytes[MAX_REGIONS];
+    for (int r = 0; r < 2 * test_layout.n_layers; r++) {
+        base[r] = calloc(1, pool);
+        assert_non_null(base[r]);
+        bytes[r] = pool;
+    }
+    struct kvx_config c = {.engine_id = "gpu", .layout = test_layout, .memory = KVX_MEM_CUDA};
+    assert_null(kvx_new(&c, err, sizeof(err)));
+    assert_non_null(strstr(err, "needs its pools given"));
+    c.region_base = base;
+    c.region_bytes = bytes;
+    c.block_checksum = true;
+    assert_null(kvx_new(&c, err, sizeof(err)));
+    assert_non_null(strstr(err, "cannot use block checksums"));
+    c.block_checksum = false;
+    c.wire_dtype = KVX_WIRE_INT8;
+    assert_null(kvx_new(&c, err, sizeof(err)));
+    assert_non_null(strstr(err, "cannot use int8 wire compression"));
+    c.wire_dtype = KVX_WIRE_NATIVE;
+    c.memory = (enum kvx_memory)7;
+    assert_null(kvx_new(&c, err, sizeof(err)));
+    assert_non_null(strstr(err, "unknown memory type"));
+    /* host buffers claimed as CUDA memory: a UCX without CUDA says what is missing; one with
+     * CUDA refuses to register them */
+    c.memory = KVX_MEM_CUDA;
+    c.device_id = 0;
+    struct kvx *x = kvx_new(&c, err, sizeof(err));
+    if (x) {
+        kvx_free(x);
+        fail_msg("host memory registered as CUDA memory");
+    }
+    if (!strstr(err, "cannot register CUDA memory") && !strstr(err, "registering region 0")) {
+        fail_msg("unexpected error: %s", err);
+    }
+    print_message("    %s\n", err);
+    for (int r = 0; r < 2 * test_layout.n_layers; r++) {
+        free(base[r]);
+    }
+}
+
 /* ---- Tandem extensions: block checksums and int8 wire compression ---- */
 
 static void test_wire_blocks(void **state)
@@ -1894,6 +1944,7 @@ int main(void)
         cmocka_unit_test(test_compat_hash),
         cmocka_unit_test(test_wire_python_interop),
         cmocka_unit_test(test_new_rejects_bad_config),
+        cmocka_unit_test(test_cuda_memory),
         cmocka_unit_test(test_pull_default_transports),
         cmocka_unit_test(test_pull_shm),
         cmocka_unit_test(test_pull_tcp),

@@ -995,6 +995,11 @@ const engine_kv_connector *engine_kv_connector_get(const engine *e)
     return e->has_connector ? &e->conn : NULL;
 }
 
+int engine_kv_device(const engine *e)
+{
+    return strcmp(e->ops->name, "cuda") == 0 ? 0 : -1; /* one GPU: device 0 (tp: no P/D) */
+}
+
 void *engine_kv_pool(engine *e, int layer, int kv, size_t *bytes)
 {
     return e->ops->kv_pool(e->be, layer, kv, bytes);

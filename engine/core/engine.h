@@ -243,6 +243,8 @@ int engine_kv_release(engine *e, const char *request_id);
 /* Base and length of the K (kv 0) or V (kv 1) pool of a layer, for the connector's
  * registration. */
 void *engine_kv_pool(engine *e, int layer, int kv, size_t *bytes);
+/* Where those pools live: -1 host memory, else the CUDA device ordinal (the cuda backend's). */
+int engine_kv_device(const engine *e);
 /* Moves the KV pools into memory the connector's transport allocated (bases[2 * layer + kv], each
  * bytes[...] long, equal to engine_kv_pool's, 64-byte aligned; not owned: it must outlive the
  * engine's last step). Only before engine_start and the first submit. 0, -EBUSY (too late),
