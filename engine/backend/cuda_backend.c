@@ -33,7 +33,9 @@
 #include "lib/err.h"
 #include "lib/log.h"
 
-#define CUDA_MIB(x) ((double)(x) / (1024.0 * 1024.0))
+#define CUDA_MAX_GRAPHS 64  /* captured decode steps kept (batch size x context bucket) */
+#define CUDA_GRAPH_CTX0 256 /* the smallest context bucket of a captured step */
+#define CUDA_MIB(x)     ((double)(x) / (1024.0 * 1024.0))
 
 typedef struct cuda_layer {
     kcu_weight wq, wk, wv, wo, gate, up, down;
@@ -62,8 +64,15 @@ struct backend {
     void *wsp;     /* matmul workspace */
     size_t wsp_bytes;
     const backend_tp *tp; /* NULL: the whole model */
-    int32_t n_out;        /* output rows: n_vocab, or this rank's vocabulary slice */
-    void *awsp;           /* attention workspace (grows) */
+    /* CUDA graphs of decode steps (see cuda_forward), keyed by batch size and context bucket */
+    bool graphs; /* capture and replay (not --enforce-eager, not a tensor-parallel rank) */
+    struct {
+        int32_t n, ctx;
+        kcu_graph *g;
+    } graph[CUDA_MAX_GRAPHS];
+    int n_graph;
+    int32_t n_out; /* output rows: n_vocab, or this rank's vocabulary slice */
+    void *awsp;    /* attention workspace (grows) */
     size_t awsp_bytes;
     /* batch metadata: int32 [tokens T][pos T][slot T][seq_tok S][seq_new S][seq_start S]
      * [seq_bt S][out_rows S][block tables bt_cap], host (pinned) and device copies */
@@ -270,6 +279,11 @@ int cuda_backend_mem_plan(const model *m, int32_t max_batch_tokens, int32_t max_
     return 0;
 }
 
+int cuda_backend_graphs(const backend *b)
+{
+    return b->n_graph;
+}
+
 int cuda_backend_device_count(char *err, size_t errlen)
 {
     return kcu_device_count(err, errlen);
@@ -389,6 +403,15 @@ static void cuda_dfree(backend *b, void *p)
     }
 }
 
+/* Drops the captured graphs: they hold the buffers' addresses, which are about to change. */
+static void cuda_graphs_clear(backend *b)
+{
+    for (int i = 0; i < b->n_graph; i++) {
+        kcu_graph_free(b->graph[i].g);
+    }
+    b->n_graph = 0;
+}
+
 static void cuda_destroy(backend *b)
 {
     if (!b) {
@@ -396,6 +419,7 @@ static void cuda_destroy(backend *b)
     }
     if (b->ctx) {
         kcu_sync(b->ctx);
+        cuda_graphs_clear(b);
         if (b->layers) {
             for (int l = 0; l < b->n_layer; l++) {
                 cuda_layer *L = &b->layers[l];
@@ -615,6 +639,7 @@ static backend *cuda_create(const model *m, const backend_config *cfg, char *err
     b->kv_esz = cfg->kv_dtype == KV_DTYPE_F16 ? 2 : 4;
     b->tp = cfg->tp;
     b->n_out = b->tp ? b->tp->vocab_end - b->tp->vocab_begin : b->n_vocab;
+    b->graphs = !cfg->enforce_eager && !cfg->tp;
     b->pool_bytes =
         (size_t)cfg->num_blocks * (size_t)b->kv_dim * (size_t)cfg->block_size * b->kv_esz;
 
@@ -738,6 +763,7 @@ static int cuda_grow_meta(backend *b, size_t need)
         }
         return -ENOMEM;
     }
+    cuda_graphs_clear(b);
     kcu_host_free(b->h_meta);
     kcu_free(b->ctx, b->d_meta);
     b->h_meta = h;
@@ -755,6 +781,7 @@ static int cuda_grow_awsp(backend *b, size_t need)
     if (!d) {
         return -ENOMEM;
     }
+    cuda_graphs_clear(b);
     cuda_dfree(b, b->awsp);
     b->awsp = d;
     b->awsp_bytes = need;
@@ -892,50 +919,18 @@ static int cuda_attn_block(backend *b, const cuda_layer *L, const kcu_attn_batch
     return 0;
 }
 
-static int cuda_forward(backend *b, const fwd_batch *batch)
+/* Everything of a step after the metadata upload, up to the logits in b->logits: the embedding,
+ * the layers, the final norm and the logits matmul (n_out rows; none when n_out is 0). Enqueued
+ * only, so that a decode step can be captured as a CUDA graph. */
+static int cuda_enqueue(backend *b, const kcu_attn_batch *ab, int32_t T, int32_t n_out)
 {
-    int rc = cuda_check_batch(b, batch);
-    if (rc != 0) {
-        return rc;
-    }
-    size_t bt_need = 0;
-    for (int32_t i = 0; i < batch->n_seqs; i++) {
-        const fwd_seq *s = &batch->seqs[i];
-        bt_need += (size_t)((s->start_pos + s->n_new + b->cfg.block_size - 1) / b->cfg.block_size);
-    }
-    if ((rc = cuda_grow_meta(b, bt_need)) != 0) {
-        return cuda_fail(rc, "growing the block-table buffer");
-    }
-    const int32_t T = batch->n_tokens;
-    const int64_t E = b->n_embd;
-    int32_t n_out = 0, max_new = 0, max_ctx = 0;
-    const size_t n_meta = cuda_fill_meta(b, batch, &n_out, &max_new, &max_ctx);
     const int32_t *d = b->d_meta;
-    kcu_attn_batch ab = {.n_seqs = batch->n_seqs,
-                         .n_tokens = T,
-                         .d_seq_tok = d + meta_off_seq(b, META_SEQ_TOK),
-                         .d_seq_new = d + meta_off_seq(b, META_SEQ_NEW),
-                         .d_seq_start = d + meta_off_seq(b, META_SEQ_START),
-                         .d_seq_bt = d + meta_off_seq(b, META_SEQ_BT),
-                         .d_block_tables = d + meta_off_bt(b),
-                         .max_new = max_new,
-                         .max_ctx = max_ctx,
-                         .d_q = b->q,
-                         .d_out = b->att,
-                         .n_head = b->n_head,
-                         .scale = 1.0f / sqrtf((float)b->hd)};
-    kcu_paged_kv kv_shape = {.f16 = b->kv_esz == 2,
-                             .block_size = b->cfg.block_size,
-                             .n_head_kv = b->n_head_kv,
-                             .head_dim = b->hd};
-    if ((rc = cuda_grow_awsp(b, kcu_attention_workspace(&kv_shape, &ab))) != 0) {
-        return cuda_fail(rc, "growing the attention workspace");
-    }
     const int32_t *d_pos = d + meta_off_tok(b, META_POS);
     const int32_t *d_slot = d + meta_off_tok(b, META_SLOT);
     const int32_t *d_out_rows = d + meta_off_seq(b, META_OUT_ROWS);
+    const int64_t E = b->n_embd;
     const float eps = b->m->cfg.rms_eps;
-    CUDA_TRY(kcu_h2d(b->ctx, b->d_meta, b->h_meta, sizeof(int32_t) * n_meta), "metadata upload");
+    int rc;
     CUDA_TRY(kcu_embed(b->ctx, b->embd_type, b->d_embd, E, d + meta_off_tok(b, META_TOK), T, b->x),
              "embedding");
     float *x = b->x, *xn = b->xn, *att = b->att;
@@ -943,13 +938,12 @@ static int cuda_forward(backend *b, const fwd_batch *batch)
     for (int l = 0; l < b->n_layer; l++) {
         const cuda_layer *L = &b->layers[l];
         CUDA_TRY(kcu_rmsnorm(b->ctx, x, L->attn_norm, xn, T, E, eps), "attention norm");
-        if ((rc = cuda_attn_block(b, L, &ab, d_pos, d_slot, T)) != 0) {
+        if ((rc = cuda_attn_block(b, L, ab, d_pos, d_slot, T)) != 0) {
             return rc;
         }
         if (l == b->n_layer - 1) {
             /* only the rows that produce logits matter past the last attention */
             if (n_out == 0) {
-                CUDA_TRY(kcu_sync(b->ctx), "forward pass");
                 return 0;
             }
             CUDA_TRY(kcu_gather_rows(b->ctx, b->q, att, d_out_rows, n_out, b->q_dim),
@@ -975,7 +969,123 @@ static int cuda_forward(backend *b, const fwd_batch *batch)
     }
     CUDA_TRY(kcu_rmsnorm(b->ctx, x, b->out_norm, xn, n_rows, E, eps), "output norm");
     CUDA_TRY(cuda_mm(b, &b->output, xn, n_rows, b->logits), "logits");
-    CUDA_TRY(cuda_logits_out(b, batch->logits, n_rows), "logits download");
+    return 0;
+}
+
+/* The context bucket a decode step of up to max_ctx keys is captured for: a power of two from
+ * CUDA_GRAPH_CTX0, capped at what the backend was sized for. The attention kernel sizes its grid
+ * by the bucket and walks each sequence's own length (kcu_attention_workspace covers it). */
+static int32_t cuda_graph_ctx(const backend *b, int32_t max_ctx)
+{
+    int64_t ctx = CUDA_GRAPH_CTX0;
+    while (ctx < max_ctx) {
+        ctx *= 2;
+    }
+    const int64_t cap = (int64_t)b->cfg.num_blocks * b->cfg.block_size;
+    return (int32_t)(ctx < cap ? ctx : (cap > max_ctx ? cap : max_ctx));
+}
+
+/* A decode step (one new token per sequence, every sequence sampling) through its CUDA graph,
+ * captured on first use: 0; 1 when the step must run eagerly instead (graphs off, the cache
+ * full, a capture refused); or a negative errno. ab->max_ctx is raised to the bucket. */
+static int cuda_graph_step(backend *b, kcu_attn_batch *ab, int32_t n)
+{
+    if (!b->graphs) {
+        return 1;
+    }
+    const int32_t ctx = cuda_graph_ctx(b, ab->max_ctx);
+    kcu_graph *g = NULL;
+    for (int i = 0; i < b->n_graph && !g; i++) {
+        g = b->graph[i].n == n && b->graph[i].ctx == ctx ? b->graph[i].g : NULL;
+    }
+    ab->max_ctx = ctx;
+    if (!g) {
+        if (b->n_graph == CUDA_MAX_GRAPHS) {
+            return 1;
+        }
+        kcu_paged_kv shape = {.f16 = b->kv_esz == 2,
+                              .block_size = b->cfg.block_size,
+                              .n_head_kv = b->n_head_kv,
+                              .head_dim = b->hd};
+        int rc = cuda_grow_awsp(b, kcu_attention_workspace(&shape, ab));
+        if (rc != 0) {
+            return cuda_fail(rc, "growing the attention workspace");
+        }
+        if (kcu_capture_begin(b->ctx) != 0) {
+            log_info("cuda backend: CUDA graphs unavailable (%s); decode steps run eagerly",
+                     kcu_last_error());
+            b->graphs = false;
+            return 1;
+        }
+        rc = cuda_enqueue(b, ab, n, n);
+        int end = kcu_capture_end(b->ctx, rc == 0 ? &g : NULL);
+        if (rc != 0 || end != 0) {
+            log_warn("cuda backend: capturing a decode step of %d sequences failed (%s); decode "
+                     "steps run eagerly",
+                     (int)n, kcu_last_error());
+            b->graphs = false;
+            return 1;
+        }
+        b->graph[b->n_graph].n = n;
+        b->graph[b->n_graph].ctx = ctx;
+        b->graph[b->n_graph].g = g;
+        b->n_graph++;
+    }
+    CUDA_TRY(kcu_graph_launch(b->ctx, g), "graph launch");
+    return 0;
+}
+
+static int cuda_forward(backend *b, const fwd_batch *batch)
+{
+    int rc = cuda_check_batch(b, batch);
+    if (rc != 0) {
+        return rc;
+    }
+    size_t bt_need = 0;
+    for (int32_t i = 0; i < batch->n_seqs; i++) {
+        const fwd_seq *s = &batch->seqs[i];
+        bt_need += (size_t)((s->start_pos + s->n_new + b->cfg.block_size - 1) / b->cfg.block_size);
+    }
+    if ((rc = cuda_grow_meta(b, bt_need)) != 0) {
+        return cuda_fail(rc, "growing the block-table buffer");
+    }
+    const int32_t T = batch->n_tokens;
+    int32_t n_out = 0, max_new = 0, max_ctx = 0;
+    const size_t n_meta = cuda_fill_meta(b, batch, &n_out, &max_new, &max_ctx);
+    const int32_t *d = b->d_meta;
+    kcu_attn_batch ab = {.n_seqs = batch->n_seqs,
+                         .n_tokens = T,
+                         .d_seq_tok = d + meta_off_seq(b, META_SEQ_TOK),
+                         .d_seq_new = d + meta_off_seq(b, META_SEQ_NEW),
+                         .d_seq_start = d + meta_off_seq(b, META_SEQ_START),
+                         .d_seq_bt = d + meta_off_seq(b, META_SEQ_BT),
+                         .d_block_tables = d + meta_off_bt(b),
+                         .max_new = max_new,
+                         .max_ctx = max_ctx,
+                         .d_q = b->q,
+                         .d_out = b->att,
+                         .n_head = b->n_head,
+                         .scale = 1.0f / sqrtf((float)b->hd)};
+    kcu_paged_kv kv_shape = {.f16 = b->kv_esz == 2,
+                             .block_size = b->cfg.block_size,
+                             .n_head_kv = b->n_head_kv,
+                             .head_dim = b->hd};
+    if ((rc = cuda_grow_awsp(b, kcu_attention_workspace(&kv_shape, &ab))) != 0) {
+        return cuda_fail(rc, "growing the attention workspace");
+    }
+    CUDA_TRY(kcu_h2d(b->ctx, b->d_meta, b->h_meta, sizeof(int32_t) * n_meta), "metadata upload");
+    /* a decode step replays its graph; the rest (prefill, mixed batches, rows without logits)
+     * is enqueued op by op */
+    rc = max_new == 1 && n_out == T ? cuda_graph_step(b, &ab, T) : 1;
+    if (rc == 1) {
+        rc = cuda_enqueue(b, &ab, T, n_out);
+    }
+    if (rc != 0) {
+        return rc;
+    }
+    if (n_out > 0) {
+        CUDA_TRY(cuda_logits_out(b, batch->logits, n_out), "logits download");
+    }
     CUDA_TRY(kcu_sync(b->ctx), "forward pass");
     return 0;
 }

@@ -15,6 +15,9 @@
  * cause in err (no driver, no device, driver older than the runtime). */
 int cuda_backend_device_count(char *err, size_t errlen);
 
+/* CUDA graphs the backend holds (decode steps captured so far); for tests and the log. */
+int cuda_backend_graphs(const backend *b);
+
 /* Device memory the backend needs for m besides the KV pools, with max_batch_tokens rows of
  * scratch, max_seqs sequences and an attention context of max_ctx tokens: the weights as stored
  * on the device, plus scratch and workspaces. */

@@ -227,6 +227,10 @@ int engine_flags_parse(struct cli_args *a, struct engine_flags *f)
         c->pin_threads = true;
         return 1;
     }
+    if (cli_bool(a, "--enforce-eager")) {
+        c->enforce_eager = true;
+        return 1;
+    }
     if (cli_bool(a, "--enable-prefix-caching")) {
         c->disable_prefix_caching = false;
         return 1;
@@ -474,6 +478,7 @@ void engine_flags_usage(FILE *out)
         "  --gpu-memory-utilization F    GPU memory share of the cuda backend (0, 1] (0.9)\n"
         "  --threads N                   compute threads (one per core)\n"
         "  --pin-threads                 pin compute threads to cores\n"
+        "  --enforce-eager               no CUDA graphs: launch every step op by op\n"
         "  --[no-]enable-prefix-caching  automatic prefix caching (on)\n"
         "  --[no-]enable-chunked-prefill chunked prefill (on)\n"
         "  --long-prefill-token-threshold N\n"

@@ -60,6 +60,7 @@ typedef struct engine_config {
     engine_kv_dtype kv_dtype;
     int n_threads; /* 0: one per online core */
     bool pin_threads;
+    bool enforce_eager; /* GPU backends: no CUDA graphs (vLLM's --enforce-eager) */
     bool disable_prefix_caching;
     uint64_t prefix_hash_seed; /* seeds the block-hash chain (like PYTHONHASHSEED) */
     int32_t max_waiting;       /* 0: 1024; beyond it engine_submit answers -EAGAIN */

@@ -66,6 +66,20 @@ int kcu_h2d(kcu_ctx *c, void *d_dst, const void *h_src, size_t bytes); /* async 
 int kcu_d2h(kcu_ctx *c, void *h_dst, const void *d_src, size_t bytes); /* async on the stream */
 int kcu_sync(kcu_ctx *c);                                              /* waits for the stream */
 
+/* ---- CUDA graphs (kcu_device.cu) ---- */
+
+/* A captured sequence of the context's stream work, replayed by one launch. Between
+ * kcu_capture_begin and kcu_capture_end the ops enqueue nothing: they are recorded (with their
+ * pointers and launch shapes as they are now), so nothing may allocate, synchronise or copy from
+ * pageable memory meanwhile. */
+typedef struct kcu_graph kcu_graph;
+
+int kcu_capture_begin(kcu_ctx *c); /* 0, or -EIO (the stream is left as it was) */
+/* Ends the capture; *out gets the instantiated graph (out NULL: discarded). 0 or -EIO. */
+int kcu_capture_end(kcu_ctx *c, kcu_graph **out);
+int kcu_graph_launch(kcu_ctx *c, kcu_graph *g); /* enqueues the whole graph on the stream */
+void kcu_graph_free(kcu_graph *g);
+
 /* Page-locked host memory for the async copies (falls back to malloc when pinning fails). */
 void *kcu_host_alloc(size_t bytes);
 void kcu_host_free(void *h_ptr);

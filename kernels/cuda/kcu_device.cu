@@ -386,6 +386,70 @@ extern "C" int kcu_sync(kcu_ctx *c)
     return kcu_cuda_fail(cudaStreamSynchronize(c->stream), "cudaStreamSynchronize");
 }
 
+/* ---- graphs ---- */
+
+struct kcu_graph {
+    cudaGraphExec_t exec;
+};
+
+extern "C" int kcu_capture_begin(kcu_ctx *c)
+{
+    if (!c) {
+        return -EINVAL;
+    }
+    /* thread-local: another thread's unrelated CUDA calls neither break nor join this capture */
+    return kcu_cuda_fail(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal),
+                         "cudaStreamBeginCapture");
+}
+
+extern "C" int kcu_capture_end(kcu_ctx *c, kcu_graph **out)
+{
+    if (out) {
+        *out = NULL;
+    }
+    if (!c) {
+        return -EINVAL;
+    }
+    cudaGraph_t graph = NULL;
+    int rc = kcu_cuda_fail(cudaStreamEndCapture(c->stream, &graph), "cudaStreamEndCapture");
+    if (rc != 0 || !out) {
+        if (graph) {
+            (void)cudaGraphDestroy(graph);
+        }
+        return rc;
+    }
+    kcu_graph *g = static_cast<kcu_graph *>(calloc(1, sizeof(kcu_graph)));
+    if (!g) {
+        (void)cudaGraphDestroy(graph);
+        kcu_set_error("out of host memory for a CUDA graph");
+        return -ENOMEM;
+    }
+    rc = kcu_cuda_fail(cudaGraphInstantiate(&g->exec, graph, 0), "cudaGraphInstantiate");
+    (void)cudaGraphDestroy(graph);
+    if (rc != 0) {
+        free(g);
+        return rc;
+    }
+    *out = g;
+    return 0;
+}
+
+extern "C" int kcu_graph_launch(kcu_ctx *c, kcu_graph *g)
+{
+    if (!c || !g) {
+        return -EINVAL;
+    }
+    return kcu_cuda_fail(cudaGraphLaunch(g->exec, c->stream), "cudaGraphLaunch");
+}
+
+extern "C" void kcu_graph_free(kcu_graph *g)
+{
+    if (g) {
+        (void)cudaGraphExecDestroy(g->exec);
+        free(g);
+    }
+}
+
 /* Pinned host memory carries a 64-byte header recording how it was allocated, so kcu_host_free
  * needs no CUDA query (and works on machines without a driver, where pinning falls back to an
  * aligned malloc). Pointers are 64-byte aligned either way. */

@@ -14,6 +14,11 @@
  *
  * It emulates EMU_DEVICES devices, and kcu_comm (NCCL) with the host collective of
  * engine/core/tp.h, so tensor parallelism over the CUDA backend's ranks runs here too.
+ *
+ * CUDA graphs: between kcu_capture_begin and kcu_capture_end the ops are recorded, with their
+ * arguments by value as a kernel launch captures them (structs copied, pointers kept), and run
+ * only when the graph is launched, as on a device: a backend that captured a stale pointer or
+ * a value that changes between steps gets wrong logits here too.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -31,9 +36,66 @@
 #define EMU_HDR     64 /* bytes before a weight's data: its kc_weight */
 #define EMU_DEVICES 4
 
+typedef enum emu_op {
+    EMU_MATMUL,
+    EMU_EMBED,
+    EMU_RMSNORM,
+    EMU_ADD_BIAS,
+    EMU_ADD,
+    EMU_SWIGLU,
+    EMU_ROPE,
+    EMU_GATHER,
+    EMU_STORE_KV,
+    EMU_ATTENTION,
+} emu_op;
+
+/* One recorded op: its arguments by value. */
+typedef struct emu_node {
+    emu_op op;
+    kcu_weight w;
+    kcu_paged_kv kv;
+    kcu_attn_batch ab;
+    const void *in[3];
+    void *out[2];
+    int64_t n, dim;
+    int i0, i1, i2;
+    float f;
+    bool flag;
+    tdtype type;
+    size_t bytes;
+} emu_node;
+
+struct kcu_graph {
+    emu_node *nodes;
+    int n, cap;
+    bool failed; /* recording ran out of memory */
+};
+
 struct kcu_ctx {
     kc_pool *pool;
+    kcu_graph *rec; /* the graph being captured, or NULL */
 };
+
+/* Appends a node to the capture; true when c is capturing (the op must not run now). */
+static bool emu_record(kcu_ctx *c, const emu_node *nd)
+{
+    kcu_graph *g = c->rec;
+    if (!g) {
+        return false;
+    }
+    if (g->n == g->cap) {
+        int cap = g->cap ? 2 * g->cap : 64;
+        emu_node *p = realloc(g->nodes, sizeof(*p) * (size_t)cap);
+        if (!p) {
+            g->failed = true;
+            return true;
+        }
+        g->nodes = p;
+        g->cap = cap;
+    }
+    g->nodes[g->n++] = *nd;
+    return true;
+}
 
 int kcu_device_count(char *err, size_t errlen)
 {
@@ -73,9 +135,12 @@ kcu_ctx *kcu_ctx_create(int dev, char *err, size_t errlen)
     return c;
 }
 
+void kcu_graph_free(kcu_graph *g);
+
 void kcu_ctx_destroy(kcu_ctx *c)
 {
     if (c) {
+        kcu_graph_free(c->rec);
         kc_pool_free(c->pool);
         free(c);
     }
@@ -154,24 +219,28 @@ int kcu_memset(kcu_ctx *c, void *d_ptr, int value, size_t bytes)
     return 0;
 }
 
+/* Copies and syncs are not captured by the backend: inside a capture they are its bug. */
 int kcu_h2d(kcu_ctx *c, void *d_dst, const void *h_src, size_t bytes)
 {
-    (void)c;
+    if (c->rec) {
+        return -EINVAL;
+    }
     memcpy(d_dst, h_src, bytes);
     return 0;
 }
 
 int kcu_d2h(kcu_ctx *c, void *h_dst, const void *d_src, size_t bytes)
 {
-    (void)c;
+    if (c->rec) {
+        return -EINVAL;
+    }
     memcpy(h_dst, d_src, bytes);
     return 0;
 }
 
 int kcu_sync(kcu_ctx *c)
 {
-    (void)c;
-    return 0;
+    return c->rec ? -EIO : 0; /* cudaStreamSynchronize during a capture invalidates it */
 }
 
 void *kcu_host_alloc(size_t bytes)
@@ -238,14 +307,14 @@ size_t kcu_matmul_workspace(const kcu_weight *w, int64_t n)
     return kc_matmul_wsize(&kw, n);
 }
 
-int kcu_matmul(kcu_ctx *c, const kcu_weight *w, const float *d_x, int64_t n, float *d_y,
-               void *d_wsp, size_t wsp_bytes)
+static int emu_matmul(kcu_ctx *c, const kcu_weight *w, const float *d_x, int64_t n, float *d_y,
+                      void *d_wsp, size_t wsp_bytes)
 {
     return kc_matmul(c->pool, emu_kw(w), d_x, n, d_y, d_wsp, wsp_bytes);
 }
 
-int kcu_embed(kcu_ctx *c, tdtype type, const void *d_table, int64_t dim, const int32_t *d_ids,
-              int32_t n, float *d_out)
+static int emu_embed(kcu_ctx *c, tdtype type, const void *d_table, int64_t dim,
+                     const int32_t *d_ids, int32_t n, float *d_out)
 {
     (void)c;
     for (int32_t i = 0; i < n; i++) {
@@ -256,8 +325,8 @@ int kcu_embed(kcu_ctx *c, tdtype type, const void *d_table, int64_t dim, const i
     return 0;
 }
 
-int kcu_rmsnorm(kcu_ctx *c, const float *d_x, const float *d_w, float *d_y, int64_t n, int64_t dim,
-                float eps)
+static int emu_rmsnorm(kcu_ctx *c, const float *d_x, const float *d_w, float *d_y, int64_t n,
+                       int64_t dim, float eps)
 {
     (void)c;
     for (int64_t i = 0; i < n; i++) {
@@ -266,7 +335,7 @@ int kcu_rmsnorm(kcu_ctx *c, const float *d_x, const float *d_w, float *d_y, int6
     return 0;
 }
 
-int kcu_add_bias(kcu_ctx *c, float *d_x, const float *d_b, int64_t n, int64_t dim)
+static int emu_add_bias(kcu_ctx *c, float *d_x, const float *d_b, int64_t n, int64_t dim)
 {
     (void)c;
     for (int64_t i = 0; i < n; i++) {
@@ -275,22 +344,22 @@ int kcu_add_bias(kcu_ctx *c, float *d_x, const float *d_b, int64_t n, int64_t di
     return 0;
 }
 
-int kcu_add(kcu_ctx *c, float *d_y, const float *d_x, int64_t n)
+static int emu_add(kcu_ctx *c, float *d_y, const float *d_x, int64_t n)
 {
     (void)c;
     kc_add(d_y, d_x, n);
     return 0;
 }
 
-int kcu_swiglu(kcu_ctx *c, float *d_gate, const float *d_up, int64_t n)
+static int emu_swiglu(kcu_ctx *c, float *d_gate, const float *d_up, int64_t n)
 {
     (void)c;
     kc_swiglu(d_gate, d_up, d_gate, n);
     return 0;
 }
 
-int kcu_rope(kcu_ctx *c, float *d_x, int64_t n, int n_head, int head_dim, int n_rot,
-             const int32_t *d_pos, float base, bool neox)
+static int emu_rope(kcu_ctx *c, float *d_x, int64_t n, int n_head, int head_dim, int n_rot,
+                    const int32_t *d_pos, float base, bool neox)
 {
     (void)c;
     float cs[KC_ATTN_MAX_HEAD_DIM];
@@ -301,8 +370,8 @@ int kcu_rope(kcu_ctx *c, float *d_x, int64_t n, int n_head, int head_dim, int n_
     return 0;
 }
 
-int kcu_gather_rows(kcu_ctx *c, float *d_dst, const float *d_src, const int32_t *d_rows, int32_t n,
-                    int64_t dim)
+static int emu_gather_rows(kcu_ctx *c, float *d_dst, const float *d_src, const int32_t *d_rows,
+                           int32_t n, int64_t dim)
 {
     (void)c;
     for (int32_t i = 0; i < n; i++) {
@@ -312,8 +381,8 @@ int kcu_gather_rows(kcu_ctx *c, float *d_dst, const float *d_src, const int32_t 
     return 0;
 }
 
-int kcu_store_kv(kcu_ctx *c, const kcu_paged_kv *kv, const float *d_k, const float *d_v,
-                 const int32_t *d_slot, int32_t n)
+static int emu_store_kv(kcu_ctx *c, const kcu_paged_kv *kv, const float *d_k, const float *d_v,
+                        const int32_t *d_slot, int32_t n)
 {
     (void)c;
     const size_t hd = (size_t)kv->head_dim, bs = (size_t)kv->block_size;
@@ -341,8 +410,8 @@ size_t kcu_attention_workspace(const kcu_paged_kv *kv, const kcu_attn_batch *a)
     return sizeof(kc_attn_seq) * (size_t)a->n_seqs;
 }
 
-int kcu_attention(kcu_ctx *c, const kcu_paged_kv *kv, const kcu_attn_batch *a, void *d_wsp,
-                  size_t wsp_bytes)
+static int emu_attention(kcu_ctx *c, const kcu_paged_kv *kv, const kcu_attn_batch *a, void *d_wsp,
+                         size_t wsp_bytes)
 {
     if (wsp_bytes < kcu_attention_workspace(kv, a)) {
         return -EINVAL;
@@ -363,4 +432,161 @@ int kcu_attention(kcu_ctx *c, const kcu_paged_kv *kv, const kcu_attn_batch *a, v
                        .n_head_kv = kv->n_head_kv,
                        .head_dim = kv->head_dim};
     return kc_attention(c->pool, &ckv, a->n_head, seqs, a->n_seqs, qd, qd, a->scale);
+}
+
+/* ---- the public ops: recorded while capturing, else run ---- */
+
+int kcu_matmul(kcu_ctx *c, const kcu_weight *w, const float *d_x, int64_t n, float *d_y,
+               void *d_wsp, size_t wsp_bytes)
+{
+    emu_node nd = {
+        .op = EMU_MATMUL, .w = *w, .in = {d_x}, .out = {d_y, d_wsp}, .n = n, .bytes = wsp_bytes};
+    return emu_record(c, &nd) ? 0 : emu_matmul(c, w, d_x, n, d_y, d_wsp, wsp_bytes);
+}
+
+int kcu_embed(kcu_ctx *c, tdtype type, const void *d_table, int64_t dim, const int32_t *d_ids,
+              int32_t n, float *d_out)
+{
+    emu_node nd = {
+        .op = EMU_EMBED, .type = type, .in = {d_table, d_ids}, .out = {d_out}, .dim = dim, .n = n};
+    return emu_record(c, &nd) ? 0 : emu_embed(c, type, d_table, dim, d_ids, n, d_out);
+}
+
+int kcu_rmsnorm(kcu_ctx *c, const float *d_x, const float *d_w, float *d_y, int64_t n, int64_t dim,
+                float eps)
+{
+    emu_node nd = {.op = EMU_RMSNORM, .in = {d_x, d_w}, .out = {d_y}, .n = n, .dim = dim, .f = eps};
+    return emu_record(c, &nd) ? 0 : emu_rmsnorm(c, d_x, d_w, d_y, n, dim, eps);
+}
+
+int kcu_add_bias(kcu_ctx *c, float *d_x, const float *d_b, int64_t n, int64_t dim)
+{
+    emu_node nd = {.op = EMU_ADD_BIAS, .in = {d_b}, .out = {d_x}, .n = n, .dim = dim};
+    return emu_record(c, &nd) ? 0 : emu_add_bias(c, d_x, d_b, n, dim);
+}
+
+int kcu_add(kcu_ctx *c, float *d_y, const float *d_x, int64_t n)
+{
+    emu_node nd = {.op = EMU_ADD, .in = {d_x}, .out = {d_y}, .n = n};
+    return emu_record(c, &nd) ? 0 : emu_add(c, d_y, d_x, n);
+}
+
+int kcu_swiglu(kcu_ctx *c, float *d_gate, const float *d_up, int64_t n)
+{
+    emu_node nd = {.op = EMU_SWIGLU, .in = {d_up}, .out = {d_gate}, .n = n};
+    return emu_record(c, &nd) ? 0 : emu_swiglu(c, d_gate, d_up, n);
+}
+
+int kcu_rope(kcu_ctx *c, float *d_x, int64_t n, int n_head, int head_dim, int n_rot,
+             const int32_t *d_pos, float base, bool neox)
+{
+    emu_node nd = {.op = EMU_ROPE,
+                   .in = {d_pos},
+                   .out = {d_x},
+                   .n = n,
+                   .i0 = n_head,
+                   .i1 = head_dim,
+                   .i2 = n_rot,
+                   .f = base,
+                   .flag = neox};
+    return emu_record(c, &nd) ? 0 : emu_rope(c, d_x, n, n_head, head_dim, n_rot, d_pos, base, neox);
+}
+
+int kcu_gather_rows(kcu_ctx *c, float *d_dst, const float *d_src, const int32_t *d_rows, int32_t n,
+                    int64_t dim)
+{
+    emu_node nd = {.op = EMU_GATHER, .in = {d_src, d_rows}, .out = {d_dst}, .n = n, .dim = dim};
+    return emu_record(c, &nd) ? 0 : emu_gather_rows(c, d_dst, d_src, d_rows, n, dim);
+}
+
+int kcu_store_kv(kcu_ctx *c, const kcu_paged_kv *kv, const float *d_k, const float *d_v,
+                 const int32_t *d_slot, int32_t n)
+{
+    emu_node nd = {.op = EMU_STORE_KV, .kv = *kv, .in = {d_k, d_v, d_slot}, .n = n};
+    return emu_record(c, &nd) ? 0 : emu_store_kv(c, kv, d_k, d_v, d_slot, n);
+}
+
+int kcu_attention(kcu_ctx *c, const kcu_paged_kv *kv, const kcu_attn_batch *a, void *d_wsp,
+                  size_t wsp_bytes)
+{
+    emu_node nd = {.op = EMU_ATTENTION, .kv = *kv, .ab = *a, .out = {d_wsp}, .bytes = wsp_bytes};
+    return emu_record(c, &nd) ? 0 : emu_attention(c, kv, a, d_wsp, wsp_bytes);
+}
+
+/* ---- graphs ---- */
+
+int kcu_capture_begin(kcu_ctx *c)
+{
+    if (!c || c->rec) {
+        return -EINVAL;
+    }
+    c->rec = calloc(1, sizeof(kcu_graph));
+    return c->rec ? 0 : -ENOMEM;
+}
+
+int kcu_capture_end(kcu_ctx *c, kcu_graph **out)
+{
+    if (out) {
+        *out = NULL;
+    }
+    if (!c || !c->rec) {
+        return -EINVAL;
+    }
+    kcu_graph *g = c->rec;
+    c->rec = NULL;
+    if (g->failed || !out) {
+        kcu_graph_free(g);
+        return out ? -ENOMEM : 0;
+    }
+    *out = g;
+    return 0;
+}
+
+static int emu_run(kcu_ctx *c, const emu_node *nd)
+{
+    switch (nd->op) {
+    case EMU_MATMUL:
+        return emu_matmul(c, &nd->w, nd->in[0], nd->n, nd->out[0], nd->out[1], nd->bytes);
+    case EMU_EMBED:
+        return emu_embed(c, nd->type, nd->in[0], nd->dim, nd->in[1], (int32_t)nd->n, nd->out[0]);
+    case EMU_RMSNORM:
+        return emu_rmsnorm(c, nd->in[0], nd->in[1], nd->out[0], nd->n, nd->dim, nd->f);
+    case EMU_ADD_BIAS:
+        return emu_add_bias(c, nd->out[0], nd->in[0], nd->n, nd->dim);
+    case EMU_ADD:
+        return emu_add(c, nd->out[0], nd->in[0], nd->n);
+    case EMU_SWIGLU:
+        return emu_swiglu(c, nd->out[0], nd->in[0], nd->n);
+    case EMU_ROPE:
+        return emu_rope(c, nd->out[0], nd->n, nd->i0, nd->i1, nd->i2, nd->in[0], nd->f, nd->flag);
+    case EMU_GATHER:
+        return emu_gather_rows(c, nd->out[0], nd->in[0], nd->in[1], (int32_t)nd->n, nd->dim);
+    case EMU_STORE_KV:
+        return emu_store_kv(c, &nd->kv, nd->in[0], nd->in[1], nd->in[2], (int32_t)nd->n);
+    case EMU_ATTENTION:
+        return emu_attention(c, &nd->kv, &nd->ab, nd->out[0], nd->bytes);
+    }
+    return -EINVAL;
+}
+
+int kcu_graph_launch(kcu_ctx *c, kcu_graph *g)
+{
+    if (!c || !g || c->rec) {
+        return -EINVAL;
+    }
+    for (int i = 0; i < g->n; i++) {
+        int rc = emu_run(c, &g->nodes[i]);
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    return 0;
+}
+
+void kcu_graph_free(kcu_graph *g)
+{
+    if (g) {
+        free(g->nodes);
+        free(g);
+    }
 }
