@@ -134,7 +134,9 @@ static backend_config case_config(const backend_ops *ops, kv_dtype dt)
 
 static backend *make(const backend_ops *ops, const model *m, kv_dtype dt)
 {
-    const backend_config cfg = case_config(ops, dt);
+    /* static: the backends copy it, but an analyser cannot know what ops->create keeps */
+    static backend_config cfg;
+    cfg = case_config(ops, dt);
     char err[512] = "";
     backend *b = ops->create(m, &cfg, err, sizeof(err));
     if (!b) {
