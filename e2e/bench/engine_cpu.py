@@ -15,6 +15,10 @@ the same GGUF files and thread counts, in the same run:
 Both use an F16 KV cache (llama-bench's default). Prints a table of tokens/s with the ratio
 tandem / llama.cpp and, as the last line, a JSON summary. Goals (from the issue): tg128 ratio
 >= 1.0, pp512 ratio >= 0.8 -- reported, not asserted.
+
+First it measures the machine's read bandwidth at each thread count (tandem-membw, 1 GiB, best
+of 5), and gives every generation figure also as GB/s of weights streamed (tokens/s x the
+file's tensor bytes) and as % of that bandwidth: decode reads every weight once per token.
 """
 
 import argparse
@@ -59,6 +63,13 @@ def llama_bench_path():
     return out.stdout.strip().splitlines()[-1]
 
 
+def run_membw(threads):
+    exe = os.path.join(build_dir(), "engine", "backend", "tandem-membw")
+    out = subprocess.run([exe, "-t", ",".join(map(str, threads)), "-o", "json"], check=True,
+                         stdout=subprocess.PIPE, text=True)
+    return {o["threads"]: o for o in map(json.loads, out.stdout.splitlines()) if o}
+
+
 def run_tandem(model, p, n, threads, reps):
     exe = os.path.join(build_dir(), "engine", "cli", "tandem-engine")
     out = subprocess.run([exe, "bench", "--model", model, "-p", str(p), "-n", str(n), "-t",
@@ -68,7 +79,7 @@ def run_tandem(model, p, n, threads, reps):
     for line in out.stdout.splitlines():
         if line.startswith("{"):
             o = json.loads(line)
-            res[(o["test"], o["threads"])] = (o["t_s"], o["t_s_sd"])
+            res[(o["test"], o["threads"])] = (o["t_s"], o["t_s_sd"], o["size_bytes"])
     return res
 
 
@@ -95,6 +106,11 @@ def main():
     a = ap.parse_args()
     threads = [int(x) for x in a.threads.split(",")]
     t0 = time.time()
+    bw = run_membw(threads)
+    if not a.json_only:
+        for t in threads:
+            print("read bandwidth, %d thread(s): %.2f GB/s (%s loads)"
+                  % (t, bw[t]["read_gbs"], bw[t]["isa"]), flush=True)
     bench = llama_bench_path()
     rows = []
     for shape in a.models.split(","):
@@ -110,16 +126,28 @@ def main():
                            "tandem_t_s": o[0] if o else None, "llama_t_s": l[0] if l else None}
                     if o and l and l[0] > 0:
                         row["ratio"] = round(o[0] / l[0], 3)
+                    pct = ""
+                    if test.startswith("tg") and o:
+                        read = bw[t]["read_gbs"]
+                        row["tandem_gbs"] = round(o[0] * o[2] / 1e9, 2)
+                        row["tandem_bw_pct"] = round(100.0 * row["tandem_gbs"] / read, 1)
+                        pct = "  %.1f GB/s = %.0f%% of read bw" % (row["tandem_gbs"],
+                                                                 row["tandem_bw_pct"])
+                        if l:
+                            row["llama_gbs"] = round(l[0] * o[2] / 1e9, 2)
+                            row["llama_bw_pct"] = round(100.0 * row["llama_gbs"] / read, 1)
+                            pct += " (llama.cpp %.0f%%)" % row["llama_bw_pct"]
                     rows.append(row)
                     if not a.json_only:
-                        print("%-6s %-5s %-6s t=%d  tandem %9.2f  llama.cpp %9.2f  ratio %s"
+                        print("%-6s %-5s %-6s t=%d  tandem %9.2f  llama.cpp %9.2f  ratio %s%s"
                               % (shape, typ, test, t, row["tandem_t_s"] or 0,
-                                 row["llama_t_s"] or 0, row.get("ratio")), flush=True)
+                                 row["llama_t_s"] or 0, row.get("ratio"), pct), flush=True)
     goals = {"tg_ratio_min": min((r["ratio"] for r in rows if r["test"].startswith("tg")
                                   and "ratio" in r), default=None),
              "pp_ratio_min": min((r["ratio"] for r in rows if r["test"].startswith("pp")
                                   and "ratio" in r), default=None)}
     print(json.dumps({"benchmark": "engine_cpu", "seconds": round(time.time() - t0, 1),
+                      "read_bandwidth_gbs": {t: bw[t]["read_gbs"] for t in threads},
                       "goals": goals, "rows": rows}))
     return 0
 
