@@ -432,8 +432,9 @@ static void cpu_tok_one(const cpu_tok_task *tt, int32_t t)
         if (b->n_rot > 0) {
             const float *cs = b->rope + (int64_t)t * b->n_rot;
             if (tt->layer == 0) {
-                kc_rope_cache(b->rope + (int64_t)t * b->n_rot, b->n_rot, b->tok_pos[t],
-                              b->m->cfg.rope_base);
+                kc_rope_cache_ext(b->rope + (int64_t)t * b->n_rot, b->n_rot, b->tok_pos[t],
+                                  b->m->cfg.rope_base, model_rope_freq_scale(&b->m->cfg),
+                                  b->m->cfg.rope_freqs);
             }
             kc_rope_apply(q, b->n_head, b->hd, b->n_rot, cs, b->m->cfg.rope_neox);
             kc_rope_apply(k, b->n_head_kv, b->hd, b->n_rot, cs, b->m->cfg.rope_neox);

@@ -58,6 +58,8 @@ struct backend {
     bool embd_shared;
     tdtype embd_type;
     float *out_norm;
+    float rope_freq_scale; /* model_rope_freq_scale */
+    float *d_rope_freqs;   /* Llama 3's divisors on the device [n_rot / 2], or NULL */
     /* device scratch, T rows */
     float *x, *xn, *q, *k, *v, *att, *tmp, *gate, *up;
     float *logits; /* [max_seqs][n_out] */
@@ -444,8 +446,8 @@ static void cuda_destroy(backend *b)
         if (b->output.d_data) {
             kcu_weight_free(b->ctx, &b->output);
         }
-        float *scratch[] = {b->out_norm, b->x,   b->xn,   b->q,  b->k,     b->v,
-                            b->att,      b->tmp, b->gate, b->up, b->logits};
+        float *scratch[] = {b->d_rope_freqs, b->out_norm, b->x,    b->xn, b->q,     b->k, b->v,
+                            b->att,          b->tmp,      b->gate, b->up, b->logits};
         for (size_t i = 0; i < sizeof(scratch) / sizeof(scratch[0]); i++) {
             cuda_dfree(b, scratch[i]);
         }
@@ -600,6 +602,26 @@ static int cuda_upload_embd(backend *b, char *err, size_t errlen)
     return 0;
 }
 
+/* RoPE scaling: the linear factor's multiplier, and Llama 3's divisors on the device. */
+static int cuda_upload_rope(backend *b, char *err, size_t errlen)
+{
+    b->rope_freq_scale = model_rope_freq_scale(&b->m->cfg);
+    if (!b->m->cfg.rope_freqs || b->n_rot < 2) {
+        return 0;
+    }
+    const size_t bytes = sizeof(float) * (size_t)(b->n_rot / 2);
+    b->d_rope_freqs = cuda_alloc(b, bytes, "rope_freqs", err, errlen);
+    if (!b->d_rope_freqs) {
+        return -ENOMEM;
+    }
+    if (kcu_h2d(b->ctx, b->d_rope_freqs, b->m->cfg.rope_freqs, bytes) != 0 ||
+        kcu_sync(b->ctx) != 0) {
+        return tandem_fail(err, errlen, -EIO, "cuda backend: cannot upload rope_freqs: %s",
+                           kcu_last_error());
+    }
+    return 0;
+}
+
 static int32_t cuda_create_ctx(const backend *b)
 {
     const int64_t all = (int64_t)b->cfg.num_blocks * b->cfg.block_size;
@@ -676,7 +698,7 @@ static backend *cuda_create(const model *m, const backend_config *cfg, char *err
             goto err_destroy;
         }
     }
-    if (cuda_upload_embd(b, err, errlen) != 0) {
+    if (cuda_upload_embd(b, err, errlen) != 0 || cuda_upload_rope(b, err, errlen) != 0) {
         goto err_destroy;
     }
     const int64_t E = b->n_embd, F = b->n_ff;
@@ -903,9 +925,11 @@ static int cuda_attn_block(backend *b, const cuda_layer *L, const kcu_attn_batch
     if (b->n_rot > 0) {
         const float base = b->m->cfg.rope_base;
         const bool neox = b->m->cfg.rope_neox;
-        CUDA_TRY(kcu_rope(b->ctx, b->q, T, b->n_head, b->hd, b->n_rot, d_pos, base, neox),
+        CUDA_TRY(kcu_rope(b->ctx, b->q, T, b->n_head, b->hd, b->n_rot, d_pos, base, neox,
+                          b->rope_freq_scale, b->d_rope_freqs),
                  "RoPE on Q");
-        CUDA_TRY(kcu_rope(b->ctx, b->k, T, b->n_head_kv, b->hd, b->n_rot, d_pos, base, neox),
+        CUDA_TRY(kcu_rope(b->ctx, b->k, T, b->n_head_kv, b->hd, b->n_rot, d_pos, base, neox,
+                          b->rope_freq_scale, b->d_rope_freqs),
                  "RoPE on K");
     }
     kcu_paged_kv kv = {.d_k = L->k_pool,

@@ -7,6 +7,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -228,6 +229,52 @@ static int hf_arch(const char *label, struct json_object *cfg, model_arch *arch,
     return -EINVAL;
 }
 
+/* rope_scaling of type linear (factor) or llama3 (factor, low_freq_factor, high_freq_factor,
+ * original_max_position_embeddings, all required, as transformers validates them). */
+static int hf_rope_scaling(model *m, const char *label, struct json_object *s, const char *type,
+                           double theta, char *err, size_t errlen)
+{
+    char e[256];
+    model_config *c = &m->cfg;
+    const bool llama3 = strcmp(type, "llama3") == 0;
+    static const char *const keys[] = {"factor", "low_freq_factor", "high_freq_factor",
+                                       "original_max_position_embeddings"};
+    double v[4];
+    for (int i = 0; i < (llama3 ? 4 : 1); i++) {
+        if (json_opt_double(s, keys[i], NAN, &v[i], e, sizeof(e)) != 0 || !(v[i] > 0.0) ||
+            !(v[i] < 1e9)) {
+            tandem_set_err(err, errlen, "%s: rope_scaling.%s (type %s): %s", label, keys[i], type,
+                           isnan(v[i]) ? "required, a positive number" : "must be positive");
+            return -EINVAL;
+        }
+    }
+    if (!llama3) {
+        c->rope_linear_factor = (float)v[0];
+        return 0;
+    }
+    if (!(v[2] > v[1])) {
+        tandem_set_err(
+            err, errlen,
+            "%s: rope_scaling.high_freq_factor %g must be larger than low_freq_factor %g", label,
+            v[2], v[1]);
+        return -EINVAL;
+    }
+    if (c->head_dim < 2 || c->head_dim > 4096) {
+        tandem_set_err(err, errlen, "%s: head_dim %d: rope_scaling needs 2..4096", label,
+                       c->head_dim);
+        return -EINVAL;
+    }
+    float *f = model__alloc(m, sizeof(float) * (size_t)(c->head_dim / 2));
+    if (!f) {
+        tandem_set_err(err, errlen, "%s: out of memory", label);
+        return -ENOMEM;
+    }
+    model_llama3_rope_freqs(f, c->head_dim, (float)theta, (float)v[0], (float)v[1], (float)v[2],
+                            (float)v[3]);
+    c->rope_freqs = f;
+    return 0;
+}
+
 static int hf_config(model *m, const char *label, struct json_object *cfg, char *err, size_t errlen)
 {
     char e[256];
@@ -286,12 +333,17 @@ static int hf_config(model *m, const char *label, struct json_object *cfg, char 
             tandem_set_err(err, errlen, "%s: rope_scaling.%s", label, e);
             return -EINVAL;
         }
-        if (!type || strcmp(type, "default") != 0) {
-            tandem_set_err(
-                err, errlen,
-                "%s: rope_scaling type '%.32s' is not supported (only null or 'default')", label,
-                type ? type : "(none)");
+        if (!type || (strcmp(type, "default") != 0 && strcmp(type, "linear") != 0 &&
+                      strcmp(type, "llama3") != 0)) {
+            tandem_set_err(err, errlen,
+                           "%s: rope_scaling type '%.32s' is not supported (null, 'default', "
+                           "'linear' or 'llama3')",
+                           label, type ? type : "(none)");
             return -EINVAL;
+        }
+        if (strcmp(type, "default") != 0 &&
+            (rc = hf_rope_scaling(m, label, scaling, type, theta, err, errlen)) != 0) {
+            return rc;
         }
     }
     int sliding = 0;

@@ -7,6 +7,7 @@
 #include "engine/model/model.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -264,6 +265,56 @@ static int bind_layer(model *m, int il, char *err, size_t errlen)
     return 0;
 }
 
+/* Llama 3's rope_freqs.weight (GGUF): n_rot / 2 F32 divisors, positive and finite. */
+static int bind_rope_freqs(model *m, char *err, size_t errlen)
+{
+    const model_tensor *t = model_find_tensor(m, "rope_freqs.weight");
+    if (!t) {
+        return 0;
+    }
+    const int64_t n = m->cfg.n_rot / 2;
+    if (t->type != TD_F32 || t->ne[0] != n || t->ne[1] != 1 || !t->data) {
+        tandem_set_err(err, errlen,
+                       "%s: tensor 'rope_freqs.weight' must be F32 of %lld elements (n_rot / 2), "
+                       "got %s {%lld, %lld}",
+                       m->path, (long long)n, td_name((uint32_t)t->type), (long long)t->ne[0],
+                       (long long)t->ne[1]);
+        return -EINVAL;
+    }
+    const float *f = t->data;
+    for (int64_t i = 0; i < n; i++) {
+        if (!(f[i] > 0.0f && f[i] < 1e30f)) {
+            tandem_set_err(err, errlen,
+                           "%s: tensor 'rope_freqs.weight'[%lld] = %g is not a "
+                           "positive finite divisor",
+                           m->path, (long long)i, (double)f[i]);
+            return -EINVAL;
+        }
+    }
+    m->cfg.rope_freqs = f;
+    return 0;
+}
+
+void model_llama3_rope_freqs(float *out, int head_dim, float base, float factor, float low_freq,
+                             float high_freq, float original_ctx)
+{
+    const float low_wavelen = original_ctx / low_freq;
+    const float high_wavelen = original_ctx / high_freq;
+    for (int i = 0; i < head_dim / 2; i++) {
+        /* torch: 1.0 / (base ** (arange(0, dim, 2) / dim)), all float32 */
+        const float freq = 1.0f / powf(base, (float)(2 * i) / (float)head_dim);
+        const float wavelen = (float)(2.0 * M_PI) / freq;
+        if (wavelen < high_wavelen) {
+            out[i] = 1.0f;
+        } else if (wavelen > low_wavelen) {
+            out[i] = factor;
+        } else {
+            const float smooth = (original_ctx / wavelen - low_freq) / (high_freq - low_freq);
+            out[i] = 1.0f / ((1.0f - smooth) / factor + smooth);
+        }
+    }
+}
+
 int model__finish(model *m, char *err, size_t errlen)
 {
     for (size_t i = 0; i < m->n_tensors; i++) {
@@ -319,6 +370,9 @@ int model__finish(model *m, char *err, size_t errlen)
         if (rc != 0) {
             return rc;
         }
+    }
+    if ((rc = bind_rope_freqs(m, err, errlen)) != 0) {
+        return rc;
     }
     char name[64];
     snprintf(name, sizeof(name), "blk.%d.attn_q.weight", m->cfg.n_layer);
@@ -447,15 +501,26 @@ static int gguf_config(model *m, const gguf_ctx *g, char *err, size_t errlen)
     snprintf(key, sizeof(key), "%s.rope.scaling.type", a);
     model_str st;
     if (gguf_get_str(g, key, &st, e, sizeof(e)) == 0 &&
-        !(st.len == 4 && memcmp(st.s, "none", 4) == 0)) {
-        tandem_set_err(err, errlen, "%s: %s '%.*s' is not supported", m->path, key,
-                       (int)(st.len < 32 ? st.len : 32), st.s);
+        !(st.len == 4 && memcmp(st.s, "none", 4) == 0) &&
+        !(st.len == 6 && memcmp(st.s, "linear", 6) == 0)) {
+        tandem_set_err(err, errlen,
+                       "%s: %s '%.*s' is not supported (none, linear, or Llama 3's rope_freqs)",
+                       m->path, key, (int)(st.len < 32 ? st.len : 32), st.s);
         return -EINVAL;
     }
-    if (gguf_find_tensor(g, "rope_freqs.weight")) {
-        tandem_set_err(err, errlen,
-                       "%s: tensor 'rope_freqs.weight' (Llama 3.1 RoPE scaling) is not supported",
-                       m->path);
+    /* llama.cpp applies the factor whatever the type says (and reads the old key too) */
+    rc = gguf_hparam_f32(m, g, a, "rope.scaling.factor", 0.0f, false, &c->rope_linear_factor, err,
+                         errlen);
+    if (rc == 0 && c->rope_linear_factor == 0.0f) {
+        rc = gguf_hparam_f32(m, g, a, "rope.scale_linear", 0.0f, false, &c->rope_linear_factor, err,
+                             errlen);
+    }
+    if (rc != 0) {
+        return rc;
+    }
+    if (!(c->rope_linear_factor >= 0.0f && c->rope_linear_factor < 1e6f)) {
+        tandem_set_err(err, errlen, "%s: %s.rope.scaling.factor = %g is out of range", m->path, a,
+                       (double)c->rope_linear_factor);
         return -EINVAL;
     }
     c->tied_output = gguf_find_tensor(g, "output.weight") == NULL;

@@ -59,7 +59,25 @@ typedef struct model_config {
     float rms_eps;
     bool rope_neox;   /* see the file comment */
     bool tied_output; /* output matrix is the token embedding */
+    /* RoPE scaling (model_rope_freq_scale, kc_rope_cache_ext): linear (positions divided by
+     * rope_linear_factor; 0 or 1: none) and Llama 3's per-pair frequency divisors (rope_freqs,
+     * n_rot / 2 floats, or NULL: GGUF's rope_freqs.weight, or computed from HF's rope_scaling
+     * of type llama3) */
+    float rope_linear_factor;
+    const float *rope_freqs;
 } model_config;
+
+/* The angle multiplier of linear RoPE scaling, as llama.cpp computes it: 1 / factor, or 1. */
+static inline float model_rope_freq_scale(const model_config *c)
+{
+    return c->rope_linear_factor > 0.0f ? 1.0f / c->rope_linear_factor : 1.0f;
+}
+
+/* Llama 3's RoPE frequency divisors (HF rope_scaling type "llama3"), computed in float as
+ * llama.cpp's converter does: out[i] for pair i of head_dim, 1 for high frequencies, factor for
+ * low ones, and a smooth blend between. */
+void model_llama3_rope_freqs(float *out, int head_dim, float base, float factor, float low_freq,
+                             float high_freq, float original_ctx);
 
 typedef struct model_layer {
     const model_tensor *attn_norm;       /* [n_embd] */

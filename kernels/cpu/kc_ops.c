@@ -21,15 +21,23 @@ void kc_rmsnorm(const float *x, const float *w, float *y, int64_t n, float eps)
     }
 }
 
-void kc_rope_cache(float *cs, int n_rot, int32_t pos, float base)
+void kc_rope_cache_ext(float *cs, int n_rot, int32_t pos, float base, float freq_scale,
+                       const float *freq_factors)
 {
     const float theta_scale = powf(base, -2.0f / (float)n_rot);
     float theta = (float)pos;
     for (int i = 0; i < n_rot / 2; i++) {
-        cs[2 * i] = cosf(theta);
-        cs[2 * i + 1] = sinf(theta);
+        /* ggml's rope_yarn without extrapolation mixing: freq_scale * (theta / factor) */
+        const float t = freq_scale * (theta / (freq_factors ? freq_factors[i] : 1.0f));
+        cs[2 * i] = cosf(t);
+        cs[2 * i + 1] = sinf(t);
         theta *= theta_scale;
     }
+}
+
+void kc_rope_cache(float *cs, int n_rot, int32_t pos, float base)
+{
+    kc_rope_cache_ext(cs, n_rot, pos, base, 1.0f, NULL);
 }
 
 void kc_rope_apply(float *x, int n_heads, int head_dim, int n_rot, const float *cs, bool neox)

@@ -23,6 +23,12 @@ void kc_rmsnorm(const float *x, const float *w, float *y, int64_t n, float eps);
  * i < n_rot / 2, theta_i = pos * base^(-2i / n_rot) (computed as ggml does: theta *= scale). */
 void kc_rope_cache(float *cs, int n_rot, int32_t pos, float base);
 
+/* The same with RoPE scaling, as ggml's rope with freq_factors and no YaRN mixing: the angle of
+ * pair i is freq_scale * (theta_i / freq_factors[i]). freq_scale is 1 / factor for linear
+ * scaling (else 1); freq_factors (n_rot / 2 divisors, NULL: all 1) are Llama 3's rope_freqs. */
+void kc_rope_cache_ext(float *cs, int n_rot, int32_t pos, float base, float freq_scale,
+                       const float *freq_factors);
+
 /* Rotates the first n_rot dims of each of n_heads heads (head_dim apart) in place; the rest of
  * each head is unchanged. neox false: pairs (x[2i], x[2i+1]); true: (x[i], x[i + n_rot/2]). */
 void kc_rope_apply(float *x, int n_heads, int head_dim, int n_rot, const float *cs, bool neox);

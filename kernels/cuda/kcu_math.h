@@ -131,6 +131,13 @@ KCU_HD float kcu_rope_theta(int32_t pos, float theta_scale, int i)
     return theta;
 }
 
+/* RoPE scaling of pair i's angle as kc_rope_cache_ext: freq_scale * (theta / ff[i]) (ff NULL:
+ * no factors). */
+KCU_HD float kcu_rope_scaled(float theta, float freq_scale, const float *ff, int i)
+{
+    return kcu_mul_rn(freq_scale, theta / (ff ? ff[i] : 1.0f));
+}
+
 /* Rotates one pair by the angle whose cosine and sine are c and s (kc_rope_apply). */
 KCU_HD void kcu_rope_pair(float *x0, float *x1, float c, float s)
 {

@@ -168,13 +168,14 @@ extern "C" int kcu_swiglu(kcu_ctx *c, float *d_gate, const float *d_up, int64_t 
 /* One block per token: the token's cos/sin table in shared memory (2 * n_rot/2 floats, as
  * kc_rope_cache), then every (head, pair) rotated. */
 __global__ static void rope_kernel(float *x, int n_head, int head_dim, int n_rot,
-                                   const int32_t *pos, float theta_scale, int neox)
+                                   const int32_t *pos, float theta_scale, int neox,
+                                   float freq_scale, const float *ff)
 {
     extern __shared__ float cs[];
     const int half = n_rot / 2;
     const int32_t p = pos[blockIdx.x];
     for (int i = threadIdx.x; i < half; i += blockDim.x) {
-        const float theta = kcu_rope_theta(p, theta_scale, i);
+        const float theta = kcu_rope_scaled(kcu_rope_theta(p, theta_scale, i), freq_scale, ff, i);
         cs[2 * i] = cosf(theta);
         cs[2 * i + 1] = sinf(theta);
     }
@@ -191,7 +192,8 @@ __global__ static void rope_kernel(float *x, int n_head, int head_dim, int n_rot
 }
 
 extern "C" int kcu_rope(kcu_ctx *c, float *d_x, int64_t n, int n_head, int head_dim, int n_rot,
-                        const int32_t *d_pos, float base, bool neox)
+                        const int32_t *d_pos, float base, bool neox, float freq_scale,
+                        const float *d_freq_factors)
 {
     if (!c || n < 0 || n > INT32_MAX || n_head <= 0 || head_dim <= 0 || n_rot <= 0 ||
         n_rot > head_dim || n_rot % 2 != 0 || (n > 0 && (!d_x || !d_pos))) {
@@ -203,7 +205,7 @@ extern "C" int kcu_rope(kcu_ctx *c, float *d_x, int64_t n, int n_head, int head_
     const float theta_scale = kcu_rope_theta_scale(base, n_rot); /* on the host: see kcu_math.h */
     const size_t smem = (size_t)n_rot * sizeof(float);
     rope_kernel<<<(unsigned)n, KCU_ROW_THREADS, smem, kcu_stream(c)>>>(
-        d_x, n_head, head_dim, n_rot, d_pos, theta_scale, neox ? 1 : 0);
+        d_x, n_head, head_dim, n_rot, d_pos, theta_scale, neox ? 1 : 0, freq_scale, d_freq_factors);
     return kcu_check_launch("kcu_rope");
 }
 

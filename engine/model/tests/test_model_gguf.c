@@ -31,6 +31,8 @@ typedef struct spec {
     const char *extra_key; /* u32 key added with value 1 (to break things) */
     const char *str_key;   /* string key set to "x" */
     uint32_t alignment;    /* writer alignment (0: 32) */
+    int rope_freqs;        /* > 0: a rope_freqs.weight of that many F32 elements */
+    float rope_freq0;      /* its first element (the rest are 2) */
 } spec;
 
 static spec base_spec(const char *arch)
@@ -124,6 +126,16 @@ static void write_model(const spec *s, const char *path)
     }
     if (s->str_key) {
         assert_int_equal(gguf_writer_set_str(w, s->str_key, "x"), 0);
+    }
+    if (s->rope_freqs > 0) {
+        float f[64];
+        for (int i = 0; i < s->rope_freqs && i < 64; i++) {
+            f[i] = i == 0 ? s->rope_freq0 : 2.0f;
+        }
+        int64_t ne[1] = {s->rope_freqs};
+        assert_int_equal(gguf_writer_add_tensor(w, "rope_freqs.weight", TD_F32, 1, ne, f,
+                                                sizeof(float) * (size_t)s->rope_freqs),
+                         0);
     }
     if (s->vocab) {
         int n = s->n_tokens ? s->n_tokens : s->n_vocab;
@@ -348,6 +360,16 @@ static void test_mha_and_head_dim(void **state)
     s.n_head_kv = 4; /* MHA */
     model *m = load_ok(&s);
     check_common(m, &s);
+    assert_null(m->cfg.rope_freqs);
+    assert_true(model_rope_freq_scale(&m->cfg) == 1.0f);
+    model_free(m);
+
+    s = base_spec("llama"); /* Llama 3.1: rope_freqs.weight */
+    s.rope_freqs = 8;
+    s.rope_freq0 = 1.5f;
+    m = load_ok(&s);
+    assert_non_null(m->cfg.rope_freqs);
+    assert_true(m->cfg.rope_freqs[0] == 1.5f && m->cfg.rope_freqs[7] == 2.0f);
     model_free(m);
 
     s = base_spec("qwen3"); /* head_dim != n_embd / n_head */
@@ -445,6 +467,14 @@ static void test_errors(void **state)
     s = base_spec("llama");
     s.str_key = "llama.rope.scaling.type";
     load_bad(&s, "llama.rope.scaling.type 'x' is not supported");
+    s = base_spec("llama");
+    s.rope_freqs = 4; /* head_dim 16: 8 pairs */
+    s.rope_freq0 = 1.0f;
+    load_bad(&s,
+             "tensor 'rope_freqs.weight' must be F32 of 8 elements (n_rot / 2), got F32 {4, 1}");
+    s.rope_freqs = 8;
+    s.rope_freq0 = 0.0f;
+    load_bad(&s, "tensor 'rope_freqs.weight'[0] = 0 is not a positive finite divisor");
     s = base_spec("llama");
     s.extra_key = "llama.block_count"; /* 1 layer declared, 2 in the file */
     load_bad(&s, "tensor 'blk.1.attn_q.weight' found but the model has 1 layers");

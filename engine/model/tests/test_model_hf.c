@@ -370,7 +370,42 @@ static void test_hf_errors(void **state)
                "\"vocab_size\":40,\"max_position_embeddings\":512,"
                "\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0}}");
     assert_null(model_load(g_dir, err, sizeof(err)));
-    assert_non_null(strstr(err, "rope_scaling type 'llama3' is not supported"));
+    assert_non_null(strstr(err, "rope_scaling.low_freq_factor (type llama3): required"));
+    write_text(g_dir, "config.json",
+               "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,"
+               "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"intermediate_size\":96,"
+               "\"vocab_size\":40,\"max_position_embeddings\":512,"
+               "\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":4.0}}");
+    assert_null(model_load(g_dir, err, sizeof(err)));
+    assert_non_null(strstr(err, "rope_scaling type 'yarn' is not supported"));
+    /* Llama 3.1's values: the high frequencies keep theirs, the low ones are divided by 8 */
+    write_text(g_dir, "config.json",
+               "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,"
+               "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"intermediate_size\":96,"
+               "\"vocab_size\":40,\"max_position_embeddings\":512,\"rope_theta\":500000.0,"
+               "\"num_key_value_heads\":2,"
+               "\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0,"
+               "\"low_freq_factor\":1.0,\"high_freq_factor\":4.0,"
+               "\"original_max_position_embeddings\":8192}}");
+    model *l3 = model_load(g_dir, err, sizeof(err));
+    if (!l3) {
+        fail_msg("llama3 rope_scaling: %s", err);
+    }
+    assert_non_null(l3->cfg.rope_freqs);
+    assert_true(l3->cfg.rope_freqs[0] == 1.0f && l3->cfg.rope_freqs[7] == 8.0f);
+    model_free(l3);
+    write_text(g_dir, "config.json",
+               "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,"
+               "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"intermediate_size\":96,"
+               "\"vocab_size\":40,\"max_position_embeddings\":512,"
+               "\"num_key_value_heads\":2,\"rope_scaling\":{\"type\":\"linear\",\"factor\":4.0}}");
+    model *lin = model_load(g_dir, err, sizeof(err));
+    if (!lin) {
+        fail_msg("linear rope_scaling: %s", err);
+    }
+    assert_null(lin->cfg.rope_freqs);
+    assert_true(model_rope_freq_scale(&lin->cfg) == 0.25f);
+    model_free(lin);
 
     hf_spec miss = {.skip = "model.layers.1.mlp.up_proj.weight"};
     hf_bad(&miss, "missing tensor 'blk.1.ffn_up.weight' (Hugging Face name "

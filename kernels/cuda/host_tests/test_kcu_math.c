@@ -109,6 +109,21 @@ static void test_rope(void **state)
                         assert_int_equal(bits(x[i]), bits(y[i]));
                     }
                 }
+                /* scaled: Llama 3 style factors and a linear freq_scale */
+                float ff[128];
+                for (int i = 0; i < n_rot / 2; i++) {
+                    ff[i] = i < n_rot / 8 ? 1.0f : i < n_rot / 4 ? 2.5f + (float)i * 0.1f : 8.0f;
+                }
+                const float scales[] = {1.0f, 0.25f};
+                for (int sc = 0; sc < 2; sc++) {
+                    kc_rope_cache_ext(cs, n_rot, poss[c], bases[b], scales[sc], sc ? NULL : ff);
+                    for (int i = 0; i < n_rot / 2; i++) {
+                        const float th = kcu_rope_scaled(kcu_rope_theta(poss[c], ts, i), scales[sc],
+                                                         sc ? NULL : ff, i);
+                        assert_int_equal(bits(cosf(th)), bits(cs[2 * i]));
+                        assert_int_equal(bits(sinf(th)), bits(cs[2 * i + 1]));
+                    }
+                }
             }
         }
     }

@@ -234,7 +234,17 @@ static void test_rope(kcu_ctx *c)
     const struct {
         int n_head, head_dim, n_rot;
     } shapes[] = {{4, 64, 64}, {3, 80, 32}, {2, 128, 128}, {5, 6, 2}};
-    for (size_t k = 0; k < sizeof(shapes) / sizeof(shapes[0]); k++) {
+    const size_t n_shapes = sizeof(shapes) / sizeof(shapes[0]);
+    for (size_t r = 0; r < 2 * n_shapes; r++) {
+        /* the second round with RoPE scaling: Llama 3 style factors and a linear freq_scale */
+        const size_t k = r % n_shapes;
+        const int scaled = r >= n_shapes;
+        const float freq_scale = scaled ? 0.5f : 1.0f;
+        float ff[64];
+        for (int i = 0; i < 64; i++) {
+            ff[i] = 1.0f + (float)(i % 9) * 0.875f;
+        }
+        float *d_ff = scaled ? up(c, ff, sizeof(ff)) : NULL;
         for (int neox = 0; neox < 2; neox++) {
             enum { N = 7 };
             const int width = shapes[k].n_head * shapes[k].head_dim;
@@ -247,12 +257,13 @@ static void test_rope(kcu_ctx *c)
             float *d_x = up(c, x, sz);
             int32_t *d_pos = up(c, pos, sizeof(pos));
             for (int i = 0; i < N; i++) {
-                kc_rope_cache(cs, shapes[k].n_rot, pos[i], 10000.0f);
+                kc_rope_cache_ext(cs, shapes[k].n_rot, pos[i], 10000.0f, freq_scale,
+                                  scaled ? ff : NULL);
                 kc_rope_apply(x + i * width, shapes[k].n_head, shapes[k].head_dim, shapes[k].n_rot,
                               cs, neox != 0);
             }
             check_rc(kcu_rope(c, d_x, N, shapes[k].n_head, shapes[k].head_dim, shapes[k].n_rot,
-                              d_pos, 10000.0f, neox != 0),
+                              d_pos, 10000.0f, neox != 0, freq_scale, d_ff),
                      "kcu_rope");
             down(c, got, d_x, sz);
             compare(neox ? "rope neox" : "rope norm", got, x, (size_t)N * (size_t)width, 1e-5f);
@@ -260,6 +271,9 @@ static void test_rope(kcu_ctx *c)
             kcu_free(c, d_pos);
             free(x);
             free(got);
+        }
+        if (d_ff) {
+            kcu_free(c, d_ff);
         }
     }
 }
@@ -421,7 +435,7 @@ static void test_attention(kcu_ctx *c, int bs, int n_head, int n_head_kv, int hd
 static void test_bad_args(kcu_ctx *c)
 {
     if (kcu_rmsnorm(c, NULL, NULL, NULL, 1, 8, 1e-5f) != -EINVAL ||
-        kcu_rope(c, NULL, 0, 2, 8, 3, NULL, 1e4f, false) != -EINVAL ||
+        kcu_rope(c, NULL, 0, 2, 8, 3, NULL, 1e4f, false, 1.0f, NULL) != -EINVAL ||
         kcu_embed(c, TD_Q8_0, NULL, 33, NULL, 0, NULL) != -EINVAL) {
         fprintf(stderr, "FAIL: bad arguments not rejected\n");
         g_fail = 1;
