@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 
 #include "engine/model/gguf_writer.h"
+#include "engine/model/model.h"
 #include "engine/tools/genquant.h"
 #include "engine/tools/genvocab.h"
 #include "lib/buf.h"
@@ -42,10 +43,18 @@ typedef struct gen_opts {
     int tied;    /* no output.weight / lm_head */
     uint64_t seed;
     double rope_base, rms_eps; /* as given; GGUF stores them as f32 */
-    const char *tokenizer;     /* NULL: synthetic */
+    int rope_scaling;          /* ROPE_SCALING_*: none, linear, llama3 */
+    double rope_factor;
+    const char *tokenizer; /* NULL: synthetic */
     const char *tokenizer_pre;
     const char *name;
 } gen_opts;
+
+enum { ROPE_SCALING_NONE, ROPE_SCALING_LINEAR, ROPE_SCALING_LLAMA3 };
+/* Llama 3.1's other rope_scaling values (its config.json) */
+#define LLAMA3_LOW_FREQ  1.0
+#define LLAMA3_HIGH_FREQ 4.0
+#define LLAMA3_ORIG_CTX  8192.0
 
 typedef struct tspec {
     char gguf[64];      /* GGUF tensor name */
@@ -272,6 +281,34 @@ static int set_hparams(gguf_writer *w, const gen_opts *o)
         snprintf(key, sizeof(key), "%s.rope.freq_base", a);
         rc = gguf_writer_set_f32(w, key, (float)o->rope_base);
     }
+    if (rc == 0 && o->rope_scaling == ROPE_SCALING_LINEAR) { /* as llama.cpp's converter */
+        snprintf(key, sizeof(key), "%s.rope.scaling.type", a);
+        rc = gguf_writer_set_str(w, key, "linear");
+        if (rc == 0) {
+            snprintf(key, sizeof(key), "%s.rope.scaling.factor", a);
+            rc = gguf_writer_set_f32(w, key, (float)o->rope_factor);
+        }
+    }
+    return rc;
+}
+
+/* Llama 3: the converter writes the frequency divisors as the tensor rope_freqs.weight. */
+static int add_rope_freqs(gguf_writer *w, const gen_opts *o)
+{
+    if (o->rope_scaling != ROPE_SCALING_LLAMA3) {
+        return 0;
+    }
+    const int64_t n = o->head_dim / 2;
+    float *f = malloc(sizeof(float) * (size_t)n);
+    if (!f) {
+        return -ENOMEM;
+    }
+    model_llama3_rope_freqs(f, (int)o->head_dim, (float)o->rope_base, (float)o->rope_factor,
+                            (float)LLAMA3_LOW_FREQ, (float)LLAMA3_HIGH_FREQ,
+                            (float)LLAMA3_ORIG_CTX);
+    int64_t ne[1] = {n};
+    int rc = gguf_writer_add_tensor(w, "rope_freqs.weight", TD_F32, 1, ne, f, sizeof(float) * n);
+    free(f);
     return rc;
 }
 
@@ -286,6 +323,9 @@ static int write_gguf(const gen_opts *o, const genvocab *v, const tspec *specs, 
     int rc = set_hparams(w, o);
     if (rc == 0) {
         rc = set_tokenizer(w, v);
+    }
+    if (rc == 0) {
+        rc = add_rope_freqs(w, o);
     }
     if (rc < 0) {
         tandem_set_err(err, errlen, "setting GGUF metadata: %s", tandem_strerror(rc));
@@ -498,6 +538,21 @@ static int write_hf(const gen_opts *o, const genvocab *v, const tspec *specs, si
     json_object_object_add(cfg, "max_position_embeddings", json_object_new_int64(o->ctx));
     json_object_object_add(cfg, "rms_norm_eps", json_object_new_double(o->rms_eps));
     json_object_object_add(cfg, "rope_theta", json_object_new_double(o->rope_base));
+    if (o->rope_scaling != ROPE_SCALING_NONE) {
+        const int llama3 = o->rope_scaling == ROPE_SCALING_LLAMA3;
+        struct json_object *rs = json_object_new_object();
+        json_object_object_add(rs, "rope_type",
+                               json_object_new_string(llama3 ? "llama3" : "linear"));
+        json_object_object_add(rs, "factor", json_object_new_double(o->rope_factor));
+        if (llama3) {
+            json_object_object_add(rs, "low_freq_factor", json_object_new_double(LLAMA3_LOW_FREQ));
+            json_object_object_add(rs, "high_freq_factor",
+                                   json_object_new_double(LLAMA3_HIGH_FREQ));
+            json_object_object_add(rs, "original_max_position_embeddings",
+                                   json_object_new_int64((int64_t)LLAMA3_ORIG_CTX));
+        }
+        json_object_object_add(cfg, "rope_scaling", rs);
+    }
     json_object_object_add(cfg, "vocab_size", json_object_new_int64(o->vocab));
     json_object_object_add(cfg, "tie_word_embeddings", json_object_new_boolean(o->tied));
     json_object_object_add(cfg, "attention_bias", json_object_new_boolean(o->arch == ARCH_QWEN2));
@@ -598,6 +653,9 @@ static void usage(FILE *f)
                "  --tied                  tie the output to the token embedding\n"
                "  --seed S                (default 1)\n"
                "  --rope-base B           (default 10000)\n"
+               "  --rope-scaling linear:F|llama3:F\n"
+               "                          RoPE scaling: linear by F, or Llama 3.1's (factor F,\n"
+               "                          low/high frequency factors 1/4, original context 8192)\n"
                "  --rms-eps E             (default 1e-5)\n"
                "  --tokenizer PATH        a real tokenizer.json or a folder holding one\n"
                "  --tokenizer-pre NAME    override the detected GGUF pre-tokenizer name\n"
@@ -632,6 +690,22 @@ static int parse_f64(const char *flag, const char *s, double *out)
     return 0;
 }
 
+/* --rope-scaling linear:F | llama3:F */
+static int parse_rope_scaling(const char *s, gen_opts *o)
+{
+    const char *colon = strchr(s, ':');
+    if (colon && (size_t)(colon - s) == 6 && strncmp(s, "linear", 6) == 0) {
+        o->rope_scaling = ROPE_SCALING_LINEAR;
+    } else if (colon && (size_t)(colon - s) == 6 && strncmp(s, "llama3", 6) == 0) {
+        o->rope_scaling = ROPE_SCALING_LLAMA3;
+    } else {
+        fprintf(stderr,
+                "tandem-genmodel: --rope-scaling: expected linear:F or llama3:F, got '%s'\n", s);
+        return -EINVAL;
+    }
+    return parse_f64("--rope-scaling", colon + 1, &o->rope_factor);
+}
+
 static int pick(const char *flag, const char *s, const char *const *names, int n, int *out)
 {
     for (int i = 0; i < n; i++) {
@@ -661,6 +735,7 @@ static int parse_args(int argc, char **argv, gen_opts *o, int64_t *vocab_arg)
                                              {"tied", no_argument, 0, 'T'},
                                              {"seed", required_argument, 0, 's'},
                                              {"rope-base", required_argument, 0, 'r'},
+                                             {"rope-scaling", required_argument, 0, 'R'},
                                              {"rms-eps", required_argument, 0, 'e'},
                                              {"tokenizer", required_argument, 0, 'k'},
                                              {"tokenizer-pre", required_argument, 0, 'p'},
@@ -724,6 +799,9 @@ static int parse_args(int argc, char **argv, gen_opts *o, int64_t *vocab_arg)
             break;
         case 'r':
             rc = parse_f64("--rope-base", optarg, &o->rope_base);
+            break;
+        case 'R':
+            rc = parse_rope_scaling(optarg, o);
             break;
         case 'e':
             rc = parse_f64("--rms-eps", optarg, &o->rms_eps);

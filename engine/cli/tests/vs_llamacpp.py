@@ -5,7 +5,7 @@
                    [--device cpu|cuda] [--tensor-parallel-size N]
 
 For every model of the matrix below (llama, qwen2, qwen3; F32, F16, BF16, Q8_0, Q4_0; GQA and
-MHA; tied and untied output) it writes a seeded random-weight GGUF with tandem-genmodel, then
+MHA; tied and untied output; Llama 3 and linear RoPE scaling) it writes a seeded random-weight GGUF with tandem-genmodel, then
 evaluates the same prompt and 32 teacher-forced tokens with
   * `tandem-engine generate --prompt-tokens P --teacher-tokens T --dump-logits A` (F32 KV cache),
   * llama.cpp through node-llama-cpp (engine/reference/llama_logits.mjs, F32 KV cache),
@@ -54,6 +54,14 @@ MODELS = {
     "qwen2-q8_0-tied": ("qwen2", "q8_0", 2, 128, 4, 2, 0, 256, True),
     "qwen3-f32-gqa-hd64": ("qwen3", "f32", 2, 128, 4, 2, 64, 256, False),
     "qwen3-q4_0-gqa": ("qwen3", "q4_0", 2, 128, 4, 2, 64, 256, True),
+    "llama-f32-rope-llama3": ("llama", "f32", 2, 128, 4, 2, 0, 256, False),
+    "qwen2-f32-rope-linear": ("qwen2", "f32", 2, 128, 4, 2, 0, 256, False),
+}
+
+# RoPE scaling (tandem-genmodel flags): Llama 3.1's rope_freqs with its 500000 base, and linear
+EXTRA = {
+    "llama-f32-rope-llama3": ["--rope-scaling", "llama3:8", "--rope-base", "500000"],
+    "qwen2-f32-rope-linear": ["--rope-scaling", "linear:4"],
 }
 
 BOUNDS = {"f32": 1e-3, "f16": 2e-2, "bf16": 1e-1, "q8_0": 2.5e-1, "q4_0": 2.5e-1}
@@ -128,6 +136,7 @@ def main():
             cmd += ["--head-dim", str(hd)]
         if tied:
             cmd.append("--tied")
+        cmd += EXTRA.get(name, [])
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         prompt = [rng.randrange(3, vocab) for _ in range(N_PROMPT)]
         teacher = [rng.randrange(3, vocab) for _ in range(N_TEACHER)]
@@ -154,7 +163,7 @@ def main():
     # Hugging Face twins (same seed and shape, written as config.json + model.safetensors +
     # tokenizer.json; llama Q/K un-permuted, so the engine runs them with NeoX RoPE) must give
     # the GGUF file's logits.
-    for name in ("llama-f32-gqa", "qwen3-f32-gqa-hd64", "llama-bf16-gqa"):
+    for name in ("llama-f32-gqa", "qwen3-f32-gqa-hd64", "llama-bf16-gqa", "llama-f32-rope-llama3"):
         if (only and name != only) or not any(c[0] == name for c in cases):
             continue
         arch, typ, layers, dim, heads, kv, hd, ffn, tied = MODELS[name]
@@ -166,6 +175,7 @@ def main():
             cmd += ["--head-dim", str(hd)]
         if tied:
             cmd.append("--tied")
+        cmd += EXTRA.get(name, [])
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         job = next(j for j in jobs if j["model"].endswith(name + ".gguf"))
         ours_hf = os.path.join(work, name + ".hf.f32")
