@@ -371,8 +371,7 @@ int cuda_backend_kv_budget(const model *m, int tp_size, int32_t max_batch_tokens
     /* one budget for every rank (the engine has one block count): the smallest */
     double least = -1;
     for (int r = 0; r < tp_size; r++) {
-        int32_t vb, ve;
-        model *shard = model_shard(m, r, tp_size, &vb, &ve, err, errlen);
+        model *shard = model_shard_shapes(m, r, tp_size, err, errlen);
         if (!shard) {
             return -EINVAL;
         }

@@ -132,9 +132,10 @@ static int shard_vec(const model_tensor **out, model_tensor *dst, const model_te
     return 0;
 }
 
-/* dst = input columns [c0, c1) of every row of src (a copy into *buf). */
+/* dst = input columns [c0, c1) of every row of src (a copy into *buf; with shapes_only no copy:
+ * dst->data is src's, which has other contents and must not be read). */
 static int shard_cols(model_tensor *dst, void **buf, const model_tensor *src, int64_t c0,
-                      int64_t c1, char *err, size_t errlen)
+                      int64_t c1, bool shapes_only, char *err, size_t errlen)
 {
     const size_t rb = td_row_bytes(src->type, src->ne[0]);
     const size_t off = td_row_bytes(src->type, c0);
@@ -146,6 +147,13 @@ static int shard_cols(model_tensor *dst, void **buf, const model_tensor *src, in
                            (long long)c1);
     }
     const int64_t rows = src->ne[1];
+    if (shapes_only) {
+        *dst = *src;
+        dst->n_dims = 2;
+        dst->ne[0] = c1 - c0;
+        dst->nbytes = nb * (size_t)rows;
+        return 0;
+    }
     char *p = aligned_alloc(64, (nb * (size_t)rows + 63) / 64 * 64);
     if (!p) {
         return tandem_fail(err, errlen, -ENOMEM, "shard: out of memory copying %s",
@@ -181,8 +189,8 @@ void model_shard_free(model *s)
     free(s);
 }
 
-model *model_shard(const model *m, int rank, int size, int32_t *vocab_begin, int32_t *vocab_end,
-                   char *err, size_t errlen)
+static model *shard_build(const model *m, int rank, int size, bool shapes_only,
+                          int32_t *vocab_begin, int32_t *vocab_end, char *err, size_t errlen)
 {
     if (rank < 0 || rank >= size || model_shard_check(m, size, err, errlen) != 0) {
         if (rank < 0 || rank >= size) {
@@ -232,10 +240,11 @@ model *model_shard(const model *m, int rank, int size, int32_t *vocab_begin, int
             shard_vec(&L->bq, &t[3], F->bq, q0, q1, err, errlen) ||
             shard_vec(&L->bk, &t[4], F->bk, k0, k1, err, errlen) ||
             shard_vec(&L->bv, &t[5], F->bv, k0, k1, err, errlen) ||
-            shard_cols(&t[6], &p->copies[p->n_copies++], F->wo, q0, q1, err, errlen) ||
+            shard_cols(&t[6], &p->copies[p->n_copies++], F->wo, q0, q1, shapes_only, err, errlen) ||
             shard_rows(&t[7], F->w_gate, f0, f0 + nf, err, errlen) ||
             shard_rows(&t[8], F->w_up, f0, f0 + nf, err, errlen) ||
-            shard_cols(&t[9], &p->copies[p->n_copies++], F->w_down, f0, f0 + nf, err, errlen)) {
+            shard_cols(&t[9], &p->copies[p->n_copies++], F->w_down, f0, f0 + nf, shapes_only, err,
+                       errlen)) {
             goto err_free;
         }
         L->wq = &t[0];
@@ -266,4 +275,16 @@ model *model_shard(const model *m, int rank, int size, int32_t *vocab_begin, int
 err_free:
     model_shard_free(s);
     return NULL;
+}
+
+model *model_shard(const model *m, int rank, int size, int32_t *vocab_begin, int32_t *vocab_end,
+                   char *err, size_t errlen)
+{
+    return shard_build(m, rank, size, false, vocab_begin, vocab_end, err, errlen);
+}
+
+model *model_shard_shapes(const model *m, int rank, int size, char *err, size_t errlen)
+{
+    int32_t vb, ve;
+    return shard_build(m, rank, size, true, &vb, &ve, err, errlen);
 }

@@ -31,6 +31,10 @@ int model_shard_check(const model *m, int size, char *err, size_t errlen);
 model *model_shard(const model *m, int rank, int size, int32_t *vocab_begin, int32_t *vocab_end,
                    char *err, size_t errlen);
 
+/* The same shard's shapes and types without copying anything (for memory plans): the O and down
+ * tensors' data point at the full tensors' and must not be read. */
+model *model_shard_shapes(const model *m, int rank, int size, char *err, size_t errlen);
+
 void model_shard_free(model *s);
 
 /* The KV heads rank `rank` of `size` holds: [*first, *first + *count). */

@@ -225,6 +225,14 @@ static void test_shard_shapes(void **state)
         const float *full = (const float *)m->layers[0].wo->data + 3 * 128 + r * 32;
         const float *mine = (const float *)s->layers[0].wo->data + 3 * 32;
         assert_memory_equal(full, mine, 32 * sizeof(float));
+        /* the shapes-only shard: same shapes and sizes, the column slices not copied */
+        model *sh = model_shard_shapes(m, r, 4, err, sizeof err);
+        assert_non_null(sh);
+        assert_int_equal(sh->layers[0].wo->ne[0], s->layers[0].wo->ne[0]);
+        assert_int_equal(sh->layers[1].w_down->nbytes, s->layers[1].w_down->nbytes);
+        assert_ptr_equal(sh->layers[0].wo->data, m->layers[0].wo->data);
+        assert_int_equal(sh->output->ne[1], s->output->ne[1]);
+        model_shard_free(sh);
         int first, count;
         model_shard_kv_heads(&m->cfg, r, 4, &first, &count);
         assert_int_equal(count, 1);
