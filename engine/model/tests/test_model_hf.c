@@ -234,6 +234,17 @@ static model *hf_ok(const hf_spec *s)
     return m;
 }
 
+/* Loads g_dir as it is now (after write_text edits). */
+static model *load_dir_ok(void)
+{
+    char err[512];
+    model *m = model_load(g_dir, err, sizeof(err));
+    if (!m) {
+        fail_msg("model_load: %s", err);
+    }
+    return m;
+}
+
 static void hf_bad(const hf_spec *s, const char *want)
 {
     write_hf(s);
@@ -387,10 +398,7 @@ static void test_hf_errors(void **state)
                "\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0,"
                "\"low_freq_factor\":1.0,\"high_freq_factor\":4.0,"
                "\"original_max_position_embeddings\":8192}}");
-    model *l3 = model_load(g_dir, err, sizeof(err));
-    if (!l3) {
-        fail_msg("llama3 rope_scaling: %s", err);
-    }
+    model *l3 = load_dir_ok();
     assert_non_null(l3->cfg.rope_freqs);
     assert_true(l3->cfg.rope_freqs[0] == 1.0f && l3->cfg.rope_freqs[7] == 8.0f);
     model_free(l3);
@@ -399,10 +407,7 @@ static void test_hf_errors(void **state)
                "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"intermediate_size\":96,"
                "\"vocab_size\":40,\"max_position_embeddings\":512,"
                "\"num_key_value_heads\":2,\"rope_scaling\":{\"type\":\"linear\",\"factor\":4.0}}");
-    model *lin = model_load(g_dir, err, sizeof(err));
-    if (!lin) {
-        fail_msg("linear rope_scaling: %s", err);
-    }
+    model *lin = load_dir_ok();
     assert_null(lin->cfg.rope_freqs);
     assert_true(model_rope_freq_scale(&lin->cfg) == 0.25f);
     model_free(lin);
