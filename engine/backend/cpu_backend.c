@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/backend/backend_check.h"
 #include "engine/core/backend.h"
 #include "kernels/cpu/kc_convert.h"
 #include "kernels/cpu/kc_matmul.h"
@@ -193,39 +194,9 @@ static size_t cpu_max_size(size_t a, size_t b)
     return a > b ? a : b;
 }
 
-static int cpu_check_config(const model *m, const backend_config *cfg, char *err, size_t errlen)
-{
-    const model_config *c = &m->cfg;
-    if (c->n_layer < 1 || c->n_embd < 1 || c->n_head < 1 || c->n_head_kv < 1 || c->n_ff < 1 ||
-        c->n_vocab < 1 || c->head_dim < 1) {
-        return tandem_fail(err, errlen, -EINVAL, "cpu backend: model dimensions must be positive");
-    }
-    if (c->n_head % c->n_head_kv != 0) {
-        return tandem_fail(err, errlen, -EINVAL,
-                           "cpu backend: n_head %d is not a multiple of n_head_kv %d", c->n_head,
-                           c->n_head_kv);
-    }
-    if (c->head_dim > KC_ATTN_MAX_HEAD_DIM || c->n_rot < 0 || c->n_rot > c->head_dim ||
-        c->n_rot % 2 != 0) {
-        return tandem_fail(err, errlen, -EINVAL,
-                           "cpu backend: head_dim %d / n_rot %d unsupported (head_dim <= %d, "
-                           "even n_rot <= head_dim)",
-                           c->head_dim, c->n_rot, KC_ATTN_MAX_HEAD_DIM);
-    }
-    if (cfg->block_size < 1 || cfg->block_size > KC_ATTN_MAX_BLOCK || cfg->num_blocks < 1 ||
-        cfg->max_batch_tokens < 1 || cfg->max_seqs < 1 ||
-        (cfg->kv_dtype != KV_DTYPE_F32 && cfg->kv_dtype != KV_DTYPE_F16)) {
-        return tandem_fail(err, errlen, -EINVAL,
-                           "cpu backend: bad config (block_size 1..%d, num_blocks, "
-                           "max_batch_tokens, max_seqs >= 1, kv dtype f32/f16)",
-                           KC_ATTN_MAX_BLOCK);
-    }
-    return 0;
-}
-
 static backend *cpu_create(const model *m, const backend_config *cfg, char *err, size_t errlen)
 {
-    if (cpu_check_config(m, cfg, err, errlen) != 0) {
+    if (backend_check_config("cpu", m, cfg, err, errlen) != 0) {
         return NULL;
     }
     const model_config *c = &m->cfg;

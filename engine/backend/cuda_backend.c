@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/backend/backend_check.h"
 #include "engine/backend/cuda_backend.h"
 #include "engine/core/backend.h"
 #include "engine/model/shard.h"
@@ -111,45 +112,6 @@ static size_t cuda_kv_block_bytes(const model *m, int32_t block_size, kv_dtype d
 
 /* ---- checks and sizes shared by create and the memory plan ---- */
 
-static int cuda_check_model(const model *m, char *err, size_t errlen)
-{
-    const model_config *c = &m->cfg;
-    if (c->n_layer < 1 || c->n_embd < 1 || c->n_head < 1 || c->n_head_kv < 1 || c->n_ff < 1 ||
-        c->n_vocab < 1 || c->head_dim < 1) {
-        return tandem_fail(err, errlen, -EINVAL, "cuda backend: model dimensions must be positive");
-    }
-    if (c->n_head % c->n_head_kv != 0) {
-        return tandem_fail(err, errlen, -EINVAL,
-                           "cuda backend: n_head %d is not a multiple of n_head_kv %d", c->n_head,
-                           c->n_head_kv);
-    }
-    if (c->head_dim > KC_ATTN_MAX_HEAD_DIM || c->n_rot < 0 || c->n_rot > c->head_dim ||
-        c->n_rot % 2 != 0) {
-        return tandem_fail(err, errlen, -EINVAL,
-                           "cuda backend: head_dim %d / n_rot %d unsupported (head_dim <= %d, "
-                           "even n_rot <= head_dim)",
-                           c->head_dim, c->n_rot, KC_ATTN_MAX_HEAD_DIM);
-    }
-    return 0;
-}
-
-static int cuda_check_config(const model *m, const backend_config *cfg, char *err, size_t errlen)
-{
-    int rc = cuda_check_model(m, err, errlen);
-    if (rc != 0) {
-        return rc;
-    }
-    if (cfg->block_size < 1 || cfg->block_size > KC_ATTN_MAX_BLOCK || cfg->num_blocks < 1 ||
-        cfg->max_batch_tokens < 1 || cfg->max_seqs < 1 ||
-        (cfg->kv_dtype != KV_DTYPE_F32 && cfg->kv_dtype != KV_DTYPE_F16)) {
-        return tandem_fail(err, errlen, -EINVAL,
-                           "cuda backend: bad config (block_size 1..%d, num_blocks, "
-                           "max_batch_tokens, max_seqs >= 1, kv dtype f32/f16)",
-                           KC_ATTN_MAX_BLOCK);
-    }
-    return 0;
-}
-
 /* Checks a 2-D weight {k, m} and fills a device weight descriptor (no data yet). */
 static int cuda_weight_desc(kcu_weight *w, const model_tensor *t, int64_t k, int64_t m,
                             const char *what, char *err, size_t errlen)
@@ -227,7 +189,7 @@ int cuda_backend_mem_plan(const model *m, int32_t max_batch_tokens, int32_t max_
                           char *err, size_t errlen)
 {
     memset(plan, 0, sizeof(*plan));
-    int rc = cuda_check_model(m, err, errlen);
+    int rc = backend_check_model("cuda", m, err, errlen);
     if (rc != 0) {
         return rc;
     }
@@ -631,7 +593,7 @@ static int32_t cuda_create_ctx(const backend *b)
 
 static backend *cuda_create(const model *m, const backend_config *cfg, char *err, size_t errlen)
 {
-    if (cuda_check_config(m, cfg, err, errlen) != 0) {
+    if (backend_check_config("cuda", m, cfg, err, errlen) != 0) {
         return NULL;
     }
     kcu_device_info di;

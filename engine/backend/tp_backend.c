@@ -48,7 +48,6 @@ struct backend {
     const fwd_batch *batch;
     bool quit;
     bool broken; /* a collective could not be re-armed: every step fails */
-    int32_t n_vocab;
 };
 
 size_t tp_backend_kv_block_bytes(const backend_ops *inner, const model *m, int size,
@@ -176,7 +175,6 @@ static struct backend *tp_create(const model *m, const backend_config *cfg, char
     pthread_cond_init(&b->cv, NULL);
     b->inner = inner;
     b->size = size;
-    b->n_vocab = m->cfg.n_vocab;
     b->ranks = calloc((size_t)size, sizeof(tp_rank));
     if (!b->ranks) {
         tandem_set_err(err, errlen, "tp backend: out of memory");
