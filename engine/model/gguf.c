@@ -266,6 +266,9 @@ size_t gguf_tensor_nbytes(uint32_t ggml_type, int64_t ne0, int64_t n_elems)
         {7, 32, 24},    {8, 32, 34},    {9, 32, 36},    {10, 256, 84},  {11, 256, 110},
         {12, 256, 144}, {13, 256, 176}, {14, 256, 210}, {15, 256, 292}, {24, 1, 1},
         {25, 1, 2},     {26, 1, 4},     {27, 1, 8},     {28, 1, 8},     {30, 1, 2},
+        {16, 256, 66},  {17, 256, 74},  {18, 256, 98},  {19, 256, 50},  {20, 32, 18},
+        {21, 256, 110}, {22, 256, 82},  {23, 256, 136}, {29, 256, 56},  {34, 256, 54},
+        {35, 256, 66},  {39, 32, 17},
     };
     for (size_t i = 0; i < ARRAY_SIZE(sizes); i++) {
         if (sizes[i].type != ggml_type) {
@@ -344,7 +347,8 @@ static int gc_tensor_info(gguf_cursor *c, gguf_tensor_info *t)
         gc_fail(c,
                 "tensor '%s': %s rows of %lld elements are not whole blocks of %d (or the "
                 "tensor is too large)",
-                t->name, td_name(t->type), (long long)t->ne[0], TD_QK);
+                t->name, td_name(t->type), (long long)t->ne[0],
+                (int)td_block_elems((tdtype)t->type));
         return -EINVAL;
     }
     return 0;

@@ -323,7 +323,8 @@ int model__finish(model *m, char *err, size_t errlen)
             tandem_set_err(
                 err, errlen,
                 "%s: tensor '%s' has type %s (%u), which is not supported (supported: F32, F16, "
-                "BF16, Q8_0, Q4_0)",
+                "BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, "
+                "IQ4_XS)",
                 m->path, t->name, td_name((uint32_t)t->type), (unsigned)t->type);
             return -EINVAL;
         }

@@ -39,7 +39,8 @@ typedef struct gen_opts {
     const char *out; /* output path */
     int arch;        /* ARCH_* */
     int64_t layers, dim, heads, kv_heads, head_dim, ffn, vocab, ctx;
-    tdtype type; /* matrix type */
+    tdtype type; /* matrix type (the base type of a recipe) */
+    int recipe;  /* RECIPE_*: llama-quantize's per-tensor mix */
     int tied;    /* no output.weight / lm_head */
     uint64_t seed;
     double rope_base, rms_eps; /* as given; GGUF stores them as f32 */
@@ -51,6 +52,7 @@ typedef struct gen_opts {
 } gen_opts;
 
 enum { ROPE_SCALING_NONE, ROPE_SCALING_LINEAR, ROPE_SCALING_LLAMA3 };
+enum { RECIPE_NONE, RECIPE_K_M }; /* Q4_K_M / Q5_K_M: see tensor_type */
 /* Llama 3.1's other rope_scaling values (its config.json) */
 #define LLAMA3_LOW_FREQ  1.0
 #define LLAMA3_HIGH_FREQ 4.0
@@ -170,21 +172,100 @@ static tspec *build_specs(const gen_opts *o, size_t *n_out)
     return s;
 }
 
-static uint32_t file_type(tdtype t)
+/* llama.cpp's llama_ftype for general.file_type (a label: loaders read each tensor's type). */
+static uint32_t file_type(const gen_opts *o)
 {
-    switch (t) {
+    if (o->recipe == RECIPE_K_M) {
+        return o->type == TD_Q5_K ? 17 : 15; /* MOSTLY_Q5_K_M, MOSTLY_Q4_K_M */
+    }
+    switch (o->type) {
     case TD_F32:
         return 0;
     case TD_F16:
         return 1;
     case TD_Q4_0:
         return 2;
+    case TD_Q4_1:
+        return 3;
     case TD_Q8_0:
         return 7;
+    case TD_Q5_0:
+        return 8;
+    case TD_Q5_1:
+        return 9;
+    case TD_Q2_K:
+        return 10;
+    case TD_Q3_K:
+        return 11; /* Q3_K_S */
+    case TD_Q4_K:
+        return 14; /* Q4_K_S */
+    case TD_Q5_K:
+        return 16; /* Q5_K_S */
+    case TD_Q6_K:
+        return 18;
+    case TD_IQ4_NL:
+        return 25;
+    case TD_IQ4_XS:
+        return 30;
     case TD_BF16:
         return 32;
+    default:
+        return 0;
     }
-    return 0;
+}
+
+/* llama-quantize's use_more_bits: the layers of a _M recipe that get Q6_K attn_v / ffn_down. */
+static bool use_more_bits(int64_t il, int64_t n)
+{
+    return il < n / 8 || il >= 7 * n / 8 || (il - n / 8) % 3 == 2;
+}
+
+/* The layer of a "blk.N.*" tensor name, or -1. */
+static int64_t tensor_layer(const char *name)
+{
+    if (strncmp(name, "blk.", 4) != 0) {
+        return -1;
+    }
+    return strtoll(name + 4, NULL, 10);
+}
+
+/*
+ * The type tensor t is written in, as llama-quantize chooses it: 1-D tensors F32; with a _M
+ * recipe the output matrix (or a tied token embedding, which is the output) Q6_K, and attn_v /
+ * ffn_down Q6_K in the use_more_bits layers; then, for a row length that is not a whole number
+ * of 256-element super-blocks, llama-quantize's fallback (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K ->
+ * Q8_0, Q2_K / Q3_K / IQ4_XS -> IQ4_NL).
+ */
+static tdtype tensor_type(const gen_opts *o, const tspec *t)
+{
+    if (t->cols == 0) {
+        return TD_F32;
+    }
+    tdtype ty = o->type;
+    if (o->recipe == RECIPE_K_M) {
+        const char *n = t->gguf;
+        const int64_t il = tensor_layer(n);
+        const bool output =
+            strcmp(n, "output.weight") == 0 || (o->tied && strcmp(n, "token_embd.weight") == 0);
+        const bool more_bits = (strstr(n, ".attn_v.weight") || strstr(n, ".ffn_down.weight")) &&
+                               use_more_bits(il, o->layers);
+        if (output || more_bits) {
+            ty = TD_Q6_K;
+        }
+    }
+    if (t->cols % td_block_elems(ty) != 0) {
+        switch (ty) {
+        case TD_Q4_K:
+            return TD_Q5_0;
+        case TD_Q5_K:
+            return TD_Q5_1;
+        case TD_Q6_K:
+            return TD_Q8_0;
+        default:
+            return TD_IQ4_NL;
+        }
+    }
+    return ty;
 }
 
 /* ---- GGUF -------------------------------------------------------------------------------- */
@@ -245,7 +326,7 @@ static int set_hparams(gguf_writer *w, const gen_opts *o)
         rc = gguf_writer_set_str(w, "general.name", o->name);
     }
     if (rc == 0) {
-        rc = gguf_writer_set_u32(w, "general.file_type", file_type(o->type));
+        rc = gguf_writer_set_u32(w, "general.file_type", file_type(o));
     }
     if (rc == 0) {
         rc = gguf_writer_set_u32(w, "general.quantization_version", 2);
@@ -334,7 +415,7 @@ static int write_gguf(const gen_opts *o, const genvocab *v, const tspec *specs, 
     for (size_t i = 0; i < n_specs; i++) {
         const tspec *t = &specs[i];
         float *x = gen_values(o, t);
-        tdtype type = t->cols > 0 ? o->type : TD_F32;
+        tdtype type = tensor_type(o, t);
         int64_t cols = t->cols > 0 ? t->cols : t->rows;
         int64_t rows = t->cols > 0 ? t->rows : 1;
         size_t bytes = td_row_bytes(type, cols) * (size_t)rows;
@@ -631,7 +712,8 @@ static void print_summary(const gen_opts *o, const tspec *specs, size_t n_specs)
            o->out, o->hf ? "Hugging Face folder" : "GGUF", o->hf ? "safetensors" : "v3",
            arch_names[o->arch], (long long)o->layers, (long long)o->dim, (long long)o->heads,
            (long long)o->kv_heads, (long long)o->head_dim, (long long)o->ffn, (long long)o->vocab,
-           o->tokenizer ? "tokenizer" : "synthetic", (long long)o->ctx, td_name(o->type),
+           o->tokenizer ? "tokenizer" : "synthetic", (long long)o->ctx,
+           o->recipe == RECIPE_K_M ? (o->type == TD_Q5_K ? "Q5_K_M" : "Q4_K_M") : td_name(o->type),
            o->tied ? ", tied output" : "", (double)params / 1e6,
            (double)written_bytes(o) / (1024.0 * 1024.0));
 }
@@ -649,7 +731,11 @@ static void usage(FILE *f)
                "  --vocab V               synthetic vocabulary size (default 512); with\n"
                "                          --tokenizer a minimum (padded with unused tokens)\n"
                "  --ctx C                 context length (default 2048)\n"
-               "  --type f32|f16|bf16|q8_0|q4_0  matrix type (default f32; hf: f32/f16/bf16)\n"
+               "  --type T                matrix type (default f32; hf: f32/f16/bf16): f32 f16\n"
+               "                          bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl q2_k q3_k q4_k\n"
+               "                          q5_k q6_k iq4_xs, or llama-quantize's mixes q4_k_m\n"
+               "                          q5_k_m; rows that are not whole 256-element blocks\n"
+               "                          fall back as llama-quantize does (q4_k -> q5_0, ...)\n"
                "  --tied                  tie the output to the token embedding\n"
                "  --seed S                (default 1)\n"
                "  --rope-base B           (default 10000)\n"
@@ -744,8 +830,13 @@ static int parse_args(int argc, char **argv, gen_opts *o, int64_t *vocab_arg)
                                              {"version", no_argument, 0, 'v'},
                                              {0, 0, 0, 0}};
     static const char *const formats[] = {"gguf", "hf"};
-    static const char *const types[] = {"f32", "f16", "bf16", "q8_0", "q4_0"};
-    static const tdtype type_ids[] = {TD_F32, TD_F16, TD_BF16, TD_Q8_0, TD_Q4_0};
+    static const char *const types[] = {"f32",  "f16",  "bf16",   "q8_0",   "q4_0",  "q4_1",
+                                        "q5_0", "q5_1", "iq4_nl", "q2_k",   "q3_k",  "q4_k",
+                                        "q5_k", "q6_k", "iq4_xs", "q4_k_m", "q5_k_m"};
+    static const tdtype type_ids[] = {TD_F32,  TD_F16,  TD_BF16,   TD_Q8_0, TD_Q4_0, TD_Q4_1,
+                                      TD_Q5_0, TD_Q5_1, TD_IQ4_NL, TD_Q2_K, TD_Q3_K, TD_Q4_K,
+                                      TD_Q5_K, TD_Q6_K, TD_IQ4_XS, TD_Q4_K, TD_Q5_K};
+    const int n_types = (int)(sizeof(types) / sizeof(types[0]));
     int c, idx, rc = 0;
     int64_t seed = 1;
     opterr = 0;
@@ -785,9 +876,10 @@ static int parse_args(int argc, char **argv, gen_opts *o, int64_t *vocab_arg)
             rc = parse_i64("--ctx", optarg, 1, 1 << 24, &o->ctx);
             break;
         case 't':
-            rc = pick("--type", optarg, types, 5, &idx);
+            rc = pick("--type", optarg, types, n_types, &idx);
             if (rc == 0) {
                 o->type = type_ids[idx];
+                o->recipe = idx >= n_types - 2 ? RECIPE_K_M : RECIPE_NONE;
             }
             break;
         case 'T':
@@ -856,7 +948,7 @@ static int check_opts(gen_opts *o)
     }
     if (e == NULL && td_block_elems(o->type) > 1 &&
         (o->dim % TD_QK != 0 || (o->heads * o->head_dim) % TD_QK != 0 || o->ffn % TD_QK != 0)) {
-        e = "--type q8_0/q4_0: --dim, --heads x head dim and --ffn must be multiples of 32";
+        e = "quantized --type: --dim, --heads x head dim and --ffn must be multiples of 32";
     }
     if (e != NULL) {
         fprintf(stderr, "tandem-genmodel: %s\n", e);

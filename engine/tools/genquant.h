@@ -2,9 +2,16 @@
  * Number formats and randomness for the test-model generator (tandem-genmodel): FP32 -> FP16 /
  * BF16 rounding and the Q8_0 / Q4_0 block quantizers, each bit-for-bit equal to ggml's reference
  * functions (ggml_compute_fp32_to_fp16, ggml_compute_fp32_to_bf16, quantize_row_q8_0_ref,
- * quantize_row_q4_0_ref), so a file written here is the file llama.cpp's own tools would write
- * from the same floats. Also a small seeded PRNG and the Q/K row permutation that
- * convert_hf_to_gguf.py applies to llama attention weights.
+ * quantize_row_q4_0_ref), so a file written with those is the file llama.cpp's own tools would
+ * write from the same floats.
+ *
+ * The quantizers of the other ggml weight types (Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K .. Q6_K, IQ4_XS)
+ * write valid ggml blocks (kernels/dtype.h; kc_dequantize_row and ggml decode them alike) but
+ * their choice of scales and rounding is our own search for a small squared error, so their bytes
+ * may differ from llama-quantize's on the same floats.
+ *
+ * Also a small seeded PRNG and the Q/K row permutation that convert_hf_to_gguf.py applies to
+ * llama attention weights.
  *
  * Pure functions over caller-owned buffers; nothing here allocates.
  */
@@ -31,10 +38,31 @@ uint16_t genq_fp32_to_bf16(float f);
 void genq_quantize_q8_0(const float *x, td_block_q8_0 *y, int64_t n);
 void genq_quantize_q4_0(const float *x, td_block_q4_0 *y, int64_t n);
 
+/* Our quantizers of the other weight types: n a multiple of the type's block (TD_QK for Q4_1,
+ * Q5_0, Q5_1 and IQ4_NL, TD_QKK for the K-quants and IQ4_XS), n / block blocks written.
+ *   Q4_1, Q5_1: d = (max - min) / (2^bits - 1), m = min, codes rounded against the f16 d and m.
+ *   Q5_0: d = (value of largest magnitude) / -16, codes rounded against the f16 d.
+ *   IQ4_NL: the least-squares scale of the best of a few candidate scales, refined.
+ *   K-quants, IQ4_XS: per sub-block float scale (and min) fitted as above, then the sub-block
+ *   scales quantized against the super-block's f16 d (and dmin), each integer scale chosen among
+ *   its three nearest by the error of the sub-block re-quantized with it.
+ * All-zero blocks are written with zero scales (they decode to exact zeros). */
+void genq_quantize_q4_1(const float *x, td_block_q4_1 *y, int64_t n);
+void genq_quantize_q5_0(const float *x, td_block_q5_0 *y, int64_t n);
+void genq_quantize_q5_1(const float *x, td_block_q5_1 *y, int64_t n);
+void genq_quantize_iq4_nl(const float *x, td_block_iq4_nl *y, int64_t n);
+void genq_quantize_q2_k(const float *x, td_block_q2_k *y, int64_t n);
+void genq_quantize_q3_k(const float *x, td_block_q3_k *y, int64_t n);
+void genq_quantize_q4_k(const float *x, td_block_q4_k *y, int64_t n);
+void genq_quantize_q5_k(const float *x, td_block_q5_k *y, int64_t n);
+void genq_quantize_q6_k(const float *x, td_block_q6_k *y, int64_t n);
+void genq_quantize_iq4_xs(const float *x, td_block_iq4_xs *y, int64_t n);
+
 /*
- * Converts rows x cols floats (row-major, cols innermost) into type t at out, which must hold
- * td_row_bytes(t, cols) * rows bytes. Returns that byte count, or 0 when cols is not a whole
- * number of blocks of t.
+ * Converts rows x cols floats (row-major, cols innermost) into type t (F32, F16, BF16 or any
+ * quantized weight type above) at out, which must hold td_row_bytes(t, cols) * rows bytes.
+ * Returns that byte count, or 0 when cols is not a whole number of blocks of t or t is not a
+ * weight type (Q8_1, Q8_K).
  */
 size_t genq_convert(tdtype t, const float *x, int64_t rows, int64_t cols, void *out);
 

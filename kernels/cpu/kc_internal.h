@@ -18,11 +18,14 @@ typedef struct kc__mm {
     int64_t k, m, n;
     const uint8_t *w; /* weight rows */
     size_t w_row_bytes;
-    const float *x;          /* [n][k] activations */
-    const td_block_q8_0 *xq; /* [n][k / TD_QK] quantized activations (Q8_0/Q4_0 weights) */
-    const int32_t *xsum;     /* [n][k / TD_QK] sums of each xq block's quants */
-    const uint8_t *packed;   /* kc_weight.packed (KC__PACK_ROWS-row interleaved) or NULL */
-    float *y;                /* [n][m] */
+    const float *x; /* [n][k] activations */
+    /* quantized activations, one of three by the weight's vec_dot type (kc_vec_dot_type) */
+    const td_block_q8_0 *xq;  /* [n][k / TD_QK] Q8_0 (Q4_0, Q5_0, Q8_0, IQ4_NL weights) */
+    const td_block_q8_1 *xq1; /* [n][k / TD_QK] Q8_1 (Q4_1, Q5_1) */
+    const td_block_q8_k *xqk; /* [n][k / TD_QKK] Q8_K (K-quants, IQ4_XS) */
+    const int32_t *xsum;      /* [n][k / TD_QK] sums of each xq block's quants (Q8_0 only) */
+    const uint8_t *packed;    /* kc_weight.packed (KC__PACK_ROWS-row interleaved) or NULL */
+    float *y;                 /* [n][m] */
 } kc__mm;
 
 /*
@@ -64,6 +67,28 @@ extern const kc__isa_ops kc__ops_avx512;
 
 /* The scalar Q8_0 quantizer (ggml's reference rounding), used by the scalar level. */
 void kc__quantize_q8_ref(const float *x, td_block_q8_0 *y, int64_t k);
+
+/* Scalar building blocks of the quantized types (kc_quants.c), shared by the ISA levels. */
+void kc__k4_scales(const uint8_t q[12], uint8_t sc[8], uint8_t mn[8]); /* Q4_K/Q5_K */
+void kc__q3k_scales(const uint8_t q[12], int8_t sc[16]);               /* Q3_K, minus 32 */
+void kc__legacy_quants(tdtype t, const void *blk, int8_t q[TD_QK]);
+void kc__k_quants(tdtype t, const void *blk, int8_t q[TD_QKK]);
+
+/* Dot product of one weight row of a quantized type with k activations in its vec_dot type
+ * (a td_block_q8_0/q8_1/q8_k array): the scalar reference every level falls back to. */
+float kc__vec_dot_ref(tdtype t, const void *w, const void *xq, int64_t k);
+
+/* The activations of token t of a matmul in its weight's vec_dot type. */
+static inline const void *kc__mm_xq(const kc__mm *a, int64_t t)
+{
+    if (a->xqk) {
+        return a->xqk + t * (a->k / TD_QKK);
+    }
+    if (a->xq1) {
+        return a->xq1 + t * (a->k / TD_QK);
+    }
+    return a->xq + t * (a->k / TD_QK);
+}
 
 /* Table of the active ISA level. */
 const kc__isa_ops *kc__ops(void);

@@ -107,63 +107,348 @@ KC_INLINE void kc_tile_float(const kc__mm *a, tdtype ty, int64_t r0, int nr, int
     }
 }
 
-KC_INLINE void kc_tile_q(const kc__mm *a, int q4, int64_t r0, int nr, int64_t t0, int nt)
+/* The 32 bytes of fifth bits of a Q5_0/Q5_1 block: 0x10 in byte i where bit i of qh is set. */
+KC_INLINE __m256i kc_q5_hbits(const uint8_t qh[4])
+{
+    uint32_t h;
+    memcpy(&h, qh, sizeof(h));
+    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
+                                          2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bits = _mm256_set1_epi64x(0x8040201008040201LL);
+    const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)h), shuf);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bits), bits),
+                            _mm256_set1_epi8(0x10));
+}
+
+/* The 32 nibbles of 16 bytes in element order: low nibbles, then high nibbles. */
+KC_INLINE __m256i kc_nibbles(const uint8_t *qs)
+{
+    const __m128i raw = _mm_loadu_si128((const __m128i *)qs);
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0x0F));
+}
+
+/* The integer quants of a 32-element block of a legacy type (as kc__legacy_quants), its scale
+ * and, for Q4_1/Q5_1, its minimum. */
+KC_INLINE __m256i kc_legacy_block(tdtype ty, const uint8_t *blk, float *d, float *m)
+{
+    uint16_t h;
+    memcpy(&h, blk, sizeof(h));
+    *d = kc_h2f(h);
+    switch (ty) {
+    case TD_Q8_0:
+        return _mm256_loadu_si256((const __m256i *)((const td_block_q8_0 *)blk)->qs);
+    case TD_Q4_0:
+        return _mm256_sub_epi8(kc_nibbles(((const td_block_q4_0 *)blk)->qs), _mm256_set1_epi8(8));
+    case TD_Q4_1:
+        *m = kc_h2f(((const td_block_q4_1 *)blk)->m);
+        return kc_nibbles(((const td_block_q4_1 *)blk)->qs);
+    case TD_Q5_0: {
+        const td_block_q5_0 *b = (const td_block_q5_0 *)blk;
+        return _mm256_sub_epi8(_mm256_or_si256(kc_nibbles(b->qs), kc_q5_hbits(b->qh)),
+                               _mm256_set1_epi8(16));
+    }
+    case TD_Q5_1: {
+        const td_block_q5_1 *b = (const td_block_q5_1 *)blk;
+        *m = kc_h2f(b->m);
+        return _mm256_or_si256(kc_nibbles(b->qs), kc_q5_hbits(b->qh));
+    }
+    default: { /* IQ4_NL */
+        const __m128i tab = _mm_loadu_si128((const __m128i *)td_iq4nl_values);
+        return _mm256_shuffle_epi8(_mm256_set_m128i(tab, tab),
+                                   kc_nibbles(((const td_block_iq4_nl *)blk)->qs));
+    }
+    }
+}
+
+KC_INLINE void kc_tile_q(const kc__mm *a, tdtype ty, int64_t r0, int nr, int64_t t0, int nt)
 {
     const int64_t nb = a->k / TD_QK;
+    const bool q81 = ty == TD_Q4_1 || ty == TD_Q5_1; /* Q8_1 activations, a minimum term */
     const uint8_t *wr[RMQ];
-    const td_block_q8_0 *xr[NTQ];
     __m256 acc[NTQ][RMQ];
+    float macc[NTQ][RMQ]; /* sum of m * s (Q4_1/Q5_1) */
     const bool pf = a->n <= KC_PF_MAX_N;
     const size_t pf_off = KC_PF_DIST;
-    const int64_t bsz = q4 ? (int64_t)sizeof(td_block_q4_0) : (int64_t)sizeof(td_block_q8_0);
-    const __m256i lo = _mm256_set1_epi8(0x0F);
-    const __m256i eight = _mm256_set1_epi8(8);
+    const int64_t bsz = (int64_t)td_block_bytes(ty);
     const __m256i ones = _mm256_set1_epi16(1);
     for (int r = 0; r < nr; r++) {
         wr[r] = a->w + (size_t)(r0 + r) * a->w_row_bytes;
     }
     for (int t = 0; t < nt; t++) {
-        xr[t] = a->xq + (t0 + t) * nb;
         for (int r = 0; r < nr; r++) {
             acc[t][r] = _mm256_setzero_ps();
+            macc[t][r] = 0.0f;
         }
     }
     for (int64_t ib = 0; ib < nb; ib++) {
         __m256i xv[NTQ];
-        float dx[NTQ];
+        float dx[NTQ], sx[NTQ];
         for (int t = 0; t < nt; t++) {
-            xv[t] = _mm256_loadu_si256((const __m256i *)xr[t][ib].qs);
-            dx[t] = kc_h2f(xr[t][ib].d);
+            if (q81) {
+                const td_block_q8_1 *xb = a->xq1 + (t0 + t) * nb + ib;
+                xv[t] = _mm256_loadu_si256((const __m256i *)xb->qs);
+                dx[t] = kc_h2f(xb->d);
+                sx[t] = kc_h2f(xb->s);
+            } else {
+                const td_block_q8_0 *xb = a->xq + (t0 + t) * nb + ib;
+                xv[t] = _mm256_loadu_si256((const __m256i *)xb->qs);
+                dx[t] = kc_h2f(xb->d);
+                sx[t] = 0.0f;
+            }
         }
         for (int r = 0; r < nr; r++) {
-            __m256i wq;
-            float dw;
             if (pf) {
                 _mm_prefetch((const char *)wr[r] + pf_off + ib * bsz, _MM_HINT_T0);
             }
-            if (q4) {
-                const td_block_q4_0 *b = (const td_block_q4_0 *)wr[r] + ib;
-                const __m128i raw = _mm_loadu_si128((const __m128i *)b->qs);
-                const __m256i v = _mm256_set_m128i(_mm_srli_epi16(raw, 4), raw);
-                wq = _mm256_sub_epi8(_mm256_and_si256(v, lo), eight);
-                dw = kc_h2f(b->d);
-            } else {
-                const td_block_q8_0 *b = (const td_block_q8_0 *)wr[r] + ib;
-                wq = _mm256_loadu_si256((const __m256i *)b->qs);
-                dw = kc_h2f(b->d);
-            }
+            float dw, mw = 0.0f;
+            const __m256i wq = kc_legacy_block(ty, wr[r] + ib * bsz, &dw, &mw);
             const __m256i wa = _mm256_abs_epi8(wq);
             for (int t = 0; t < nt; t++) {
-                const __m256i sx = _mm256_sign_epi8(xv[t], wq);
-                const __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(wa, sx), ones);
+                const __m256i sxv = _mm256_sign_epi8(xv[t], wq);
+                const __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(wa, sxv), ones);
                 acc[t][r] =
                     _mm256_fmadd_ps(_mm256_set1_ps(dw * dx[t]), _mm256_cvtepi32_ps(s), acc[t][r]);
+                if (q81) {
+                    macc[t][r] += mw * sx[t];
+                }
             }
         }
     }
     for (int t = 0; t < nt; t++) {
         for (int r = 0; r < nr; r++) {
-            a->y[(t0 + t) * a->m + r0 + r] = kc_hsum256(acc[t][r]);
+            a->y[(t0 + t) * a->m + r0 + r] = kc_hsum256(acc[t][r]) + macc[t][r];
+        }
+    }
+}
+
+/* ---- K-quants and IQ4_XS against Q8_K activations ----
+ *
+ * A super-block is 8 groups of 32 elements. Per group the weights decode to 32 bytes w (unsigned
+ * for Q2_K/Q4_K/Q5_K/Q6_K, signed for Q3_K/IQ4_XS) and a vector of 16 int16 scales s (the first 8
+ * for elements 0..15, the last 8 for 16..31), and each token adds madd(maddubs(w, x), s) to its
+ * int32 sum: exactly sum_j sc_j * sum(q * x) over the sub-blocks. Q6_K's offset of 32 and the
+ * minimums of Q2_K/Q4_K/Q5_K are applied per super-block through the activations' 16-element
+ * sums (bsums), in int32 for Q6_K and as a second float term for the minimums. */
+
+/* Per-row, per-super-block state: what the groups and the corrections need. */
+typedef struct kc_ksb {
+    const uint8_t *blk;
+    float d, dmin;
+    __m256i sc16;     /* scale per 16 elements, int16 */
+    __m256i slo, shi; /* sc16's low / high half in both 128-bit lanes */
+    __m256i mins16;   /* minimum per 16 elements (Q2_K/Q4_K/Q5_K) */
+    __m256i qh;       /* Q5_K fifth bits, Q3_K high bits */
+} kc_ksb;
+
+/* 16 int16 of 8 bytes each repeated twice: b0 b0 b1 b1 ... b7 b7 (bytes 8 .. 15 of v when hi). */
+KC_INLINE __m256i kc_dup8_epu8(__m128i v, int hi)
+{
+    const __m128i lo_idx = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    const __m128i idx = hi ? _mm_add_epi8(lo_idx, _mm_set1_epi8(8)) : lo_idx;
+    return _mm256_cvtepu8_epi16(_mm_shuffle_epi8(v, idx));
+}
+
+KC_INLINE void kc_ksb_load(tdtype ty, const uint8_t *blk, kc_ksb *s)
+{
+    s->blk = blk;
+    s->dmin = 0.0f;
+    switch (ty) {
+    case TD_Q4_K:
+    case TD_Q5_K: {
+        /* Q4_K and Q5_K share the d, dmin and scales offsets. The 12 bytes of 6-bit scales and
+         * mins unpack to bytes 0..7 (scales) and 8..15 (mins), as kc__k4_scales. */
+        const td_block_q4_k *b = (const td_block_q4_k *)blk;
+        uint32_t u[4];
+        memcpy(u, b->scales, 12);
+        const uint32_t m6 = 0x3f3f3f3fu, m4 = 0x0f0f0f0fu, m2 = 0x03030303u;
+        u[3] = ((u[2] >> 4) & m4) | (((u[1] >> 6) & m2) << 4);
+        const uint32_t mins_lo = u[1] & m6;
+        u[1] = (u[2] & m4) | (((u[0] >> 6) & m2) << 4);
+        u[2] = mins_lo;
+        u[0] &= m6;
+        const __m128i v = _mm_loadu_si128((const __m128i *)u);
+        s->sc16 = kc_dup8_epu8(v, 0);
+        s->mins16 = kc_dup8_epu8(v, 1);
+        s->d = kc_h2f(b->d);
+        s->dmin = kc_h2f(b->dmin);
+        if (ty == TD_Q5_K) {
+            s->qh = _mm256_loadu_si256((const __m256i *)((const td_block_q5_k *)blk)->qh);
+        }
+        break;
+    }
+    case TD_Q6_K: {
+        const td_block_q6_k *b = (const td_block_q6_k *)blk;
+        s->d = kc_h2f(b->d);
+        s->sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+        break;
+    }
+    case TD_Q2_K: {
+        const td_block_q2_k *b = (const td_block_q2_k *)blk;
+        const __m128i raw = _mm_loadu_si128((const __m128i *)b->scales);
+        const __m128i m4 = _mm_set1_epi8(0x0F);
+        s->d = kc_h2f(b->d);
+        s->dmin = kc_h2f(b->dmin);
+        s->sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(raw, m4));
+        s->mins16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), m4));
+        s->qh = _mm256_setzero_si256();
+        break;
+    }
+    case TD_Q3_K: {
+        const td_block_q3_k *b = (const td_block_q3_k *)blk;
+        int8_t sc[16];
+        kc__q3k_scales(b->scales, sc);
+        s->d = kc_h2f(b->d);
+        s->sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
+        s->qh = _mm256_loadu_si256((const __m256i *)b->hmask);
+        break;
+    }
+    default: { /* IQ4_XS */
+        const td_block_iq4_xs *b = (const td_block_iq4_xs *)blk;
+        uint8_t ls[16] = {0};
+        for (int ib = 0; ib < 8; ib++) {
+            ls[ib] = (uint8_t)(((b->scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) |
+                               (((b->scales_h >> (2 * ib)) & 3) << 4));
+        }
+        s->d = kc_h2f(b->d);
+        s->sc16 = _mm256_sub_epi16(kc_dup8_epu8(_mm_loadu_si128((const __m128i *)ls), 0),
+                                   _mm256_set1_epi16(32));
+        break;
+    }
+    }
+    s->slo = _mm256_permute2x128_si256(s->sc16, s->sc16, 0x00);
+    s->shi = _mm256_permute2x128_si256(s->sc16, s->sc16, 0x11);
+}
+
+/* The scale vector of group g: sc16[2g] in the low 128-bit lane (elements 0..15 of the group),
+ * sc16[2g + 1] in the high lane. */
+KC_INLINE __m256i kc_ksb_scales(const kc_ksb *s, int g)
+{
+    const int w = (2 * g) % 8; /* word of the half that holds sc16[2g] */
+    const __m256i idx = _mm256_set_m128i(_mm_set1_epi16((short)(((2 * w + 3) << 8) | (2 * w + 2))),
+                                         _mm_set1_epi16((short)(((2 * w + 1) << 8) | (2 * w))));
+    return _mm256_shuffle_epi8(g < 4 ? s->slo : s->shi, idx);
+}
+
+/* 2-bit field f (0..3) of 32 bytes, as bytes. */
+KC_INLINE __m256i kc_bits2(__m256i v, int f)
+{
+    return _mm256_and_si256(_mm256_srli_epi16(v, 2 * f), _mm256_set1_epi8(3));
+}
+
+/* The 32 quants of group g (elements 32g .. 32g + 31). */
+KC_INLINE __m256i kc_ksb_group(tdtype ty, const kc_ksb *s, int g)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    switch (ty) {
+    case TD_Q4_K:
+    case TD_Q5_K: {
+        const uint8_t *qs = ty == TD_Q4_K ? ((const td_block_q4_k *)s->blk)->qs
+                                          : ((const td_block_q5_k *)s->blk)->qs;
+        const __m256i raw = _mm256_loadu_si256((const __m256i *)(qs + 32 * (g / 2)));
+        __m256i q = _mm256_and_si256(g % 2 ? _mm256_srli_epi16(raw, 4) : raw, m4);
+        if (ty == TD_Q5_K) { /* bit g of qh[l] is element 32g + l's fifth bit */
+            const __m256i bit = _mm256_set1_epi8((char)(1 << g));
+            const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(s->qh, bit), bit);
+            q = _mm256_or_si256(q, _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
+        }
+        return q;
+    }
+    case TD_Q6_K: { /* unsigned 0..63; the 32 is subtracted per super-block */
+        const td_block_q6_k *b = (const td_block_q6_k *)s->blk;
+        const int h = g / 4, j = g % 4; /* elements 128h + 32j + l */
+        const __m256i ql = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32 * (j % 2)));
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+        const __m256i lo = _mm256_and_si256(j < 2 ? ql : _mm256_srli_epi16(ql, 4), m4);
+        return _mm256_or_si256(lo, _mm256_slli_epi16(kc_bits2(qh, j), 4));
+    }
+    case TD_Q2_K: {
+        const td_block_q2_k *b = (const td_block_q2_k *)s->blk;
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * (g / 4)));
+        return kc_bits2(q, g % 4);
+    }
+    case TD_Q3_K: { /* signed: low two bits minus 4 where the high bit is clear */
+        const td_block_q3_k *b = (const td_block_q3_k *)s->blk;
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * (g / 4)));
+        const __m256i bit = _mm256_set1_epi8((char)(1 << g));
+        const __m256i clear =
+            _mm256_cmpeq_epi8(_mm256_and_si256(s->qh, bit), _mm256_setzero_si256());
+        return _mm256_sub_epi8(kc_bits2(q, g % 4), _mm256_and_si256(clear, _mm256_set1_epi8(4)));
+    }
+    default: { /* IQ4_XS, signed codebook values */
+        const td_block_iq4_xs *b = (const td_block_iq4_xs *)s->blk;
+        const __m128i tab = _mm_loadu_si128((const __m128i *)td_iq4nl_values);
+        return _mm256_shuffle_epi8(_mm256_set_m128i(tab, tab), kc_nibbles(b->qs + 16 * g));
+    }
+    }
+}
+
+KC_INLINE bool kc_k_signed(tdtype ty)
+{
+    return ty == TD_Q3_K || ty == TD_IQ4_XS;
+}
+
+#define RMK 1 /* rows per K tile: the decode dominates, so no row reuse of activations */
+#define NTK 4 /* tokens per K tile */
+
+KC_INLINE void kc_tile_k(const kc__mm *a, tdtype ty, int64_t r0, int nr, int64_t t0, int nt)
+{
+    const int64_t nb = a->k / TD_QKK;
+    const bool pf = a->n <= KC_PF_MAX_N;
+    const int64_t bsz = (int64_t)td_block_bytes(ty);
+    const bool has_min = ty == TD_Q2_K || ty == TD_Q4_K || ty == TD_Q5_K;
+    for (int r = 0; r < nr; r++) {
+        const uint8_t *wr = a->w + (size_t)(r0 + r) * a->w_row_bytes;
+        __m256 acc[NTK];
+        for (int t = 0; t < nt; t++) {
+            acc[t] = _mm256_setzero_ps();
+        }
+        for (int64_t ib = 0; ib < nb; ib++) {
+            const uint8_t *blk = wr + ib * bsz;
+            if (pf) {
+                for (int64_t off = 0; off < bsz; off += 64) {
+                    _mm_prefetch((const char *)blk + KC_PF_DIST + off, _MM_HINT_T0);
+                }
+            }
+            kc_ksb sb;
+            kc_ksb_load(ty, blk, &sb);
+            const td_block_q8_k *xb[NTK];
+            __m256i isum[NTK];
+            for (int t = 0; t < nt; t++) {
+                xb[t] = a->xqk + (t0 + t) * nb + ib;
+                isum[t] = _mm256_setzero_si256();
+            }
+            for (int g = 0; g < 8; g++) {
+                const __m256i w = kc_ksb_group(ty, &sb, g);
+                const __m256i sv = kc_ksb_scales(&sb, g);
+                const __m256i wa = kc_k_signed(ty) ? _mm256_abs_epi8(w) : w;
+                for (int t = 0; t < nt; t++) {
+                    __m256i xv = _mm256_loadu_si256((const __m256i *)(xb[t]->qs + 32 * g));
+                    if (kc_k_signed(ty)) {
+                        xv = _mm256_sign_epi8(xv, w);
+                    }
+                    const __m256i p = _mm256_maddubs_epi16(wa, xv);
+                    isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p, sv));
+                }
+            }
+            const __m256i sc16 = sb.sc16;
+            for (int t = 0; t < nt; t++) {
+                const __m256i bs = _mm256_loadu_si256((const __m256i *)xb[t]->bsums);
+                if (ty == TD_Q6_K) { /* sum (q - 32) x = sum q x - 32 sum x, per scale */
+                    isum[t] = _mm256_sub_epi32(isum[t],
+                                               _mm256_slli_epi32(_mm256_madd_epi16(bs, sc16), 5));
+                }
+                const float dx = xb[t]->d;
+                acc[t] =
+                    _mm256_fmadd_ps(_mm256_set1_ps(dx * sb.d), _mm256_cvtepi32_ps(isum[t]), acc[t]);
+                if (has_min) {
+                    const __m256i ms = _mm256_madd_epi16(bs, sb.mins16);
+                    acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(-dx * sb.dmin), _mm256_cvtepi32_ps(ms),
+                                             acc[t]);
+                }
+            }
+        }
+        for (int t = 0; t < nt; t++) {
+            a->y[(t0 + t) * a->m + r0 + r] = kc_hsum256(acc[t]);
         }
     }
 }
@@ -171,8 +456,18 @@ KC_INLINE void kc_tile_q(const kc__mm *a, int q4, int64_t r0, int nr, int64_t t0
 KC_ROWS_FN(kc_rows_f32, kc_tile_float, RMF, NTF, TD_F32)
 KC_ROWS_FN(kc_rows_f16, kc_tile_float, RMF, NTF, TD_F16)
 KC_ROWS_FN(kc_rows_bf16, kc_tile_float, RMF, NTF, TD_BF16)
-KC_ROWS_FN(kc_rows_q8, kc_tile_q, RMQ, NTQ, 0)
-KC_ROWS_FN(kc_rows_q4, kc_tile_q, RMQ, NTQ, 1)
+KC_ROWS_FN(kc_rows_q8, kc_tile_q, RMQ, NTQ, TD_Q8_0)
+KC_ROWS_FN(kc_rows_q4, kc_tile_q, RMQ, NTQ, TD_Q4_0)
+KC_ROWS_FN(kc_rows_q4_1, kc_tile_q, RMQ, NTQ, TD_Q4_1)
+KC_ROWS_FN(kc_rows_q5_0, kc_tile_q, RMQ, NTQ, TD_Q5_0)
+KC_ROWS_FN(kc_rows_q5_1, kc_tile_q, RMQ, NTQ, TD_Q5_1)
+KC_ROWS_FN(kc_rows_iq4_nl, kc_tile_q, RMQ, NTQ, TD_IQ4_NL)
+KC_ROWS_FN(kc_rows_q2_k, kc_tile_k, RMK, NTK, TD_Q2_K)
+KC_ROWS_FN(kc_rows_q3_k, kc_tile_k, RMK, NTK, TD_Q3_K)
+KC_ROWS_FN(kc_rows_q4_k, kc_tile_k, RMK, NTK, TD_Q4_K)
+KC_ROWS_FN(kc_rows_q5_k, kc_tile_k, RMK, NTK, TD_Q5_K)
+KC_ROWS_FN(kc_rows_q6_k, kc_tile_k, RMK, NTK, TD_Q6_K)
+KC_ROWS_FN(kc_rows_iq4_xs, kc_tile_k, RMK, NTK, TD_IQ4_XS)
 
 static void kc_mm_rows_avx2(const kc__mm *a, int64_t r0, int64_t r1)
 {
@@ -191,6 +486,39 @@ static void kc_mm_rows_avx2(const kc__mm *a, int64_t r0, int64_t r1)
         break;
     case TD_Q4_0:
         kc_rows_q4(a, r0, r1);
+        break;
+    case TD_Q4_1:
+        kc_rows_q4_1(a, r0, r1);
+        break;
+    case TD_Q5_0:
+        kc_rows_q5_0(a, r0, r1);
+        break;
+    case TD_Q5_1:
+        kc_rows_q5_1(a, r0, r1);
+        break;
+    case TD_IQ4_NL:
+        kc_rows_iq4_nl(a, r0, r1);
+        break;
+    case TD_Q2_K:
+        kc_rows_q2_k(a, r0, r1);
+        break;
+    case TD_Q3_K:
+        kc_rows_q3_k(a, r0, r1);
+        break;
+    case TD_Q4_K:
+        kc_rows_q4_k(a, r0, r1);
+        break;
+    case TD_Q5_K:
+        kc_rows_q5_k(a, r0, r1);
+        break;
+    case TD_Q6_K:
+        kc_rows_q6_k(a, r0, r1);
+        break;
+    case TD_IQ4_XS:
+        kc_rows_iq4_xs(a, r0, r1);
+        break;
+    default:
+        kc__ops_scalar.mm_rows(a, r0, r1);
         break;
     }
 }

@@ -361,6 +361,9 @@ static void kc_mm_rows_avx512(const kc__mm *a, int64_t r0, int64_t r1)
             kc_rows_q4(a, r0, r1);
         }
         break;
+    default: /* the other quantized types: the AVX2 kernels (every AVX-512 CPU has AVX2) */
+        kc__ops_avx2.mm_rows(a, r0, r1);
+        break;
     }
 }
 

@@ -56,6 +56,8 @@ static float kc_dot_row(const kc__mm *a, const void *wrow, int64_t t)
         }
         break;
     }
+    default:
+        return kc__vec_dot_ref(a->type, wrow, kc__mm_xq(a, t), k);
     }
     return sum;
 }

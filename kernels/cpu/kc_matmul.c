@@ -31,22 +31,30 @@ const kc__isa_ops *kc__ops(void)
     return &kc__ops_scalar;
 }
 
-static bool kc_is_quant(tdtype t)
+/* Types kc_weight_prepare repacks for the AVX-512 kernels. */
+static bool kc_is_packable(tdtype t)
 {
     return t == TD_Q8_0 || t == TD_Q4_0;
 }
 
 size_t kc_matmul_wsize(const kc_weight *w, int64_t n)
 {
-    if (!kc_is_quant(w->type) || n <= 0 || w->k <= 0) {
+    if (!td_is_quant(w->type) || n <= 0 || w->k <= 0) {
         return 0;
     }
-    return (size_t)n * (size_t)(w->k / TD_QK) * (sizeof(td_block_q8_0) + sizeof(int32_t));
+    switch (kc_vec_dot_type(w->type)) {
+    case TD_Q8_0: /* [n][nb] int32 block sums, then [n][nb] Q8_0 blocks */
+        return (size_t)n * (size_t)(w->k / TD_QK) * (sizeof(td_block_q8_0) + sizeof(int32_t));
+    case TD_Q8_1:
+        return (size_t)n * (size_t)(w->k / TD_QK) * sizeof(td_block_q8_1);
+    default:
+        return (size_t)n * (size_t)(w->k / TD_QKK) * sizeof(td_block_q8_k);
+    }
 }
 
 int kc_weight_prepare(kc_weight *w)
 {
-    if (!kc_is_quant(w->type) || w->packed || kc_isa_active() < KC_ISA_AVX512 || w->k <= 0 ||
+    if (!kc_is_packable(w->type) || w->packed || kc_isa_active() < KC_ISA_AVX512 || w->k <= 0 ||
         w->k % TD_QK != 0 || w->m <= 0) {
         return 0;
     }
@@ -105,20 +113,31 @@ typedef struct kc_mm_task {
     int64_t m_total; /* rows over all weights */
     const kc__isa_ops *ops;
     kc_pool *pool;
-    td_block_q8_0 *xq; /* quantized activations, or NULL */
-    int32_t *xsum;     /* [n][nb] block sums of xq */
-    bool quantize;     /* workers quantize (split by token, then a barrier) */
-    int64_t chunk;     /* rows per chunk (a multiple of KC_ROW_ALIGN) */
+    tdtype xtype;      /* the activations' vec_dot type (quantized when not a float type) */
+    td_block_q8_0 *xq; /* quantized activations (one of three, or none) */
+    td_block_q8_1 *xq1;
+    td_block_q8_k *xqk;
+    int32_t *xsum; /* [n][nb] block sums of xq */
+    bool quantize; /* workers quantize (split by token, then a barrier) */
+    int64_t chunk; /* rows per chunk (a multiple of KC_ROW_ALIGN) */
     int64_t n_chunks;
     atomic_int_fast64_t next_chunk; /* next chunk to claim */
 } kc_mm_task;
 
-/* Quantizes activation rows [i0, n) step `step` and their block sums. */
+/* Quantizes activation rows [i0, n) step `step` (and, for Q8_0, their block sums). */
 static void kc_quantize_rows(const kc_mm_task *t, int64_t i0, int64_t step)
 {
     const kc__mm *a0 = &t->mm[0];
     const int64_t nb = a0->k / TD_QK;
     for (int64_t i = i0; i < a0->n; i += step) {
+        if (t->xqk) {
+            kc_quantize_row_q8_k(a0->x + i * a0->k, t->xqk + i * (a0->k / TD_QKK), a0->k);
+            continue;
+        }
+        if (t->xq1) {
+            kc_quantize_row_q8_1(a0->x + i * a0->k, t->xq1 + i * nb, a0->k);
+            continue;
+        }
         t->ops->quant_q8(a0->x + i * a0->k, t->xq + i * nb, a0->k);
         for (int64_t b = 0; b < nb; b++) {
             int32_t sum = 0;
@@ -193,8 +212,9 @@ int kc_matmul_multi(kc_pool *pool, const kc_weight *const *ws, float *const *ys,
             return -EINVAL;
         }
     }
-    for (int i = 1; i < nw; i++) {
-        if (ws[i]->type != ws[0]->type || ws[i]->k != ws[0]->k) {
+    const tdtype xtype = kc_vec_dot_type(ws[0]->type);
+    for (int i = 1; i < nw; i++) { /* one activation quantization serves every weight */
+        if (kc_vec_dot_type(ws[i]->type) != xtype || ws[i]->k != ws[0]->k) {
             for (int j = 0; j < nw; j++) {
                 int rc = kc_matmul_multi(pool, &ws[j], &ys[j], 1, x, n, wsp, wsp_bytes);
                 if (rc != 0) {
@@ -211,10 +231,16 @@ int kc_matmul_multi(kc_pool *pool, const kc_weight *const *ws, float *const *ys,
     if (need > 0 && (wsp == NULL || wsp_bytes < need)) {
         return -EINVAL;
     }
-    kc_mm_task t = {.nw = nw, .ops = kc__ops(), .pool = pool};
-    if (need > 0) { /* workspace: [n][nb] int32 block sums, then [n][nb] Q8_0 blocks */
-        t.xsum = wsp;
-        t.xq = (td_block_q8_0 *)(t.xsum + n * (ws[0]->k / TD_QK));
+    kc_mm_task t = {.nw = nw, .ops = kc__ops(), .pool = pool, .xtype = xtype};
+    if (need > 0) { /* the layouts of kc_matmul_wsize */
+        if (xtype == TD_Q8_0) {
+            t.xsum = wsp;
+            t.xq = (td_block_q8_0 *)(t.xsum + n * (ws[0]->k / TD_QK));
+        } else if (xtype == TD_Q8_1) {
+            t.xq1 = wsp;
+        } else {
+            t.xqk = wsp;
+        }
     }
     for (int i = 0; i < nw; i++) {
         t.mm[i] = (kc__mm){.type = ws[i]->type,
@@ -225,12 +251,14 @@ int kc_matmul_multi(kc_pool *pool, const kc_weight *const *ws, float *const *ys,
                            .w_row_bytes = td_row_bytes(ws[i]->type, ws[i]->k),
                            .x = x,
                            .xq = t.xq,
+                           .xq1 = t.xq1,
+                           .xqk = t.xqk,
                            .xsum = t.xsum,
                            .packed = ws[i]->packed,
                            .y = ys[i]};
         t.m_total += ws[i]->m;
     }
-    if (t.xq) {
+    if (need > 0) {
         /* a few tokens (decode): the caller quantizes alone, saving the workers a barrier */
         t.quantize = pool && n >= 4 * (int64_t)kc_pool_size(pool);
         if (!t.quantize) {

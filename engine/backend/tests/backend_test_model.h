@@ -104,6 +104,10 @@ static int tm_fill(tm_state *s, model_tensor *t, const char *name, tdtype ty, in
         case TD_Q4_0:
             tm_quantize_q4_0(row, (td_block_q4_0 *)dst, k);
             break;
+        default: /* the generated test models use the types above */
+            free(data);
+            free(row);
+            return -1;
         }
     }
     free(row);

@@ -524,9 +524,12 @@ static void test_bad_input(void **state)
     assert_null(cpu_backend_ops.create(m, &cfg, err, sizeof(err)));
     assert_non_null(strstr(err, "attn_k"));
     wk->ne[0] = 64;
-    wk->type = (tdtype)12;
+    wk->type = (tdtype)16; /* IQ2_XXS: known to GGUF, no kernels */
     assert_null(cpu_backend_ops.create(m, &cfg, err, sizeof(err)));
     assert_non_null(strstr(err, "unsupported type"));
+    wk->type = TD_Q4_K; /* a supported type, but 64 inputs are not whole 256-element blocks */
+    assert_null(cpu_backend_ops.create(m, &cfg, err, sizeof(err)));
+    assert_non_null(strstr(err, "attn_k"));
     wk->type = TD_F32;
     m->cfg.n_head_kv = 3;
     assert_null(cpu_backend_ops.create(m, &cfg, err, sizeof(err)));

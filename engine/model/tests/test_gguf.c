@@ -469,16 +469,22 @@ static void test_bad_tensors(void **state)
     tensor_file(&b, "", 2, d2, TD_F32, 0, 64);
     expect_bad(&b, "tensor name of 0 bytes");
     buf_free(&b);
-    /* unsupported but known type: parses (the model loader rejects it) */
+    /* a K-quant row must be whole 256-element super-blocks */
+    uint64_t dk128[] = {128, 2};
+    tensor_file(&b, "w", 2, dk128, TD_Q4_K, 0, 144);
+    expect_bad(&b, "tensor 'w': Q4_K rows of 128 elements are not whole blocks of 256");
+    buf_free(&b);
+    /* a known type the engine cannot compute with (IQ2_XXS): parses with its size (the model
+     * loader rejects it, naming the tensor) */
     uint64_t dk[] = {256, 1};
-    tensor_file(&b, "w", 2, dk, 12, 0, 144);
+    tensor_file(&b, "w", 2, dk, 16, 0, 66);
     g = open_buf(&b, err, sizeof(err));
     if (!g) {
         fail_msg("%s", err);
         return;
     }
-    assert_int_equal(g->tensors[0].type, 12);
-    assert_int_equal(g->tensors[0].nbytes, 144);
+    assert_int_equal(g->tensors[0].type, 16);
+    assert_int_equal(g->tensors[0].nbytes, 66);
     gguf_close(g);
     buf_free(&b);
 }

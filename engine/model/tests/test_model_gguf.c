@@ -513,17 +513,18 @@ static void test_unsupported_type(void **state)
 {
     (void)state;
     spec s = base_spec("llama");
-    const char *path = tmp_path("q4k.gguf");
+    const char *path = tmp_path("i8.gguf");
     write_model(&s, path);
-    patch_type(path, "blk.0.attn_q.weight", 12);
+    patch_type(path, "blk.0.attn_q.weight", 24);
     char err[512];
     model *m = model_load(path, err, sizeof(err));
     unlink(path);
     assert_null(m);
     char want[512];
     snprintf(want, sizeof(want),
-             "%s: tensor 'blk.0.attn_q.weight' has type Q4_K (12), which is not supported "
-             "(supported: F32, F16, BF16, Q8_0, Q4_0)",
+             "%s: tensor 'blk.0.attn_q.weight' has type I8 (24), which is not supported "
+             "(supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, "
+             "Q4_K, Q5_K, Q6_K, IQ4_XS)",
              path);
     assert_string_equal(err, want);
 }

@@ -21,13 +21,17 @@ int main(int argc, char **argv)
     double min_s = argc > 1 ? strtod(argv[1], NULL) : 0.2;
     static const int64_t shapes[][2] = {{512, 512},   {512, 1536},  {1536, 512},
                                         {1024, 1024}, {1024, 2816}, {2816, 1024}};
-    static const tdtype types[] = {TD_F32, TD_F16, TD_BF16, TD_Q8_0, TD_Q4_0};
+    static const tdtype types[] = {TD_F32,  TD_F16,  TD_BF16, TD_Q8_0,   TD_Q4_0,
+                                   TD_Q4_1, TD_Q5_0, TD_Q5_1, TD_IQ4_NL, TD_Q2_K,
+                                   TD_Q3_K, TD_Q4_K, TD_Q5_K, TD_Q6_K,   TD_IQ4_XS};
     static const int64_t ns[] = {1, 512};
     const int64_t nmax = 512, kmax = 2816, mmax = 2816;
     float *x = malloc(sizeof(float) * (size_t)(nmax * kmax));
     float *y = malloc(sizeof(float) * (size_t)(nmax * mmax));
     uint8_t *w = malloc((size_t)kmax * (size_t)mmax * 4);
-    void *wsp = malloc((size_t)nmax * (size_t)(kmax / 32) * sizeof(td_block_q8_0));
+    /* the largest activation workspace of any type: Q8_K's */
+    void *wsp = malloc((size_t)nmax * (size_t)(kmax / TD_QKK) * sizeof(td_block_q8_k) +
+                       (size_t)nmax * (size_t)(kmax / TD_QK) * (sizeof(td_block_q8_0) + 4));
     if (!x || !y || !w || !wsp) {
         fprintf(stderr, "out of memory\n");
         free(x);

@@ -27,6 +27,46 @@ static float frand(void)
     return (float)((double)(g_rng >> 11) / (double)(1ull << 53) * 2.0 - 1.0);
 }
 
+/* Byte offsets of the f16 scale fields of a block of type t (-1 ends the list). */
+static const int *f16_fields(tdtype t)
+{
+    static const int d0[] = {0, -1}, dm0[] = {0, 2, -1}, q2k[] = {80, 82, -1}, q3k[] = {108, -1},
+                     q6k[] = {208, -1};
+    switch (t) {
+    case TD_Q4_1:
+    case TD_Q5_1:
+    case TD_Q4_K:
+    case TD_Q5_K:
+        return dm0;
+    case TD_Q2_K:
+        return q2k;
+    case TD_Q3_K:
+        return q3k;
+    case TD_Q6_K:
+        return q6k;
+    default:
+        return d0;
+    }
+}
+
+/* k elements of blocks of type t at dst: random bytes, then each f16 scale set to a small
+ * random value (a random f16 could be inf or NaN). */
+static void fill_blocks(tdtype t, uint8_t *dst, int64_t k)
+{
+    const size_t bb = td_block_bytes(t);
+    const int64_t nb = k / td_block_elems(t);
+    for (size_t i = 0; i < (size_t)nb * bb; i++) {
+        frand();
+        dst[i] = (uint8_t)(g_rng >> 24);
+    }
+    for (int64_t b = 0; b < nb; b++) {
+        for (const int *f = f16_fields(t); *f >= 0; f++) {
+            const uint16_t h = kc_f32_to_f16(0.004f + 0.002f * frand());
+            memcpy(dst + (size_t)b * bb + (size_t)*f, &h, sizeof(h));
+        }
+    }
+}
+
 /* Random weights of type t, m rows of k; returns malloc'd data. */
 static void *make_weights(tdtype t, int64_t k, int64_t m)
 {
@@ -68,10 +108,44 @@ static void *make_weights(tdtype t, int64_t k, int64_t m)
             }
             break;
         }
+        default: /* the other quantized types: random quants, small random f16 scales */
+            fill_blocks(t, dst, k);
+            break;
         }
     }
     free(row);
     return data;
+}
+
+/* Dequantizes one row of activations of a vec_dot type (Q8_0, Q8_1 or Q8_K). */
+static void dequant_act(tdtype xt, const void *xq, float *out, int64_t k)
+{
+    if (xt == TD_Q8_0) {
+        assert_int_equal(kc_dequantize_row(TD_Q8_0, xq, out, k), 0);
+    } else if (xt == TD_Q8_1) {
+        const td_block_q8_1 *b = xq;
+        for (int64_t i = 0; i < k; i++) {
+            const td_block_q8_1 *blk = &b[i / TD_QK];
+            out[i] = kc_f16_to_f32(blk->d) * (float)blk->qs[i % TD_QK];
+        }
+    } else {
+        const td_block_q8_k *b = xq;
+        for (int64_t i = 0; i < k; i++) {
+            const td_block_q8_k *blk = &b[i / TD_QKK];
+            out[i] = blk->d * (float)blk->qs[i % TD_QKK];
+        }
+    }
+}
+
+static void quant_act(tdtype xt, const float *x, void *xq, int64_t k)
+{
+    if (xt == TD_Q8_0) {
+        kc_quantize_row_q8_0(x, xq, k);
+    } else if (xt == TD_Q8_1) {
+        kc_quantize_row_q8_1(x, xq, k);
+    } else {
+        kc_quantize_row_q8_k(x, xq, k);
+    }
 }
 
 /* Y[t][r] reference in double: dequantized weights times (quantized, for Q types) activations. */
@@ -80,16 +154,16 @@ static void reference(tdtype t, const void *w, int64_t k, int64_t m, const float
 {
     float *wr = malloc(sizeof(float) * (size_t)k);
     float *xr = malloc(sizeof(float) * (size_t)k);
-    td_block_q8_0 *xq = malloc(sizeof(td_block_q8_0) * (size_t)(k / TD_QK + 1));
+    td_block_q8_k *xq = malloc(sizeof(td_block_q8_k) * (size_t)(k / TD_QK + 1));
     assert_non_null(wr);
     assert_non_null(xr);
     assert_non_null(xq);
-    bool quant = t == TD_Q8_0 || t == TD_Q4_0;
+    bool quant = td_is_quant(t);
     size_t rb = td_row_bytes(t, k);
     for (int64_t ti = 0; ti < n; ti++) {
         if (quant) {
-            kc_quantize_row_q8_0(x + ti * k, xq, k);
-            assert_int_equal(kc_dequantize_row(TD_Q8_0, xq, xr, k), 0);
+            quant_act(kc_vec_dot_type(t), x + ti * k, xq, k);
+            dequant_act(kc_vec_dot_type(t), xq, xr, k);
         } else {
             memcpy(xr, x + ti * k, sizeof(float) * (size_t)k);
         }
@@ -99,6 +173,21 @@ static void reference(tdtype t, const void *w, int64_t k, int64_t m, const float
             for (int64_t i = 0; i < k; i++) {
                 s += (double)wr[i] * (double)xr[i];
                 a += fabs((double)wr[i] * (double)xr[i]);
+            }
+            if (t == TD_Q4_1 || t == TD_Q5_1) {
+                /* ggml's Q8_1 carries s = d * sum(q) rounded to f16, and the minimum's term is
+                 * m * s: the reference does the same */
+                const td_block_q8_1 *xb = (const td_block_q8_1 *)xq;
+                const uint8_t *wb = (const uint8_t *)w + (size_t)r * rb;
+                for (int64_t b = 0; b < k / TD_QK; b++) {
+                    uint16_t mh;
+                    memcpy(&mh, wb + (size_t)b * td_block_bytes(t) + 2, sizeof(mh));
+                    double xs = 0.0;
+                    for (int j = 0; j < TD_QK; j++) {
+                        xs += xr[b * TD_QK + j];
+                    }
+                    s += (double)kc_f16_to_f32(mh) * ((double)kc_f16_to_f32(xb[b].s) - xs);
+                }
             }
             y[ti * m + r] = s;
             mag[ti * m + r] = a;
@@ -181,14 +270,21 @@ static void test_matmul_all_isas(void **state)
     kc_pool *pool2 = kc_pool_new(2, false);
     assert_non_null(pool1);
     assert_non_null(pool2);
-    static const tdtype types[] = {TD_F32, TD_F16, TD_BF16, TD_Q8_0, TD_Q4_0};
+    static const tdtype types[] = {TD_F32,  TD_F16,  TD_BF16, TD_Q8_0,   TD_Q4_0,
+                                   TD_Q4_1, TD_Q5_0, TD_Q5_1, TD_IQ4_NL, TD_Q2_K,
+                                   TD_Q3_K, TD_Q4_K, TD_Q5_K, TD_Q6_K,   TD_IQ4_XS};
     kc_isa best = kc_isa_best();
     for (int isa = KC_ISA_SCALAR; isa <= (int)best; isa++) {
         assert_int_equal(kc_isa_set((kc_isa)isa), 0);
         for (size_t ti = 0; ti < sizeof(types) / sizeof(types[0]); ti++) {
             tdtype t = types[ti];
-            bool quant = t == TD_Q8_0 || t == TD_Q4_0;
-            for (int pack = 0; pack <= (quant ? 1 : 0); pack++) {
+            bool quant = td_is_quant(t);
+            if (td_block_elems(t) == TD_QKK) {
+                check_case(pool1, pool2, t, 256, 19, false);
+                check_case(pool1, pool2, t, 768, 37, false);
+                continue;
+            }
+            for (int pack = 0; pack <= (t == TD_Q8_0 || t == TD_Q4_0 ? 1 : 0); pack++) {
                 check_case(pool1, pool2, t, 64, 19, pack);
                 check_case(pool1, pool2, t, 160, 37, pack);
                 check_case(pool1, pool2, t, 32, 8, pack);

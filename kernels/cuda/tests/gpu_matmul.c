@@ -77,6 +77,9 @@ static void *make_weights(tdtype t, int64_t rows, int64_t cols)
             }
             break;
         }
+        default: /* kcu_weight_upload's types only */
+            fprintf(stderr, "make_weights: type %s has no device kernel\n", td_name(t));
+            abort();
         }
     }
     free(row);
