@@ -4,9 +4,11 @@
  *
  * Device memory, allocated in create and kept until destroy:
  *   - weights, uploaded once: matrices through kcu_weight_upload (F32/F16 as F16, BF16 as BF16,
- *     Q8_0/Q4_0 quantised), the token embedding table in its host layout for kcu_embed (shared
- *     with the output matrix when the output is tied and the device keeps the host layout, i.e.
- *     every type but F32), norms and biases as f32 vectors;
+ *     Q8_0/Q4_0 quantised; the other quantized types, which have no device kernels yet, are
+ *     dequantised on the host and uploaded as F16), the token embedding table in its host layout
+ *     for kcu_embed (F16 for those other types; shared with the output matrix when the output is
+ *     tied and the device keeps the host layout, i.e. every type but F32), norms and biases as
+ *     f32 vectors;
  *   - one K and one V pool per layer, [num_blocks][n_head_kv][block_size][head_dim] in f32 or
  *     f16, the CPU backend's layout (engine/core/batch.h);
  *   - scratch for T = max(max_batch_tokens, max_seqs) rows, the matmul workspace, the attention
@@ -112,6 +114,42 @@ static size_t cuda_kv_block_bytes(const model *m, int32_t block_size, kv_dtype d
 
 /* ---- checks and sizes shared by create and the memory plan ---- */
 
+/* Types the device kernels take as they are (kcu_weight_upload, kcu_embed); the others are
+ * dequantised to F16 on the host first. */
+static bool cuda_native_type(tdtype t)
+{
+    return t == TD_F32 || t == TD_F16 || t == TD_BF16 || t == TD_Q8_0 || t == TD_Q4_0;
+}
+
+/* The type a host tensor of type t has on the device (as a matrix or an embedding table). */
+static tdtype cuda_device_type(tdtype t)
+{
+    return t == TD_F32 || !cuda_native_type(t) ? TD_F16 : t;
+}
+
+/* rows x k elements of type t at src as F16 (malloc'd), or NULL. */
+static uint16_t *cuda_host_f16(tdtype t, const void *src, int64_t k, int64_t rows)
+{
+    const size_t rb = td_row_bytes(t, k);
+    uint16_t *out = malloc(sizeof(uint16_t) * (size_t)k * (size_t)rows);
+    float *row = malloc(sizeof(float) * (size_t)k);
+    if (!out || !row || rb == 0) {
+        free(out);
+        free(row);
+        return NULL;
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        if (kc_dequantize_row(t, (const uint8_t *)src + (size_t)r * rb, row, k) != 0) {
+            free(out);
+            free(row);
+            return NULL;
+        }
+        kc_f32_to_f16_row(row, out + (size_t)r * (size_t)k, k);
+    }
+    free(row);
+    return out;
+}
+
 /* Checks a 2-D weight {k, m} and fills a device weight descriptor (no data yet). */
 static int cuda_weight_desc(kcu_weight *w, const model_tensor *t, int64_t k, int64_t m,
                             const char *what, char *err, size_t errlen)
@@ -130,7 +168,7 @@ static int cuda_weight_desc(kcu_weight *w, const model_tensor *t, int64_t k, int
                            t->name ? t->name : what, (long long)t->ne[0], (long long)t->ne[1],
                            (long long)k, (long long)m);
     }
-    w->type = t->type == TD_F32 ? TD_F16 : t->type; /* kcu_weight_upload's rule */
+    w->type = cuda_device_type(t->type); /* kcu_weight_upload's rule, and cuda_host_f16 */
     w->rows = m;
     w->cols = k;
     return 0;
@@ -232,7 +270,8 @@ int cuda_backend_mem_plan(const model *m, int32_t max_batch_tokens, int32_t max_
     w += cuda_weight_bytes(&d) + sizeof(float) * (size_t)E;
     ws = cuda_max_size(ws, kcu_matmul_workspace(&d, T));
     if (out_t != m->tok_embd || m->tok_embd->type == TD_F32) {
-        w += td_row_bytes(m->tok_embd->type, E) * (size_t)V;
+        const tdtype et = m->tok_embd->type; /* cuda_upload_embd's table */
+        w += td_row_bytes(cuda_native_type(et) ? et : TD_F16, E) * (size_t)V;
     }
     plan->weight_bytes = w;
     const size_t fT = sizeof(float) * (size_t)T;
@@ -444,7 +483,18 @@ static int cuda_weight(backend *b, kcu_weight *w, const model_tensor *t, int64_t
     if (rc != 0) {
         return rc;
     }
-    rc = kcu_weight_upload(b->ctx, w, t->type, t->data, m, k);
+    if (cuda_native_type(t->type)) {
+        rc = kcu_weight_upload(b->ctx, w, t->type, t->data, m, k);
+    } else {
+        uint16_t *h = cuda_host_f16(t->type, t->data, k, m);
+        if (!h) {
+            return tandem_fail(err, errlen, -ENOMEM,
+                               "cuda backend: cannot dequantise tensor %s (%s) to F16",
+                               t->name ? t->name : what, td_name(t->type));
+        }
+        rc = kcu_weight_upload(b->ctx, w, TD_F16, h, m, k);
+        free(h);
+    }
     if (rc != 0) {
         w->d_data = NULL;
         return tandem_fail(err, errlen, rc, "cuda backend: cannot upload tensor %s (%s): %s",
@@ -544,19 +594,31 @@ static int cuda_upload_embd(backend *b, char *err, size_t errlen)
     if (cuda_weight_desc(&emb, m->tok_embd, E, b->n_vocab, "token_embd", err, errlen) != 0) {
         return -1;
     }
-    b->embd_type = m->tok_embd->type;
-    /* kcu_weight_upload keeps the host layout for every type but F32 */
+    const bool native = cuda_native_type(m->tok_embd->type);
+    b->embd_type = native ? m->tok_embd->type : TD_F16;
+    /* kcu_weight_upload keeps the host layout for every type but F32 (and the types converted
+     * to F16, whose device layout is F16's, which kcu_embed reads) */
     if (out_t == m->tok_embd && m->tok_embd->type != TD_F32) {
         b->d_embd = b->output.d_data;
         b->embd_shared = true;
         return 0;
     }
-    const size_t bytes = td_row_bytes(m->tok_embd->type, E) * (size_t)b->n_vocab;
+    const size_t bytes = td_row_bytes(b->embd_type, E) * (size_t)b->n_vocab;
     b->d_embd = cuda_alloc(b, bytes, "the token embedding table", err, errlen);
     if (!b->d_embd) {
         return -ENOMEM;
     }
-    if (kcu_h2d(b->ctx, b->d_embd, m->tok_embd->data, bytes) != 0 || kcu_sync(b->ctx) != 0) {
+    uint16_t *h =
+        native ? NULL : cuda_host_f16(m->tok_embd->type, m->tok_embd->data, E, b->n_vocab);
+    if (!native && !h) {
+        return tandem_fail(err, errlen, -ENOMEM,
+                           "cuda backend: cannot dequantise token_embd (%s) to F16",
+                           td_name(m->tok_embd->type));
+    }
+    const int rc = kcu_h2d(b->ctx, b->d_embd, native ? m->tok_embd->data : (const void *)h, bytes);
+    const int rs = rc == 0 ? kcu_sync(b->ctx) : rc; /* h is freed next */
+    free(h);
+    if (rs != 0) {
         return tandem_fail(err, errlen, -EIO, "cuda backend: cannot upload token_embd: %s",
                            kcu_last_error());
     }
