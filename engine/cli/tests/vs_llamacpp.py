@@ -4,8 +4,9 @@
     vs_llamacpp.py TANDEM_ENGINE TANDEM_GENMODEL REFERENCE_DIR WORK_DIR [--only NAME]
                    [--device cpu|cuda] [--tensor-parallel-size N]
 
-For every model of the matrix below (llama, qwen2, qwen3; F32, F16, BF16, Q8_0, Q4_0; GQA and
-MHA; tied and untied output; Llama 3 and linear RoPE scaling) it writes a seeded random-weight GGUF with tandem-genmodel, then
+For every model of the matrix below (llama, qwen2, qwen3; F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
+Q5_1, IQ4_NL, Q2_K .. Q6_K, IQ4_XS and the Q4_K_M / Q5_K_M mixes; GQA and MHA; tied and untied
+output; Llama 3 and linear RoPE scaling) it writes a seeded random-weight GGUF with tandem-genmodel, then
 evaluates the same prompt and 32 teacher-forced tokens with
   * `tandem-engine generate --prompt-tokens P --teacher-tokens T --dump-logits A` (F32 KV cache),
   * llama.cpp through node-llama-cpp (engine/reference/llama_logits.mjs, F32 KV cache),
@@ -56,6 +57,24 @@ MODELS = {
     "qwen3-q4_0-gqa": ("qwen3", "q4_0", 2, 128, 4, 2, 64, 256, True),
     "llama-f32-rope-llama3": ("llama", "f32", 2, 128, 4, 2, 0, 256, False),
     "qwen2-f32-rope-linear": ("qwen2", "f32", 2, 128, 4, 2, 0, 256, False),
+    # the other legacy block types (32 elements)
+    "llama-q4_1-gqa": ("llama", "q4_1", 2, 128, 4, 2, 0, 256, False),
+    "qwen3-q5_0-gqa": ("qwen3", "q5_0", 2, 128, 4, 2, 64, 256, False),
+    "llama-q5_1-mha-tied": ("llama", "q5_1", 2, 128, 4, 4, 0, 256, True),
+    "qwen2-iq4_nl-gqa": ("qwen2", "iq4_nl", 2, 128, 4, 2, 0, 256, False),
+    # K-quants and IQ4_XS (256-element super-blocks: dim, heads x head_dim and ffn multiples of
+    # 256), and llama-quantize's Q4_K_M / Q5_K_M mixes (Q6_K output, attn_v and ffn_down in the
+    # use_more_bits layers; where a row is not whole super-blocks, llama-quantize's fallback: the
+    # d512 model's ffn_down rows of 1152 are Q5_0, or Q8_0 in place of Q6_K)
+    "llama-q4_k-d256": ("llama", "q4_k", 2, 256, 8, 4, 0, 768, False),
+    "llama-q5_k-d256": ("llama", "q5_k", 2, 256, 8, 4, 0, 768, False),
+    "qwen2-q6_k-d256": ("qwen2", "q6_k", 2, 256, 8, 4, 0, 768, False),
+    "llama-q3_k-d256": ("llama", "q3_k", 2, 256, 8, 4, 0, 768, False),
+    "llama-q2_k-d256": ("llama", "q2_k", 2, 256, 8, 4, 0, 768, False),
+    "qwen3-iq4_xs-d256": ("qwen3", "iq4_xs", 2, 256, 4, 2, 64, 768, False),
+    "llama-q4_k_m-d256": ("llama", "q4_k_m", 2, 256, 8, 2, 0, 768, False),
+    "llama-q4_k_m-d512": ("llama", "q4_k_m", 2, 512, 8, 4, 0, 1152, False),
+    "qwen2-q5_k_m-tied": ("qwen2", "q5_k_m", 4, 256, 8, 2, 0, 768, True),
 }
 
 # RoPE scaling (tandem-genmodel flags): Llama 3.1's rope_freqs with its 500000 base, and linear
@@ -64,8 +83,15 @@ EXTRA = {
     "qwen2-f32-rope-linear": ["--rope-scaling", "linear:4"],
 }
 
-BOUNDS = {"f32": 1e-3, "f16": 2e-2, "bf16": 1e-1, "q8_0": 2.5e-1, "q4_0": 2.5e-1}
-CUDA_BOUNDS = {"f32": 3e-2, "f16": 3e-2, "bf16": 1e-1, "q8_0": 2.5e-1, "q4_0": 2.5e-1}
+# The quantized types beyond Q8_0/Q4_0 share Q8_0's reasoning: both engines quantise the
+# activations with ggml's formula for the type's vec_dot type (Q8_0, Q8_1 or Q8_K) and sum the
+# integer products exactly, so they differ only where a value sits on a rounding boundary.
+QUANT = ("q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl", "q2_k", "q3_k", "q4_k", "q5_k",
+         "q6_k", "iq4_xs", "q4_k_m", "q5_k_m")
+BOUNDS = dict({"f32": 1e-3, "f16": 2e-2, "bf16": 1e-1}, **{q: 2.5e-1 for q in QUANT})
+CUDA_BOUNDS = dict({"f32": 3e-2, "f16": 3e-2, "bf16": 1e-1}, **{q: 2.5e-1 for q in QUANT})
+# (on the CUDA backend the types without device kernels are dequantised to F16 at load: F16
+# weights against llama.cpp's quantised dot products, inside the same bound)
 
 N_PROMPT = 24
 N_TEACHER = 32
@@ -75,9 +101,13 @@ def splits(tp, heads, kv, hd, ffn, typ):
     """Whether tp ranks can share the model (engine/model/shard.c's rules)."""
     if tp == 1:
         return True
-    block = 32 if typ in ("q8_0", "q4_0") else 1
+    def block(cols):  # a row of a K type that is not whole super-blocks falls back to 32
+        if typ in ("f32", "f16", "bf16"):
+            return 1
+        ktype = typ.endswith("_k") or typ.endswith("_k_m") or typ == "iq4_xs"
+        return 256 if ktype and cols % 256 == 0 else 32
     return (heads % tp == 0 and (kv % tp == 0 or tp % kv == 0) and ffn % tp == 0 and
-            heads // tp * hd % block == 0 and ffn // tp % block == 0)
+            heads // tp * hd % block(heads * hd) == 0 and ffn // tp % block(ffn) == 0)
 
 
 def read_rows(path, n_vocab):
