@@ -57,8 +57,10 @@ struct backend {
     /* scratch, T = max_batch_tokens rows */
     float *x, *xn, *q, *k, *v, *att, *tmp, *gate, *up; /* [T][...] */
     float *rope;                                       /* [T][n_rot] cos/sin pairs */
-    int32_t *tok_pos, *tok_seq, *out_rows;             /* [T], [T], [max_seqs] */
-    kc_attn_seq *aseq;                                 /* [max_seqs] */
+    /* RoPE scaling (model.h): ggml rope's freq_scale, ext_factor, attn_factor and YaRN's ramp */
+    float rope_freq_scale, rope_ext_factor, rope_attn_factor, rope_corr_dims[2];
+    int32_t *tok_pos, *tok_seq, *out_rows; /* [T], [T], [max_seqs] */
+    kc_attn_seq *aseq;                     /* [max_seqs] */
     void *wsp;
     size_t wsp_bytes;
     const backend_tp *tp; /* NULL: the whole model */
@@ -213,6 +215,13 @@ static backend *cpu_create(const model *m, const backend_config *cfg, char *err,
     b->n_head_kv = c->n_head_kv;
     b->hd = c->head_dim;
     b->n_rot = c->n_rot;
+    b->rope_freq_scale = model_rope_freq_scale(c);
+    b->rope_ext_factor = model_rope_ext_factor(c);
+    b->rope_attn_factor = model_rope_attn_factor(c);
+    if (b->rope_ext_factor != 0.0f) {
+        kc_rope_yarn_corr_dims(c->n_rot, c->rope_yarn_orig_ctx, c->rope_base,
+                               c->rope_yarn_beta_fast, c->rope_yarn_beta_slow, b->rope_corr_dims);
+    }
     b->n_ff = c->n_ff;
     b->n_vocab = c->n_vocab;
     b->q_dim = c->n_head * c->head_dim;
@@ -403,9 +412,9 @@ static void cpu_tok_one(const cpu_tok_task *tt, int32_t t)
         if (b->n_rot > 0) {
             const float *cs = b->rope + (int64_t)t * b->n_rot;
             if (tt->layer == 0) {
-                kc_rope_cache_ext(b->rope + (int64_t)t * b->n_rot, b->n_rot, b->tok_pos[t],
-                                  b->m->cfg.rope_base, model_rope_freq_scale(&b->m->cfg),
-                                  b->m->cfg.rope_freqs);
+                kc_rope_cache_yarn(b->rope + (int64_t)t * b->n_rot, b->n_rot, b->tok_pos[t],
+                                   b->m->cfg.rope_base, b->rope_freq_scale, b->m->cfg.rope_freqs,
+                                   b->rope_ext_factor, b->rope_attn_factor, b->rope_corr_dims);
             }
             kc_rope_apply(q, b->n_head, b->hd, b->n_rot, cs, b->m->cfg.rope_neox);
             kc_rope_apply(k, b->n_head_kv, b->hd, b->n_rot, cs, b->m->cfg.rope_neox);

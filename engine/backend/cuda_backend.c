@@ -61,7 +61,7 @@ struct backend {
     bool embd_shared;
     tdtype embd_type;
     float *out_norm;
-    float rope_freq_scale; /* model_rope_freq_scale */
+    kcu_rope_scaling rope; /* RoPE scaling (model.h); .d_freq_factors aliases d_rope_freqs */
     float *d_rope_freqs;   /* Llama 3's divisors on the device [n_rot / 2], or NULL */
     /* device scratch, T rows */
     float *x, *xn, *q, *k, *v, *att, *tmp, *gate, *up;
@@ -625,11 +625,19 @@ static int cuda_upload_embd(backend *b, char *err, size_t errlen)
     return 0;
 }
 
-/* RoPE scaling: the linear factor's multiplier, and Llama 3's divisors on the device. */
+/* RoPE scaling: the linear / YaRN factor's multiplier, YaRN's ramp and magnitude, and Llama 3's
+ * divisors on the device. */
 static int cuda_upload_rope(backend *b, char *err, size_t errlen)
 {
-    b->rope_freq_scale = model_rope_freq_scale(&b->m->cfg);
-    if (!b->m->cfg.rope_freqs || b->n_rot < 2) {
+    const model_config *c = &b->m->cfg;
+    b->rope.freq_scale = model_rope_freq_scale(c);
+    b->rope.ext_factor = model_rope_ext_factor(c);
+    b->rope.attn_factor = model_rope_attn_factor(c);
+    if (b->rope.ext_factor != 0.0f) {
+        kc_rope_yarn_corr_dims(c->n_rot, c->rope_yarn_orig_ctx, c->rope_base,
+                               c->rope_yarn_beta_fast, c->rope_yarn_beta_slow, b->rope.corr_dims);
+    }
+    if (!c->rope_freqs || b->n_rot < 2) {
         return 0;
     }
     const size_t bytes = sizeof(float) * (size_t)(b->n_rot / 2);
@@ -637,11 +645,11 @@ static int cuda_upload_rope(backend *b, char *err, size_t errlen)
     if (!b->d_rope_freqs) {
         return -ENOMEM;
     }
-    if (kcu_h2d(b->ctx, b->d_rope_freqs, b->m->cfg.rope_freqs, bytes) != 0 ||
-        kcu_sync(b->ctx) != 0) {
+    if (kcu_h2d(b->ctx, b->d_rope_freqs, c->rope_freqs, bytes) != 0 || kcu_sync(b->ctx) != 0) {
         return tandem_fail(err, errlen, -EIO, "cuda backend: cannot upload rope_freqs: %s",
                            kcu_last_error());
     }
+    b->rope.d_freq_factors = b->d_rope_freqs;
     return 0;
 }
 
@@ -948,12 +956,11 @@ static int cuda_attn_block(backend *b, const cuda_layer *L, const kcu_attn_batch
     if (b->n_rot > 0) {
         const float base = b->m->cfg.rope_base;
         const bool neox = b->m->cfg.rope_neox;
-        CUDA_TRY(kcu_rope(b->ctx, b->q, T, b->n_head, b->hd, b->n_rot, d_pos, base, neox,
-                          b->rope_freq_scale, b->d_rope_freqs),
+        CUDA_TRY(kcu_rope(b->ctx, b->q, T, b->n_head, b->hd, b->n_rot, d_pos, base, neox, &b->rope),
                  "RoPE on Q");
-        CUDA_TRY(kcu_rope(b->ctx, b->k, T, b->n_head_kv, b->hd, b->n_rot, d_pos, base, neox,
-                          b->rope_freq_scale, b->d_rope_freqs),
-                 "RoPE on K");
+        CUDA_TRY(
+            kcu_rope(b->ctx, b->k, T, b->n_head_kv, b->hd, b->n_rot, d_pos, base, neox, &b->rope),
+            "RoPE on K");
     }
     kcu_paged_kv kv = {.d_k = L->k_pool,
                        .d_v = L->v_pool,

@@ -239,7 +239,7 @@ static int hf_rope_scaling(model *m, const char *label, struct json_object *s, c
     const bool llama3 = strcmp(type, "llama3") == 0;
     static const char *const keys[] = {"factor", "low_freq_factor", "high_freq_factor",
                                        "original_max_position_embeddings"};
-    double v[4];
+    double v[4] = {NAN, NAN, NAN, NAN};
     for (int i = 0; i < (llama3 ? 4 : 1); i++) {
         if (json_opt_double(s, keys[i], NAN, &v[i], e, sizeof(e)) != 0 || !(v[i] > 0.0) ||
             !(v[i] < 1e9)) {
@@ -249,7 +249,7 @@ static int hf_rope_scaling(model *m, const char *label, struct json_object *s, c
         }
     }
     if (!llama3) {
-        c->rope_linear_factor = (float)v[0];
+        c->rope_factor = (float)v[0];
         return 0;
     }
     if (!(v[2] > v[1])) {
@@ -272,6 +272,109 @@ static int hf_rope_scaling(model *m, const char *label, struct json_object *s, c
     model_llama3_rope_freqs(f, c->head_dim, (float)theta, (float)v[0], (float)v[1], (float)v[2],
                             (float)v[3]);
     c->rope_freqs = f;
+    return 0;
+}
+
+/* transformers' get_mscale: YaRN's magnitude 0.1 * mscale * ln(scale) + 1, 1 for scale <= 1. */
+static double hf_get_mscale(double scale, double mscale)
+{
+    return scale <= 1.0 ? 1.0 : 0.1 * mscale * log(scale) + 1.0;
+}
+
+/* transformers' find_correction_dim, in double as Python's math. */
+static double hf_yarn_corr_dim(double beta, int dim, double base, double orig_ctx)
+{
+    return (double)dim * log(orig_ctx / (beta * 2.0 * M_PI)) / (2.0 * log(base));
+}
+
+/*
+ * rope_scaling of type yarn, as transformers' _compute_yarn_parameters reads it: factor and
+ * original_max_position_embeddings required (transformers 4.4x ramped over
+ * max_position_embeddings instead; llama.cpp's converter needs both), beta_fast / beta_slow (null
+ * or 0: 32 / 1), truncate (only true, the default: llama.cpp has no untruncated ramp), and the
+ * magnitude: attention_factor, else get_mscale(factor, mscale) / get_mscale(factor,
+ * mscale_all_dim) when both are set, else get_mscale(factor). The magnitude is kept as its
+ * ratio to get_mscale(factor), the part llama.cpp's YaRN multiplies by itself
+ * (model_rope_attn_factor), so the angles and cos/sin come out as for the GGUF conversion.
+ */
+static int hf_rope_yarn(model *m, const char *label, struct json_object *s, double theta, char *err,
+                        size_t errlen)
+{
+    char e[256];
+    model_config *c = &m->cfg;
+    double factor = NAN, orig = NAN, bf = 0.0, bs = 0.0, attn = 0.0, ms = 0.0, ms_all = 0.0;
+    int truncate = 1;
+    static const char *const keys[] = {"factor", "original_max_position_embeddings"};
+    double *req[] = {&factor, &orig};
+    for (int i = 0; i < 2; i++) {
+        if (json_opt_double(s, keys[i], NAN, req[i], e, sizeof(e)) != 0) {
+            tandem_set_err(err, errlen, "%s: rope_scaling.%s (type yarn)", label, e);
+            return -EINVAL;
+        }
+        if (!(*req[i] > 0.0) || !(*req[i] < (i == 0 ? 1e6 : 1e9))) {
+            tandem_set_err(err, errlen, "%s: rope_scaling.%s (type yarn): %s", label, keys[i],
+                           isnan(*req[i]) ? "required, a positive number" : "out of range");
+            return -EINVAL;
+        }
+    }
+    if (orig != floor(orig)) {
+        tandem_set_err(err, errlen,
+                       "%s: rope_scaling.original_max_position_embeddings (type yarn): %g is not "
+                       "an integer",
+                       label, orig);
+        return -EINVAL;
+    }
+    static const char *const opt[] = {"beta_fast", "beta_slow", "attention_factor", "mscale",
+                                      "mscale_all_dim"};
+    double *ov[] = {&bf, &bs, &attn, &ms, &ms_all};
+    for (int i = 0; i < 5; i++) {
+        if (json_opt_double(s, opt[i], 0.0, ov[i], e, sizeof(e)) != 0) {
+            tandem_set_err(err, errlen, "%s: rope_scaling.%s", label, e);
+            return -EINVAL;
+        }
+        /* 0 means unset for all but attention_factor, which transformers would use as is */
+        if (!(*ov[i] >= 0.0 && *ov[i] < 1e6) || (i == 2 && *ov[i] == 0.0 && json_get(s, opt[i]))) {
+            tandem_set_err(err, errlen,
+                           "%s: rope_scaling.%s (type yarn): %g is not a positive number", label,
+                           opt[i], *ov[i]);
+            return -EINVAL;
+        }
+    }
+    if (json_opt_bool(s, "truncate", 1, &truncate, e, sizeof(e)) != 0 || !truncate) {
+        tandem_set_err(err, errlen, "%s: rope_scaling.truncate (type yarn): %s", label,
+                       truncate ? e : "false is not supported (llama.cpp truncates the ramp)");
+        return -EINVAL;
+    }
+    bf = bf != 0.0 ? bf : 32.0; /* Python's `or`: null and 0 take the default */
+    bs = bs != 0.0 ? bs : 1.0;
+    const double lo = fmax(0.0, floor(hf_yarn_corr_dim(bf, c->head_dim, theta, orig)));
+    const double hi =
+        fmin((double)(c->head_dim - 1), ceil(hf_yarn_corr_dim(bs, c->head_dim, theta, orig)));
+    if (!(lo <= hi)) {
+        tandem_set_err(err, errlen,
+                       "%s: rope_scaling.beta_fast %g / beta_slow %g (type yarn): the ramp's ends "
+                       "%g > %g (head_dim %d, original_max_position_embeddings %g) are not "
+                       "supported",
+                       label, bf, bs, lo, hi, c->head_dim, orig);
+        return -EINVAL;
+    }
+    if (attn == 0.0) {
+        attn = ms != 0.0 && ms_all != 0.0
+                   ? hf_get_mscale(factor, ms) / hf_get_mscale(factor, ms_all)
+                   : hf_get_mscale(factor, 1.0);
+    }
+    if (!(attn > 0.0 && attn < 1e6)) {
+        tandem_set_err(err, errlen,
+                       "%s: rope_scaling.mscale %g / mscale_all_dim %g (type yarn): the "
+                       "magnitude %g is not positive",
+                       label, ms, ms_all, attn);
+        return -EINVAL;
+    }
+    c->rope_factor = (float)factor;
+    c->rope_yarn_orig_ctx = (int)orig;
+    c->rope_yarn_beta_fast = (float)bf;
+    c->rope_yarn_beta_slow = (float)bs;
+    c->rope_attn_factor = (float)(attn / hf_get_mscale(factor, 1.0));
     return 0;
 }
 
@@ -334,15 +437,19 @@ static int hf_config(model *m, const char *label, struct json_object *cfg, char 
             return -EINVAL;
         }
         if (!type || (strcmp(type, "default") != 0 && strcmp(type, "linear") != 0 &&
-                      strcmp(type, "llama3") != 0)) {
+                      strcmp(type, "llama3") != 0 && strcmp(type, "yarn") != 0)) {
             tandem_set_err(err, errlen,
                            "%s: rope_scaling type '%.32s' is not supported (null, 'default', "
-                           "'linear' or 'llama3')",
+                           "'linear', 'llama3' or 'yarn')",
                            label, type ? type : "(none)");
             return -EINVAL;
         }
-        if (strcmp(type, "default") != 0 &&
-            (rc = hf_rope_scaling(m, label, scaling, type, theta, err, errlen)) != 0) {
+        if (strcmp(type, "yarn") == 0) {
+            rc = hf_rope_yarn(m, label, scaling, theta, err, errlen);
+        } else if (strcmp(type, "default") != 0) {
+            rc = hf_rope_scaling(m, label, scaling, type, theta, err, errlen);
+        }
+        if (rc != 0) {
             return rc;
         }
     }

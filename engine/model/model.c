@@ -428,6 +428,107 @@ static int gguf_hparam_f32(const model *m, const gguf_ctx *g, const char *arch, 
     return rc;
 }
 
+/*
+ * YaRN keys this llama.cpp reads only for other architectures (grok, mistral3, deepseek2; its
+ * converter writes them from a config.json's beta_fast, beta_slow, attention_factor,
+ * extrapolation_factor): llama, qwen2 and qwen3 run with ext_factor 1, beta_fast 32, beta_slow
+ * 1 and the default magnitude whatever they say, while transformers applies the config's values.
+ * A key holding the value llama.cpp uses anyway is accepted; any other value is a load error.
+ */
+static int gguf_yarn_unread_key(const model *m, const gguf_ctx *g, const char *a, const char *key,
+                                float used, char *err, size_t errlen)
+{
+    float v;
+    int rc = gguf_hparam_f32(m, g, a, key, used, false, &v, err, errlen);
+    if (rc != 0) {
+        return rc;
+    }
+    if (!(fabsf(v - used) <= 1e-6f * fabsf(used))) {
+        tandem_set_err(err, errlen,
+                       "%s: %s.%s = %g is not supported: llama.cpp ignores it for %s (it uses %g) "
+                       "where transformers applies it",
+                       m->path, a, key, (double)v, a, (double)used);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/*
+ * <arch>.rope.scaling.*, read as llama.cpp's llama_model::load_hparams and llama_context do:
+ * type none (never scaled, whatever the factor), linear (the default when absent), yarn; the
+ * factor (or the old rope.scale_linear key); attn_factor for every type; for yarn the original
+ * context length (context_length when absent, as llama.cpp).
+ */
+static int gguf_rope_scaling(model *m, const gguf_ctx *g, const char *a, char *err, size_t errlen)
+{
+    model_config *c = &m->cfg;
+    char key[96], e[192];
+    snprintf(key, sizeof(key), "%s.rope.scaling.type", a);
+    model_str st;
+    bool none = false, yarn = false;
+    if (gguf_get_str(g, key, &st, e, sizeof(e)) == 0) {
+        none = st.len == 4 && memcmp(st.s, "none", 4) == 0;
+        yarn = st.len == 4 && memcmp(st.s, "yarn", 4) == 0;
+        if (!none && !yarn && !(st.len == 6 && memcmp(st.s, "linear", 6) == 0)) {
+            tandem_set_err(
+                err, errlen,
+                "%s: %s '%.*s' is not supported (none, linear, yarn, or Llama 3's rope_freqs)",
+                m->path, key, (int)(st.len < 32 ? st.len : 32), st.s);
+            return -EINVAL;
+        }
+    }
+    int rc =
+        gguf_hparam_f32(m, g, a, "rope.scaling.factor", 0.0f, false, &c->rope_factor, err, errlen);
+    if (rc == 0 && c->rope_factor == 0.0f) {
+        rc = gguf_hparam_f32(m, g, a, "rope.scale_linear", 0.0f, false, &c->rope_factor, err,
+                             errlen);
+    }
+    rc = rc ? rc
+            : gguf_hparam_f32(m, g, a, "rope.scaling.attn_factor", 1.0f, false,
+                              &c->rope_attn_factor, err, errlen);
+    if (rc != 0) {
+        return rc;
+    }
+    if (!(c->rope_factor >= 0.0f && c->rope_factor < 1e6f) || (yarn && !(c->rope_factor > 0.0f))) {
+        tandem_set_err(err, errlen, "%s: %s.rope.scaling.factor = %g is out of range%s", m->path, a,
+                       (double)c->rope_factor, yarn ? " (yarn needs a positive factor)" : "");
+        return -EINVAL;
+    }
+    if (!(c->rope_attn_factor > 0.0f && c->rope_attn_factor < 1e6f)) {
+        tandem_set_err(err, errlen, "%s: %s.rope.scaling.attn_factor = %g is out of range", m->path,
+                       a, (double)c->rope_attn_factor);
+        return -EINVAL;
+    }
+    if (none) {
+        c->rope_factor = 0.0f; /* llama_context: "never scale if scaling type is none" */
+    }
+    if (!yarn) {
+        return 0;
+    }
+    /* absent: the training context, as llama.cpp falls back to */
+    rc = gguf_hparam(m, g, a, "rope.scaling.original_context_length", c->n_ctx_train,
+                     &c->rope_yarn_orig_ctx, err, errlen);
+    if (rc != 0) {
+        return rc;
+    }
+    if (c->rope_yarn_orig_ctx < 1) {
+        tandem_set_err(err, errlen, "%s: %s.rope.scaling.original_context_length must be > 0",
+                       m->path, a);
+        return -EINVAL;
+    }
+    c->rope_yarn_beta_fast = 32.0f;
+    c->rope_yarn_beta_slow = 1.0f;
+    rc = gguf_yarn_unread_key(m, g, a, "rope.scaling.yarn_beta_fast", 32.0f, err, errlen);
+    rc = rc ? rc : gguf_yarn_unread_key(m, g, a, "rope.scaling.yarn_beta_slow", 1.0f, err, errlen);
+    rc = rc ? rc : gguf_yarn_unread_key(m, g, a, "rope.scaling.yarn_ext_factor", 1.0f, err, errlen);
+    rc = rc ? rc
+            : gguf_yarn_unread_key(m, g, a, "rope.scaling.yarn_log_multiplier", 0.0f, err, errlen);
+    rc = rc ? rc
+            : gguf_yarn_unread_key(m, g, a, "rope.scaling.yarn_attn_factor",
+                                   model_yarn_mscale(c->rope_factor), err, errlen);
+    return rc;
+}
+
 static int gguf_config(model *m, const gguf_ctx *g, char *err, size_t errlen)
 {
     char e[192];
@@ -499,30 +600,9 @@ static int gguf_config(model *m, const gguf_ctx *g, char *err, size_t errlen)
     if (rc != 0) {
         return rc;
     }
-    snprintf(key, sizeof(key), "%s.rope.scaling.type", a);
-    model_str st;
-    if (gguf_get_str(g, key, &st, e, sizeof(e)) == 0 &&
-        !(st.len == 4 && memcmp(st.s, "none", 4) == 0) &&
-        !(st.len == 6 && memcmp(st.s, "linear", 6) == 0)) {
-        tandem_set_err(err, errlen,
-                       "%s: %s '%.*s' is not supported (none, linear, or Llama 3's rope_freqs)",
-                       m->path, key, (int)(st.len < 32 ? st.len : 32), st.s);
-        return -EINVAL;
-    }
-    /* llama.cpp applies the factor whatever the type says (and reads the old key too) */
-    rc = gguf_hparam_f32(m, g, a, "rope.scaling.factor", 0.0f, false, &c->rope_linear_factor, err,
-                         errlen);
-    if (rc == 0 && c->rope_linear_factor == 0.0f) {
-        rc = gguf_hparam_f32(m, g, a, "rope.scale_linear", 0.0f, false, &c->rope_linear_factor, err,
-                             errlen);
-    }
+    rc = gguf_rope_scaling(m, g, a, err, errlen);
     if (rc != 0) {
         return rc;
-    }
-    if (!(c->rope_linear_factor >= 0.0f && c->rope_linear_factor < 1e6f)) {
-        tandem_set_err(err, errlen, "%s: %s.rope.scaling.factor = %g is out of range", m->path, a,
-                       (double)c->rope_linear_factor);
-        return -EINVAL;
     }
     c->tied_output = gguf_find_tensor(g, "output.weight") == NULL;
     snprintf(key, sizeof(key), "%s.vocab_size", a);

@@ -18,6 +18,7 @@
 #ifndef TANDEM_ENGINE_MODEL_H
 #define TANDEM_ENGINE_MODEL_H
 
+#include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -59,18 +60,62 @@ typedef struct model_config {
     float rms_eps;
     bool rope_neox;   /* see the file comment */
     bool tied_output; /* output matrix is the token embedding */
-    /* RoPE scaling (model_rope_freq_scale, kc_rope_cache_ext): linear (positions divided by
-     * rope_linear_factor; 0 or 1: none) and Llama 3's per-pair frequency divisors (rope_freqs,
-     * n_rot / 2 floats, or NULL: GGUF's rope_freqs.weight, or computed from HF's rope_scaling
-     * of type llama3) */
-    float rope_linear_factor;
+    /* RoPE scaling, as llama.cpp applies it (model_rope_freq_scale, model_rope_attn_factor,
+     * kc_rope_cache_yarn):
+     *  - rope_factor: linear and YaRN's factor (GGUF rope.scaling.factor, HF rope_scaling's
+     *    "factor"); the angles' multiplier is 1 / rope_factor; 0 or 1: none;
+     *  - rope_freqs: Llama 3's per-pair frequency divisors (n_rot / 2 floats, or NULL: GGUF's
+     *    rope_freqs.weight, or computed from HF's rope_scaling of type llama3);
+     *  - YaRN (rope_yarn_orig_ctx > 0): the original context length n_ctx_orig (GGUF
+     *    rope.scaling.original_context_length, HF original_max_position_embeddings) and the
+     *    ramp's beta_fast / beta_slow (32 and 1; HF may set them): pairs below
+     *    corr_dim(beta_fast) keep their angle, pairs above corr_dim(beta_slow) are interpolated
+     *    by 1 / rope_factor, a linear ramp between (kc_rope_yarn_corr_dims), and cos/sin get
+     *    YaRN's magnitude 0.1 ln(rope_factor) + 1;
+     *  - rope_attn_factor: GGUF's rope.scaling.attn_factor, an extra multiplier of cos and sin
+     *    (llama.cpp applies it whatever the scaling type); HF YaRN: attention_factor (or the
+     *    mscale / mscale_all_dim ratio) over the default 0.1 ln(factor) + 1. 0 or 1: none. */
+    float rope_factor;
     const float *rope_freqs;
+    int rope_yarn_orig_ctx;
+    float rope_yarn_beta_fast, rope_yarn_beta_slow;
+    float rope_attn_factor;
 } model_config;
 
-/* The angle multiplier of linear RoPE scaling, as llama.cpp computes it: 1 / factor, or 1. */
+/* The angle multiplier of linear and YaRN RoPE scaling, as llama.cpp computes it: 1 / factor,
+ * or 1. */
 static inline float model_rope_freq_scale(const model_config *c)
 {
-    return c->rope_linear_factor > 0.0f ? 1.0f / c->rope_linear_factor : 1.0f;
+    return c->rope_factor > 0.0f ? 1.0f / c->rope_factor : 1.0f;
+}
+
+/* ggml rope's ext_factor: 1 for YaRN, else 0 (llama_context's default for the scaling type). */
+static inline float model_rope_ext_factor(const model_config *c)
+{
+    return c->rope_yarn_orig_ctx > 0 ? 1.0f : 0.0f;
+}
+
+/* YaRN's magnitude as llama.cpp's llama_context and transformers compute it by default:
+ * 0.1 ln(factor) + 1, or 1 for factor <= 1 (get_mscale with mscale 1). */
+static inline float model_yarn_mscale(float factor)
+{
+    return factor <= 1.0f ? 1.0f : 0.1f * logf(factor) + 1.0f;
+}
+
+/* ggml rope's attn_factor as llama.cpp's llama_context computes it, in float: for YaRN,
+ * get_mscale(factor) = 0.1 ln(factor) + 1 (1 for factor <= 1), times 1 / (1 + 0.1 ln(factor))
+ * (which cancels the magnitude ggml's rope_yarn multiplies by again), times
+ * rope_attn_factor; else rope_attn_factor. Inline, so the backends need no loader code. */
+static inline float model_rope_attn_factor(const model_config *c)
+{
+    const float rope_attn = c->rope_attn_factor > 0.0f ? c->rope_attn_factor : 1.0f;
+    float a = 1.0f; /* hparams.yarn_attn_factor */
+    if (model_rope_ext_factor(c) != 0.0f) {
+        const float factor = 1.0f / model_rope_freq_scale(c);
+        a = model_yarn_mscale(factor);
+        a *= 1.0f / (1.0f + 0.1f * logf(factor));
+    }
+    return a * rope_attn;
 }
 
 /* Llama 3's RoPE frequency divisors (HF rope_scaling type "llama3"), computed in float as

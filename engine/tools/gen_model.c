@@ -44,19 +44,21 @@ typedef struct gen_opts {
     int tied;    /* no output.weight / lm_head */
     uint64_t seed;
     double rope_base, rms_eps; /* as given; GGUF stores them as f32 */
-    int rope_scaling;          /* ROPE_SCALING_*: none, linear, llama3 */
+    int rope_scaling;          /* ROPE_SCALING_*: none, linear, llama3, yarn */
     double rope_factor;
     const char *tokenizer; /* NULL: synthetic */
     const char *tokenizer_pre;
     const char *name;
 } gen_opts;
 
-enum { ROPE_SCALING_NONE, ROPE_SCALING_LINEAR, ROPE_SCALING_LLAMA3 };
+enum { ROPE_SCALING_NONE, ROPE_SCALING_LINEAR, ROPE_SCALING_LLAMA3, ROPE_SCALING_YARN };
 enum { RECIPE_NONE, RECIPE_K_M }; /* Q4_K_M / Q5_K_M: see tensor_type */
 /* Llama 3.1's other rope_scaling values (its config.json) */
 #define LLAMA3_LOW_FREQ  1.0
 #define LLAMA3_HIGH_FREQ 4.0
 #define LLAMA3_ORIG_CTX  8192.0
+/* YaRN's original context length; the model's context length becomes at least factor times it */
+#define YARN_ORIG_CTX 4096
 
 typedef struct tspec {
     char gguf[64];      /* GGUF tensor name */
@@ -362,12 +364,18 @@ static int set_hparams(gguf_writer *w, const gen_opts *o)
         snprintf(key, sizeof(key), "%s.rope.freq_base", a);
         rc = gguf_writer_set_f32(w, key, (float)o->rope_base);
     }
-    if (rc == 0 && o->rope_scaling == ROPE_SCALING_LINEAR) { /* as llama.cpp's converter */
+    /* linear and YaRN as llama.cpp's converter writes them (Llama 3: add_rope_freqs) */
+    const int yarn = o->rope_scaling == ROPE_SCALING_YARN;
+    if (rc == 0 && (o->rope_scaling == ROPE_SCALING_LINEAR || yarn)) {
         snprintf(key, sizeof(key), "%s.rope.scaling.type", a);
-        rc = gguf_writer_set_str(w, key, "linear");
+        rc = gguf_writer_set_str(w, key, yarn ? "yarn" : "linear");
         if (rc == 0) {
             snprintf(key, sizeof(key), "%s.rope.scaling.factor", a);
             rc = gguf_writer_set_f32(w, key, (float)o->rope_factor);
+        }
+        if (rc == 0 && yarn) {
+            snprintf(key, sizeof(key), "%s.rope.scaling.original_context_length", a);
+            rc = gguf_writer_set_u32(w, key, YARN_ORIG_CTX);
         }
     }
     return rc;
@@ -621,10 +629,17 @@ static int write_hf(const gen_opts *o, const genvocab *v, const tspec *specs, si
     json_object_object_add(cfg, "rope_theta", json_object_new_double(o->rope_base));
     if (o->rope_scaling != ROPE_SCALING_NONE) {
         const int llama3 = o->rope_scaling == ROPE_SCALING_LLAMA3;
+        const int yarn = o->rope_scaling == ROPE_SCALING_YARN;
         struct json_object *rs = json_object_new_object();
         json_object_object_add(rs, "rope_type",
-                               json_object_new_string(llama3 ? "llama3" : "linear"));
+                               json_object_new_string(llama3 ? "llama3"
+                                                      : yarn ? "yarn"
+                                                             : "linear"));
         json_object_object_add(rs, "factor", json_object_new_double(o->rope_factor));
+        if (yarn) {
+            json_object_object_add(rs, "original_max_position_embeddings",
+                                   json_object_new_int64(YARN_ORIG_CTX));
+        }
         if (llama3) {
             json_object_object_add(rs, "low_freq_factor", json_object_new_double(LLAMA3_LOW_FREQ));
             json_object_object_add(rs, "high_freq_factor",
@@ -739,9 +754,12 @@ static void usage(FILE *f)
                "  --tied                  tie the output to the token embedding\n"
                "  --seed S                (default 1)\n"
                "  --rope-base B           (default 10000)\n"
-               "  --rope-scaling linear:F|llama3:F\n"
-               "                          RoPE scaling: linear by F, or Llama 3.1's (factor F,\n"
-               "                          low/high frequency factors 1/4, original context 8192)\n"
+               "  --rope-scaling linear:F|llama3:F|yarn:F\n"
+               "                          RoPE scaling: linear by F, Llama 3.1's (factor F,\n"
+               "                          low/high frequency factors 1/4, original context 8192),\n"
+               "                          or YaRN (factor F, original context 4096, beta_fast\n"
+               "                          32, beta_slow 1; the context length becomes at least\n"
+               "                          4096 x F)\n"
                "  --rms-eps E             (default 1e-5)\n"
                "  --tokenizer PATH        a real tokenizer.json or a folder holding one\n"
                "  --tokenizer-pre NAME    override the detected GGUF pre-tokenizer name\n"
@@ -776,7 +794,7 @@ static int parse_f64(const char *flag, const char *s, double *out)
     return 0;
 }
 
-/* --rope-scaling linear:F | llama3:F */
+/* --rope-scaling linear:F | llama3:F | yarn:F */
 static int parse_rope_scaling(const char *s, gen_opts *o)
 {
     const char *colon = strchr(s, ':');
@@ -784,9 +802,13 @@ static int parse_rope_scaling(const char *s, gen_opts *o)
         o->rope_scaling = ROPE_SCALING_LINEAR;
     } else if (colon && (size_t)(colon - s) == 6 && strncmp(s, "llama3", 6) == 0) {
         o->rope_scaling = ROPE_SCALING_LLAMA3;
+    } else if (colon && (size_t)(colon - s) == 4 && strncmp(s, "yarn", 4) == 0) {
+        o->rope_scaling = ROPE_SCALING_YARN;
     } else {
-        fprintf(stderr,
-                "tandem-genmodel: --rope-scaling: expected linear:F or llama3:F, got '%s'\n", s);
+        fprintf(
+            stderr,
+            "tandem-genmodel: --rope-scaling: expected linear:F, llama3:F or yarn:F, got '%s'\n",
+            s);
         return -EINVAL;
     }
     return parse_f64("--rope-scaling", colon + 1, &o->rope_factor);
@@ -944,6 +966,14 @@ static int check_opts(gen_opts *o)
         }
         if (o->head_dim % 2 != 0) {
             e = "the head dimension must be even (RoPE rotates pairs)";
+        }
+    }
+    if (e == NULL && o->rope_scaling == ROPE_SCALING_YARN) {
+        const double ctx = ceil(YARN_ORIG_CTX * o->rope_factor);
+        if (ctx > (double)(1 << 24)) {
+            e = "--rope-scaling yarn:F: 4096 x F is beyond the largest context length (2^24)";
+        } else if ((double)o->ctx < ctx) {
+            o->ctx = (int64_t)ctx;
         }
     }
     if (e == NULL && td_block_elems(o->type) > 1 &&

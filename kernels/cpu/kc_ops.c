@@ -21,18 +21,52 @@ void kc_rmsnorm(const float *x, const float *w, float *y, int64_t n, float eps)
     }
 }
 
+/* ggml_rope_yarn_corr_dim, operand for operand */
+static float yarn_corr_dim(int n_rot, int n_ctx_orig, float beta, float base)
+{
+    return (float)n_rot * logf((float)n_ctx_orig / (beta * 2.0f * (float)M_PI)) /
+           (2.0f * logf(base));
+}
+
+void kc_rope_yarn_corr_dims(int n_rot, int n_ctx_orig, float base, float beta_fast, float beta_slow,
+                            float dims[2])
+{
+    dims[0] = fmaxf(0.0f, floorf(yarn_corr_dim(n_rot, n_ctx_orig, beta_fast, base)));
+    dims[1] = fminf((float)(n_rot - 1), ceilf(yarn_corr_dim(n_rot, n_ctx_orig, beta_slow, base)));
+}
+
+void kc_rope_cache_yarn(float *cs, int n_rot, int32_t pos, float base, float freq_scale,
+                        const float *freq_factors, float ext_factor, float attn_factor,
+                        const float *corr_dims)
+{
+    const float theta_scale = powf(base, -2.0f / (float)n_rot);
+    float mscale = attn_factor;
+    float lo = 0.0f, span = 0.001f;
+    if (ext_factor != 0.0f) {
+        mscale *= 1.0f + 0.1f * logf(1.0f / freq_scale);
+        lo = corr_dims[0];
+        span = fmaxf(0.001f, corr_dims[1] - corr_dims[0]);
+    }
+    float theta = (float)pos;
+    for (int i = 0; i < n_rot / 2; i++) {
+        const float extrap = theta / (freq_factors ? freq_factors[i] : 1.0f);
+        float t = freq_scale * extrap; /* ggml's theta_interp */
+        if (ext_factor != 0.0f) {
+            const float y = ((float)i - lo) / span;
+            const float ramp_mix = (1.0f - fminf(1.0f, fmaxf(0.0f, y))) * ext_factor;
+            t = t * (1.0f - ramp_mix) + extrap * ramp_mix;
+        }
+        cs[2 * i] = cosf(t) * mscale;
+        cs[2 * i + 1] = sinf(t) * mscale;
+        theta *= theta_scale;
+    }
+}
+
 void kc_rope_cache_ext(float *cs, int n_rot, int32_t pos, float base, float freq_scale,
                        const float *freq_factors)
 {
-    const float theta_scale = powf(base, -2.0f / (float)n_rot);
-    float theta = (float)pos;
-    for (int i = 0; i < n_rot / 2; i++) {
-        /* ggml's rope_yarn without extrapolation mixing: freq_scale * (theta / factor) */
-        const float t = freq_scale * (theta / (freq_factors ? freq_factors[i] : 1.0f));
-        cs[2 * i] = cosf(t);
-        cs[2 * i + 1] = sinf(t);
-        theta *= theta_scale;
-    }
+    static const float no_ramp[2] = {0.0f, 0.0f};
+    kc_rope_cache_yarn(cs, n_rot, pos, base, freq_scale, freq_factors, 0.0f, 1.0f, no_ramp);
 }
 
 void kc_rope_cache(float *cs, int n_rot, int32_t pos, float base)

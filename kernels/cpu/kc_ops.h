@@ -25,9 +25,27 @@ void kc_rope_cache(float *cs, int n_rot, int32_t pos, float base);
 
 /* The same with RoPE scaling, as ggml's rope with freq_factors and no YaRN mixing: the angle of
  * pair i is freq_scale * (theta_i / freq_factors[i]). freq_scale is 1 / factor for linear
- * scaling (else 1); freq_factors (n_rot / 2 divisors, NULL: all 1) are Llama 3's rope_freqs. */
+ * scaling (else 1); freq_factors (n_rot / 2 divisors, NULL: all 1) are Llama 3's rope_freqs.
+ * Bit for bit kc_rope_cache_yarn with ext_factor 0 and attn_factor 1. */
 void kc_rope_cache_ext(float *cs, int n_rot, int32_t pos, float base, float freq_scale,
                        const float *freq_factors);
+
+/* YaRN's ramp ends, ggml_rope_yarn_corr_dims: corr_dim(beta) = n_rot * ln(n_ctx_orig / (beta *
+ * 2 pi)) / (2 ln base) is the pair index whose angle turns beta times over n_ctx_orig
+ * positions; in float as ggml, dims[0] = max(0, floor(corr_dim(beta_fast))) and dims[1] =
+ * min(n_rot - 1, ceil(corr_dim(beta_slow))). */
+void kc_rope_yarn_corr_dims(int n_rot, int n_ctx_orig, float base, float beta_fast, float beta_slow,
+                            float dims[2]);
+
+/* kc_rope_cache_ext with ggml's YaRN (rope_yarn in ggml-cpu's ops.cpp, the same float
+ * operations in the same order): theta_extrap = theta_i / freq_factors[i], theta_interp =
+ * freq_scale * theta_extrap, ramp_mix = (1 - clamp((i - corr_dims[0]) / max(0.001,
+ * corr_dims[1] - corr_dims[0]), 0, 1)) * ext_factor, angle = theta_interp * (1 - ramp_mix) +
+ * theta_extrap * ramp_mix; cos and sin are multiplied by attn_factor, and with ext_factor != 0 by
+ * 1 + 0.1 ln(1 / freq_scale) too. corr_dims (2 floats) is read only with ext_factor != 0. */
+void kc_rope_cache_yarn(float *cs, int n_rot, int32_t pos, float base, float freq_scale,
+                        const float *freq_factors, float ext_factor, float attn_factor,
+                        const float *corr_dims);
 
 /* Rotates the first n_rot dims of each of n_heads heads (head_dim apart) in place; the rest of
  * each head is unchanged. neox false: pairs (x[2i], x[2i+1]); true: (x[i], x[i + n_rot/2]). */

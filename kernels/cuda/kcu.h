@@ -127,13 +127,22 @@ int kcu_add(kcu_ctx *c, float *d_y, const float *d_x, int64_t n);
 /* d_gate[i] = silu(d_gate[i]) * d_up[i], i < n. */
 int kcu_swiglu(kcu_ctx *c, float *d_gate, const float *d_up, int64_t n);
 
+/* RoPE scaling for kcu_rope, kc_rope_cache_yarn's arguments: freq_scale (1: none), Llama 3's
+ * divisors d_freq_factors (n_rot / 2 floats on the device, or NULL), YaRN's ext_factor (0:
+ * none) and ramp corr_dims (kc_rope_yarn_corr_dims; unused without YaRN), and attn_factor, the
+ * multiplier of cos and sin (1: none). */
+typedef struct kcu_rope_scaling {
+    float freq_scale;
+    const float *d_freq_factors;
+    float ext_factor, attn_factor;
+    float corr_dims[2];
+} kcu_rope_scaling;
+
 /* RoPE in place on n tokens of n_head heads of head_dim, the first n_rot dims rotated, token i at
  * position d_pos[i]; neox: pairs (j, j + n_rot/2), else (2j, 2j + 1) (kc_rope_apply's rules).
- * freq_scale and d_freq_factors (n_rot / 2 floats on the device, or NULL) scale the angles as
- * kc_rope_cache_ext does (1 and NULL: none). */
+ * s (NULL: none) scales the angles and magnitudes as kc_rope_cache_yarn does. */
 int kcu_rope(kcu_ctx *c, float *d_x, int64_t n, int n_head, int head_dim, int n_rot,
-             const int32_t *d_pos, float base, bool neox, float freq_scale,
-             const float *d_freq_factors);
+             const int32_t *d_pos, float base, bool neox, const kcu_rope_scaling *s);
 
 /* Copies rows d_src[d_rows[i]] to d_dst[i] (i < n, width dim): the rows that produce logits. */
 int kcu_gather_rows(kcu_ctx *c, float *d_dst, const float *d_src, const int32_t *d_rows, int32_t n,

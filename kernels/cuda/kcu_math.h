@@ -12,8 +12,9 @@
  *     lane l takes v[l] + v[l ^ off]), then warp 0 does the same over the per-warp sums padded
  *     with zeros. kcu_warp_sum_emul and kcu_tree_sum replay that order on the host.
  *   - expf/sinf/cosf/powf are the only calls that may differ (CUDA's are within 2 ulp of the
- *     correctly rounded value); RoPE's theta_scale is therefore computed on the host
- *     (kcu_rope_theta_scale, called by kcu_rope before the launch) exactly as kc_rope_cache.
+ *     correctly rounded value); RoPE's theta_scale and YaRN's magnitude are therefore
+ *     computed on the host (kcu_rope_theta_scale, kcu_rope_yarn_mscale, called by kcu_rope
+ *     before the launch) exactly as kc_rope_cache_yarn.
  */
 #ifndef TANDEM_KERNELS_CUDA_KCU_MATH_H
 #define TANDEM_KERNELS_CUDA_KCU_MATH_H
@@ -131,11 +132,37 @@ KCU_HD float kcu_rope_theta(int32_t pos, float theta_scale, int i)
     return theta;
 }
 
-/* RoPE scaling of pair i's angle as kc_rope_cache_ext: freq_scale * (theta / ff[i]) (ff NULL:
- * no factors). */
-KCU_HD float kcu_rope_scaled(float theta, float freq_scale, const float *ff, int i)
+/* RoPE scaling of pair i's angle theta as kc_rope_cache_yarn (ggml's rope_yarn):
+ * theta_extrap = theta / ff[i] (ff NULL: no factors), theta_interp = freq_scale *
+ * theta_extrap; with ext_factor != 0 YaRN's ramp mixes them, ramp_mix = (1 - clamp((i - lo) /
+ * span, 0, 1)) * ext_factor with lo = corr_dims[0] and span = kcu_rope_yarn_span(corr_dims). */
+KCU_HD float kcu_rope_yarn(float theta, float freq_scale, const float *ff, int i, float ext_factor,
+                           float lo, float span)
 {
-    return kcu_mul_rn(freq_scale, theta / (ff ? ff[i] : 1.0f));
+    const float extrap = theta / (ff ? ff[i] : 1.0f);
+    const float interp = kcu_mul_rn(freq_scale, extrap);
+    if (ext_factor == 0.0f) {
+        return interp;
+    }
+    const float y = ((float)i - lo) / span;
+    const float ramp_mix = kcu_mul_rn(1.0f - fminf(1.0f, fmaxf(0.0f, y)), ext_factor);
+    return kcu_mul_rn(interp, 1.0f - ramp_mix) + kcu_mul_rn(extrap, ramp_mix);
+}
+
+/* The ramp's width, max(0.001, corr_dims[1] - corr_dims[0]) (ggml's rope_yarn_ramp). */
+KCU_HD float kcu_rope_yarn_span(float lo, float hi)
+{
+    return fmaxf(0.001f, hi - lo);
+}
+
+/* The multiplier of cos and sin, kc_rope_cache_yarn's: attn_factor, and with ext_factor != 0
+ * times YaRN's 1 + 0.1 ln(1 / freq_scale) (host side: logf differs on the device). */
+KCU_HD float kcu_rope_yarn_mscale(float attn_factor, float freq_scale, float ext_factor)
+{
+    if (ext_factor == 0.0f) {
+        return attn_factor;
+    }
+    return kcu_mul_rn(attn_factor, 1.0f + kcu_mul_rn(0.1f, logf(1.0f / freq_scale)));
 }
 
 /* Rotates one pair by the angle whose cosine and sine are c and s (kc_rope_apply). */

@@ -165,19 +165,21 @@ extern "C" int kcu_swiglu(kcu_ctx *c, float *d_gate, const float *d_up, int64_t 
 
 /* ---- RoPE ---- */
 
-/* One block per token: the token's cos/sin table in shared memory (2 * n_rot/2 floats, as
- * kc_rope_cache), then every (head, pair) rotated. */
+/* One block per token: the token's cos/sin table into shared memory (the angle sequence of
+ * kc_rope_cache_yarn, YaRN's ramp and magnitude included), then every (head, pair) rotated. */
 __global__ static void rope_kernel(float *x, int n_head, int head_dim, int n_rot,
                                    const int32_t *pos, float theta_scale, int neox,
-                                   float freq_scale, const float *ff)
+                                   float freq_scale, const float *ff, float ext_factor, float lo,
+                                   float span, float mscale)
 {
     extern __shared__ float cs[];
     const int half = n_rot / 2;
     const int32_t p = pos[blockIdx.x];
     for (int i = threadIdx.x; i < half; i += blockDim.x) {
-        const float theta = kcu_rope_scaled(kcu_rope_theta(p, theta_scale, i), freq_scale, ff, i);
-        cs[2 * i] = cosf(theta);
-        cs[2 * i + 1] = sinf(theta);
+        const float theta = kcu_rope_yarn(kcu_rope_theta(p, theta_scale, i), freq_scale, ff, i,
+                                          ext_factor, lo, span);
+        cs[2 * i] = kcu_mul_rn(cosf(theta), mscale);
+        cs[2 * i + 1] = kcu_mul_rn(sinf(theta), mscale);
     }
     __syncthreads();
     float *xt = x + (int64_t)blockIdx.x * n_head * head_dim;
@@ -192,8 +194,7 @@ __global__ static void rope_kernel(float *x, int n_head, int head_dim, int n_rot
 }
 
 extern "C" int kcu_rope(kcu_ctx *c, float *d_x, int64_t n, int n_head, int head_dim, int n_rot,
-                        const int32_t *d_pos, float base, bool neox, float freq_scale,
-                        const float *d_freq_factors)
+                        const int32_t *d_pos, float base, bool neox, const kcu_rope_scaling *s)
 {
     if (!c || n < 0 || n > INT32_MAX || n_head <= 0 || head_dim <= 0 || n_rot <= 0 ||
         n_rot > head_dim || n_rot % 2 != 0 || (n > 0 && (!d_x || !d_pos))) {
@@ -202,10 +203,20 @@ extern "C" int kcu_rope(kcu_ctx *c, float *d_x, int64_t n, int n_head, int head_
     if (n == 0) {
         return 0;
     }
-    const float theta_scale = kcu_rope_theta_scale(base, n_rot); /* on the host: see kcu_math.h */
+    const kcu_rope_scaling none = {1.0f, nullptr, 0.0f, 1.0f, {0.0f, 0.0f}};
+    if (!s) {
+        s = &none;
+    }
+    /* on the host: powf and logf differ on the device (see kcu_math.h) */
+    const float theta_scale = kcu_rope_theta_scale(base, n_rot);
+    const float mscale = kcu_rope_yarn_mscale(s->attn_factor, s->freq_scale, s->ext_factor);
+    const float lo = s->ext_factor != 0.0f ? s->corr_dims[0] : 0.0f;
+    const float span =
+        s->ext_factor != 0.0f ? kcu_rope_yarn_span(s->corr_dims[0], s->corr_dims[1]) : 0.001f;
     const size_t smem = (size_t)n_rot * sizeof(float);
     rope_kernel<<<(unsigned)n, KCU_ROW_THREADS, smem, kcu_stream(c)>>>(
-        d_x, n_head, head_dim, n_rot, d_pos, theta_scale, neox ? 1 : 0, freq_scale, d_freq_factors);
+        d_x, n_head, head_dim, n_rot, d_pos, theta_scale, neox ? 1 : 0, s->freq_scale,
+        s->d_freq_factors, s->ext_factor, lo, span, mscale);
     return kcu_check_launch("kcu_rope");
 }
 

@@ -59,7 +59,8 @@ typedef struct emu_node {
     void *out[2];
     int64_t n, dim;
     int i0, i1, i2;
-    float f, f2;
+    float f;
+    kcu_rope_scaling rope;
     bool flag;
     tdtype type;
     size_t bytes;
@@ -359,13 +360,13 @@ static int emu_swiglu(kcu_ctx *c, float *d_gate, const float *d_up, int64_t n)
 }
 
 static int emu_rope(kcu_ctx *c, float *d_x, int64_t n, int n_head, int head_dim, int n_rot,
-                    const int32_t *d_pos, float base, bool neox, float freq_scale,
-                    const float *d_ff)
+                    const int32_t *d_pos, float base, bool neox, const kcu_rope_scaling *s)
 {
     (void)c;
     float cs[KC_ATTN_MAX_HEAD_DIM];
     for (int64_t i = 0; i < n; i++) {
-        kc_rope_cache_ext(cs, n_rot, d_pos[i], base, freq_scale, d_ff);
+        kc_rope_cache_yarn(cs, n_rot, d_pos[i], base, s->freq_scale, s->d_freq_factors,
+                           s->ext_factor, s->attn_factor, s->corr_dims);
         kc_rope_apply(d_x + i * n_head * head_dim, n_head, head_dim, n_rot, cs, neox);
     }
     return 0;
@@ -479,22 +480,22 @@ int kcu_swiglu(kcu_ctx *c, float *d_gate, const float *d_up, int64_t n)
 }
 
 int kcu_rope(kcu_ctx *c, float *d_x, int64_t n, int n_head, int head_dim, int n_rot,
-             const int32_t *d_pos, float base, bool neox, float freq_scale,
-             const float *d_freq_factors)
+             const int32_t *d_pos, float base, bool neox, const kcu_rope_scaling *s)
 {
+    const kcu_rope_scaling none = {.freq_scale = 1.0f, .attn_factor = 1.0f};
     emu_node nd = {.op = EMU_ROPE,
-                   .in = {d_pos, d_freq_factors},
+                   .in = {d_pos},
                    .out = {d_x},
                    .n = n,
                    .i0 = n_head,
                    .i1 = head_dim,
                    .i2 = n_rot,
                    .f = base,
-                   .f2 = freq_scale,
+                   .rope = s ? *s : none,
                    .flag = neox};
-    return emu_record(c, &nd) ? 0
-                              : emu_rope(c, d_x, n, n_head, head_dim, n_rot, d_pos, base, neox,
-                                         freq_scale, d_freq_factors);
+    return emu_record(c, &nd)
+               ? 0
+               : emu_rope(c, d_x, n, n_head, head_dim, n_rot, d_pos, base, neox, &nd.rope);
 }
 
 int kcu_gather_rows(kcu_ctx *c, float *d_dst, const float *d_src, const int32_t *d_rows, int32_t n,
@@ -564,7 +565,7 @@ static int emu_run(kcu_ctx *c, const emu_node *nd)
         return emu_swiglu(c, nd->out[0], nd->in[0], nd->n);
     case EMU_ROPE:
         return emu_rope(c, nd->out[0], nd->n, nd->i0, nd->i1, nd->i2, nd->in[0], nd->f, nd->flag,
-                        nd->f2, nd->in[1]);
+                        &nd->rope);
     case EMU_GATHER:
         return emu_gather_rows(c, nd->out[0], nd->in[0], nd->in[1], (int32_t)nd->n, nd->dim);
     case EMU_STORE_KV:

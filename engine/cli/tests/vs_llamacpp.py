@@ -6,7 +6,7 @@
 
 For every model of the matrix below (llama, qwen2, qwen3; F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
 Q5_1, IQ4_NL, Q2_K .. Q6_K, IQ4_XS and the Q4_K_M / Q5_K_M mixes; GQA and MHA; tied and untied
-output; Llama 3 and linear RoPE scaling) it writes a seeded random-weight GGUF with tandem-genmodel, then
+output; Llama 3, linear and YaRN RoPE scaling) it writes a seeded random-weight GGUF with tandem-genmodel, then
 evaluates the same prompt and 32 teacher-forced tokens with
   * `tandem-engine generate --prompt-tokens P --teacher-tokens T --dump-logits A` (F32 KV cache),
   * llama.cpp through node-llama-cpp (engine/reference/llama_logits.mjs, F32 KV cache),
@@ -57,6 +57,7 @@ MODELS = {
     "qwen3-q4_0-gqa": ("qwen3", "q4_0", 2, 128, 4, 2, 64, 256, True),
     "llama-f32-rope-llama3": ("llama", "f32", 2, 128, 4, 2, 0, 256, False),
     "qwen2-f32-rope-linear": ("qwen2", "f32", 2, 128, 4, 2, 0, 256, False),
+    "qwen2-f32-rope-yarn": ("qwen2", "f32", 2, 128, 4, 2, 0, 256, False),
     # the other legacy block types (32 elements)
     "llama-q4_1-gqa": ("llama", "q4_1", 2, 128, 4, 2, 0, 256, False),
     "qwen3-q5_0-gqa": ("qwen3", "q5_0", 2, 128, 4, 2, 64, 256, False),
@@ -77,10 +78,14 @@ MODELS = {
     "qwen2-q5_k_m-tied": ("qwen2", "q5_k_m", 4, 256, 8, 2, 0, 768, True),
 }
 
-# RoPE scaling (tandem-genmodel flags): Llama 3.1's rope_freqs with its 500000 base, and linear
+# RoPE scaling (tandem-genmodel flags): Llama 3.1's rope_freqs with its 500000 base, linear, and
+# YaRN (original context 4096, base 10000, head dim 32: the ramp runs from pair 5 to pair 12 of
+# 16, floor(5.24) and ceil(11.26), so pairs 0-5 keep their angle, 12-15 are interpolated by 1/4
+# and 6-11 mix; cos/sin get YaRN's magnitude 1 + 0.1 ln 4)
 EXTRA = {
     "llama-f32-rope-llama3": ["--rope-scaling", "llama3:8", "--rope-base", "500000"],
     "qwen2-f32-rope-linear": ["--rope-scaling", "linear:4"],
+    "qwen2-f32-rope-yarn": ["--rope-scaling", "yarn:4"],
 }
 
 # The quantized types beyond Q8_0/Q4_0 share Q8_0's reasoning: both engines quantise the
@@ -193,7 +198,8 @@ def main():
     # Hugging Face twins (same seed and shape, written as config.json + model.safetensors +
     # tokenizer.json; llama Q/K un-permuted, so the engine runs them with NeoX RoPE) must give
     # the GGUF file's logits.
-    for name in ("llama-f32-gqa", "qwen3-f32-gqa-hd64", "llama-bf16-gqa", "llama-f32-rope-llama3"):
+    for name in ("llama-f32-gqa", "qwen3-f32-gqa-hd64", "llama-bf16-gqa", "llama-f32-rope-llama3",
+                 "qwen2-f32-rope-yarn"):
         if (only and name != only) or not any(c[0] == name for c in cases):
             continue
         arch, typ, layers, dim, heads, kv, hd, ffn, tied = MODELS[name]

@@ -2,6 +2,7 @@
  * untied output, all five tensor types, GQA, the tokenizer section, and the validation errors
  * (missing tensor, shape mismatch, unsupported type, unknown architecture, bad metadata). */
 #include <errno.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -33,6 +34,12 @@ typedef struct spec {
     uint32_t alignment;    /* writer alignment (0: 32) */
     int rope_freqs;        /* > 0: a rope_freqs.weight of that many F32 elements */
     float rope_freq0;      /* its first element (the rest are 2) */
+    struct {               /* "<arch>.<key>" keys: kind 's' (string), 'f' (f32), 'u' (u32) */
+        const char *key;
+        char kind;
+        const char *str;
+        double v;
+    } kv[8];
 } spec;
 
 static spec base_spec(const char *arch)
@@ -126,6 +133,16 @@ static void write_model(const spec *s, const char *path)
     }
     if (s->str_key) {
         assert_int_equal(gguf_writer_set_str(w, s->str_key, "x"), 0);
+    }
+    for (size_t i = 0; i < sizeof(s->kv) / sizeof(s->kv[0]) && s->kv[i].key; i++) {
+        snprintf(key, sizeof(key), "%s.%s", s->arch, s->kv[i].key);
+        if (s->kv[i].kind == 's') {
+            assert_int_equal(gguf_writer_set_str(w, key, s->kv[i].str), 0);
+        } else if (s->kv[i].kind == 'f') {
+            assert_int_equal(gguf_writer_set_f32(w, key, (float)s->kv[i].v), 0);
+        } else {
+            assert_int_equal(gguf_writer_set_u32(w, key, (uint32_t)s->kv[i].v), 0);
+        }
     }
     if (s->rope_freqs > 0) {
         float f[64];
@@ -408,6 +425,158 @@ static void test_mha_and_head_dim(void **state)
     model_free(m);
 }
 
+/* A spec with RoPE scaling keys: type (NULL: none written), factor (0: none), original context
+ * length (0: none). */
+static spec rope_spec(const char *arch, const char *type, double factor, uint32_t orig)
+{
+    spec s = base_spec(arch);
+    int n = 0;
+    if (type) {
+        s.kv[n].key = "rope.scaling.type";
+        s.kv[n].kind = 's';
+        s.kv[n++].str = type;
+    }
+    if (factor != 0.0) {
+        s.kv[n].key = "rope.scaling.factor";
+        s.kv[n].kind = 'f';
+        s.kv[n++].v = factor;
+    }
+    if (orig) {
+        s.kv[n].key = "rope.scaling.original_context_length";
+        s.kv[n].kind = 'u';
+        s.kv[n++].v = orig;
+    }
+    return s;
+}
+
+/* Appends one more key to a rope_spec. */
+static void rope_key(spec *s, const char *key, char kind, double v)
+{
+    size_t i = 0;
+    while (s->kv[i].key) {
+        i++;
+    }
+    s->kv[i].key = key;
+    s->kv[i].kind = kind;
+    s->kv[i].str = "x";
+    s->kv[i].v = v;
+}
+
+/* RoPE scaling keys as llama.cpp reads them: linear, none (factor ignored), YaRN with its
+ * original context length and llama.cpp's fixed ramp, attn_factor for every type. */
+static void test_rope_scaling(void **state)
+{
+    (void)state;
+    spec s = rope_spec("qwen2", "linear", 4.0, 0);
+    model *m = load_ok(&s);
+    assert_true(model_rope_freq_scale(&m->cfg) == 0.25f);
+    assert_true(model_rope_ext_factor(&m->cfg) == 0.0f);
+    assert_true(model_rope_attn_factor(&m->cfg) == 1.0f);
+    model_free(m);
+
+    s = rope_spec("qwen2", NULL, 2.0, 0); /* no type: llama.cpp's default, linear */
+    rope_key(&s, "rope.scaling.attn_factor", 'f', 0.75);
+    m = load_ok(&s);
+    assert_true(model_rope_freq_scale(&m->cfg) == 0.5f);
+    assert_true(model_rope_attn_factor(&m->cfg) == 0.75f); /* applied whatever the type */
+    model_free(m);
+
+    s = rope_spec("llama", "none", 4.0, 0); /* llama_context: never scale with type none */
+    m = load_ok(&s);
+    assert_true(model_rope_freq_scale(&m->cfg) == 1.0f);
+    model_free(m);
+
+    s = rope_spec("qwen2", "yarn", 4.0, 4096);
+    m = load_ok(&s);
+    const model_config *c = &m->cfg;
+    assert_true(c->rope_factor == 4.0f);
+    assert_int_equal(c->rope_yarn_orig_ctx, 4096);
+    assert_true(c->rope_yarn_beta_fast == 32.0f && c->rope_yarn_beta_slow == 1.0f);
+    assert_true(c->rope_attn_factor == 1.0f);
+    assert_true(model_rope_freq_scale(c) == 0.25f);
+    assert_true(model_rope_ext_factor(c) == 1.0f);
+    /* llama_context: get_mscale(4) * 1 / (1 + 0.1 ln 4), ggml multiplies by 1 + 0.1 ln 4 */
+    const float mscale = 0.1f * logf(4.0f) + 1.0f;
+    assert_true(model_rope_attn_factor(c) == mscale * (1.0f / (1.0f + 0.1f * logf(4.0f))));
+    assert_true(fabsf(model_rope_attn_factor(c) - 1.0f) < 1e-6f);
+    assert_int_equal(c->n_ctx_train, 256);
+    model_free(m);
+
+    /* attn_factor multiplies; the converter's yarn_* keys with the values llama.cpp uses */
+    s = rope_spec("llama", "yarn", 8.0, 8192);
+    rope_key(&s, "rope.scaling.attn_factor", 'f', 0.5);
+    rope_key(&s, "rope.scaling.yarn_beta_fast", 'f', 32.0);
+    rope_key(&s, "rope.scaling.yarn_beta_slow", 'f', 1.0);
+    rope_key(&s, "rope.scaling.yarn_ext_factor", 'f', 1.0);
+    rope_key(&s, "rope.scaling.yarn_attn_factor", 'f', 0.1 * log(8.0) + 1.0);
+    m = load_ok(&s);
+    assert_int_equal(m->cfg.rope_yarn_orig_ctx, 8192);
+    assert_true(m->cfg.rope_attn_factor == 0.5f);
+    assert_true(fabsf(model_rope_attn_factor(&m->cfg) - 0.5f) < 1e-6f);
+    model_free(m);
+
+    s = rope_spec("qwen3", "yarn", 0.5, 4096); /* factor <= 1: get_mscale is 1 */
+    m = load_ok(&s);
+    assert_true(model_rope_freq_scale(&m->cfg) == 2.0f);
+    assert_true(fabsf(model_rope_attn_factor(&m->cfg) * (1.0f + 0.1f * logf(0.5f)) - 1.0f) < 1e-6f);
+    model_free(m);
+}
+
+/* Each bad or missing RoPE scaling key is a load error naming it. */
+static void test_rope_scaling_errors(void **state)
+{
+    (void)state;
+    spec s = rope_spec("qwen2", "yarn", 0.0, 4096);
+    load_bad(&s, "qwen2.rope.scaling.factor = 0 is out of range (yarn needs a positive factor)");
+    s = rope_spec("qwen2", "yarn", -2.0, 4096);
+    load_bad(&s, "qwen2.rope.scaling.factor = -2 is out of range");
+    s = rope_spec("qwen2", "yarn", NAN, 4096);
+    load_bad(&s, "qwen2.rope.scaling.factor = nan is out of range");
+    s = rope_spec("qwen2", "linear", INFINITY, 0);
+    load_bad(&s, "qwen2.rope.scaling.factor = inf is out of range");
+    s = rope_spec("qwen2", "yarn", 4.0, 0); /* absent: the training context, as llama.cpp */
+    model *m = load_ok(&s);
+    assert_int_equal(m->cfg.rope_yarn_orig_ctx, m->cfg.n_ctx_train);
+    model_free(m);
+    s = rope_spec("qwen2", "yarn", 4.0, 0);
+    rope_key(&s, "rope.scaling.original_context_length", 'u', 0);
+    load_bad(&s, "qwen2.rope.scaling.original_context_length must be > 0");
+    s = rope_spec("qwen2", "yarn", 4.0, 0);
+    rope_key(&s, "rope.scaling.original_context_length", 's', 0);
+    load_bad(&s, "qwen2.rope.scaling.original_context_length: expected u32, got string");
+    s = rope_spec("qwen2", "yarn", 4.0, 4096);
+    rope_key(&s, "rope.scaling.attn_factor", 'f', 0.0);
+    load_bad(&s, "qwen2.rope.scaling.attn_factor = 0 is out of range");
+    s = rope_spec("qwen2", "linear", 4.0, 0);
+    rope_key(&s, "rope.scaling.attn_factor", 'f', NAN);
+    load_bad(&s, "qwen2.rope.scaling.attn_factor = nan is out of range");
+    const struct {
+        const char *key;
+        double v;
+        const char *want;
+    } unread[] = {
+        {"rope.scaling.yarn_beta_fast", 16.0,
+         "qwen2.rope.scaling.yarn_beta_fast = 16 is not supported: llama.cpp ignores it for qwen2 "
+         "(it uses 32)"},
+        {"rope.scaling.yarn_beta_slow", 2.0, "qwen2.rope.scaling.yarn_beta_slow = 2 is not"},
+        {"rope.scaling.yarn_ext_factor", 0.5, "qwen2.rope.scaling.yarn_ext_factor = 0.5 is not"},
+        {"rope.scaling.yarn_log_multiplier", 0.1,
+         "qwen2.rope.scaling.yarn_log_multiplier = 0.1 is not"},
+        {"rope.scaling.yarn_attn_factor", 1.5,
+         "qwen2.rope.scaling.yarn_attn_factor = 1.5 is not supported: llama.cpp ignores it for "
+         "qwen2 (it uses 1.13863)"},
+    };
+    for (size_t i = 0; i < sizeof(unread) / sizeof(unread[0]); i++) {
+        s = rope_spec("qwen2", "yarn", 4.0, 4096);
+        rope_key(&s, unread[i].key, 'f', unread[i].v);
+        load_bad(&s, unread[i].want);
+    }
+    s = rope_spec("qwen2", "longrope", 4.0, 4096);
+    load_bad(&s,
+             "qwen2.rope.scaling.type 'longrope' is not supported (none, linear, yarn, or Llama "
+             "3's rope_freqs)");
+}
+
 static void test_errors(void **state)
 {
     (void)state;
@@ -578,9 +747,13 @@ static void test_truncated_model(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_archs_and_types), cmocka_unit_test(test_mha_and_head_dim),
-        cmocka_unit_test(test_errors),          cmocka_unit_test(test_unsupported_type),
+        cmocka_unit_test(test_archs_and_types),
+        cmocka_unit_test(test_mha_and_head_dim),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_unsupported_type),
         cmocka_unit_test(test_truncated_model),
+        cmocka_unit_test(test_rope_scaling),
+        cmocka_unit_test(test_rope_scaling_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,6 +3,7 @@
  * sharded files, F16/BF16 norm conversion, and the errors (config field types, rope_scaling,
  * missing files, unsupported dtypes, inconsistent offsets, truncation). */
 #include <errno.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -386,9 +387,10 @@ static void test_hf_errors(void **state)
                "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,"
                "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"intermediate_size\":96,"
                "\"vocab_size\":40,\"max_position_embeddings\":512,"
-               "\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":4.0}}");
+               "\"rope_scaling\":{\"rope_type\":\"longrope\",\"factor\":4.0}}");
     assert_null(model_load(g_dir, err, sizeof(err)));
-    assert_non_null(strstr(err, "rope_scaling type 'yarn' is not supported"));
+    assert_non_null(strstr(err, "rope_scaling type 'longrope' is not supported (null, 'default', "
+                                "'linear', 'llama3' or 'yarn')"));
     /* Llama 3.1's values: the high frequencies keep theirs, the low ones are divided by 8 */
     write_text(g_dir, "config.json",
                "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,"
@@ -467,6 +469,123 @@ static void st_raw(struct buf *out, const char *header, size_t len_data)
     for (size_t i = 0; i < len_data; i++) {
         buf_append(out, "\0", 1);
     }
+}
+
+/* Writes config.json of the 64-wide llama (head_dim 16, rope_theta 10000, max_position_embeddings
+ * 16384) with rope_scaling = the JSON object rs. */
+static void write_rope_config(const char *rs)
+{
+    char cfg[1024];
+    snprintf(cfg, sizeof(cfg),
+             "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,"
+             "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"intermediate_size\":96,"
+             "\"vocab_size\":40,\"max_position_embeddings\":16384,\"num_key_value_heads\":2,"
+             "\"rope_scaling\":%s}",
+             rs);
+    write_text(g_dir, "config.json", cfg);
+}
+
+static void yarn_bad(const char *rs, const char *want)
+{
+    char err[512] = "";
+    write_rope_config(rs);
+    model *m = model_load(g_dir, err, sizeof(err));
+    if (m) {
+        model_free(m);
+        fail_msg("model_load should fail with \"%s\" for %s", want, rs);
+    }
+    if (!strstr(err, want)) {
+        fail_msg("error \"%s\" lacks \"%s\"", err, want);
+    }
+}
+
+/* rope_scaling of type yarn as transformers' _compute_yarn_parameters reads it, mapped onto the
+ * parameters its GGUF conversion gives llama.cpp; and every bad or missing field named. */
+static void test_hf_yarn(void **state)
+{
+    (void)state;
+    hf_spec s = {0};
+    write_hf(&s);
+    write_rope_config("{\"rope_type\":\"yarn\",\"factor\":4.0,"
+                      "\"original_max_position_embeddings\":4096}");
+    model *m = load_dir_ok();
+    const model_config *c = &m->cfg;
+    assert_true(c->rope_factor == 4.0f);
+    assert_int_equal(c->rope_yarn_orig_ctx, 4096);
+    assert_true(c->rope_yarn_beta_fast == 32.0f && c->rope_yarn_beta_slow == 1.0f);
+    assert_true(c->rope_attn_factor == 1.0f); /* the default magnitude: as the GGUF's */
+    assert_true(model_rope_ext_factor(c) == 1.0f);
+    assert_true(model_rope_freq_scale(c) == 0.25f);
+    assert_int_equal(c->n_ctx_train, 16384);
+    model_free(m);
+
+    /* the old "type" key, betas, and attention_factor kept as its ratio to get_mscale(factor) */
+    write_rope_config("{\"type\":\"yarn\",\"factor\":8,\"original_max_position_embeddings\":"
+                      "2048,\"beta_fast\":16,\"beta_slow\":2,\"attention_factor\":1.5}");
+    m = load_dir_ok();
+    c = &m->cfg;
+    assert_int_equal(c->rope_yarn_orig_ctx, 2048);
+    assert_true(c->rope_yarn_beta_fast == 16.0f && c->rope_yarn_beta_slow == 2.0f);
+    assert_true(c->rope_attn_factor == (float)(1.5 / (0.1 * log(8.0) + 1.0)));
+    /* what the kernels multiply cos and sin by: attention_factor */
+    assert_true(fabsf(model_rope_attn_factor(c) * (1.0f + 0.1f * logf(8.0f)) - 1.5f) < 1e-6f);
+    model_free(m);
+
+    /* beta null or 0: 32 / 1 (Python's `or`); mscale / mscale_all_dim (DeepSeek-style) */
+    write_rope_config("{\"rope_type\":\"yarn\",\"factor\":40,\"original_max_position_embeddings\":"
+                      "4096,\"beta_fast\":null,\"beta_slow\":0,\"mscale\":0.707,"
+                      "\"mscale_all_dim\":1.0}");
+    m = load_dir_ok();
+    c = &m->cfg;
+    assert_true(c->rope_yarn_beta_fast == 32.0f && c->rope_yarn_beta_slow == 1.0f);
+    const double g40 = 0.1 * log(40.0) + 1.0;
+    assert_true(c->rope_attn_factor == (float)((0.1 * 0.707 * log(40.0) + 1.0) / g40 / g40));
+    model_free(m);
+
+    /* only one of mscale / mscale_all_dim: the default magnitude */
+    write_rope_config("{\"rope_type\":\"yarn\",\"factor\":40,\"original_max_position_embeddings\":"
+                      "4096,\"mscale\":0.707}");
+    m = load_dir_ok();
+    assert_true(m->cfg.rope_attn_factor == 1.0f);
+    model_free(m);
+
+    yarn_bad("{\"rope_type\":\"yarn\",\"original_max_position_embeddings\":4096}",
+             "rope_scaling.factor (type yarn): required, a positive number");
+    yarn_bad("{\"rope_type\":\"yarn\",\"factor\":0,\"original_max_position_embeddings\":4096}",
+             "rope_scaling.factor (type yarn): out of range");
+    yarn_bad("{\"rope_type\":\"yarn\",\"factor\":-4,\"original_max_position_embeddings\":4096}",
+             "rope_scaling.factor (type yarn): out of range");
+    yarn_bad("{\"rope_type\":\"yarn\",\"factor\":\"4\",\"original_max_position_embeddings\":4096}",
+             "rope_scaling.factor: expected number, got string (type yarn)");
+    yarn_bad("{\"rope_type\":\"yarn\",\"factor\":4.0}",
+             "rope_scaling.original_max_position_embeddings (type yarn): required, a positive "
+             "number");
+    yarn_bad("{\"rope_type\":\"yarn\",\"factor\":4.0,\"original_max_position_embeddings\":0}",
+             "rope_scaling.original_max_position_embeddings (type yarn): out of range");
+    yarn_bad("{\"rope_type\":\"yarn\",\"factor\":4.0,\"original_max_position_embeddings\":"
+             "4096.5}",
+             "rope_scaling.original_max_position_embeddings (type yarn): 4096.5 is not an integer");
+    yarn_bad("{\"rope_type\":\"yarn\",\"factor\":4,\"original_max_position_embeddings\":4096,"
+             "\"beta_fast\":-32}",
+             "rope_scaling.beta_fast (type yarn): -32 is not a positive number");
+    yarn_bad("{\"rope_type\":\"yarn\",\"factor\":4,\"original_max_position_embeddings\":4096,"
+             "\"beta_slow\":\"x\"}",
+             "rope_scaling.beta_slow: expected number, got string");
+    yarn_bad("{\"rope_type\":\"yarn\",\"factor\":4,\"original_max_position_embeddings\":4096,"
+             "\"attention_factor\":0}",
+             "rope_scaling.attention_factor (type yarn): 0 is not a positive number");
+    yarn_bad("{\"rope_type\":\"yarn\",\"factor\":4,\"original_max_position_embeddings\":4096,"
+             "\"mscale\":-30,\"mscale_all_dim\":1}",
+             "rope_scaling.mscale (type yarn): -30 is not a positive number");
+    yarn_bad("{\"rope_type\":\"yarn\",\"factor\":4,\"original_max_position_embeddings\":4096,"
+             "\"truncate\":false}",
+             "rope_scaling.truncate (type yarn): false is not supported");
+    /* beta_fast below beta_slow: an inverted ramp (transformers divides by a negative width,
+     * llama.cpp by 0.001) */
+    yarn_bad("{\"rope_type\":\"yarn\",\"factor\":4,\"original_max_position_embeddings\":4096,"
+             "\"beta_fast\":1,\"beta_slow\":32}",
+             "rope_scaling.beta_fast 1 / beta_slow 32 (type yarn): the ramp's ends 5 > 3 (head_dim "
+             "16, original_max_position_embeddings 4096) are not supported");
 }
 
 static void test_safetensors(void **state)
@@ -571,6 +690,7 @@ int main(void)
         cmocka_unit_test(test_safetensors),
         cmocka_unit_test(test_hf_models),
         cmocka_unit_test(test_hf_errors),
+        cmocka_unit_test(test_hf_yarn),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

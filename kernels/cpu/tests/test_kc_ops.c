@@ -97,6 +97,102 @@ static void test_rope(void **state)
     }
 }
 
+/* ggml's YaRN in double, written from the formulas (not from kc_rope_cache_yarn): corr_dim(b) =
+ * n_rot ln(n_ctx_orig / (2 pi b)) / (2 ln base), the ramp between floor(corr_dim(beta_fast))
+ * and ceil(corr_dim(beta_slow)), the mix of the interpolated and extrapolated angle, and the
+ * magnitude attn_factor (1 + 0.1 ln(1 / freq_scale)). */
+static double yarn_corr_dim_ref(int n_rot, int n_ctx_orig, double beta, double base)
+{
+    return n_rot * log(n_ctx_orig / (2.0 * M_PI * beta)) / (2.0 * log(base));
+}
+
+static void yarn_ref(double *cs, int n_rot, int pos, double base, double freq_scale,
+                     const float *ff, double ext, double attn, int n_ctx_orig)
+{
+    const double lo = fmax(0.0, floor(yarn_corr_dim_ref(n_rot, n_ctx_orig, 32.0, base)));
+    const double hi = fmin(n_rot - 1, ceil(yarn_corr_dim_ref(n_rot, n_ctx_orig, 1.0, base)));
+    const double ms = ext != 0.0 ? attn * (1.0 + 0.1 * log(1.0 / freq_scale)) : attn;
+    for (int i = 0; i < n_rot / 2; i++) {
+        const double extrap = pos * pow(base, -2.0 * i / n_rot) / (ff ? ff[i] : 1.0);
+        const double interp = freq_scale * extrap;
+        const double y = (i - lo) / fmax(0.001, hi - lo);
+        const double mix = (1.0 - fmin(1.0, fmax(0.0, y))) * ext;
+        const double th = interp * (1.0 - mix) + extrap * mix;
+        cs[2 * i] = cos(th) * ms;
+        cs[2 * i + 1] = sin(th) * ms;
+    }
+}
+
+/*
+ * kc_rope_cache_yarn against yarn_ref. Within 1e-6 where the angles are small (positions up to
+ * 16, n_rot up to 64); elsewhere within 1e-6 plus the float rounding of ggml's angle recurrence
+ * (theta *= theta_scale: i + 1 roundings, plus the divisor, the mix and the magnitude), which no
+ * YaRN arithmetic can remove. ext_factor 0 gives kc_rope_cache_ext's cache bit for bit.
+ */
+static void test_rope_yarn(void **state)
+{
+    (void)state;
+    const int n_rots[] = {32, 64, 128, 6};
+    const double bases[] = {10000.0, 1000000.0};
+    const int origs[] = {4096, 32768, 64};
+    const float scales[] = {0.25f, 0.125f, 1.0f / 3.0f};
+    const int poss[] = {0, 1, 2, 3, 5, 9, 16, 100, 4095, 65535};
+    float ff[64];
+    for (int i = 0; i < 64; i++) {
+        ff[i] = 1.0f + (float)(i % 5) * 0.75f;
+    }
+    double worst_small = 0.0, worst_excess = 0.0;
+    for (size_t a = 0; a < sizeof(n_rots) / sizeof(n_rots[0]); a++) {
+        for (size_t b = 0; b < sizeof(bases) / sizeof(bases[0]); b++) {
+            for (size_t o = 0; o < sizeof(origs) / sizeof(origs[0]); o++) {
+                const int n_rot = n_rots[a];
+                const float base = (float)bases[b];
+                float dims[2];
+                kc_rope_yarn_corr_dims(n_rot, origs[o], base, 32.0f, 1.0f, dims);
+                assert_true(dims[0] ==
+                            fmax(0.0, floor(yarn_corr_dim_ref(n_rot, origs[o], 32.0, bases[b]))));
+                assert_true(dims[1] == fmin(n_rot - 1, ceil(yarn_corr_dim_ref(n_rot, origs[o], 1.0,
+                                                                              bases[b]))));
+                for (int v = 0; v < 6; v++) {
+                    const float fs = scales[v % 3];
+                    const float *f = v >= 3 ? ff : NULL;
+                    const float attn = v % 2 ? 1.0f : 0.875f;
+                    for (size_t p = 0; p < sizeof(poss) / sizeof(poss[0]); p++) {
+                        const int pos = poss[p];
+                        float cs[128], plain[128];
+                        double want[128];
+                        kc_rope_cache_yarn(cs, n_rot, pos, base, fs, f, 1.0f, attn, dims);
+                        yarn_ref(want, n_rot, pos, bases[b], fs, f, 1.0, attn, origs[o]);
+                        for (int i = 0; i < n_rot; i++) {
+                            const int pair = i / 2;
+                            const double d = fabs(cs[i] - want[i]);
+                            const double th =
+                                pos * pow(bases[b], -2.0 * pair / n_rot) / (f ? f[pair] : 1.0);
+                            const double recur = 1.2e-7 * (pair + 4) * th * 1.2;
+                            if (pos <= 16 && n_rot <= 64) {
+                                worst_small = d > worst_small ? d : worst_small;
+                            }
+                            worst_excess = d - recur > worst_excess ? d - recur : worst_excess;
+                        }
+                        /* ext_factor 0 is the plain cache, bit for bit (attn_factor 1) */
+                        kc_rope_cache_yarn(cs, n_rot, pos, base, fs, f, 0.0f, 1.0f, dims);
+                        kc_rope_cache_ext(plain, n_rot, pos, base, fs, f);
+                        assert_memory_equal(cs, plain, sizeof(float) * (size_t)n_rot);
+                        kc_rope_cache_yarn(cs, n_rot, pos, base, 1.0f, NULL, 0.0f, 1.0f, dims);
+                        kc_rope_cache(plain, n_rot, pos, base);
+                        assert_memory_equal(cs, plain, sizeof(float) * (size_t)n_rot);
+                    }
+                }
+            }
+        }
+    }
+    print_message("yarn: max |cache - reference| %.3g (small angles), beyond the recurrence "
+                  "bound %.3g\n",
+                  worst_small, worst_excess);
+    assert_true(worst_small < 1e-6);
+    assert_true(worst_excess < 1e-6);
+}
+
 static void test_embed_row(void **state)
 {
     (void)state;
@@ -249,6 +345,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rmsnorm_swiglu_softmax_add),
         cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_rope_yarn),
         cmocka_unit_test(test_embed_row),
         cmocka_unit_test(test_attention),
     };

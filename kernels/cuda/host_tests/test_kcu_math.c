@@ -1,6 +1,7 @@
 /* Host tests of kcu_math.h, the arithmetic the CUDA token-wise and attention kernels run:
  * conversions bit for bit against kc_convert (every f16/bf16 pattern), RoPE angles and rotations
- * against kc_rope_cache/kc_rope_apply, SwiGLU against kc_swiglu, the RMSNorm kernel's algorithm
+ * against kc_rope_cache/kc_rope_apply and its scaling (linear, Llama 3, YaRN) against
+ * kc_rope_cache_ext/kc_rope_cache_yarn, SwiGLU against kc_swiglu, the RMSNorm kernel's algorithm
  * (strided partials, the block tree) against kc_rmsnorm, the tree order against an independent
  * pairwise sum, and the online softmax with split merges against a two-pass softmax. */
 #include <math.h>
@@ -118,10 +119,35 @@ static void test_rope(void **state)
                 for (int sc = 0; sc < 2; sc++) {
                     kc_rope_cache_ext(cs, n_rot, poss[c], bases[b], scales[sc], sc ? NULL : ff);
                     for (int i = 0; i < n_rot / 2; i++) {
-                        const float th = kcu_rope_scaled(kcu_rope_theta(poss[c], ts, i), scales[sc],
-                                                         sc ? NULL : ff, i);
+                        const float th = kcu_rope_yarn(kcu_rope_theta(poss[c], ts, i), scales[sc],
+                                                       sc ? NULL : ff, i, 0.0f, 0.0f, 0.001f);
                         assert_int_equal(bits(cosf(th)), bits(cs[2 * i]));
                         assert_int_equal(bits(sinf(th)), bits(cs[2 * i + 1]));
+                    }
+                }
+                /* YaRN: ramps of several widths, clamped at 0 and at n_rot - 1 (original
+                 * contexts 4096, 64, 7 and 2^24, where n_rot 2's ramp collapses to lo == hi),
+                 * factor 4, 3 and 0.5, with and without the divisors, ext_factor 1 and 0.5,
+                 * attn_factor 1 and not */
+                const int origs[] = {4096, 64, 7, 1 << 24};
+                const float yscales[] = {0.25f, 1.0f / 3.0f, 2.0f};
+                for (size_t o = 0; o < sizeof(origs) / sizeof(origs[0]); o++) {
+                    for (int v = 0; v < 6; v++) {
+                        const float fs = yscales[v % 3];
+                        const float ext = v < 3 ? 1.0f : 0.5f;
+                        const float attn = v % 2 ? 1.0f : 0.8125f;
+                        const float *f = v % 2 ? ff : NULL;
+                        float dims[2];
+                        kc_rope_yarn_corr_dims(n_rot, origs[o], bases[b], 32.0f, 1.0f, dims);
+                        kc_rope_cache_yarn(cs, n_rot, poss[c], bases[b], fs, f, ext, attn, dims);
+                        const float ms = kcu_rope_yarn_mscale(attn, fs, ext);
+                        const float span = kcu_rope_yarn_span(dims[0], dims[1]);
+                        for (int i = 0; i < n_rot / 2; i++) {
+                            const float th = kcu_rope_yarn(kcu_rope_theta(poss[c], ts, i), fs, f, i,
+                                                           ext, dims[0], span);
+                            assert_int_equal(bits(kcu_mul_rn(cosf(th), ms)), bits(cs[2 * i]));
+                            assert_int_equal(bits(kcu_mul_rn(sinf(th), ms)), bits(cs[2 * i + 1]));
+                        }
                     }
                 }
             }

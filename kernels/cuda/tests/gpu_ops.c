@@ -235,16 +235,24 @@ static void test_rope(kcu_ctx *c)
         int n_head, head_dim, n_rot;
     } shapes[] = {{4, 64, 64}, {3, 80, 32}, {2, 128, 128}, {5, 6, 2}};
     const size_t n_shapes = sizeof(shapes) / sizeof(shapes[0]);
-    for (size_t r = 0; r < 2 * n_shapes; r++) {
-        /* the second round with RoPE scaling: Llama 3 style factors and a linear freq_scale */
+    for (size_t r = 0; r < 3 * n_shapes; r++) {
+        /* the second round with RoPE scaling: Llama 3 style factors and a linear freq_scale; the
+         * third YaRN (factor 4, original context 4096) with an attn_factor */
         const size_t k = r % n_shapes;
-        const int scaled = r >= n_shapes;
-        const float freq_scale = scaled ? 0.5f : 1.0f;
+        const int scaled = r >= n_shapes && r < 2 * n_shapes;
+        const int yarn = r >= 2 * n_shapes;
+        kcu_rope_scaling sc = {.freq_scale = scaled ? 0.5f
+                                             : yarn ? 0.25f
+                                                    : 1.0f,
+                               .ext_factor = yarn ? 1.0f : 0.0f,
+                               .attn_factor = yarn ? 0.9375f : 1.0f};
+        kc_rope_yarn_corr_dims(shapes[k].n_rot, 4096, 10000.0f, 32.0f, 1.0f, sc.corr_dims);
         float ff[64];
         for (int i = 0; i < 64; i++) {
             ff[i] = 1.0f + (float)(i % 9) * 0.875f;
         }
         float *d_ff = scaled ? up(c, ff, sizeof(ff)) : NULL;
+        sc.d_freq_factors = d_ff;
         for (int neox = 0; neox < 2; neox++) {
             enum { N = 7 };
             const int width = shapes[k].n_head * shapes[k].head_dim;
@@ -257,16 +265,18 @@ static void test_rope(kcu_ctx *c)
             float *d_x = up(c, x, sz);
             int32_t *d_pos = up(c, pos, sizeof(pos));
             for (int i = 0; i < N; i++) {
-                kc_rope_cache_ext(cs, shapes[k].n_rot, pos[i], 10000.0f, freq_scale,
-                                  scaled ? ff : NULL);
+                kc_rope_cache_yarn(cs, shapes[k].n_rot, pos[i], 10000.0f, sc.freq_scale,
+                                   scaled ? ff : NULL, sc.ext_factor, sc.attn_factor, sc.corr_dims);
                 kc_rope_apply(x + i * width, shapes[k].n_head, shapes[k].head_dim, shapes[k].n_rot,
                               cs, neox != 0);
             }
             check_rc(kcu_rope(c, d_x, N, shapes[k].n_head, shapes[k].head_dim, shapes[k].n_rot,
-                              d_pos, 10000.0f, neox != 0, freq_scale, d_ff),
+                              d_pos, 10000.0f, neox != 0, r < n_shapes ? NULL : &sc),
                      "kcu_rope");
             down(c, got, d_x, sz);
-            compare(neox ? "rope neox" : "rope norm", got, x, (size_t)N * (size_t)width, 1e-5f);
+            compare(yarn ? (neox ? "rope neox yarn" : "rope norm yarn")
+                         : (neox ? "rope neox" : "rope norm"),
+                    got, x, (size_t)N * (size_t)width, 1e-5f);
             kcu_free(c, d_x);
             kcu_free(c, d_pos);
             free(x);
@@ -435,7 +445,7 @@ static void test_attention(kcu_ctx *c, int bs, int n_head, int n_head_kv, int hd
 static void test_bad_args(kcu_ctx *c)
 {
     if (kcu_rmsnorm(c, NULL, NULL, NULL, 1, 8, 1e-5f) != -EINVAL ||
-        kcu_rope(c, NULL, 0, 2, 8, 3, NULL, 1e4f, false, 1.0f, NULL) != -EINVAL ||
+        kcu_rope(c, NULL, 0, 2, 8, 3, NULL, 1e4f, false, NULL) != -EINVAL ||
         kcu_embed(c, TD_Q8_0, NULL, 33, NULL, 0, NULL) != -EINVAL) {
         fprintf(stderr, "FAIL: bad arguments not rejected\n");
         g_fail = 1;
