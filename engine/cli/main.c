@@ -698,7 +698,17 @@ static int cmd_bench(struct cli_args *a)
     for (int32_t i = 0; i < n_blocks; i++) {
         blocks[i] = i + 1;
     }
-    const char *wtype = td_name(m->layers[0].wq->type);
+    /* the attention Q type names the file, "+mix" when other matrices differ (Q4_K_M...) */
+    char wtype[32];
+    bool mixed = false;
+    for (int l = 0; l < m->cfg.n_layer; l++) {
+        const model_layer *L = &m->layers[l];
+        const model_tensor *mats[] = {L->wq, L->wk, L->wv, L->wo, L->w_gate, L->w_up, L->w_down};
+        for (size_t i = 0; i < sizeof(mats) / sizeof(mats[0]); i++) {
+            mixed = mixed || mats[i]->type != m->layers[0].wq->type;
+        }
+    }
+    snprintf(wtype, sizeof(wtype), "%s%s", td_name(m->layers[0].wq->type), mixed ? "+mix" : "");
     if (!json) {
         printf("| model | size | params | backend | threads | test | t/s |\n");
         printf("| --- | ---: | ---: | --- | ---: | ---: | ---: |\n");
