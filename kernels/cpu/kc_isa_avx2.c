@@ -259,16 +259,19 @@ KC_INLINE void kc_ksb_load(tdtype ty, const uint8_t *blk, kc_ksb *s)
     case TD_Q5_K: {
         /* Q4_K and Q5_K share the d, dmin and scales offsets. The 12 bytes of 6-bit scales and
          * mins unpack to bytes 0..7 (scales) and 8..15 (mins), as kc__k4_scales. */
+        /* in 32-bit lanes, from the 12 bytes u0 u1 u2 (and 4 bytes of qs after them):
+         * [u0 & m6, (u2 & m4) | ((u0 >> 6) & m2) << 4, u1 & m6, ((u2 >> 4) & m4) | ((u1 >> 6)
+         * & m2) << 4], all in registers (scalar stores then a vector load stall on store
+         * forwarding) */
         const td_block_q4_k *b = (const td_block_q4_k *)blk;
-        uint32_t u[4];
-        memcpy(u, b->scales, 12);
-        const uint32_t m6 = 0x3f3f3f3fu, m4 = 0x0f0f0f0fu, m2 = 0x03030303u;
-        u[3] = ((u[2] >> 4) & m4) | (((u[1] >> 6) & m2) << 4);
-        const uint32_t mins_lo = u[1] & m6;
-        u[1] = (u[2] & m4) | (((u[0] >> 6) & m2) << 4);
-        u[2] = mins_lo;
-        u[0] &= m6;
-        const __m128i v = _mm_loadu_si128((const __m128i *)u);
+        const __m128i raw = _mm_loadu_si128((const __m128i *)b->scales);
+        const __m128i a = _mm_shuffle_epi32(raw, _MM_SHUFFLE(2, 1, 2, 0)); /* u0 u2 u1 u2 */
+        const __m128i c = _mm_shuffle_epi32(raw, _MM_SHUFFLE(1, 1, 0, 0)); /* u0 u0 u1 u1 */
+        const __m128i lo = _mm_and_si128(a, _mm_set1_epi8(0x3f));
+        const __m128i hi = _mm_or_si128(
+            _mm_and_si128(_mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4)), _mm_set1_epi8(0x0f)),
+            _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(c, 6), _mm_set1_epi8(0x03)), 4));
+        const __m128i v = _mm_blend_epi32(lo, hi, 0xA);
         s->sc16 = kc_dup8_epu8(v, 0);
         s->mins16 = kc_dup8_epu8(v, 1);
         s->d = kc_h2f(b->d);
@@ -296,24 +299,41 @@ KC_INLINE void kc_ksb_load(tdtype ty, const uint8_t *blk, kc_ksb *s)
         break;
     }
     case TD_Q3_K: {
+        /* kc__q3k_scales in registers: low nibbles of bytes 0..7 then their high nibbles, each
+         * with two bits of byte 8 + j % 4 (shifted by 2 (j / 4)) on top, minus 32 */
         const td_block_q3_k *b = (const td_block_q3_k *)blk;
-        int8_t sc[16];
-        kc__q3k_scales(b->scales, sc);
+        uint32_t h4;
+        memcpy(&h4, b->scales + 8, sizeof(h4));
+        const __m128i lo8 = _mm_loadl_epi64((const __m128i *)b->scales);
+        const __m128i m4 = _mm_set1_epi8(0x0F);
+        const __m128i nib =
+            _mm_unpacklo_epi64(_mm_and_si128(lo8, m4), _mm_and_si128(_mm_srli_epi16(lo8, 4), m4));
+        const __m128i hb = _mm_and_si128(
+            _mm_srlv_epi32(_mm_set1_epi32((int)h4), _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(3));
+        const __m128i u = _mm_or_si128(nib, _mm_slli_epi16(hb, 4));
         s->d = kc_h2f(b->d);
-        s->sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
+        s->sc16 = _mm256_sub_epi16(_mm256_cvtepu8_epi16(u), _mm256_set1_epi16(32));
         s->qh = _mm256_loadu_si256((const __m256i *)b->hmask);
         break;
     }
     default: { /* IQ4_XS */
+        /* scale ib: nibble ib of scales_l (low first) | bits 2 ib, 2 ib + 1 of scales_h << 4 */
         const td_block_iq4_xs *b = (const td_block_iq4_xs *)blk;
-        uint8_t ls[16] = {0};
-        for (int ib = 0; ib < 8; ib++) {
-            ls[ib] = (uint8_t)(((b->scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) |
-                               (((b->scales_h >> (2 * ib)) & 3) << 4));
-        }
+        uint32_t l4;
+        memcpy(&l4, b->scales_l, sizeof(l4));
+        const __m128i sl = _mm_cvtsi32_si128((int)l4);
+        const __m128i m4 = _mm_set1_epi8(0x0F);
+        const __m128i nib =
+            _mm_unpacklo_epi8(_mm_and_si128(sl, m4), _mm_and_si128(_mm_srli_epi16(sl, 4), m4));
+        const __m128i sh = _mm_set1_epi32(b->scales_h);
+        const __m128i m2 = _mm_set1_epi32(3); /* masked before packing: no saturation */
+        const __m128i h0 = _mm_and_si128(_mm_srlv_epi32(sh, _mm_setr_epi32(0, 2, 4, 6)), m2);
+        const __m128i h1 = _mm_and_si128(_mm_srlv_epi32(sh, _mm_setr_epi32(8, 10, 12, 14)), m2);
+        const __m128i hw = _mm_packs_epi32(h0, h1);
+        const __m128i hb = _mm_packus_epi16(hw, hw); /* bytes 0..7: the bits of ib 0..7 */
+        const __m128i ls = _mm_or_si128(nib, _mm_slli_epi16(hb, 4));
         s->d = kc_h2f(b->d);
-        s->sc16 = _mm256_sub_epi16(kc_dup8_epu8(_mm_loadu_si128((const __m128i *)ls), 0),
-                                   _mm256_set1_epi16(32));
+        s->sc16 = _mm256_sub_epi16(kc_dup8_epu8(ls, 0), _mm256_set1_epi16(32));
         break;
     }
     }
@@ -348,10 +368,11 @@ KC_INLINE __m256i kc_ksb_group(tdtype ty, const kc_ksb *s, int g)
                                           : ((const td_block_q5_k *)s->blk)->qs;
         const __m256i raw = _mm256_loadu_si256((const __m256i *)(qs + 32 * (g / 2)));
         __m256i q = _mm256_and_si256(g % 2 ? _mm256_srli_epi16(raw, 4) : raw, m4);
-        if (ty == TD_Q5_K) { /* bit g of qh[l] is element 32g + l's fifth bit */
-            const __m256i bit = _mm256_set1_epi8((char)(1 << g));
-            const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(s->qh, bit), bit);
-            q = _mm256_or_si256(q, _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
+        if (ty == TD_Q5_K) { /* bit g of qh[l] is element 32g + l's fifth bit: move it to bit 4
+                              * (16-bit shifts; the mask drops what crosses bytes) */
+            const __m256i h =
+                g <= 4 ? _mm256_slli_epi16(s->qh, 4 - g) : _mm256_srli_epi16(s->qh, g - 4);
+            q = _mm256_or_si256(q, _mm256_and_si256(h, _mm256_set1_epi8(0x10)));
         }
         return q;
     }
@@ -389,68 +410,82 @@ KC_INLINE bool kc_k_signed(tdtype ty)
     return ty == TD_Q3_K || ty == TD_IQ4_XS;
 }
 
-#define RMK 1 /* rows per K tile: the decode dominates, so no row reuse of activations */
-#define NTK 4 /* tokens per K tile */
+#define RMK  1 /* prompt tiles: 1 row x 4 tokens (the decode dominates; no row reuse) */
+#define NTK  4
+#define RMKD 2 /* decode tiles (n <= KC_PF_MAX_N): 2 rows x 1 token, two independent chains */
+#define NTKD 1
 
+/* One super-block of row r against tokens [t0, t0 + nt): adds to acc[0 .. nt). */
+KC_INLINE void kc_k_block(const kc__mm *a, tdtype ty, const uint8_t *blk, int64_t ib, int64_t nb,
+                          int64_t t0, int nt, __m256 *acc)
+{
+    const bool has_min = ty == TD_Q2_K || ty == TD_Q4_K || ty == TD_Q5_K;
+    kc_ksb sb;
+    kc_ksb_load(ty, blk, &sb);
+    const td_block_q8_k *xb[NTK];
+    __m256i isum[NTK];
+    for (int t = 0; t < nt; t++) {
+        xb[t] = a->xqk + (t0 + t) * nb + ib;
+        isum[t] = _mm256_setzero_si256();
+    }
+    for (int g = 0; g < 8; g++) {
+        const __m256i w = kc_ksb_group(ty, &sb, g);
+        const __m256i sv = kc_ksb_scales(&sb, g);
+        const __m256i wa = kc_k_signed(ty) ? _mm256_abs_epi8(w) : w;
+        for (int t = 0; t < nt; t++) {
+            __m256i xv = _mm256_loadu_si256((const __m256i *)(xb[t]->qs + 32 * g));
+            if (kc_k_signed(ty)) {
+                xv = _mm256_sign_epi8(xv, w);
+            }
+            const __m256i p = _mm256_maddubs_epi16(wa, xv);
+            isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p, sv));
+        }
+    }
+    for (int t = 0; t < nt; t++) {
+        const __m256i bs = _mm256_loadu_si256((const __m256i *)xb[t]->bsums);
+        if (ty == TD_Q6_K) { /* sum (q - 32) x = sum q x - 32 sum x, per scale */
+            isum[t] =
+                _mm256_sub_epi32(isum[t], _mm256_slli_epi32(_mm256_madd_epi16(bs, sb.sc16), 5));
+        }
+        const float dx = xb[t]->d;
+        acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dx * sb.d), _mm256_cvtepi32_ps(isum[t]), acc[t]);
+        if (has_min) {
+            const __m256i ms = _mm256_madd_epi16(bs, sb.mins16);
+            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(-dx * sb.dmin), _mm256_cvtepi32_ps(ms), acc[t]);
+        }
+    }
+}
+
+/* Rows [r0, r0 + nr) x tokens [t0, t0 + nt), super-block by super-block with the rows
+ * interleaved: each (row, token) pair gets the same operations in the same order whatever nr
+ * and nt are. */
 KC_INLINE void kc_tile_k(const kc__mm *a, tdtype ty, int64_t r0, int nr, int64_t t0, int nt)
 {
     const int64_t nb = a->k / TD_QKK;
     const bool pf = a->n <= KC_PF_MAX_N;
     const int64_t bsz = (int64_t)td_block_bytes(ty);
-    const bool has_min = ty == TD_Q2_K || ty == TD_Q4_K || ty == TD_Q5_K;
+    const uint8_t *wr[RMKD > RMK ? RMKD : RMK];
+    __m256 acc[RMKD > RMK ? RMKD : RMK][NTK];
     for (int r = 0; r < nr; r++) {
-        const uint8_t *wr = a->w + (size_t)(r0 + r) * a->w_row_bytes;
-        __m256 acc[NTK];
+        wr[r] = a->w + (size_t)(r0 + r) * a->w_row_bytes;
         for (int t = 0; t < nt; t++) {
-            acc[t] = _mm256_setzero_ps();
+            acc[r][t] = _mm256_setzero_ps();
         }
-        for (int64_t ib = 0; ib < nb; ib++) {
-            const uint8_t *blk = wr + ib * bsz;
+    }
+    for (int64_t ib = 0; ib < nb; ib++) {
+        for (int r = 0; r < nr; r++) {
+            const uint8_t *blk = wr[r] + ib * bsz;
             if (pf) {
                 for (int64_t off = 0; off < bsz; off += 64) {
                     _mm_prefetch((const char *)blk + KC_PF_DIST + off, _MM_HINT_T0);
                 }
             }
-            kc_ksb sb;
-            kc_ksb_load(ty, blk, &sb);
-            const td_block_q8_k *xb[NTK];
-            __m256i isum[NTK];
-            for (int t = 0; t < nt; t++) {
-                xb[t] = a->xqk + (t0 + t) * nb + ib;
-                isum[t] = _mm256_setzero_si256();
-            }
-            for (int g = 0; g < 8; g++) {
-                const __m256i w = kc_ksb_group(ty, &sb, g);
-                const __m256i sv = kc_ksb_scales(&sb, g);
-                const __m256i wa = kc_k_signed(ty) ? _mm256_abs_epi8(w) : w;
-                for (int t = 0; t < nt; t++) {
-                    __m256i xv = _mm256_loadu_si256((const __m256i *)(xb[t]->qs + 32 * g));
-                    if (kc_k_signed(ty)) {
-                        xv = _mm256_sign_epi8(xv, w);
-                    }
-                    const __m256i p = _mm256_maddubs_epi16(wa, xv);
-                    isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p, sv));
-                }
-            }
-            const __m256i sc16 = sb.sc16;
-            for (int t = 0; t < nt; t++) {
-                const __m256i bs = _mm256_loadu_si256((const __m256i *)xb[t]->bsums);
-                if (ty == TD_Q6_K) { /* sum (q - 32) x = sum q x - 32 sum x, per scale */
-                    isum[t] = _mm256_sub_epi32(isum[t],
-                                               _mm256_slli_epi32(_mm256_madd_epi16(bs, sc16), 5));
-                }
-                const float dx = xb[t]->d;
-                acc[t] =
-                    _mm256_fmadd_ps(_mm256_set1_ps(dx * sb.d), _mm256_cvtepi32_ps(isum[t]), acc[t]);
-                if (has_min) {
-                    const __m256i ms = _mm256_madd_epi16(bs, sb.mins16);
-                    acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(-dx * sb.dmin), _mm256_cvtepi32_ps(ms),
-                                             acc[t]);
-                }
-            }
+            kc_k_block(a, ty, blk, ib, nb, t0, nt, acc[r]);
         }
+    }
+    for (int r = 0; r < nr; r++) {
         for (int t = 0; t < nt; t++) {
-            a->y[(t0 + t) * a->m + r0 + r] = kc_hsum256(acc[t]);
+            a->y[(t0 + t) * a->m + r0 + r] = kc_hsum256(acc[r][t]);
         }
     }
 }
@@ -465,11 +500,17 @@ KC_ROWS_FN(kc_rows_q5_0, kc_tile_q, RMQ, NTQ, TD_Q5_0)
 KC_ROWS_FN(kc_rows_q5_1, kc_tile_q, RMQ, NTQ, TD_Q5_1)
 KC_ROWS_FN(kc_rows_iq4_nl, kc_tile_q, RMQ, NTQ, TD_IQ4_NL)
 KC_ROWS_FN(kc_rows_q2_k, kc_tile_k, RMK, NTK, TD_Q2_K)
+KC_ROWS_FN(kc_rows_q2_k_dec, kc_tile_k, RMKD, NTKD, TD_Q2_K)
 KC_ROWS_FN(kc_rows_q3_k, kc_tile_k, RMK, NTK, TD_Q3_K)
+KC_ROWS_FN(kc_rows_q3_k_dec, kc_tile_k, RMKD, NTKD, TD_Q3_K)
 KC_ROWS_FN(kc_rows_q4_k, kc_tile_k, RMK, NTK, TD_Q4_K)
+KC_ROWS_FN(kc_rows_q4_k_dec, kc_tile_k, RMKD, NTKD, TD_Q4_K)
 KC_ROWS_FN(kc_rows_q5_k, kc_tile_k, RMK, NTK, TD_Q5_K)
+KC_ROWS_FN(kc_rows_q5_k_dec, kc_tile_k, RMKD, NTKD, TD_Q5_K)
 KC_ROWS_FN(kc_rows_q6_k, kc_tile_k, RMK, NTK, TD_Q6_K)
+KC_ROWS_FN(kc_rows_q6_k_dec, kc_tile_k, RMKD, NTKD, TD_Q6_K)
 KC_ROWS_FN(kc_rows_iq4_xs, kc_tile_k, RMK, NTK, TD_IQ4_XS)
+KC_ROWS_FN(kc_rows_iq4_xs_dec, kc_tile_k, RMKD, NTKD, TD_IQ4_XS)
 
 static void kc_mm_rows_avx2(const kc__mm *a, int64_t r0, int64_t r1)
 {
@@ -502,22 +543,46 @@ static void kc_mm_rows_avx2(const kc__mm *a, int64_t r0, int64_t r1)
         kc_rows_iq4_nl(a, r0, r1);
         break;
     case TD_Q2_K:
-        kc_rows_q2_k(a, r0, r1);
+        if (a->n <= KC_PF_MAX_N) {
+            kc_rows_q2_k_dec(a, r0, r1);
+        } else {
+            kc_rows_q2_k(a, r0, r1);
+        }
         break;
     case TD_Q3_K:
-        kc_rows_q3_k(a, r0, r1);
+        if (a->n <= KC_PF_MAX_N) {
+            kc_rows_q3_k_dec(a, r0, r1);
+        } else {
+            kc_rows_q3_k(a, r0, r1);
+        }
         break;
     case TD_Q4_K:
-        kc_rows_q4_k(a, r0, r1);
+        if (a->n <= KC_PF_MAX_N) {
+            kc_rows_q4_k_dec(a, r0, r1);
+        } else {
+            kc_rows_q4_k(a, r0, r1);
+        }
         break;
     case TD_Q5_K:
-        kc_rows_q5_k(a, r0, r1);
+        if (a->n <= KC_PF_MAX_N) {
+            kc_rows_q5_k_dec(a, r0, r1);
+        } else {
+            kc_rows_q5_k(a, r0, r1);
+        }
         break;
     case TD_Q6_K:
-        kc_rows_q6_k(a, r0, r1);
+        if (a->n <= KC_PF_MAX_N) {
+            kc_rows_q6_k_dec(a, r0, r1);
+        } else {
+            kc_rows_q6_k(a, r0, r1);
+        }
         break;
     case TD_IQ4_XS:
-        kc_rows_iq4_xs(a, r0, r1);
+        if (a->n <= KC_PF_MAX_N) {
+            kc_rows_iq4_xs_dec(a, r0, r1);
+        } else {
+            kc_rows_iq4_xs(a, r0, r1);
+        }
         break;
     default:
         kc__ops_scalar.mm_rows(a, r0, r1);
