@@ -52,6 +52,8 @@ typedef struct kc__isa_ops {
     void (*axpy_f16)(float *y, float s, const uint16_t *x, int64_t n);
     /* Q8_0 quantization of k floats (k % 32 == 0), bit-identical to the scalar reference. */
     void (*quant_q8)(const float *x, td_block_q8_0 *y, int64_t k);
+    /* Q8_K quantization of k floats (k % 256 == 0), bit-identical to kc__quantize_q8k_ref. */
+    void (*quant_q8k)(const float *x, td_block_q8_k *y, int64_t k);
     /* One KV block of online-softmax attention for one query: folds cnt keys/values (rows of hd
      * f16 or f32 elements at kb/vb) into the running max *m, sum *l and accumulator acc[hd].
      * Returns false (touching nothing) when this level has no kernel for hd; may be NULL. */
@@ -67,6 +69,13 @@ extern const kc__isa_ops kc__ops_avx512;
 
 /* The scalar Q8_0 quantizer (ggml's reference rounding), used by the scalar level. */
 void kc__quantize_q8_ref(const float *x, td_block_q8_0 *y, int64_t k);
+
+/* The scalar Q8_K quantizer (ggml's quantize_row_q8_K_ref), and the AVX2 one, which the AVX-512
+ * level uses too. */
+void kc__quantize_q8k_ref(const float *x, td_block_q8_k *y, int64_t k);
+#if defined(__x86_64__)
+void kc__quantize_q8k_avx2(const float *x, td_block_q8_k *y, int64_t k);
+#endif
 
 /* Scalar building blocks of the quantized types (kc_quants.c), shared by the ISA levels. */
 void kc__k4_scales(const uint8_t q[12], uint8_t sc[8], uint8_t mn[8]); /* Q4_K/Q5_K */

@@ -677,8 +677,67 @@ static void kc_quant_q8_avx2(const float *x, td_block_q8_0 *y, int64_t k)
     }
 }
 
+/* kc__quantize_q8k_ref with 8 lanes: the same products, the same rounding (half to even) and
+ * clamp, so the same bytes. */
+void kc__quantize_q8k_avx2(const float *x, td_block_q8_k *y, int64_t k)
+{
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int64_t i = 0; i < k / TD_QKK; i++) {
+        const float *xb = x + i * TD_QKK;
+        __m256 mx = _mm256_setzero_ps();
+        for (int j = 0; j < TD_QKK; j += 8) {
+            mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, _mm256_loadu_ps(xb + j)));
+        }
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        const float amax = _mm_cvtss_f32(m4);
+        if (amax == 0.0f) {
+            memset(&y[i], 0, sizeof(y[i]));
+            continue;
+        }
+        /* the first element of that magnitude, as the reference's strict > keeps it */
+        float max = 0.0f;
+        const __m256 av = _mm256_set1_ps(amax);
+        for (int j = 0; j < TD_QKK; j += 8) {
+            const int hit = _mm256_movemask_ps(
+                _mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(xb + j)), av, _CMP_EQ_OQ));
+            if (hit) {
+                max = xb[j + __builtin_ctz((unsigned)hit)];
+                break;
+            }
+        }
+        const float iscale = -127.0f / max;
+        const __m256 is = _mm256_set1_ps(iscale);
+        const __m256i q127 = _mm256_set1_epi32(127);
+        for (int j = 0; j < TD_QKK; j += 32) {
+            __m256i q[4];
+            for (int v = 0; v < 4; v++) {
+                const __m256 p = _mm256_mul_ps(is, _mm256_loadu_ps(xb + j + 8 * v));
+                q[v] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_round_ps(
+                                            p, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)),
+                                        q127);
+            }
+            const __m256i b = _mm256_permutevar8x32_epi32(
+                _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3])),
+                perm);
+            _mm256_storeu_si256((__m256i *)(y[i].qs + j), b);
+            /* the two 16-element sums: bytes -> pairs -> quads, then each 128-bit half */
+            const __m256i s4 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), b),
+                                                 _mm256_set1_epi16(1));
+            const __m256i s2 = _mm256_hadd_epi32(s4, s4);
+            const __m256i s1 = _mm256_hadd_epi32(s2, s2);
+            y[i].bsums[j / 16] = (int16_t)_mm256_extract_epi32(s1, 0);
+            y[i].bsums[j / 16 + 1] = (int16_t)_mm256_extract_epi32(s1, 4);
+        }
+        y[i].d = 1.0f / iscale;
+    }
+}
+
 const kc__isa_ops kc__ops_avx2 = {
     .quant_q8 = kc_quant_q8_avx2,
+    .quant_q8k = kc__quantize_q8k_avx2,
     .mm_rows = kc_mm_rows_avx2,
     .dot_f32 = kc_dot_f32_avx2,
     .dot_f16 = kc_dot_f16_avx2,

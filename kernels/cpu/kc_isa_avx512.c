@@ -540,6 +540,7 @@ static void kc_quant_q8_avx512(const float *x, td_block_q8_0 *y, int64_t k)
 
 const kc__isa_ops kc__ops_avx512 = {
     .quant_q8 = kc_quant_q8_avx512,
+    .quant_q8k = kc__quantize_q8k_avx2,
     .attn_block = kc_attn_block_avx512,
     .mm_rows = kc_mm_rows_avx512,
     .dot_f32 = kc_dot_f32_avx512,

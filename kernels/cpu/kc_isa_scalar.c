@@ -110,4 +110,5 @@ const kc__isa_ops kc__ops_scalar = {
     .axpy_f32 = kc_axpy_f32_scalar,
     .axpy_f16 = kc_axpy_f16_scalar,
     .quant_q8 = kc__quantize_q8_ref,
+    .quant_q8k = kc__quantize_q8k_ref,
 };

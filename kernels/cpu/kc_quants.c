@@ -340,6 +340,11 @@ void kc_quantize_row_q8_1(const float *x, td_block_q8_1 *y, int64_t k)
 
 void kc_quantize_row_q8_k(const float *x, td_block_q8_k *y, int64_t k)
 {
+    kc__ops()->quant_q8k(x, y, k);
+}
+
+void kc__quantize_q8k_ref(const float *x, td_block_q8_k *y, int64_t k)
+{
     for (int64_t i = 0; i < k / TD_QKK; i++) {
         const float *xb = x + i * TD_QKK;
         float amax = 0.0f, max = 0.0f;

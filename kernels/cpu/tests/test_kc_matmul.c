@@ -393,6 +393,50 @@ static void test_quantize_all_isas(void **state)
     assert_int_equal(kc_isa_set(best), 0);
 }
 
+/* Every ISA level's Q8_K quantizer gives the scalar reference's bytes: the value of largest
+ * magnitude (the first of a +/- pair of equal magnitude) maps to -127, ties round half to even,
+ * an all-zero block is zeros, and the 16-element sums match. */
+static void test_quantize_q8k_all_isas(void **state)
+{
+    (void)state;
+    enum { K = 256 * 6 };
+    static float x[K];
+    for (int i = 0; i < K; i++) {
+        x[i] = frand() * (i < K / 2 ? 3.0f : 1e-3f);
+    }
+    for (int j = 0; j < 256; j++) { /* block 0: scale 1 (max -127), exact ties j + 0.5 */
+        x[j] = (float)(j % 200 - 100) + 0.5f;
+    }
+    x[7] = -127.0f;
+    x[9] = 127.0f; /* equal magnitude, later: the first (-127) is the max */
+    for (int j = 256; j < 512; j++) {
+        x[j] = 0.0f; /* block 1: all zero */
+    }
+    x[600] = 5.0f; /* block 2: a positive max, so the quants flip sign */
+    static td_block_q8_k ref[K / 256], got[K / 256];
+    kc_isa best = kc_isa_best();
+    assert_int_equal(kc_isa_set(KC_ISA_SCALAR), 0);
+    kc_quantize_row_q8_k(x, ref, K);
+    assert_true(ref[0].d == 1.0f);
+    assert_int_equal(ref[0].qs[7], -127);
+    assert_int_equal(ref[0].qs[9], 127);
+    assert_int_equal(ref[0].qs[0], -100); /* -99.5 -> -100 (even) */
+    assert_int_equal(ref[0].qs[1], -98);  /* -98.5 -> -98 */
+    assert_true(ref[1].d == 0.0f);
+    assert_true(ref[2].d < 0.0f);
+    for (int isa = KC_ISA_SCALAR; isa <= (int)best; isa++) {
+        assert_int_equal(kc_isa_set((kc_isa)isa), 0);
+        memset(got, 0x55, sizeof(got));
+        kc_quantize_row_q8_k(x, got, K);
+        for (int b = 0; b < K / 256; b++) {
+            assert_memory_equal(&got[b].d, &ref[b].d, sizeof(float));
+            assert_memory_equal(got[b].qs, ref[b].qs, 256);
+            assert_memory_equal(got[b].bsums, ref[b].bsums, sizeof(ref[b].bsums));
+        }
+    }
+    assert_int_equal(kc_isa_set(best), 0);
+}
+
 static void test_matmul_bad_args(void **state)
 {
     (void)state;
@@ -466,7 +510,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conversions),       cmocka_unit_test(test_matmul_bad_args),
         cmocka_unit_test(test_matmul_all_isas),   cmocka_unit_test(test_matmul_multi),
-        cmocka_unit_test(test_quantize_all_isas),
+        cmocka_unit_test(test_quantize_all_isas), cmocka_unit_test(test_quantize_q8k_all_isas),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
