@@ -223,6 +223,118 @@ KC_INLINE void kc_tile_q(const kc__mm *a, tdtype ty, int64_t r0, int nr, int64_t
     }
 }
 
+/* ---- packed Q4_0 (kc_weight_prepare's 8-row interleave, see kc_internal.h) ----
+ *
+ * Each ymm lane is one of 8 rows. Per 32-block and sub-step j the raw bytes give the nibbles of
+ * elements 4j..4j+3 (low) and 16+4j.. (high) of every row; maddubs against the activation bytes
+ * broadcast to all lanes adds two products per int16 lane, and the eight maddubs of a block add
+ * up in int16 (|sum| <= 8 * 2 * 15 * 127 = 30480: no saturation) before one madd widens each
+ * row's lane pair to int32. The nibbles are unsigned (w + 8): each row's sum is corrected
+ * exactly by -8 times the activation block's sum. */
+#define NTP4 2 /* tokens per packed tile (2 groups x 2 tokens: 4 int16 and 4 f32 accumulators) */
+
+KC_INLINE void kc_tile_pk4(const kc__mm *a, int64_t r0, int ng, int64_t t0, int nt)
+{
+    const int64_t nb = a->k / TD_QK;
+    const size_t bb = kc__packed_block_bytes(TD_Q4_0);
+    const uint8_t *gp[2];
+    const td_block_q8_0 *xr[NTP4];
+    const int32_t *xs[NTP4];
+    __m256 acc[NTP4][2];
+    const bool pf = a->n <= KC_PF_MAX_N;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int g = 0; g < ng; g++) {
+        gp[g] = a->packed + (size_t)(r0 / KC__PACK_ROWS + g) * (size_t)nb * bb;
+    }
+    for (int t = 0; t < nt; t++) {
+        xr[t] = a->xq + (t0 + t) * nb;
+        xs[t] = a->xsum + (t0 + t) * nb;
+        for (int g = 0; g < ng; g++) {
+            acc[t][g] = _mm256_setzero_ps();
+        }
+    }
+    for (int64_t ib = 0; ib < nb; ib++) {
+        __m256i p16[NTP4][2];
+        for (int t = 0; t < nt; t++) {
+            for (int g = 0; g < ng; g++) {
+                p16[t][g] = _mm256_setzero_si256();
+            }
+        }
+        if (pf) {
+            for (int g = 0; g < ng; g++) {
+                const char *p = (const char *)gp[g] + ib * (int64_t)bb + KC_PF_DIST;
+                for (size_t off = 0; off < bb; off += 64) {
+                    _mm_prefetch(p + off, _MM_HINT_T0);
+                }
+            }
+        }
+        for (int j = 0; j < 4; j++) {
+            __m256i wl[2], wh[2];
+            for (int g = 0; g < ng; g++) {
+                const __m256i raw =
+                    _mm256_loadu_si256((const __m256i *)(gp[g] + ib * bb + 16 + 32 * j));
+                wl[g] = _mm256_and_si256(raw, m4);
+                wh[g] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+            }
+            for (int t = 0; t < nt; t++) {
+                int32_t xl, xh;
+                memcpy(&xl, xr[t][ib].qs + 4 * j, sizeof(xl));
+                memcpy(&xh, xr[t][ib].qs + 16 + 4 * j, sizeof(xh));
+                const __m256i bl = _mm256_set1_epi32(xl), bh = _mm256_set1_epi32(xh);
+                for (int g = 0; g < ng; g++) {
+                    p16[t][g] = _mm256_add_epi16(p16[t][g], _mm256_maddubs_epi16(wl[g], bl));
+                    p16[t][g] = _mm256_add_epi16(p16[t][g], _mm256_maddubs_epi16(wh[g], bh));
+                }
+            }
+        }
+        for (int g = 0; g < ng; g++) {
+            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(gp[g] + ib * bb)));
+            for (int t = 0; t < nt; t++) {
+                const __m256i isum = _mm256_sub_epi32(_mm256_madd_epi16(p16[t][g], ones),
+                                                      _mm256_set1_epi32(8 * xs[t][ib]));
+                const __m256 dwx = _mm256_mul_ps(dw, _mm256_set1_ps(kc_h2f(xr[t][ib].d)));
+                acc[t][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), dwx, acc[t][g]);
+            }
+        }
+    }
+    for (int g = 0; g < ng; g++) {
+        const int64_t row = r0 + (int64_t)g * KC__PACK_ROWS;
+        const int64_t valid = a->m - row < KC__PACK_ROWS ? a->m - row : KC__PACK_ROWS;
+        for (int t = 0; t < nt; t++) {
+            float out[KC__PACK_ROWS];
+            _mm256_storeu_ps(out, acc[t][g]);
+            memcpy(a->y + (t0 + t) * a->m + row, out, sizeof(float) * (size_t)valid);
+        }
+    }
+}
+
+/* Rows [r0, r1) (r0 a multiple of 8) of a packed Q4_0 weight: 2 groups of 8 rows at a time. */
+static void kc_rows_pk4(const kc__mm *a, int64_t r0, int64_t r1)
+{
+    for (int64_t tb = 0; tb < a->n; tb += KC_TB) {
+        const int64_t te = tb + KC_TB < a->n ? tb + KC_TB : a->n;
+        for (int64_t r = r0; r < r1; r += 2 * KC__PACK_ROWS) {
+            const int ng = r + KC__PACK_ROWS < r1 ? 2 : 1;
+            int64_t t = tb;
+            for (; t + NTP4 <= te; t += NTP4) {
+                if (ng == 2) {
+                    kc_tile_pk4(a, r, 2, t, NTP4);
+                } else {
+                    kc_tile_pk4(a, r, 1, t, NTP4);
+                }
+            }
+            if (t < te) {
+                if (ng == 2) {
+                    kc_tile_pk4(a, r, 2, t, 1);
+                } else {
+                    kc_tile_pk4(a, r, 1, t, 1);
+                }
+            }
+        }
+    }
+}
+
 /* ---- K-quants and IQ4_XS against Q8_K activations ----
  *
  * A super-block is 8 groups of 32 elements. Per group the weights decode to 32 bytes w (unsigned
@@ -528,7 +640,11 @@ static void kc_mm_rows_avx2(const kc__mm *a, int64_t r0, int64_t r1)
         kc_rows_q8(a, r0, r1);
         break;
     case TD_Q4_0:
-        kc_rows_q4(a, r0, r1);
+        if (a->packed) {
+            kc_rows_pk4(a, r0, r1);
+        } else {
+            kc_rows_q4(a, r0, r1);
+        }
         break;
     case TD_Q4_1:
         kc_rows_q4_1(a, r0, r1);
