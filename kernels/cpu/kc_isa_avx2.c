@@ -309,8 +309,91 @@ KC_INLINE void kc_tile_pk4(const kc__mm *a, int64_t r0, int ng, int64_t t0, int 
     }
 }
 
-/* Rows [r0, r1) (r0 a multiple of 8) of a packed Q4_0 weight: 2 groups of 8 rows at a time. */
-static void kc_rows_pk4(const kc__mm *a, int64_t r0, int64_t r1)
+/* Packed Q8_0: the layout stores w + 128 (for VNNI); here w comes back with one xor, and the
+ * sign trick (|w| against x with w's sign) keeps maddubs exact (|pair| <= 2 * 128 * 127), so
+ * each sub-step widens to int32 at once. */
+KC_INLINE void kc_tile_pk8(const kc__mm *a, int64_t r0, int ng, int64_t t0, int nt)
+{
+    const int64_t nb = a->k / TD_QK;
+    const size_t bb = kc__packed_block_bytes(TD_Q8_0);
+    const uint8_t *gp[2];
+    const td_block_q8_0 *xr[NTP4];
+    __m256 acc[NTP4][2];
+    const bool pf = a->n <= KC_PF_MAX_N;
+    const __m256i bias = _mm256_set1_epi8((char)0x80);
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int g = 0; g < ng; g++) {
+        gp[g] = a->packed + (size_t)(r0 / KC__PACK_ROWS + g) * (size_t)nb * bb;
+    }
+    for (int t = 0; t < nt; t++) {
+        xr[t] = a->xq + (t0 + t) * nb;
+        for (int g = 0; g < ng; g++) {
+            acc[t][g] = _mm256_setzero_ps();
+        }
+    }
+    for (int64_t ib = 0; ib < nb; ib++) {
+        __m256i isum[NTP4][2];
+        for (int t = 0; t < nt; t++) {
+            for (int g = 0; g < ng; g++) {
+                isum[t][g] = _mm256_setzero_si256();
+            }
+        }
+        if (pf) {
+            for (int g = 0; g < ng; g++) {
+                const char *p = (const char *)gp[g] + ib * (int64_t)bb + KC_PF_DIST;
+                for (size_t off = 0; off < bb; off += 64) {
+                    _mm_prefetch(p + off, _MM_HINT_T0);
+                }
+            }
+        }
+        for (int j = 0; j < 8; j++) {
+            __m256i w[2], wa[2];
+            for (int g = 0; g < ng; g++) {
+                w[g] = _mm256_xor_si256(
+                    _mm256_loadu_si256((const __m256i *)(gp[g] + ib * bb + 16 + 32 * j)), bias);
+                wa[g] = _mm256_abs_epi8(w[g]);
+            }
+            for (int t = 0; t < nt; t++) {
+                int32_t xb;
+                memcpy(&xb, xr[t][ib].qs + 4 * j, sizeof(xb));
+                const __m256i bx = _mm256_set1_epi32(xb);
+                for (int g = 0; g < ng; g++) {
+                    const __m256i p = _mm256_maddubs_epi16(wa[g], _mm256_sign_epi8(bx, w[g]));
+                    isum[t][g] = _mm256_add_epi32(isum[t][g], _mm256_madd_epi16(p, ones));
+                }
+            }
+        }
+        for (int g = 0; g < ng; g++) {
+            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(gp[g] + ib * bb)));
+            for (int t = 0; t < nt; t++) {
+                const __m256 dwx = _mm256_mul_ps(dw, _mm256_set1_ps(kc_h2f(xr[t][ib].d)));
+                acc[t][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t][g]), dwx, acc[t][g]);
+            }
+        }
+    }
+    for (int g = 0; g < ng; g++) {
+        const int64_t row = r0 + (int64_t)g * KC__PACK_ROWS;
+        const int64_t valid = a->m - row < KC__PACK_ROWS ? a->m - row : KC__PACK_ROWS;
+        for (int t = 0; t < nt; t++) {
+            float out[KC__PACK_ROWS];
+            _mm256_storeu_ps(out, acc[t][g]);
+            memcpy(a->y + (t0 + t) * a->m + row, out, sizeof(float) * (size_t)valid);
+        }
+    }
+}
+
+/* Rows [r0, r1) (r0 a multiple of 8) of a packed Q4_0 or Q8_0 weight: 2 groups of 8 rows at a
+ * time. */
+#define KC_PK_TILE(q8, r, ng, t, nt)                                                               \
+    do {                                                                                           \
+        if (q8) {                                                                                  \
+            kc_tile_pk8(a, r, ng, t, nt);                                                          \
+        } else {                                                                                   \
+            kc_tile_pk4(a, r, ng, t, nt);                                                          \
+        }                                                                                          \
+    } while (0)
+
+KC_INLINE void kc_rows_pk(const kc__mm *a, int q8, int64_t r0, int64_t r1)
 {
     for (int64_t tb = 0; tb < a->n; tb += KC_TB) {
         const int64_t te = tb + KC_TB < a->n ? tb + KC_TB : a->n;
@@ -319,20 +402,30 @@ static void kc_rows_pk4(const kc__mm *a, int64_t r0, int64_t r1)
             int64_t t = tb;
             for (; t + NTP4 <= te; t += NTP4) {
                 if (ng == 2) {
-                    kc_tile_pk4(a, r, 2, t, NTP4);
+                    KC_PK_TILE(q8, r, 2, t, NTP4);
                 } else {
-                    kc_tile_pk4(a, r, 1, t, NTP4);
+                    KC_PK_TILE(q8, r, 1, t, NTP4);
                 }
             }
             if (t < te) {
                 if (ng == 2) {
-                    kc_tile_pk4(a, r, 2, t, 1);
+                    KC_PK_TILE(q8, r, 2, t, 1);
                 } else {
-                    kc_tile_pk4(a, r, 1, t, 1);
+                    KC_PK_TILE(q8, r, 1, t, 1);
                 }
             }
         }
     }
+}
+
+static void kc_rows_pk4(const kc__mm *a, int64_t r0, int64_t r1)
+{
+    kc_rows_pk(a, 0, r0, r1);
+}
+
+static void kc_rows_pk8(const kc__mm *a, int64_t r0, int64_t r1)
+{
+    kc_rows_pk(a, 1, r0, r1);
 }
 
 /* ---- K-quants and IQ4_XS against Q8_K activations ----
@@ -637,7 +730,11 @@ static void kc_mm_rows_avx2(const kc__mm *a, int64_t r0, int64_t r1)
         kc_rows_bf16(a, r0, r1);
         break;
     case TD_Q8_0:
-        kc_rows_q8(a, r0, r1);
+        if (a->packed) {
+            kc_rows_pk8(a, r0, r1);
+        } else {
+            kc_rows_q8(a, r0, r1);
+        }
         break;
     case TD_Q4_0:
         if (a->packed) {

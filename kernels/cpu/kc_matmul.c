@@ -54,10 +54,8 @@ size_t kc_matmul_wsize(const kc_weight *w, int64_t n)
 
 int kc_weight_prepare(kc_weight *w)
 {
-    /* AVX-512 (VNNI) has packed kernels for both types, AVX2 for Q4_0 (its Q8_0 kernel stays
-     * unpacked: maddubs cannot take w + 128 without saturating) */
-    const kc_isa isa = kc_isa_active();
-    const bool packs = isa >= KC_ISA_AVX512 || (isa >= KC_ISA_AVX2 && w->type == TD_Q4_0);
+    /* AVX-512 (VNNI) and AVX2 both have packed kernels for the two types */
+    const bool packs = kc_isa_active() >= KC_ISA_AVX2;
     if (!kc_is_packable(w->type) || w->packed || !packs || w->k <= 0 || w->k % TD_QK != 0 ||
         w->m <= 0) {
         return 0;

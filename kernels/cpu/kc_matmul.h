@@ -27,8 +27,8 @@ typedef struct kc_weight {
 } kc_weight;
 
 /*
- * Optional load-time repacking: for Q8_0/Q4_0 weights when the active level is AVX-512 (Q4_0
- * also at AVX2), builds an interleaved copy (8 rows per group, same size as the original) that
+ * Optional load-time repacking: for Q8_0/Q4_0 weights when the active level is AVX2 or AVX-512,
+ * builds an interleaved copy (8 rows per group, same size as the original) that
  * the kernels use for both decode and prompt processing; other types and levels need nothing. The
  * result of a matmul with a prepared weight may differ in the last bits from an unprepared one, but
  * is still independent of n and of the thread count. 0 or -ENOMEM. Free with kc_weight_release.
