@@ -31,7 +31,7 @@ const kc__isa_ops *kc__ops(void)
     return &kc__ops_scalar;
 }
 
-/* Types kc_weight_prepare repacks for the AVX-512 kernels. */
+/* Types kc_weight_prepare repacks for the packed AVX2 / AVX-512 kernels. */
 static bool kc_is_packable(tdtype t)
 {
     return t == TD_Q8_0 || t == TD_Q4_0;
@@ -115,7 +115,6 @@ typedef struct kc_mm_task {
     int64_t m_total; /* rows over all weights */
     const kc__isa_ops *ops;
     kc_pool *pool;
-    tdtype xtype;      /* the activations' vec_dot type (quantized when not a float type) */
     td_block_q8_0 *xq; /* quantized activations (one of three, or none) */
     td_block_q8_1 *xq1;
     td_block_q8_k *xqk;
@@ -233,7 +232,7 @@ int kc_matmul_multi(kc_pool *pool, const kc_weight *const *ws, float *const *ys,
     if (need > 0 && (wsp == NULL || wsp_bytes < need)) {
         return -EINVAL;
     }
-    kc_mm_task t = {.nw = nw, .ops = kc__ops(), .pool = pool, .xtype = xtype};
+    kc_mm_task t = {.nw = nw, .ops = kc__ops(), .pool = pool};
     if (need > 0) { /* the layouts of kc_matmul_wsize */
         if (xtype == TD_Q8_0) {
             t.xsum = wsp;
