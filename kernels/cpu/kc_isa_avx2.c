@@ -223,26 +223,29 @@ KC_INLINE void kc_tile_q(const kc__mm *a, tdtype ty, int64_t r0, int nr, int64_t
     }
 }
 
-/* ---- packed Q4_0 (kc_weight_prepare's 8-row interleave, see kc_internal.h) ----
+/* ---- packed Q4_0 and Q8_0 (kc_weight_prepare's 8-row interleave, see kc_internal.h) ----
  *
- * Each ymm lane is one of 8 rows. Per 32-block and sub-step j the raw bytes give the nibbles of
- * elements 4j..4j+3 (low) and 16+4j.. (high) of every row; maddubs against the activation bytes
- * broadcast to all lanes adds two products per int16 lane, and the eight maddubs of a block add
- * up in int16 (|sum| <= 8 * 2 * 15 * 127 = 30480: no saturation) before one madd widens each
- * row's lane pair to int32. The nibbles are unsigned (w + 8): each row's sum is corrected
- * exactly by -8 times the activation block's sum. */
-#define NTP4 2 /* tokens per packed tile (2 groups x 2 tokens: 4 int16 and 4 f32 accumulators) */
+ * Each ymm lane is one of 8 rows; the activation bytes of a sub-step are broadcast to all lanes.
+ * Q4_0: per sub-step j the raw bytes give the nibbles of elements 4j..4j+3 (low) and 16+4j..
+ * (high) of every row; the eight maddubs of a block add up in int16 (|sum| <= 8 * 2 * 15 * 127
+ * = 30480: no saturation) before one madd widens each row's lane pair to int32, and the unsigned
+ * nibbles (w + 8) are corrected exactly by -8 times the activation block's sum.
+ * Q8_0: the layout stores w + 128 (for VNNI); one xor gives w back, and the sign trick (|w|
+ * against x with w's sign) keeps maddubs exact (|pair| <= 2 * 128 * 127), so each sub-step
+ * widens to int32 at once. */
+#define NTP4 2 /* tokens per packed tile (2 groups x 2 tokens: 4 int and 4 f32 accumulators) */
 
-KC_INLINE void kc_tile_pk4(const kc__mm *a, int64_t r0, int ng, int64_t t0, int nt)
+KC_INLINE void kc_tile_pk(const kc__mm *a, int q8, int64_t r0, int ng, int64_t t0, int nt)
 {
     const int64_t nb = a->k / TD_QK;
-    const size_t bb = kc__packed_block_bytes(TD_Q4_0);
+    const size_t bb = kc__packed_block_bytes(q8 ? TD_Q8_0 : TD_Q4_0);
     const uint8_t *gp[2];
     const td_block_q8_0 *xr[NTP4];
     const int32_t *xs[NTP4];
     __m256 acc[NTP4][2];
     const bool pf = a->n <= KC_PF_MAX_N;
     const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i bias = _mm256_set1_epi8((char)0x80);
     const __m256i ones = _mm256_set1_epi16(1);
     for (int g = 0; g < ng; g++) {
         gp[g] = a->packed + (size_t)(r0 / KC__PACK_ROWS + g) * (size_t)nb * bb;
@@ -255,10 +258,10 @@ KC_INLINE void kc_tile_pk4(const kc__mm *a, int64_t r0, int ng, int64_t t0, int 
         }
     }
     for (int64_t ib = 0; ib < nb; ib++) {
-        __m256i p16[NTP4][2];
+        __m256i s[NTP4][2]; /* Q4_0: int16 pair sums; Q8_0: int32 row sums */
         for (int t = 0; t < nt; t++) {
             for (int g = 0; g < ng; g++) {
-                p16[t][g] = _mm256_setzero_si256();
+                s[t][g] = _mm256_setzero_si256();
             }
         }
         if (pf) {
@@ -269,30 +272,43 @@ KC_INLINE void kc_tile_pk4(const kc__mm *a, int64_t r0, int ng, int64_t t0, int 
                 }
             }
         }
-        for (int j = 0; j < 4; j++) {
-            __m256i wl[2], wh[2];
+        for (int j = 0; j < (q8 ? 8 : 4); j++) {
+            __m256i w0[2], w1[2]; /* Q4_0: low / high nibbles; Q8_0: w / |w| */
             for (int g = 0; g < ng; g++) {
                 const __m256i raw =
                     _mm256_loadu_si256((const __m256i *)(gp[g] + ib * bb + 16 + 32 * j));
-                wl[g] = _mm256_and_si256(raw, m4);
-                wh[g] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+                if (q8) {
+                    w0[g] = _mm256_xor_si256(raw, bias);
+                    w1[g] = _mm256_abs_epi8(w0[g]);
+                } else {
+                    w0[g] = _mm256_and_si256(raw, m4);
+                    w1[g] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+                }
             }
             for (int t = 0; t < nt; t++) {
-                int32_t xl, xh;
+                int32_t xl, xh = 0;
                 memcpy(&xl, xr[t][ib].qs + 4 * j, sizeof(xl));
-                memcpy(&xh, xr[t][ib].qs + 16 + 4 * j, sizeof(xh));
+                if (!q8) {
+                    memcpy(&xh, xr[t][ib].qs + 16 + 4 * j, sizeof(xh));
+                }
                 const __m256i bl = _mm256_set1_epi32(xl), bh = _mm256_set1_epi32(xh);
                 for (int g = 0; g < ng; g++) {
-                    p16[t][g] = _mm256_add_epi16(p16[t][g], _mm256_maddubs_epi16(wl[g], bl));
-                    p16[t][g] = _mm256_add_epi16(p16[t][g], _mm256_maddubs_epi16(wh[g], bh));
+                    if (q8) {
+                        const __m256i p = _mm256_maddubs_epi16(w1[g], _mm256_sign_epi8(bl, w0[g]));
+                        s[t][g] = _mm256_add_epi32(s[t][g], _mm256_madd_epi16(p, ones));
+                    } else {
+                        s[t][g] = _mm256_add_epi16(s[t][g], _mm256_maddubs_epi16(w0[g], bl));
+                        s[t][g] = _mm256_add_epi16(s[t][g], _mm256_maddubs_epi16(w1[g], bh));
+                    }
                 }
             }
         }
         for (int g = 0; g < ng; g++) {
             const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(gp[g] + ib * bb)));
             for (int t = 0; t < nt; t++) {
-                const __m256i isum = _mm256_sub_epi32(_mm256_madd_epi16(p16[t][g], ones),
-                                                      _mm256_set1_epi32(8 * xs[t][ib]));
+                const __m256i isum = q8 ? s[t][g]
+                                        : _mm256_sub_epi32(_mm256_madd_epi16(s[t][g], ones),
+                                                           _mm256_set1_epi32(8 * xs[t][ib]));
                 const __m256 dwx = _mm256_mul_ps(dw, _mm256_set1_ps(kc_h2f(xr[t][ib].d)));
                 acc[t][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), dwx, acc[t][g]);
             }
@@ -309,90 +325,7 @@ KC_INLINE void kc_tile_pk4(const kc__mm *a, int64_t r0, int ng, int64_t t0, int 
     }
 }
 
-/* Packed Q8_0: the layout stores w + 128 (for VNNI); here w comes back with one xor, and the
- * sign trick (|w| against x with w's sign) keeps maddubs exact (|pair| <= 2 * 128 * 127), so
- * each sub-step widens to int32 at once. */
-KC_INLINE void kc_tile_pk8(const kc__mm *a, int64_t r0, int ng, int64_t t0, int nt)
-{
-    const int64_t nb = a->k / TD_QK;
-    const size_t bb = kc__packed_block_bytes(TD_Q8_0);
-    const uint8_t *gp[2];
-    const td_block_q8_0 *xr[NTP4];
-    __m256 acc[NTP4][2];
-    const bool pf = a->n <= KC_PF_MAX_N;
-    const __m256i bias = _mm256_set1_epi8((char)0x80);
-    const __m256i ones = _mm256_set1_epi16(1);
-    for (int g = 0; g < ng; g++) {
-        gp[g] = a->packed + (size_t)(r0 / KC__PACK_ROWS + g) * (size_t)nb * bb;
-    }
-    for (int t = 0; t < nt; t++) {
-        xr[t] = a->xq + (t0 + t) * nb;
-        for (int g = 0; g < ng; g++) {
-            acc[t][g] = _mm256_setzero_ps();
-        }
-    }
-    for (int64_t ib = 0; ib < nb; ib++) {
-        __m256i isum[NTP4][2];
-        for (int t = 0; t < nt; t++) {
-            for (int g = 0; g < ng; g++) {
-                isum[t][g] = _mm256_setzero_si256();
-            }
-        }
-        if (pf) {
-            for (int g = 0; g < ng; g++) {
-                const char *p = (const char *)gp[g] + ib * (int64_t)bb + KC_PF_DIST;
-                for (size_t off = 0; off < bb; off += 64) {
-                    _mm_prefetch(p + off, _MM_HINT_T0);
-                }
-            }
-        }
-        for (int j = 0; j < 8; j++) {
-            __m256i w[2], wa[2];
-            for (int g = 0; g < ng; g++) {
-                w[g] = _mm256_xor_si256(
-                    _mm256_loadu_si256((const __m256i *)(gp[g] + ib * bb + 16 + 32 * j)), bias);
-                wa[g] = _mm256_abs_epi8(w[g]);
-            }
-            for (int t = 0; t < nt; t++) {
-                int32_t xb;
-                memcpy(&xb, xr[t][ib].qs + 4 * j, sizeof(xb));
-                const __m256i bx = _mm256_set1_epi32(xb);
-                for (int g = 0; g < ng; g++) {
-                    const __m256i p = _mm256_maddubs_epi16(wa[g], _mm256_sign_epi8(bx, w[g]));
-                    isum[t][g] = _mm256_add_epi32(isum[t][g], _mm256_madd_epi16(p, ones));
-                }
-            }
-        }
-        for (int g = 0; g < ng; g++) {
-            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(gp[g] + ib * bb)));
-            for (int t = 0; t < nt; t++) {
-                const __m256 dwx = _mm256_mul_ps(dw, _mm256_set1_ps(kc_h2f(xr[t][ib].d)));
-                acc[t][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t][g]), dwx, acc[t][g]);
-            }
-        }
-    }
-    for (int g = 0; g < ng; g++) {
-        const int64_t row = r0 + (int64_t)g * KC__PACK_ROWS;
-        const int64_t valid = a->m - row < KC__PACK_ROWS ? a->m - row : KC__PACK_ROWS;
-        for (int t = 0; t < nt; t++) {
-            float out[KC__PACK_ROWS];
-            _mm256_storeu_ps(out, acc[t][g]);
-            memcpy(a->y + (t0 + t) * a->m + row, out, sizeof(float) * (size_t)valid);
-        }
-    }
-}
-
-/* Rows [r0, r1) (r0 a multiple of 8) of a packed Q4_0 or Q8_0 weight: 2 groups of 8 rows at a
- * time. */
-#define KC_PK_TILE(q8, r, ng, t, nt)                                                               \
-    do {                                                                                           \
-        if (q8) {                                                                                  \
-            kc_tile_pk8(a, r, ng, t, nt);                                                          \
-        } else {                                                                                   \
-            kc_tile_pk4(a, r, ng, t, nt);                                                          \
-        }                                                                                          \
-    } while (0)
-
+/* Rows [r0, r1) (r0 a multiple of 8) of a packed weight: 2 groups of 8 rows at a time. */
 KC_INLINE void kc_rows_pk(const kc__mm *a, int q8, int64_t r0, int64_t r1)
 {
     for (int64_t tb = 0; tb < a->n; tb += KC_TB) {
@@ -402,16 +335,16 @@ KC_INLINE void kc_rows_pk(const kc__mm *a, int q8, int64_t r0, int64_t r1)
             int64_t t = tb;
             for (; t + NTP4 <= te; t += NTP4) {
                 if (ng == 2) {
-                    KC_PK_TILE(q8, r, 2, t, NTP4);
+                    kc_tile_pk(a, q8, r, 2, t, NTP4);
                 } else {
-                    KC_PK_TILE(q8, r, 1, t, NTP4);
+                    kc_tile_pk(a, q8, r, 1, t, NTP4);
                 }
             }
             if (t < te) {
                 if (ng == 2) {
-                    KC_PK_TILE(q8, r, 2, t, 1);
+                    kc_tile_pk(a, q8, r, 2, t, 1);
                 } else {
-                    KC_PK_TILE(q8, r, 1, t, 1);
+                    kc_tile_pk(a, q8, r, 1, t, 1);
                 }
             }
         }
@@ -717,6 +650,16 @@ KC_ROWS_FN(kc_rows_q6_k_dec, kc_tile_k, RMKD, NTKD, TD_Q6_K)
 KC_ROWS_FN(kc_rows_iq4_xs, kc_tile_k, RMK, NTK, TD_IQ4_XS)
 KC_ROWS_FN(kc_rows_iq4_xs_dec, kc_tile_k, RMKD, NTKD, TD_IQ4_XS)
 
+/* A K type's case: the 2-row decode tiles for a few tokens, the 1 x 4 prompt tiles otherwise. */
+#define KC_K_CASE(T, rows)                                                                         \
+    case T:                                                                                        \
+        if (a->n <= KC_PF_MAX_N) {                                                                 \
+            rows##_dec(a, r0, r1);                                                                 \
+        } else {                                                                                   \
+            rows(a, r0, r1);                                                                       \
+        }                                                                                          \
+        break
+
 static void kc_mm_rows_avx2(const kc__mm *a, int64_t r0, int64_t r1)
 {
     switch (a->type) {
@@ -755,48 +698,12 @@ static void kc_mm_rows_avx2(const kc__mm *a, int64_t r0, int64_t r1)
     case TD_IQ4_NL:
         kc_rows_iq4_nl(a, r0, r1);
         break;
-    case TD_Q2_K:
-        if (a->n <= KC_PF_MAX_N) {
-            kc_rows_q2_k_dec(a, r0, r1);
-        } else {
-            kc_rows_q2_k(a, r0, r1);
-        }
-        break;
-    case TD_Q3_K:
-        if (a->n <= KC_PF_MAX_N) {
-            kc_rows_q3_k_dec(a, r0, r1);
-        } else {
-            kc_rows_q3_k(a, r0, r1);
-        }
-        break;
-    case TD_Q4_K:
-        if (a->n <= KC_PF_MAX_N) {
-            kc_rows_q4_k_dec(a, r0, r1);
-        } else {
-            kc_rows_q4_k(a, r0, r1);
-        }
-        break;
-    case TD_Q5_K:
-        if (a->n <= KC_PF_MAX_N) {
-            kc_rows_q5_k_dec(a, r0, r1);
-        } else {
-            kc_rows_q5_k(a, r0, r1);
-        }
-        break;
-    case TD_Q6_K:
-        if (a->n <= KC_PF_MAX_N) {
-            kc_rows_q6_k_dec(a, r0, r1);
-        } else {
-            kc_rows_q6_k(a, r0, r1);
-        }
-        break;
-    case TD_IQ4_XS:
-        if (a->n <= KC_PF_MAX_N) {
-            kc_rows_iq4_xs_dec(a, r0, r1);
-        } else {
-            kc_rows_iq4_xs(a, r0, r1);
-        }
-        break;
+        KC_K_CASE(TD_Q2_K, kc_rows_q2_k);
+        KC_K_CASE(TD_Q3_K, kc_rows_q3_k);
+        KC_K_CASE(TD_Q4_K, kc_rows_q4_k);
+        KC_K_CASE(TD_Q5_K, kc_rows_q5_k);
+        KC_K_CASE(TD_Q6_K, kc_rows_q6_k);
+        KC_K_CASE(TD_IQ4_XS, kc_rows_iq4_xs);
     default:
         kc__ops_scalar.mm_rows(a, r0, r1);
         break;

@@ -132,7 +132,7 @@ static void kc_quantize_rows(const kc_mm_task *t, int64_t i0, int64_t step)
     const int64_t nb = a0->k / TD_QK;
     for (int64_t i = i0; i < a0->n; i += step) {
         if (t->xqk) {
-            kc_quantize_row_q8_k(a0->x + i * a0->k, t->xqk + i * (a0->k / TD_QKK), a0->k);
+            t->ops->quant_q8k(a0->x + i * a0->k, t->xqk + i * (a0->k / TD_QKK), a0->k);
             continue;
         }
         if (t->xq1) {

@@ -183,61 +183,62 @@ void kc__k_quants(tdtype t, const void *blk, int8_t q[TD_QKK])
     }
 }
 
-/* Per sub-block float scales and offsets of a K super-block: x[i] = d[i / sub] * q[i] - m[i /
- * sub], sub = 16 (Q2_K, Q3_K, Q6_K) or 32 (Q4_K, Q5_K, IQ4_XS). Returns sub. */
-static int kc_k_dm(tdtype t, const void *blk, float d[16], float m[16])
+/* The integer sub-block scales and minimums of a K super-block (minimums 0 for the types without
+ * them) and its float d and dmin: x[i] = d * sc[i / sub] * q[i] - dmin * mn[i / sub], sub = 16
+ * (Q2_K, Q3_K, Q6_K) or 32 (Q4_K, Q5_K, IQ4_XS). Returns sub, or 0 for another type. */
+static int kc_k_scales(tdtype t, const void *blk, int sc[16], int mn[16], float *d, float *dmin)
 {
+    memset(mn, 0, 16 * sizeof(int));
+    *dmin = 0.0f;
     switch (t) {
     case TD_Q2_K: {
         const td_block_q2_k *b = blk;
-        const float dd = kc_f16_to_f32(b->d), dm = kc_f16_to_f32(b->dmin);
         for (int j = 0; j < 16; j++) {
-            d[j] = dd * (float)(b->scales[j] & 0xF);
-            m[j] = dm * (float)(b->scales[j] >> 4);
+            sc[j] = b->scales[j] & 0xF;
+            mn[j] = b->scales[j] >> 4;
         }
+        *d = kc_f16_to_f32(b->d);
+        *dmin = kc_f16_to_f32(b->dmin);
         return 16;
     }
     case TD_Q3_K: {
         const td_block_q3_k *b = blk;
-        int8_t sc[16];
-        kc__q3k_scales(b->scales, sc);
-        const float dd = kc_f16_to_f32(b->d);
+        int8_t s8[16];
+        kc__q3k_scales(b->scales, s8);
         for (int j = 0; j < 16; j++) {
-            d[j] = dd * (float)sc[j];
-            m[j] = 0.0f;
+            sc[j] = (int)s8[j]; /* signed: the scale minus 32 */
         }
+        *d = kc_f16_to_f32(b->d);
         return 16;
     }
     case TD_Q4_K:
     case TD_Q5_K: {
-        const td_block_q4_k *b4 = blk;
-        const td_block_q5_k *b5 = blk;
-        uint8_t sc[8], mn[8];
-        kc__k4_scales(t == TD_Q4_K ? b4->scales : b5->scales, sc, mn);
-        const float dd = kc_f16_to_f32(t == TD_Q4_K ? b4->d : b5->d);
-        const float dm = kc_f16_to_f32(t == TD_Q4_K ? b4->dmin : b5->dmin);
+        /* Q4_K and Q5_K share the d, dmin and scales offsets */
+        const td_block_q4_k *b = blk;
+        uint8_t s8[8], m8[8];
+        kc__k4_scales(b->scales, s8, m8);
         for (int j = 0; j < 8; j++) {
-            d[j] = dd * (float)sc[j];
-            m[j] = dm * (float)mn[j];
+            sc[j] = s8[j];
+            mn[j] = m8[j];
         }
+        *d = kc_f16_to_f32(b->d);
+        *dmin = kc_f16_to_f32(b->dmin);
         return 32;
     }
     case TD_Q6_K: {
         const td_block_q6_k *b = blk;
-        const float dd = kc_f16_to_f32(b->d);
         for (int j = 0; j < 16; j++) {
-            d[j] = dd * (float)b->scales[j];
-            m[j] = 0.0f;
+            sc[j] = (int)b->scales[j]; /* int8 scales */
         }
+        *d = kc_f16_to_f32(b->d);
         return 16;
     }
     case TD_IQ4_XS: {
         const td_block_iq4_xs *b = blk;
-        const float dd = kc_f16_to_f32(b->d);
         for (int j = 0; j < 8; j++) {
-            d[j] = dd * (float)kc_iq4xs_scale(b, j);
-            m[j] = 0.0f;
+            sc[j] = kc_iq4xs_scale(b, j);
         }
+        *d = kc_f16_to_f32(b->d);
         return 32;
     }
     default:
@@ -300,11 +301,17 @@ int kc_dequantize_row(tdtype t, const void *src, float *dst, int64_t n)
         for (int64_t i = 0; i < n / TD_QKK; i++) {
             const uint8_t *blk = p + (size_t)i * bb;
             int8_t q[TD_QKK];
-            float d[16] = {0}, m[16] = {0};
+            int sc[16] = {0}, mn[16];
+            float dd = 0.0f, dm;
             kc__k_quants(t, blk, q);
-            const int sub = kc_k_dm(t, blk, d, m);
+            const int sub = kc_k_scales(t, blk, sc, mn, &dd, &dm);
             if (sub == 0) {
                 return -EINVAL;
+            }
+            float d[16] = {0}, m[16] = {0};
+            for (int j = 0; j < TD_QKK / sub; j++) {
+                d[j] = dd * (float)sc[j];
+                m[j] = dm * (float)mn[j];
             }
             for (int j = 0; j < TD_QKK; j++) {
                 dst[i * TD_QKK + j] = d[j / sub] * (float)q[j] - m[j / sub];
@@ -442,72 +449,23 @@ static float kc_dot_legacy(tdtype t, const uint8_t *w, const void *xq, int64_t n
  * before the float scale, as ggml does. */
 static float kc_dot_k_block(tdtype t, const uint8_t *blk, const td_block_q8_k *x)
 {
+    int sc[16] = {0}, mn[16];
+    float dd = 0.0f, dm;
+    const int sub = kc_k_scales(t, blk, sc, mn, &dd, &dm);
+    if (sub == 0) {
+        return 0.0f;
+    }
     int8_t q[TD_QKK];
     kc__k_quants(t, blk, q);
     int32_t isum[16] = {0};
-    const int sub = (t == TD_Q4_K || t == TD_Q5_K || t == TD_IQ4_XS) ? 32 : 16;
     for (int j = 0; j < TD_QKK; j++) {
         isum[j / sub] += (int32_t)q[j] * (int32_t)x->qs[j];
     }
-    int32_t xsum[16];
-    for (int j = 0; j < TD_QKK / sub; j++) {
-        xsum[j] = sub == 16 ? x->bsums[j] : x->bsums[2 * j] + x->bsums[2 * j + 1];
-    }
     int32_t si = 0, sm = 0;
-    float dd = 0.0f, dm = 0.0f;
-    switch (t) {
-    case TD_Q2_K: {
-        const td_block_q2_k *b = (const td_block_q2_k *)blk;
-        for (int j = 0; j < 16; j++) {
-            si += (b->scales[j] & 0xF) * isum[j];
-            sm += (b->scales[j] >> 4) * xsum[j];
-        }
-        dd = kc_f16_to_f32(b->d);
-        dm = kc_f16_to_f32(b->dmin);
-        break;
-    }
-    case TD_Q3_K: {
-        const td_block_q3_k *b = (const td_block_q3_k *)blk;
-        int8_t sc[16];
-        kc__q3k_scales(b->scales, sc);
-        for (int j = 0; j < 16; j++) {
-            si += sc[j] * isum[j];
-        }
-        dd = kc_f16_to_f32(b->d);
-        break;
-    }
-    case TD_Q4_K:
-    case TD_Q5_K: {
-        const td_block_q4_k *b4 = (const td_block_q4_k *)blk;
-        const td_block_q5_k *b5 = (const td_block_q5_k *)blk;
-        uint8_t sc[8], mn[8];
-        kc__k4_scales(t == TD_Q4_K ? b4->scales : b5->scales, sc, mn);
-        for (int j = 0; j < 8; j++) {
-            si += sc[j] * isum[j];
-            sm += mn[j] * xsum[j];
-        }
-        dd = kc_f16_to_f32(t == TD_Q4_K ? b4->d : b5->d);
-        dm = kc_f16_to_f32(t == TD_Q4_K ? b4->dmin : b5->dmin);
-        break;
-    }
-    case TD_Q6_K: {
-        const td_block_q6_k *b = (const td_block_q6_k *)blk;
-        for (int j = 0; j < 16; j++) {
-            si += b->scales[j] * isum[j];
-        }
-        dd = kc_f16_to_f32(b->d);
-        break;
-    }
-    case TD_IQ4_XS: {
-        const td_block_iq4_xs *b = (const td_block_iq4_xs *)blk;
-        for (int j = 0; j < 8; j++) {
-            si += kc_iq4xs_scale(b, j) * isum[j];
-        }
-        dd = kc_f16_to_f32(b->d);
-        break;
-    }
-    default:
-        break;
+    for (int j = 0; j < TD_QKK / sub; j++) {
+        const int32_t xsum = sub == 16 ? x->bsums[j] : x->bsums[2 * j] + x->bsums[2 * j + 1];
+        si += sc[j] * isum[j];
+        sm += mn[j] * xsum;
     }
     return x->d * (dd * (float)si - dm * (float)sm);
 }
