@@ -68,6 +68,9 @@ int jinja__oom(struct rs *rs)
 /* Tuples are json arrays carrying this marker as userdata: they print as (a, b). */
 static char TUPLE_MARK;
 
+/* The `loop` objects of for loops carry this marker: they have the method cycle(). */
+static char LOOP_MARK;
+
 void jinja__mark_tuple(struct json_object *arr)
 {
     json_object_set_userdata(arr, &TUPLE_MARK, NULL);
@@ -724,6 +727,56 @@ int jinja__iter_items(struct rs *rs, const struct jnode *at, const struct jv *v,
     }
 }
 
+/* The error for an operation on the undefined value v, as Jinja2's Undefined words it. */
+static int undefined_error(struct rs *rs, const struct jnode *at, const struct jv *v)
+{
+    if (v->why == JU_CALLER) {
+        return jinja__fail(rs, at, -EINVAL, "No caller defined");
+    }
+    if (v->name) {
+        return jinja__fail(
+            rs, at, -EINVAL,
+            v->why == JU_PARAM ? "parameter '%s' was not provided" : "'%s' is undefined", v->name);
+    }
+    return jinja__fail(rs, at, -EINVAL, "operation on an undefined value");
+}
+
+/* The attributes Jinja2's Macro objects have: name, arguments, catch_kwargs, catch_varargs,
+ * caller; JV_FUNC globals have none. */
+static int macro_member(struct rs *rs, const struct jv *m, const char *name, struct jv *out)
+{
+    *out = jv_undef(NULL, NULL);
+    if (m->kind != JV_MACRO) {
+        return 0;
+    }
+    const struct jnode *node = m->node;
+    if (strcmp(name, "name") == 0) {
+        return jinja__new_str(rs, node, node->str, node->len, out);
+    }
+    if (strcmp(name, "arguments") == 0) {
+        struct json_object *arr = json_object_new_array();
+        if (!arr) {
+            return jinja__oom(rs);
+        }
+        for (size_t i = 0; i < node->n_items; i++) {
+            struct json_object *s = json_object_new_string(node->items[i]->str);
+            if (!s || json_object_array_add(arr, s) != 0) {
+                json_object_put(s);
+                json_object_put(arr);
+                return jinja__oom(rs);
+            }
+        }
+        jinja__mark_tuple(arr);
+        *out = jv_own(arr);
+        return 0;
+    }
+    int64_t flag = strcmp(name, "catch_kwargs") == 0    ? JM_KWARGS
+                   : strcmp(name, "catch_varargs") == 0 ? JM_VARARGS
+                   : strcmp(name, "caller") == 0        ? JM_CALLER
+                                                        : 0;
+    return flag ? jinja__new_bool(rs, (node->ival & flag) != 0, out) : 0;
+}
+
 /* Attribute or item `name` of obj (the value of `obj.name` / `obj['name']`). */
 int jinja__get_member(struct rs *rs, const struct jnode *at, const struct jv *obj, const char *name,
                       struct jv *out)
@@ -731,9 +784,11 @@ int jinja__get_member(struct rs *rs, const struct jnode *at, const struct jv *ob
     switch (jv_type(obj)) {
     case VT_UNDEF:
         if (obj->name) {
-            return jinja__fail(rs, at, -EINVAL, "'%s' is undefined", obj->name);
+            return undefined_error(rs, at, obj);
         }
         return jinja__fail(rs, at, -EINVAL, "undefined value has no attribute '%s'", name);
+    case VT_MACRO:
+        return macro_member(rs, obj, name, out);
     case VT_DICT:
     case VT_NS: {
         struct json_object *j = NULL;
@@ -949,14 +1004,6 @@ int jinja__contains(struct rs *rs, const struct jnode *at, const struct jv *need
         return jinja__fail(rs, at, -EINVAL, "argument of 'in' is %s, not a container",
                            jv_type_name(hay));
     }
-}
-
-static int undefined_error(struct rs *rs, const struct jnode *at, const struct jv *v)
-{
-    if (v->name) {
-        return jinja__fail(rs, at, -EINVAL, "'%s' is undefined", v->name);
-    }
-    return jinja__fail(rs, at, -EINVAL, "operation on an undefined value");
 }
 
 int jinja__new_int(struct rs *rs, int64_t i, struct jv *out)
@@ -1202,49 +1249,166 @@ int jinja__compare(struct rs *rs, const struct jnode *at, const char *op, const 
 
 /* ---- calls ---------------------------------------------------------------------------------- */
 
-static int call_macro(struct rs *rs, const struct jnode *at, const struct jnode *macro,
+/* The keyword argument named name that binding has not used yet: its index, or -1. */
+static int unused_kw(const struct args *a, const bool *used, const char *name)
+{
+    for (int k = 0; k < a->n_kw; k++) {
+        if (!used[k] && strcmp(a->kw_name[k], name) == 0) {
+            return k;
+        }
+    }
+    return -1;
+}
+
+/* Binds a call's arguments to macro's parameters in mf as Jinja2's Macro.__call__ does: the
+ * positional ones in order; keyword arguments only for the parameters left after them; `caller`
+ * (from a call block), when the body reads it, from the keyword argument of that name; unknown
+ * keywords into `kwargs` and extra positional arguments into `varargs` when the body reads those
+ * names, and errors otherwise. Defaults are evaluated in mf, after the earlier parameters, so a
+ * default may name them; a parameter with neither stays undefined. */
+static int bind_params(struct rs *rs, const struct jnode *at, const struct jnode *macro,
+                       const struct args *a, struct frame *mf)
+{
+    size_t n_params = macro->n_items;
+    size_t n_pos = (size_t)a->n_pos;
+    bool used[JINJA_MAX_ARGS] = {false};
+    bool explicit_caller = false;
+    /* which keyword arguments bind to parameters, then the errors Jinja2 raises before running
+     * any default */
+    for (size_t i = 0; i < n_params; i++) {
+        const char *pname = macro->items[i]->str;
+        explicit_caller = explicit_caller || strcmp(pname, "caller") == 0;
+        int k = i >= n_pos ? unused_kw(a, used, pname) : -1;
+        if (k >= 0) {
+            used[k] = true;
+        }
+    }
+    int caller_kw = -1;
+    if ((macro->ival & JM_CALLER) && !explicit_caller) {
+        caller_kw = unused_kw(a, used, "caller");
+        if (caller_kw >= 0) {
+            used[caller_kw] = true;
+        }
+    }
+    if (!(macro->ival & JM_KWARGS)) {
+        for (int k = 0; k < a->n_kw; k++) {
+            if (used[k]) {
+                continue;
+            }
+            if (unused_kw(a, used, "caller") >= 0) {
+                return jinja__fail(rs, at, -EINVAL,
+                                   "macro '%s' was called from a call block but never calls "
+                                   "caller()",
+                                   macro->str);
+            }
+            return jinja__fail(rs, at, -EINVAL, "macro '%s' takes no keyword argument '%s'",
+                               macro->str, a->kw_name[k]);
+        }
+    }
+    if (!(macro->ival & JM_VARARGS) && n_pos > n_params) {
+        return jinja__fail(rs, at, -EINVAL, "macro '%s' takes not more than %zu argument(s)",
+                           macro->str, n_params);
+    }
+    /* bind */
+    bool bound[JINJA_MAX_ARGS] = {false};
+    int rc = 0;
+    for (size_t i = 0; !rc && i < n_params; i++) {
+        const struct jnode *param = macro->items[i];
+        struct jv val = {0};
+        int k = i >= n_pos ? unused_kw(a, bound, param->str) : -1;
+        if (i < n_pos) {
+            val = jv_copy(&a->pos[i]);
+        } else if (k >= 0) {
+            bound[k] = true;
+            val = jv_copy(&a->kw[k]);
+        } else if (param->kind == JN_KWARG) {
+            rc = eval(rs, mf, param->a, &val);
+        } else {
+            val = jv_undef(param->str, at);
+            val.why = JU_PARAM;
+        }
+        if (!rc) {
+            rc = frame_set(rs, mf, param->str, val);
+        }
+    }
+    if (!rc && (macro->ival & JM_CALLER) && !explicit_caller) {
+        struct jv caller = jv_undef("caller", at);
+        if (caller_kw >= 0) {
+            caller = jv_copy(&a->kw[caller_kw]);
+        } else {
+            caller.why = JU_CALLER;
+        }
+        rc = frame_set(rs, mf, "caller", caller);
+    }
+    if (!rc && (macro->ival & JM_KWARGS)) {
+        struct json_object *kw = json_object_new_object();
+        rc = kw ? 0 : jinja__oom(rs);
+        for (int k = 0; !rc && k < a->n_kw; k++) {
+            if (used[k]) {
+                continue;
+            }
+            struct json_object *j = jv_to_json(&a->kw[k]);
+            if (json_object_object_add(kw, a->kw_name[k], j) != 0) {
+                json_object_put(j);
+                rc = jinja__oom(rs);
+            }
+        }
+        rc = rc ? (json_object_put(kw), rc) : frame_set(rs, mf, "kwargs", jv_own(kw));
+    }
+    if (!rc && (macro->ival & JM_VARARGS)) {
+        struct json_object *extra = json_object_new_array();
+        rc = extra ? 0 : jinja__oom(rs);
+        for (size_t i = n_params; !rc && i < n_pos; i++) {
+            struct json_object *j = jv_to_json(&a->pos[i]);
+            if (json_object_array_add(extra, j) != 0) {
+                json_object_put(j);
+                rc = jinja__oom(rs);
+            }
+        }
+        if (!rc) {
+            jinja__mark_tuple(extra);
+        }
+        rc = rc ? (json_object_put(extra), rc) : frame_set(rs, mf, "varargs", jv_own(extra));
+    }
+    return rc;
+}
+
+/* Calls the macro value m (its body runs in a new scope inside the one it was defined in). */
+static int call_macro(struct rs *rs, const struct jnode *at, const struct jv *m,
                       const struct args *a, struct jv *out)
 {
+    const struct jnode *macro = m->node;
     if (rs->depth >= rs->lim.max_depth) {
         return jinja__fail(rs, at, -E2BIG, "macro calls nested deeper than %d", rs->lim.max_depth);
     }
-    if ((size_t)a->n_pos > macro->n_items) {
-        return jinja__fail(rs, at, -EINVAL, "macro '%s' takes %zu arguments, got %d", macro->str,
-                           macro->n_items, a->n_pos);
-    }
-    struct frame mf = {.vars = NULL, .parent = rs->root};
-    int rc = 0;
-    for (size_t i = 0; !rc && i < macro->n_items; i++) {
-        const struct jnode *param = macro->items[i];
-        const char *pname = param->str;
-        const struct jv *given = jinja__arg(a, (int)i, pname);
-        struct jv val = {0};
-        if (given) {
-            val = jv_copy(given);
-        } else if (param->kind == JN_KWARG) {
-            rs->depth++;
-            rc = eval(rs, &mf, param->a, &val);
-            rs->depth--;
-        } else {
-            val = jv_undef(pname, at);
-        }
-        if (!rc) {
-            rc = frame_set(rs, &mf, pname, val);
-        }
-    }
+    struct frame mf = {.vars = NULL, .parent = m->env};
     struct buf b;
     buf_init(&b, rs->lim.max_output);
+    rs->depth++;
+    int rc = bind_params(rs, at, macro, a, &mf);
     if (!rc) {
-        rs->depth++;
         rc = exec_body(rs, &mf, macro->c, &b);
-        rs->depth--;
     }
+    rs->depth--;
     frame_clear(&mf);
     if (rc) {
         buf_free(&b);
         return rc;
     }
     return jinja__new_buf_str(rs, at, &b, out);
+}
+
+/* loop.cycle(a, b, ...): the argument at loop.index0 modulo their number. */
+static int loop_cycle(struct rs *rs, const struct jnode *at, const struct jv *loop,
+                      const struct args *a, struct jv *out)
+{
+    if (a->n_pos == 0) {
+        return jinja__fail(rs, at, -EINVAL, "no items for cycling given");
+    }
+    struct json_object *idx = NULL;
+    json_object_object_get_ex(loop->j, "index0", &idx);
+    *out = jv_copy(&a->pos[json_object_get_int64(idx) % a->n_pos]);
+    return 0;
 }
 
 static int eval_call(struct rs *rs, struct frame *f, const struct jnode *n, struct jv *out)
@@ -1259,7 +1423,11 @@ static int eval_call(struct rs *rs, struct frame *f, const struct jnode *n, stru
             return rc;
         }
         rc = eval_args(rs, f, n, &a);
-        if (!rc) {
+        if (!rc && jv_type(&obj) == VT_DICT && json_object_get_userdata(obj.j) == &LOOP_MARK &&
+            strcmp(callee->str, "cycle") == 0) {
+            rc = loop_cycle(rs, n, &obj, &a, out);
+            args_free(&a);
+        } else if (!rc) {
             rc = jinja__call_method(rs, n, &obj, callee->str, &a, out);
             args_free(&a);
         }
@@ -1274,13 +1442,13 @@ static int eval_call(struct rs *rs, struct frame *f, const struct jnode *n, stru
     rc = eval(rs, f, callee, &fn);
     if (!rc) {
         if (fn.kind == JV_MACRO) {
-            rc = call_macro(rs, n, fn.node, &a, out);
+            rc = call_macro(rs, n, &fn, &a, out);
         } else if (fn.kind == JV_FUNC) {
             const struct jinja__global *g = jinja__global_find(fn.name);
             TANDEM_ASSERT(g != NULL);
             rc = g->fn(rs, n, &a, out);
-        } else if (fn.kind == JV_UNDEF && fn.name) {
-            rc = jinja__fail(rs, callee, -EINVAL, "'%s' is undefined", fn.name);
+        } else if (fn.kind == JV_UNDEF && (fn.name || fn.why != JU_MISSING)) {
+            rc = undefined_error(rs, callee, &fn);
         } else {
             rc = jinja__fail(rs, n, -EINVAL, "%s is not callable", jv_type_name(&fn));
         }
@@ -1570,12 +1738,15 @@ static int set_loop_var(struct rs *rs, struct frame *f, struct json_object *item
         json_object_object_add(loop, "first", json_object_new_boolean(i == 0)) ||
         json_object_object_add(loop, "last", json_object_new_boolean(i + 1 == n)) ||
         json_object_object_add(loop, "length", json_object_new_int64((int64_t)n)) ||
+        json_object_object_add(loop, "depth", json_object_new_int64(1)) ||
+        json_object_object_add(loop, "depth0", json_object_new_int64(0)) ||
         (i > 0 && json_object_object_add(loop, "previtem", prev ? json_object_get(prev) : NULL)) ||
         (i + 1 < n &&
          json_object_object_add(loop, "nextitem", next ? json_object_get(next) : NULL))) {
         json_object_put(loop);
         return jinja__oom(rs);
     }
+    json_object_set_userdata(loop, &LOOP_MARK, NULL);
     return frame_set(rs, f, "loop", jv_own(loop));
 }
 
@@ -1651,6 +1822,76 @@ static int exec_for(struct rs *rs, struct frame *f, const struct jnode *n, struc
     return rc;
 }
 
+/* {% call(params) m(args) %}body{% endcall %}: m(args, caller=<the body as a macro>). */
+static int exec_call_block(struct rs *rs, struct frame *f, const struct jnode *n, struct buf *out)
+{
+    const struct jnode *call = n->a;
+    struct args a;
+    int rc = eval_args(rs, f, call, &a);
+    if (rc) {
+        return rc;
+    }
+    if (a.n_kw >= JINJA_MAX_ARGS) {
+        args_free(&a);
+        return jinja__fail(rs, call, -EINVAL, "too many arguments (at most %d)", JINJA_MAX_ARGS);
+    }
+    a.kw_name[a.n_kw] = "caller";
+    a.kw[a.n_kw++] = (struct jv){.kind = JV_MACRO, .node = n->b, .env = f};
+    struct jv fn = {0}, v = {0};
+    rc = eval(rs, f, call->a, &fn);
+    if (!rc) {
+        if (fn.kind == JV_MACRO) {
+            rc = call_macro(rs, call, &fn, &a, &v);
+        } else if (fn.kind == JV_UNDEF && (fn.name || fn.why != JU_MISSING)) {
+            rc = undefined_error(rs, call->a, &fn);
+        } else {
+            rc = jinja__fail(rs, call, -EINVAL, "a call block needs a macro, got %s",
+                             fn.kind == JV_FUNC ? "a global function" : jv_type_name(&fn));
+        }
+    }
+    if (!rc) {
+        rc = jinja__append_str(rs, n, &v, out);
+    }
+    jv_put(&v);
+    jv_put(&fn);
+    args_free(&a);
+    return rc;
+}
+
+/* {% filter f(args)|g %}body{% endfilter %}: the body's output (rendered in its own scope)
+ * through the filters in order. */
+static int exec_filter_block(struct rs *rs, struct frame *f, const struct jnode *n, struct buf *out)
+{
+    struct frame bf = {.vars = NULL, .parent = f};
+    struct buf b;
+    buf_init(&b, rs->lim.max_output);
+    int rc = exec_body(rs, &bf, n->c, &b);
+    frame_clear(&bf);
+    if (rc || rs->loop_ctl) { /* a break/continue leaves the block, dropping its output */
+        buf_free(&b);
+        return rc;
+    }
+    struct jv v = {0};
+    rc = jinja__new_buf_str(rs, n, &b, &v);
+    for (size_t i = 0; !rc && i < n->n_items; i++) {
+        const struct jnode *flt = n->items[i];
+        struct args args;
+        struct jv next = {0};
+        rc = eval_args(rs, f, flt, &args);
+        if (!rc) {
+            rc = jinja__apply_filter(rs, flt, flt->str, &v, &args, &next);
+            args_free(&args);
+        }
+        jv_put(&v);
+        v = next;
+    }
+    if (!rc) {
+        rc = jinja__append_str(rs, n, &v, out);
+    }
+    jv_put(&v);
+    return rc;
+}
+
 static int exec_stmt(struct rs *rs, struct frame *f, const struct jnode *n, struct buf *out)
 {
     int rc = 0;
@@ -1690,17 +1931,21 @@ static int exec_stmt(struct rs *rs, struct frame *f, const struct jnode *n, stru
         struct buf b;
         buf_init(&b, rs->lim.max_output);
         rc = exec_body(rs, f, n->c, &b);
-        if (!rc) {
-            rc = jinja__new_buf_str(rs, n, &b, &v);
-        } else {
+        if (rc || rs->loop_ctl) { /* a break/continue leaves the block: nothing assigned */
             buf_free(&b);
+            return rc;
         }
+        rc = jinja__new_buf_str(rs, n, &b, &v);
         return rc ? rc : assign(rs, f, n->a, v);
     }
     case JN_MACRO: {
-        struct jv m = {.kind = JV_MACRO, .node = n};
+        struct jv m = {.kind = JV_MACRO, .node = n, .env = f};
         return frame_set(rs, f, n->str, m);
     }
+    case JN_CALL_BLOCK:
+        return exec_call_block(rs, f, n, out);
+    case JN_FILTER_BLOCK:
+        return exec_filter_block(rs, f, n, out);
     case JN_BREAK:
         rs->loop_ctl = 1;
         return 0;

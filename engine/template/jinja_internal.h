@@ -25,14 +25,17 @@
 
 enum jnode_kind {
     /* statements */
-    JN_BODY,      /* items: statements */
-    JN_TEXT,      /* str/len: literal output */
-    JN_OUTPUT,    /* a: expression to print */
-    JN_IF,        /* a: condition, b: body, c: else body or JN_IF (elif) or NULL */
-    JN_FOR,       /* a: target, b: iterable, c: body, d: else body or NULL, e: filter or NULL */
-    JN_SET,       /* a: target (JN_NAME, JN_TUPLE of names, JN_ATTR of a name), b: value */
-    JN_SET_BLOCK, /* a: target name, c: body */
-    JN_MACRO,     /* str: name, items: params (JN_NAME or JN_KWARG with default), c: body */
+    JN_BODY,         /* items: statements */
+    JN_TEXT,         /* str/len: literal output */
+    JN_OUTPUT,       /* a: expression to print */
+    JN_IF,           /* a: condition, b: body, c: else body or JN_IF (elif) or NULL */
+    JN_FOR,          /* a: target, b: iterable, c: body, d: else body or NULL, e: filter or NULL */
+    JN_SET,          /* a: target (JN_NAME, JN_TUPLE of names, JN_ATTR of a name), b: value */
+    JN_SET_BLOCK,    /* a: target name, c: body */
+    JN_MACRO,        /* str: name, items: params (JN_NAME or JN_KWARG with default), c: body,
+                        ival: JM_* flags (the special names the body reads) */
+    JN_CALL_BLOCK,   /* a: the JN_CALL, b: the caller (a JN_MACRO named "caller") */
+    JN_FILTER_BLOCK, /* items: the filters in order (JN_FILTER without operand), c: body */
     JN_BREAK,
     JN_CONTINUE,
     /* expressions */
@@ -58,12 +61,20 @@ enum jnode_kind {
     JN_COND,      /* a: value when true, b: condition, c: value when false or NULL */
 };
 
+/* JN_MACRO ival: which of the special names Jinja2 binds on a call the body reads (anywhere,
+ * nested macros and call blocks included, as Jinja2's find_undeclared looks). */
+enum {
+    JM_CALLER = 1,  /* accepts `caller` (the body of a {% call %} block) */
+    JM_KWARGS = 2,  /* collects unknown keyword arguments in `kwargs` */
+    JM_VARARGS = 4, /* collects extra positional arguments in `varargs` */
+};
+
 struct jnode {
     enum jnode_kind kind;
     int line, col;   /* position in the template source, 1-based */
     const char *str; /* names, operators, string literal bytes (NUL-terminated) */
     size_t len;      /* bytes of str */
-    int64_t ival;    /* JN_INT value, JN_CONST kind, JN_TEST negation */
+    int64_t ival;    /* JN_INT value, JN_CONST kind, JN_TEST negation, JN_MACRO flags */
     double fval;     /* JN_FLOAT value */
     struct jnode *a, *b, *c, *d, *e;
     struct jnode **items; /* arena array of n_items nodes */
@@ -90,7 +101,17 @@ struct jv {
     enum jv_kind kind;
     struct json_object *j;    /* owned reference (JV_VAL: NULL is none; JV_NS: the object) */
     const struct jnode *node; /* JV_MACRO: the macro; JV_UNDEF: where it came from (or NULL) */
-    const char *name; /* JV_UNDEF: the missing name, for messages (or NULL); JV_FUNC: the global */
+    const char *name;  /* JV_UNDEF: the missing name, for messages (or NULL); JV_FUNC: the global */
+    struct frame *env; /* JV_MACRO: the scope it was defined in, which its body sees (a macro
+                        * value never outlives that scope: containers store macros as none) */
+    int why;           /* JV_UNDEF: JU_* (what an error on it says) */
+};
+
+/* Why a value is undefined, for the message of an error on it. */
+enum {
+    JU_MISSING = 0, /* "'name' is undefined" (no name: the operation's own message) */
+    JU_PARAM,       /* a macro parameter not passed: "parameter 'name' was not provided" */
+    JU_CALLER,      /* `caller` in a macro not called from a call block: "No caller defined" */
 };
 
 /* The Jinja-level type of a value, as tests and messages see it. */

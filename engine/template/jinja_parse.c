@@ -52,8 +52,12 @@ struct parser {
     size_t lc_line_start;
     struct tok *toks; /* malloc'd */
     size_t n_toks, cap_toks;
-    size_t cur; /* parser position in toks */
-    int depth;  /* parser recursion depth */
+    size_t cur;                              /* parser position in toks */
+    int depth;                               /* parser recursion depth */
+    struct jnode *macros[JINJA_MAX_NESTING]; /* macros and call blocks whose body is being parsed */
+    int n_macros;
+    bool storing;   /* parsing an assignment target (its names are not reads) */
+    int loop_depth; /* for bodies around the statement being parsed, within its macro */
     char *err;
     size_t errlen;
 };
@@ -949,6 +953,22 @@ static int parse_seq(struct parser *p, struct jnode *owner, const char *close)
     return rc;
 }
 
+/* A read of `caller`, `kwargs` or `varargs` makes every macro being parsed take it (Jinja2 looks
+ * for them in the whole body, nested macros and call blocks included). */
+static void note_special_name(struct parser *p, const char *name)
+{
+    int64_t flag = strcmp(name, "caller") == 0    ? JM_CALLER
+                   : strcmp(name, "kwargs") == 0  ? JM_KWARGS
+                   : strcmp(name, "varargs") == 0 ? JM_VARARGS
+                                                  : 0;
+    if (flag == 0 || p->storing) {
+        return;
+    }
+    for (int i = 0; i < p->n_macros; i++) {
+        p->macros[i]->ival |= flag;
+    }
+}
+
 static int parse_primary(struct parser *p, struct jnode **out)
 {
     struct tok *t = peek(p);
@@ -974,6 +994,7 @@ static int parse_primary(struct parser *p, struct jnode **out)
             if (n) {
                 n->str = t->str;
                 n->len = t->len;
+                note_special_name(p, t->str);
             }
         }
         break;
@@ -1333,7 +1354,7 @@ static int parse_expr(struct parser *p, struct jnode **out)
 }
 
 /* An expression or an unparenthesised tuple `a, b` (set values, for iterables). */
-static int parse_tuple_expr(struct parser *p, struct jnode **out, bool names_only)
+static int parse_tuple_inner(struct parser *p, struct jnode **out, bool names_only)
 {
     struct tok *at = peek(p);
     struct jnode *first = NULL;
@@ -1399,6 +1420,17 @@ static int parse_tuple_expr(struct parser *p, struct jnode **out, bool names_onl
     }
     *out = tn;
     return nlist_finish(p, &l, tn);
+}
+
+/* parse_tuple_inner; names_only parses an assignment target (names, a tuple of names, or
+ * ns.attr), whose names are stores, not reads. */
+static int parse_tuple_expr(struct parser *p, struct jnode **out, bool names_only)
+{
+    bool was_storing = p->storing;
+    p->storing = names_only;
+    int rc = parse_tuple_inner(p, out, names_only);
+    p->storing = was_storing;
+    return rc;
 }
 
 static int parse_body(struct parser *p, struct jnode **out, const char *const *ends, size_t n_ends);
@@ -1490,7 +1522,9 @@ static int parse_for(struct parser *p, const struct tok *at, struct jnode **out)
         rc = expect_end(p);
     }
     if (!rc) {
+        p->loop_depth++;
         rc = parse_body(p, &n->c, ends, ARRAY_SIZE(ends));
+        p->loop_depth--;
     }
     if (rc) {
         return rc;
@@ -1557,9 +1591,57 @@ static int parse_set(struct parser *p, const struct tok *at, struct jnode **out)
     return rc;
 }
 
+/* The parameter list `(a, b=default, ...)` of a macro or call block into n->items. */
+static int parse_params(struct parser *p, struct jnode *n)
+{
+    int rc = parse_args(p, n);
+    for (size_t i = 0; !rc && i < n->n_items; i++) {
+        const struct jnode *param = n->items[i];
+        if (param->kind != JN_NAME && param->kind != JN_KWARG) {
+            return fail_at(p, param->line, param->col, -EINVAL,
+                           "macro parameters must be names or name=default");
+        }
+        for (size_t k = 0; k < i; k++) {
+            if (strcmp(n->items[k]->str, param->str) == 0) {
+                return fail_at(p, param->line, param->col, -EINVAL, "duplicate parameter '%s'",
+                               param->str);
+            }
+        }
+    }
+    return rc;
+}
+
+/* The body of macro n up to {% end %} (consumed with its closing '%}' unless a name may follow),
+ * with n on the stack of macros whose special names are being noted. */
+static int parse_macro_body(struct parser *p, struct jnode *n, const char *end)
+{
+    const char *const ends[] = {end};
+    if (p->n_macros >= JINJA_MAX_NESTING) {
+        return fail_at(p, n->line, n->col, -E2BIG, "template nested deeper than %d",
+                       JINJA_MAX_NESTING);
+    }
+    p->macros[p->n_macros++] = n;
+    int loop_depth = p->loop_depth;
+    p->loop_depth = 0; /* a loop around the definition is not one around the body */
+    int rc = parse_body(p, &n->c, ends, 1);
+    p->loop_depth = loop_depth;
+    p->n_macros--;
+    for (size_t i = 0; !rc && (n->ival & JM_CALLER) && i < n->n_items; i++) {
+        const struct jnode *param = n->items[i];
+        if (param->kind == JN_NAME && strcmp(param->str, "caller") == 0) {
+            rc = fail_at(p, param->line, param->col, -EINVAL,
+                         "the special 'caller' parameter must be omitted or given a default");
+        }
+    }
+    if (!rc) {
+        advance(p); /* {% */
+        advance(p); /* end */
+    }
+    return rc;
+}
+
 static int parse_macro(struct parser *p, const struct tok *at, struct jnode **out)
 {
-    static const char *const ends[] = {"endmacro"};
     struct tok *nt = peek(p);
     if (nt->type != T_NAME) {
         return fail_tok(p, nt, "macro name");
@@ -1571,14 +1653,97 @@ static int parse_macro(struct parser *p, const struct tok *at, struct jnode **ou
     }
     n->str = nt->str;
     n->len = nt->len;
-    int rc = parse_args(p, n);
-    for (size_t i = 0; !rc && i < n->n_items; i++) {
-        const struct jnode *param = n->items[i];
-        if (param->kind != JN_NAME && param->kind != JN_KWARG) {
-            rc = fail_at(p, param->line, param->col, -EINVAL,
-                         "macro parameters must be names or name=default");
+    int rc = parse_params(p, n);
+    if (!rc) {
+        rc = expect_end(p);
+    }
+    if (!rc) {
+        rc = parse_macro_body(p, n, "endmacro");
+    }
+    if (rc) {
+        return rc;
+    }
+    if (peek(p)->type == T_NAME && strcmp(peek(p)->str, n->str) == 0) {
+        advance(p);
+    }
+    *out = n;
+    return expect_end(p);
+}
+
+/* {% call(params) macro(args) %}body{% endcall %}: the body becomes the macro `caller`. */
+static int parse_call_block(struct parser *p, const struct tok *at, struct jnode **out)
+{
+    struct jnode *n = new_node(p, JN_CALL_BLOCK, at);
+    struct jnode *caller = new_node(p, JN_MACRO, at);
+    if (!n || !caller) {
+        return oom(p);
+    }
+    caller->str = "caller";
+    caller->len = strlen(caller->str);
+    n->b = caller;
+    int rc = 0;
+    if (is_op(peek(p), "(")) {
+        rc = parse_params(p, caller);
+    }
+    if (!rc) {
+        struct tok *ct = peek(p);
+        rc = parse_expr(p, &n->a);
+        if (!rc && n->a->kind != JN_CALL) {
+            rc = fail_at(p, ct->line, ct->col, -EINVAL, "expected a macro call after 'call'");
         }
     }
+    if (!rc) {
+        rc = expect_end(p);
+    }
+    if (!rc) {
+        rc = parse_macro_body(p, caller, "endcall");
+    }
+    if (!rc) {
+        rc = expect_end(p);
+    }
+    *out = n;
+    return rc;
+}
+
+/* {% filter name(args)|name2 ... %}body{% endfilter %} */
+static int parse_filter_block(struct parser *p, const struct tok *at, struct jnode **out)
+{
+    static const char *const ends[] = {"endfilter"};
+    struct jnode *n = new_node(p, JN_FILTER_BLOCK, at);
+    if (!n) {
+        return oom(p);
+    }
+    struct nlist l = {0};
+    int rc = 0;
+    do {
+        if (l.n > 0) {
+            advance(p); /* | */
+        }
+        struct tok *nt = peek(p);
+        if (nt->type != T_NAME) {
+            rc = fail_tok(p, nt, "filter name");
+            break;
+        }
+        advance(p);
+        struct jnode *f = new_node(p, JN_FILTER, nt);
+        if (!f) {
+            rc = oom(p);
+            break;
+        }
+        f->str = nt->str;
+        f->len = nt->len;
+        if (is_op(peek(p), "(")) {
+            rc = parse_args(p, f);
+        }
+        if (!rc) {
+            rc = nlist_push(p, &l, f);
+        }
+    } while (!rc && is_op(peek(p), "|"));
+    if (rc) {
+        free(l.v);
+        return rc;
+    }
+    rc = nlist_finish(p, &l, n);
     if (!rc) {
         rc = expect_end(p);
     }
@@ -1590,9 +1755,6 @@ static int parse_macro(struct parser *p, const struct tok *at, struct jnode **ou
     }
     advance(p);
     advance(p);
-    if (peek(p)->type == T_NAME && strcmp(peek(p)->str, n->str) == 0) {
-        advance(p);
-    }
     *out = n;
     return expect_end(p);
 }
@@ -1618,7 +1780,16 @@ static int parse_statement(struct parser *p, struct jnode **out)
     if (strcmp(k, "macro") == 0) {
         return parse_macro(p, kw, out);
     }
+    if (strcmp(k, "call") == 0) {
+        return parse_call_block(p, kw, out);
+    }
+    if (strcmp(k, "filter") == 0) {
+        return parse_filter_block(p, kw, out);
+    }
     if (strcmp(k, "break") == 0 || strcmp(k, "continue") == 0) {
+        if (p->loop_depth == 0) {
+            return fail_at(p, kw->line, kw->col, -EINVAL, "'%s' outside a loop", k);
+        }
         *out = new_node(p, k[0] == 'b' ? JN_BREAK : JN_CONTINUE, kw);
         if (!*out) {
             return oom(p);

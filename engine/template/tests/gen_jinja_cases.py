@@ -99,8 +99,77 @@ CASES = [
     ("unpack_lists", "{% for a, b in [[1, 2], [3, 4]] %}{{ a + b }}{% endfor %} {{ (1, 2)|list }} {{ [1, 2][5] is defined }}"),
     ("ws_strip_both", "{%- if true -%}  {{ 'x' }}  {%- endif -%}  !"),
     ("unicode_compare", "{{ 'é' > 'z' }} {{ ['b', 'a'] < ['b', 'b'] }} {{ 'Ä'|lower }}"),
+    # macros: defaults, keywords, varargs/kwargs, recursion, scope, attributes
+    ("macro_defaults_keywords", "{% macro m(a, b=2, c='x') %}[{{ a }}{{ b }}{{ c }}]{% endmacro %}{{ m(1) }}{{ m(1, 3) }}{{ m(1, c='y') }}{{ m(a=5, b=6) }}{{ m(1, c=b) if false else m(c=7, a=8) }}"),
+    ("macro_default_uses_param", "{% macro m(a, b=a * 2, c=b ~ '!') %}{{ a }} {{ b }} {{ c }}{% endmacro %}{{ m(4) }}"),
+    ("macro_missing_param", "{% macro m(a, b) %}[{{ a }}|{{ b }}|{{ b is defined }}|{{ b|default('dflt') }}]{% endmacro %}{{ m(1) }}{{ m() }}"),
+    ("macro_varargs_kwargs", "{% macro m(a) %}{{ a }} {{ varargs }} {{ kwargs }} {{ varargs|length }}{% for k, v in kwargs|dictsort %} {{ k }}={{ v }}{% endfor %}{% endmacro %}{{ m(1, 2, 3, z=4, y='w') }}|{{ m(0) }}"),
+    ("macro_varargs_only", "{% macro m() %}{{ varargs|join(',') }}{% endmacro %}{{ m() }}/{{ m(1) }}/{{ m(1, 'b', none) }}"),
+    ("macro_kwargs_only", "{% macro m(a=1) %}{{ a }}{{ kwargs|tojson }}{% endmacro %}{{ m() }} {{ m(2, q=[1]) }} {{ m(q=3, a=4) }}"),
+    ("macro_recursion", "{% macro tree(node, depth=0) %}{{ '  ' * depth }}{{ node.name }}\n{% for c in node.children or [] %}{{ tree(c, depth + 1) }}{% endfor %}{% endmacro %}{{ tree({'name': 'root', 'children': [{'name': 'a', 'children': [{'name': 'a1'}]}, {'name': 'b'}]}) }}"),
+    ("macro_recursion_nested_def", "{% macro outer(x) %}{% macro f(n) %}{% if n > 0 %}{{ n }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(x) }}{% endmacro %}{{ outer(3) }}{% for q in [2] %}{% macro g(n) %}{{ n }}{% if n > 0 %}{{ g(n - 1) }}{% endif %}{% endmacro %}{{ g(q) }}{% endfor %}"),
+    ("macro_calls_later_macro", "{% macro a() %}A{{ b() }}{% endmacro %}{% macro b() %}B{% endmacro %}{{ a() }}"),
+    ("macro_sees_globals_at_call", "{% set x = 4 %}{% macro a() %}{{ x }}{{ name }}{% endmacro %}{{ a() }}{% set x = 5 %}{{ a() }}"),
+    ("macro_closure_loop_var", "{% for i in [1, 2] %}{% macro a() %}<{{ i }}>{% endmacro %}{{ a() }}{% endfor %}{{ a is defined }}"),
+    ("macro_local_scope", "{% set v = 'outer' %}{% macro m() %}{% set v = 'inner' %}{{ v }}{% endmacro %}{{ m() }} {{ v }}"),
+    ("macro_no_caller_scope", "{% macro inner() %}{{ w is defined }}{% endmacro %}{% macro outer() %}{% set w = 1 %}{{ inner() }}{% endmacro %}{{ outer() }}"),
+    ("macro_attributes", "{% macro m(a, b=2) %}{{ kwargs }}{{ varargs }}{{ caller }}{% endmacro %}{% macro p() %}{% endmacro %}{{ m.name }} {{ m.arguments }} {{ m.catch_kwargs }} {{ m.catch_varargs }} {{ m.caller }} {{ p.arguments }} {{ p.caller }} {{ m is callable }}"),
+    ("macro_returns_string", "{% macro m(x) %} {{ x }} {% endmacro %}[{{ m(1)|trim }}][{{ m(2)|length }}]{% set s = m(3) %}[{{ s ~ s }}]"),
+    ("macro_in_if_defined_after", "{% if true %}{% macro m() %}yes{% endmacro %}{% endif %}{{ m() }}"),
+    ("macro_whitespace", "{% macro m(x) %}\n  <{{ x }}>\n{% endmacro %}\n{{ m(1) }}{{ m(2) }}"),
+    # call blocks
+    ("call_block", "{% macro wrap(tag) %}<{{ tag }}>{{ caller() }}</{{ tag }}>{% endmacro %}{% call wrap('b') %}bold {{ name }}{% endcall %}"),
+    ("call_block_args", "{% macro each(xs) %}{% for x in xs %}{{ caller(x, loop.index) }}{% endfor %}{% endmacro %}{% call(item, i) each(items) %}{{ i }}={{ item }};{% endcall %}"),
+    ("call_block_arg_defaults", "{% macro m() %}{{ caller() }}|{{ caller(1) }}|{{ caller(1, y=5) }}|{{ caller(y=6, x=7) }}{% endmacro %}{% call(x, y=2) m() %}{{ x }}-{{ y }}{% endcall %}"),
+    ("call_block_sees_call_site", "{% set v = 5 %}{% macro m() %}{% set v = 3 %}{{ caller() }}{% endmacro %}{% for i in [1, 2] %}{% call m() %}{{ v }}{{ i }}{{ loop.index }}{% endcall %}{% endfor %}"),
+    ("call_block_scope", "{% macro m() %}{{ caller() }}{{ caller() }}{% endmacro %}{% set ns = namespace(c=0) %}{% call m() %}{% set y = 1 %}{% set ns.c = ns.c + 1 %}{{ ns.c }}{{ y }}{% endcall %}[{{ y }}]"),
+    ("call_block_with_macro_args", "{% macro field(name, value='', type='text') %}<input {{ name }} {{ value }} {{ type }}>{{ caller(name|upper) }}{% endmacro %}{% call(n) field('user', type='pw') %}[{{ n }}]{% endcall %}"),
+    ("call_block_nested", "{% macro box(t) %}[{{ t }}:{{ caller() }}]{% endmacro %}{% call box('o') %}{% call box('i') %}{{ name }}{% endcall %}{% endcall %}"),
+    ("caller_passed_through", "{% macro inner() %}<{{ caller() }}>{% endmacro %}{% macro outer() %}{{ inner(caller=caller) }}{% endmacro %}{% call outer() %}X{% endcall %}"),
+    ("caller_defined_tests", "{% macro m() %}{{ caller is defined }}{% if caller is defined %}{{ caller() }}{% endif %}{% endmacro %}{{ m() }} {% call m() %}body{% endcall %}"),
+    ("caller_kwargs_varargs", "{% macro m() %}{{ caller(1, 2, k=3) }}{% endmacro %}{% call(a) m() %}{{ a }}{{ varargs }}{{ kwargs }}{% endcall %}"),
+    ("call_block_whitespace", "{% macro m() %}\n  [{{ caller() }}]\n{% endmacro %}\n{% call m() %}\n  body\n{% endcall %}\nend"),
+    # filter blocks
+    ("filter_block", "{% filter upper %}abc {{ name }}{% endfilter %}"),
+    ("filter_block_args_chain", "{% filter replace('a', 'b')|upper %}aaa{% endfilter %}|{% filter trim|capitalize %}   hello   {% endfilter %}|{% filter indent(2, true) %}x\ny{% endfilter %}"),
+    ("filter_block_scope", "{% set x = 1 %}{% filter upper %}{% set x = 2 %}{{ x }}{% endfilter %}{{ x }}"),
+    ("filter_block_nested_loop", "{% for m in msgs %}{% filter trim %}  {{ m.role }}  {% endfilter %};{% endfor %}"),
+    ("filter_block_break", "{% for x in items %}{% filter upper %}a{{ x }}{% if x == 1 %}{% break %}{% endif %}b{% endfilter %}{% endfor %}"),
+    ("set_block_break", "{% for x in items %}{% set y %}{{ x }}{% if x == 1 %}{% continue %}{% endif %}{% endset %}{{ y }}{% endfor %}"),
+    ("filter_block_tojson", "{% filter tojson %}a\"b{% endfilter %}"),
+    # loop helpers
+    ("loop_cycle_depth", "{% for x in items %}{{ loop.cycle('odd', 'even') }}{{ loop.depth }}{{ loop.depth0 }} {% endfor %}"),
+    ("loop_prev_next_first_last", "{% for m in msgs %}{% if not loop.first %}{{ loop.previtem.role }}>{% endif %}{{ m.role }}{% if loop.nextitem is defined %}>{{ loop.nextitem.role }}{% endif %}{% if loop.last %}!{% endif %} {% endfor %}"),
+    ("break_continue_nested", "{% for x in items %}{% for y in items %}{% if y == x %}{% break %}{% endif %}{{ y }}{% endfor %};{% if x == 1 %}{% continue %}{% endif %}{{ x }}|{% endfor %}"),
     ("unicode_case", "{{ 'ÀÉÎõü ÿ straße ĀāĲĳŸ ΑΒΓ αβγ ς ΆΈ ДЖЯ дЖя ЁЂ ёђ µ'|upper }}|{{ 'ÀÉÎõü ÿ ĀāĲĳŸ ΑΒΓ ΆΈ ДЖЯ ЁЂ İ'|lower }}|{{ 'élan vital'|title }}|{{ 'ÉCOLE'|capitalize }}|{{ 'ébène x'.title() }}"),
 ]
+
+# Templates Jinja2 rejects (at compile or render time): ours must fail too, with a message that
+# names the line and column.
+ERROR_CASES = [
+    ("macro_too_many_args", "{% macro m(a) %}{{ a }}{% endmacro %}{{ m(1, 2) }}"),
+    ("macro_unknown_keyword", "{% macro m(a) %}{{ a }}{% endmacro %}{{ m(1, z=2) }}"),
+    ("macro_keyword_for_positional", "{% macro m(a) %}{{ a }}{% endmacro %}{{ m(1, a=2) }}"),
+    ("macro_missing_param_used", "{% macro m(a, b) %}{{ b.x }}{% endmacro %}{{ m(1) }}"),
+    ("macro_before_definition", "{{ m() }}{% macro m() %}x{% endmacro %}"),
+    ("macro_caller_param_no_default", "{% macro m(caller) %}{{ caller }}{% endmacro %}"),
+    ("macro_duplicate_param", "{% macro m(a, a) %}{% endmacro %}"),
+    ("macro_not_defined_in_loop_scope", "{% for i in [1] %}{% macro a() %}{% endmacro %}{% endfor %}{{ a() }}"),
+    ("call_block_macro_without_caller", "{% macro m() %}x{% endmacro %}{% call m() %}body{% endcall %}"),
+    ("caller_without_call_block", "{% macro m() %}{{ caller() }}{% endmacro %}{{ m() }}"),
+    ("caller_too_many_args", "{% macro m() %}{{ caller(1, 2) }}{% endmacro %}{% call(x) m() %}{{ x }}{% endcall %}"),
+    ("call_block_not_a_call", "{% call foo %}x{% endcall %}"),
+    ("call_block_unclosed", "{% macro m() %}{{ caller() }}{% endmacro %}{% call m() %}x"),
+    ("call_block_undefined_macro", "{% call nosuch() %}x{% endcall %}"),
+    ("filter_block_unknown", "{% filter nosuch %}x{% endfilter %}"),
+    ("filter_block_unclosed", "{% filter upper %}x"),
+    ("filter_block_no_name", "{% filter %}x{% endfilter %}"),
+    ("break_outside_loop", "{% break %}"),
+    ("continue_in_macro_outside_loop", "{% for x in [1] %}{% macro m() %}{% continue %}{% endmacro %}{% endfor %}"),
+    ("break_in_for_else", "{% for x in [] %}{% else %}{% break %}{% endfor %}"),
+    ("loop_cycle_no_items", "{% for x in [1] %}{{ loop.cycle() }}{% endfor %}"),
+]
+
 
 def main():
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
@@ -108,10 +177,17 @@ def main():
         x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
     env.globals["strftime_now"] = lambda fmt: "26 Jul 2024"
     env.globals["raise_exception"] = lambda msg: (_ for _ in ()).throw(Exception(msg))
-    out = {"context": CTX, "now_epoch": 1721952000, "cases": []}
+    out = {"context": CTX, "now_epoch": 1721952000, "cases": [], "error_cases": []}
     for name, src in CASES:
         text = env.from_string(src).render(**CTX)
         out["cases"].append({"name": name, "template": src, "expected": text})
+    for name, src in ERROR_CASES:
+        try:
+            env.from_string(src).render(**CTX)
+        except Exception as e:  # the reference's error: ours must fail too (wording differs)
+            out["error_cases"].append({"name": name, "template": src, "error": str(e)})
+            continue
+        raise SystemExit(f"error case {name} renders")
     json.dump(out, sys.stdout, ensure_ascii=False, indent=1)
     sys.stdout.write("\n")
 

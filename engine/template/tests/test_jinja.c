@@ -125,6 +125,27 @@ static void test_cases_match_python_jinja2(void **state)
         }
         free(out);
     }
+    /* templates Jinja2 rejects: ours fail too, naming the position */
+    struct json_object *bad = json_get(doc, "error_cases");
+    size_t n_bad = json_object_array_length(bad);
+    assert_true(n_bad >= 20);
+    for (size_t i = 0; i < n_bad; i++) {
+        struct json_object *c = json_object_array_get_idx(bad, i);
+        const char *name = json_object_get_string(json_get(c, "name"));
+        const char *src = json_object_get_string(json_get(c, "template"));
+        char err[512] = "";
+        int rc;
+        char *out = render_lim(src, ctx, NULL, &rc, err, sizeof(err));
+        if (out) {
+            print_error("error case %s: renders [%s], Jinja2 fails: %s\n", name, out,
+                        json_object_get_string(json_get(c, "error")));
+            free(out);
+            failures++;
+        } else if (rc != -EINVAL || strncmp(err, "line ", 5) != 0) {
+            print_error("error case %s: rc %d, error [%s] lacks the position\n", name, rc, err);
+            failures++;
+        }
+    }
     json_object_put(doc);
     assert_int_equal(failures, 0);
 }
