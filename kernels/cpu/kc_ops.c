@@ -100,6 +100,26 @@ void kc_swiglu(const float *gate, const float *up, float *y, int64_t n)
     }
 }
 
+void kc_geglu(const float *gate, const float *up, float *y, int64_t n)
+{
+    /* ggml_gelu_f32's formula, evaluated in float (ggml's CPU backend looks it up in an f16
+     * table instead; transformers' gelu_pytorch_tanh and vLLM compute it) */
+    const float a = 0.044715f;
+    const float sqrt_2_over_pi = 0.79788456080286535587989211986876f;
+    for (int64_t i = 0; i < n; i++) {
+        const float g = gate[i];
+        y[i] = 0.5f * g * (1.0f + tanhf(sqrt_2_over_pi * g * (1.0f + a * g * g))) * up[i];
+    }
+}
+
+void kc_softcap(float *x, int64_t n, float cap)
+{
+    const float inv = 1.0f / cap;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = tanhf(x[i] * inv) * cap;
+    }
+}
+
 void kc_softmax(float *x, int64_t n)
 {
     float mx = -INFINITY;
@@ -139,11 +159,12 @@ typedef struct kc_attn_task {
     int n_seqs;
     int n_head;
     int64_t q_stride, o_stride;
-    float scale;
+    float scale, softcap;
+    int32_t window;
     const kc__isa_ops *ops;
 } kc_attn_task;
 
-/* One query (one token, one head) against keys [0, pos]. */
+/* One query (one token, one head) against keys [0, pos], or (window w) [pos - w + 1, pos]. */
 static void kc_attn_one(const kc_attn_task *t, const kc_attn_seq *s, int32_t i, int h)
 {
     const kc_paged_kv *kv = t->kv;
@@ -153,6 +174,7 @@ static void kc_attn_one(const kc_attn_task *t, const kc_attn_seq *s, int32_t i, 
     const float *q = s->q + i * t->q_stride + (int64_t)h * hd;
     float *out = s->out + i * t->o_stride + (int64_t)h * hd;
     const int32_t n_keys = s->start_pos + i + 1;
+    const int32_t first = t->window > 0 && n_keys > t->window ? n_keys - t->window : 0;
     const size_t esz = kv->f16 ? 2 : 4;
     float acc[KC_ATTN_MAX_HEAD_DIM];
     float sc[KC_ATTN_MAX_BLOCK];
@@ -161,14 +183,17 @@ static void kc_attn_one(const kc_attn_task *t, const kc_attn_seq *s, int32_t i, 
     for (int d = 0; d < hd; d++) {
         acc[d] = 0.0f;
     }
-    for (int32_t b = 0; b * bs < n_keys; b++) {
+    for (int32_t b = first / bs; b * bs < n_keys; b++) {
         const int32_t blk = s->block_table[b];
-        const int cnt = n_keys - b * bs < bs ? n_keys - b * bs : bs;
+        /* keys [j0, j0 + cnt) of this block: the window may start inside it */
+        const int j0 = b * bs < first ? first - b * bs : 0;
+        const int cnt = (n_keys - b * bs < bs ? n_keys - b * bs : bs) - j0;
         const size_t off =
-            (((size_t)blk * (size_t)kv->n_head_kv + (size_t)hk) * (size_t)bs) * (size_t)hd * esz;
+            ((((size_t)blk * (size_t)kv->n_head_kv + (size_t)hk) * (size_t)bs) + (size_t)j0) *
+            (size_t)hd * esz;
         const uint8_t *kb = (const uint8_t *)kv->k + off;
         const uint8_t *vb = (const uint8_t *)kv->v + off;
-        if (t->ops->attn_block &&
+        if (t->softcap == 0.0f && t->ops->attn_block &&
             t->ops->attn_block(q, kb, vb, cnt, hd, kv->f16, t->scale, &m, &l, acc)) {
             continue;
         }
@@ -178,6 +203,9 @@ static void kc_attn_one(const kc_attn_task *t, const kc_attn_seq *s, int32_t i, 
             float d = kv->f16 ? t->ops->dot_f16(q, (const uint16_t *)kr, hd)
                               : t->ops->dot_f32(q, (const float *)kr, hd);
             sc[j] = d * t->scale;
+            if (t->softcap != 0.0f) {
+                sc[j] = tanhf(sc[j] * (1.0f / t->softcap)) * t->softcap;
+            }
             bmax = sc[j] > bmax ? sc[j] : bmax;
         }
         if (bmax > m) {
@@ -224,9 +252,17 @@ static void kc_attn_worker(void *arg, int ith, int nth)
 int kc_attention(kc_pool *pool, const kc_paged_kv *kv, int n_head, const kc_attn_seq *seqs,
                  int n_seqs, int64_t q_stride, int64_t o_stride, float scale)
 {
+    const kc_attn_params p = {.scale = scale};
+    return kc_attention_ex(pool, kv, n_head, seqs, n_seqs, q_stride, o_stride, &p);
+}
+
+int kc_attention_ex(kc_pool *pool, const kc_paged_kv *kv, int n_head, const kc_attn_seq *seqs,
+                    int n_seqs, int64_t q_stride, int64_t o_stride, const kc_attn_params *p)
+{
     if (kv->n_head_kv <= 0 || n_head <= 0 || n_head % kv->n_head_kv != 0 || kv->block_size < 1 ||
         kv->block_size > KC_ATTN_MAX_BLOCK || kv->head_dim < 1 ||
-        kv->head_dim > KC_ATTN_MAX_HEAD_DIM || n_seqs < 0) {
+        kv->head_dim > KC_ATTN_MAX_HEAD_DIM || n_seqs < 0 || p->window < 0 ||
+        !(p->softcap >= 0.0f)) {
         return -EINVAL;
     }
     kc_attn_task t = {
@@ -236,7 +272,9 @@ int kc_attention(kc_pool *pool, const kc_paged_kv *kv, int n_head, const kc_attn
         .n_head = n_head,
         .q_stride = q_stride,
         .o_stride = o_stride,
-        .scale = scale,
+        .scale = p->scale,
+        .softcap = p->softcap,
+        .window = p->window,
         .ops = kc__ops(),
     };
     if (pool) {

@@ -54,6 +54,13 @@ void kc_rope_apply(float *x, int n_heads, int head_dim, int n_rot, const float *
 /* y[i] = silu(gate[i]) * up[i]; y may equal gate or up. */
 void kc_swiglu(const float *gate, const float *up, float *y, int64_t n);
 
+/* y[i] = gelu(gate[i]) * up[i] (GeGLU), gelu's tanh approximation in float; y may equal gate
+ * or up. */
+void kc_geglu(const float *gate, const float *up, float *y, int64_t n);
+
+/* Soft-capping in place: x[i] = cap * tanh(x[i] / cap), cap > 0. */
+void kc_softcap(float *x, int64_t n, float cap);
+
 /* In-place numerically stable softmax of n values. */
 void kc_softmax(float *x, int64_t n);
 
@@ -92,5 +99,18 @@ typedef struct kc_attn_seq {
  */
 int kc_attention(kc_pool *pool, const kc_paged_kv *kv, int n_head, const kc_attn_seq *seqs,
                  int n_seqs, int64_t q_stride, int64_t o_stride, float scale);
+
+/* What kc_attention_ex adds: scores s = scale * q.k are soft-capped to softcap * tanh(s /
+ * softcap) when softcap > 0 (gemma2), and with window > 0 a query at position p sees only the
+ * keys at p - window < k <= p (sliding-window attention; the blocks wholly before the window
+ * are not read, so their block-table entries may be stale). */
+typedef struct kc_attn_params {
+    float scale;
+    float softcap;  /* 0: none */
+    int32_t window; /* 0: all keys */
+} kc_attn_params;
+
+int kc_attention_ex(kc_pool *pool, const kc_paged_kv *kv, int n_head, const kc_attn_seq *seqs,
+                    int n_seqs, int64_t q_stride, int64_t o_stride, const kc_attn_params *p);
 
 #endif

@@ -193,6 +193,31 @@ static void test_rope_yarn(void **state)
     assert_true(worst_excess < 1e-6);
 }
 
+/* GeGLU and soft-capping against double evaluations of their formulas. */
+static void test_geglu_softcap(void **state)
+{
+    (void)state;
+    enum { N = 257 };
+    float g[N], u[N], y[N], c[N];
+    for (int i = 0; i < N; i++) {
+        g[i] = (float)i * 0.08f - 10.24f; /* -10.24 .. 10.24 */
+        u[i] = frand();
+        c[i] = g[i] * 7.0f;
+    }
+    kc_geglu(g, u, y, N);
+    kc_softcap(c, N, 30.0f);
+    for (int i = 0; i < N; i++) {
+        const double x = g[i];
+        const double gelu = 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+        assert_true(fabs(y[i] - gelu * u[i]) <= 2e-6 * (1.0 + fabs(gelu * u[i])));
+        const double cap = 30.0 * tanh((double)g[i] * 7.0 / 30.0);
+        assert_true(fabs(c[i] - cap) <= 4e-6 * (1.0 + fabs(cap)));
+        assert_true(fabsf(c[i]) <= 30.0f);
+    }
+    kc_geglu(g, u, g, N); /* in place */
+    assert_memory_equal(g, y, sizeof(y));
+}
+
 static void test_embed_row(void **state)
 {
     (void)state;
@@ -214,8 +239,11 @@ static void test_embed_row(void **state)
     assert_int_equal(kc_embed_row((tdtype)99, q, 64, 1, out), -EINVAL);
 }
 
-/* Attention over a random paged cache vs a dense double reference. */
-static void check_attention(kc_pool *pool, bool f16, int n_head, int n_head_kv, int hd, int bs)
+/* Attention over a random paged cache vs a dense double reference; window > 0 slides (the
+ * block-table entries wholly before every query's window are poisoned: reading one faults),
+ * softcap > 0 caps the scores. */
+static void check_attention_ex(kc_pool *pool, bool f16, int n_head, int n_head_kv, int hd, int bs,
+                               int window, float softcap)
 {
     enum { NSEQ = 3, NB = 24 };
     const int32_t start[NSEQ] = {0, 9, 3}, n_new[NSEQ] = {7, 1, 17};
@@ -239,6 +267,9 @@ static void check_attention(kc_pool *pool, bool f16, int n_head, int n_head_kv, 
         for (int b = 0; b < 8; b++) {
             tables[s][b] = (next * 7) % NB; /* scattered, distinct while next < NB */
             next++;
+            if (window > 0 && (b + 1) * bs <= start[s] - window + 1) {
+                tables[s][b] = INT32_MIN / 2;
+            }
         }
     }
     const int qd = n_head * hd;
@@ -269,7 +300,8 @@ static void check_attention(kc_pool *pool, bool f16, int n_head, int n_head_kv, 
                       .n_head_kv = n_head_kv,
                       .head_dim = hd};
     const float scale = 1.0f / sqrtf((float)hd);
-    assert_int_equal(kc_attention(pool, &kv, n_head, seqs, NSEQ, qd, qd, scale), 0);
+    const kc_attn_params ap = {.scale = scale, .softcap = softcap, .window = window};
+    assert_int_equal(kc_attention_ex(pool, &kv, n_head, seqs, NSEQ, qd, qd, &ap), 0);
     double sc[64];
     off = 0;
     for (int s = 0; s < NSEQ; s++) {
@@ -279,30 +311,36 @@ static void check_attention(kc_pool *pool, bool f16, int n_head, int n_head_kv, 
                 const int hk = h / (n_head / n_head_kv);
                 const float *qh = q + (size_t)off * qd + h * hd;
                 double mx = -1e300, sum = 0.0;
-                for (int j = 0; j <= pos; j++) {
+                const int j0 = window > 0 && pos + 1 > window ? pos + 1 - window : 0;
+                for (int j = j0; j <= pos; j++) {
                     size_t base = (((size_t)tables[s][j / bs] * n_head_kv + hk) * bs + j % bs) * hd;
                     double d = 0.0;
                     for (int e = 0; e < hd; e++) {
                         d += (double)qh[e] * kf[base + e];
                     }
                     sc[j] = d * scale;
+                    if (softcap > 0.0f) {
+                        sc[j] = softcap * tanh(sc[j] / softcap);
+                    }
                     mx = fmax(mx, sc[j]);
                 }
-                for (int j = 0; j <= pos; j++) {
+                for (int j = j0; j <= pos; j++) {
                     sc[j] = exp(sc[j] - mx);
                     sum += sc[j];
                 }
                 for (int e = 0; e < hd; e++) {
                     double a = 0.0;
-                    for (int j = 0; j <= pos; j++) {
+                    for (int j = j0; j <= pos; j++) {
                         size_t base =
                             (((size_t)tables[s][j / bs] * n_head_kv + hk) * bs + j % bs) * hd;
                         a += sc[j] * vf[base + e];
                     }
                     double got = out[(size_t)off * qd + h * hd + e];
                     if (fabs(got - a / sum) > 2e-5) {
-                        fail_msg("isa %s attention s %d tok %d head %d dim %d: %g vs %g",
-                                 kc_isa_name(kc_isa_active()), s, i, h, e, got, a / sum);
+                        fail_msg("isa %s attention (window %d, softcap %g) s %d tok %d head %d "
+                                 "dim %d: %g vs %g",
+                                 kc_isa_name(kc_isa_active()), window, (double)softcap, s, i, h, e,
+                                 got, a / sum);
                     }
                 }
             }
@@ -314,6 +352,11 @@ static void check_attention(kc_pool *pool, bool f16, int n_head, int n_head_kv, 
     free(vh);
     free(q);
     free(out);
+}
+
+static void check_attention(kc_pool *pool, bool f16, int n_head, int n_head_kv, int hd, int bs)
+{
+    check_attention_ex(pool, f16, n_head, n_head_kv, hd, bs, 0, 0.0f);
 }
 
 static void test_attention(void **state)
@@ -328,6 +371,14 @@ static void test_attention(void **state)
             check_attention(pool, f16, 4, 2, 16, 4);  /* GQA */
             check_attention(NULL, f16, 3, 3, 20, 3);  /* MHA, odd head_dim and block */
             check_attention(pool, f16, 8, 1, 64, 16); /* MQA */
+            /* sliding windows starting inside blocks, across them, and wider than the
+             * sequence; soft-capping (scores near the cap: q scaled up) */
+            check_attention_ex(pool, f16, 4, 2, 16, 4, 5, 0.0f);
+            check_attention_ex(NULL, f16, 3, 3, 20, 3, 1, 0.0f);
+            check_attention_ex(pool, f16, 8, 1, 64, 16, 7, 0.0f);
+            check_attention_ex(pool, f16, 4, 2, 16, 4, 64, 0.0f);
+            check_attention_ex(pool, f16, 4, 2, 16, 4, 0, 1.5f);
+            check_attention_ex(pool, f16, 4, 2, 32, 8, 6, 0.7f);
         }
     }
     assert_int_equal(kc_isa_set(best), 0);
@@ -337,6 +388,11 @@ static void test_attention(void **state)
     bad.n_head_kv = 2;
     bad.head_dim = KC_ATTN_MAX_HEAD_DIM + 1;
     assert_int_equal(kc_attention(NULL, &bad, 4, &none, 0, 64, 64, 1.0f), -EINVAL);
+    bad.head_dim = 16;
+    kc_attn_params neg = {.scale = 1.0f, .window = -1};
+    assert_int_equal(kc_attention_ex(NULL, &bad, 4, &none, 0, 64, 64, &neg), -EINVAL);
+    neg = (kc_attn_params){.scale = 1.0f, .softcap = -1.0f};
+    assert_int_equal(kc_attention_ex(NULL, &bad, 4, &none, 0, 64, 64, &neg), -EINVAL);
     kc_pool_free(pool);
 }
 
@@ -346,6 +402,7 @@ int main(void)
         cmocka_unit_test(test_rmsnorm_swiglu_softmax_add),
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_rope_yarn),
+        cmocka_unit_test(test_geglu_softcap),
         cmocka_unit_test(test_embed_row),
         cmocka_unit_test(test_attention),
     };
