@@ -71,6 +71,54 @@ static char TUPLE_MARK;
 /* The `loop` objects of for loops carry this marker: they have the method cycle(). */
 static char LOOP_MARK;
 
+/* Markup strings carry this marker (see jinja__mark_safe). */
+static char SAFE_MARK;
+
+void jinja__mark_safe(struct json_object *str)
+{
+    json_object_set_userdata(str, &SAFE_MARK, NULL);
+}
+
+bool jinja__is_safe(const struct jv *v)
+{
+    return jv_type(v) == VT_STR && json_object_get_userdata(v->j) == &SAFE_MARK;
+}
+
+int jinja__append_escaped(struct rs *rs, const struct jnode *at, const struct jv *v, struct buf *b)
+{
+    if (jinja__is_safe(v)) {
+        return jinja__append_str(rs, at, v, b);
+    }
+    struct jv sv = {0};
+    int rc = jinja__to_str(rs, at, v, &sv);
+    if (rc) {
+        return rc;
+    }
+    size_t n;
+    const char *s = jv_str(&sv, &n);
+    size_t from = 0;
+    for (size_t i = 0; !rc && i < n; i++) {
+        const char *rep = s[i] == '&'    ? "&amp;"
+                          : s[i] == '<'  ? "&lt;"
+                          : s[i] == '>'  ? "&gt;"
+                          : s[i] == '"'  ? "&#34;"
+                          : s[i] == '\'' ? "&#39;"
+                                         : NULL;
+        if (rep) {
+            rc = jinja__buf_add(rs, at, b, s + from, i - from);
+            if (!rc) {
+                rc = jinja__buf_adds(rs, at, b, rep);
+            }
+            from = i + 1;
+        }
+    }
+    if (!rc) {
+        rc = jinja__buf_add(rs, at, b, s + from, n - from);
+    }
+    jv_put(&sv);
+    return rc;
+}
+
 void jinja__mark_tuple(struct json_object *arr)
 {
     json_object_set_userdata(arr, &TUPLE_MARK, NULL);
@@ -1075,19 +1123,22 @@ int jinja__arith(struct rs *rs, const struct jnode *at, const char *op, const st
         return undefined_error(rs, at, b);
     }
     if (strcmp(op, "+") == 0 && ta == VT_STR && tb == VT_STR) {
-        size_t na, nb;
-        const char *sa = jv_str(a, &na), *sb = jv_str(b, &nb);
-        if (na + nb > rs->lim.max_output) {
-            return jinja__fail(rs, at, -E2BIG, "string exceeds the output limit");
+        /* Markup + str (or str + Markup) escapes the plain side and stays Markup */
+        bool safe = jinja__is_safe(a) || jinja__is_safe(b);
+        struct buf sb;
+        buf_init(&sb, rs->lim.max_output);
+        int rc = safe ? jinja__append_escaped(rs, at, a, &sb) : jinja__append_str(rs, at, a, &sb);
+        if (!rc) {
+            rc = safe ? jinja__append_escaped(rs, at, b, &sb) : jinja__append_str(rs, at, b, &sb);
         }
-        char *s = malloc(na + nb + 1);
-        if (!s) {
-            return jinja__oom(rs);
+        if (rc) {
+            buf_free(&sb);
+            return rc;
         }
-        memcpy(s, sa, na);
-        memcpy(s + na, sb, nb);
-        int rc = jinja__new_str(rs, at, s, na + nb, out);
-        free(s);
+        rc = jinja__new_buf_str(rs, at, &sb, out);
+        if (!rc && safe) {
+            jinja__mark_safe(out->j);
+        }
         return rc;
     }
     if (strcmp(op, "+") == 0 && ta == VT_LIST && tb == VT_LIST) {

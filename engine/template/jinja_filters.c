@@ -515,12 +515,27 @@ static int filter_default(struct rs *rs, const struct jnode *at, const struct jv
     return 0;
 }
 
+/* safe: Markup(str(v)), a new string object (the operand may be the context's). */
 static int filter_safe(struct rs *rs, const struct jnode *at, const struct jv *v,
                        struct json_object *items, const struct args *a, struct jv *out)
 {
-    (void)rs, (void)at, (void)items, (void)a;
-    *out = jv_copy(v);
-    return 0;
+    (void)items, (void)a;
+    if (jinja__is_safe(v)) {
+        *out = jv_copy(v);
+        return 0;
+    }
+    struct buf b;
+    buf_init(&b, rs->lim.max_output);
+    int rc = jinja__append_str(rs, at, v, &b);
+    if (rc) {
+        buf_free(&b);
+        return rc;
+    }
+    rc = jinja__new_buf_str(rs, at, &b, out);
+    if (!rc) {
+        jinja__mark_safe(out->j);
+    }
+    return rc;
 }
 
 static int filter_string(struct rs *rs, const struct jnode *at, const struct jv *v,
@@ -624,48 +639,27 @@ static int filter_replace(struct rs *rs, const struct jnode *at, const struct jv
 }
 
 /* escape, e: HTML-escapes str(v) as markupsafe does. */
+/* escape/e: a Markup string of str(v) with & < > " ' escaped; Markup is returned as is. */
 static int filter_escape(struct rs *rs, const struct jnode *at, const struct jv *v,
                          struct json_object *items, const struct args *a, struct jv *out)
 {
     (void)items, (void)a;
-    struct jv sv = {0};
-    int rc = jinja__to_str(rs, at, v, &sv);
-    if (rc) {
-        return rc;
+    if (jinja__is_safe(v)) {
+        *out = jv_copy(v);
+        return 0;
     }
-    size_t n;
-    const char *s = jv_str(&sv, &n);
     struct buf b;
     buf_init(&b, rs->lim.max_output);
-    for (size_t i = 0; !rc && i < n; i++) {
-        const char *rep = NULL;
-        switch (s[i]) {
-        case '&':
-            rep = "&amp;";
-            break;
-        case '<':
-            rep = "&lt;";
-            break;
-        case '>':
-            rep = "&gt;";
-            break;
-        case '"':
-            rep = "&#34;";
-            break;
-        case '\'':
-            rep = "&#39;";
-            break;
-        default:
-            break;
-        }
-        rc = rep ? jinja__buf_adds(rs, at, &b, rep) : jinja__buf_add(rs, at, &b, s + i, 1);
-    }
-    jv_put(&sv);
+    int rc = jinja__append_escaped(rs, at, v, &b);
     if (rc) {
         buf_free(&b);
         return rc;
     }
-    return jinja__new_buf_str(rs, at, &b, out);
+    rc = jinja__new_buf_str(rs, at, &b, out);
+    if (!rc) {
+        jinja__mark_safe(out->j);
+    }
+    return rc;
 }
 
 static int filter_upper(struct rs *rs, const struct jnode *at, const struct jv *v,
@@ -1299,7 +1293,8 @@ static int filter_indent(struct rs *rs, const struct jnode *at, const struct jv 
     return jinja__new_buf_str(rs, at, &b, out);
 }
 
-/* Sorted by strcmp. JF_ITEMS: the operand must be iterable (indent too, as it always was). */
+/* Sorted by strcmp. JF_ITEMS: the operand must be iterable (indent too, as it always was);
+ * JF_FALSY_EMPTY: map and the select family treat a falsy operand as empty, as Jinja2 does. */
 const struct jinja__filter jinja__filters[] = {
     {"abs", filter_abs, 0},
     {"capitalize", filter_capitalize, 0},
@@ -1319,17 +1314,17 @@ const struct jinja__filter jinja__filters[] = {
     {"length", filter_length, 0},
     {"list", filter_list, JF_ITEMS},
     {"lower", filter_lower, 0},
-    {"map", filter_map, JF_ITEMS},
+    {"map", filter_map, JF_ITEMS | JF_FALSY_EMPTY},
     {"max", filter_max, JF_ITEMS},
     {"min", filter_min, JF_ITEMS},
-    {"reject", filter_reject, JF_ITEMS},
-    {"rejectattr", filter_rejectattr, JF_ITEMS},
+    {"reject", filter_reject, JF_ITEMS | JF_FALSY_EMPTY},
+    {"rejectattr", filter_rejectattr, JF_ITEMS | JF_FALSY_EMPTY},
     {"replace", filter_replace, 0},
     {"reverse", filter_reverse, JF_ITEMS},
     {"round", filter_round, 0},
     {"safe", filter_safe, 0},
-    {"select", filter_select, JF_ITEMS},
-    {"selectattr", filter_selectattr, JF_ITEMS},
+    {"select", filter_select, JF_ITEMS | JF_FALSY_EMPTY},
+    {"selectattr", filter_selectattr, JF_ITEMS | JF_FALSY_EMPTY},
     {"sort", filter_sort, JF_ITEMS},
     {"string", filter_string, 0},
     {"sum", filter_sum, JF_ITEMS},
@@ -1357,7 +1352,13 @@ int jinja__apply_filter(struct rs *rs, const struct jnode *at, const char *name,
         return f->fn(rs, at, v, NULL, a, out);
     }
     struct json_object *items = NULL;
-    int rc = jinja__iter_items(rs, at, v, &items);
+    int rc = 0;
+    if ((f->flags & JF_FALSY_EMPTY) && !jv_truthy(v)) {
+        items = json_object_new_array();
+        rc = items ? 0 : jinja__oom(rs);
+    } else {
+        rc = jinja__iter_items(rs, at, v, &items);
+    }
     if (rc) {
         return rc;
     }

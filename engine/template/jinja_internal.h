@@ -329,6 +329,15 @@ int jinja__oom(struct rs *rs);
 void jinja__mark_tuple(struct json_object *arr);
 bool jinja__is_tuple(struct json_object *arr);
 
+/* Markup (markupsafe) strings: what the safe and escape filters return. Python's Markup + str
+ * HTML-escapes the str, which templates relying on `'text'|safe + value` see even without
+ * autoescape. Mark only a string object the renderer created (never one of the context). */
+void jinja__mark_safe(struct json_object *str);
+bool jinja__is_safe(const struct jv *v);
+
+/* markupsafe.escape(str(v)) appended to b: & < > " ' as entities (a Markup string as is). */
+int jinja__append_escaped(struct rs *rs, const struct jnode *at, const struct jv *v, struct buf *b);
+
 /* New values into *out: 0, -ENOMEM, or -E2BIG for a string over the output limit.
  * jinja__new_buf_str takes b's bytes and frees b either way. */
 int jinja__new_str(struct rs *rs, const struct jnode *at, const char *s, size_t len,
@@ -412,7 +421,9 @@ typedef int jinja__filter_fn(struct rs *rs, const struct jnode *at, const struct
                              struct json_object *items, const struct args *a, struct jv *out);
 
 enum {
-    JF_ITEMS = 1, /* the operand must be iterable: its items are passed */
+    JF_ITEMS = 1,       /* the operand must be iterable: its items are passed */
+    JF_FALSY_EMPTY = 2, /* with JF_ITEMS: a falsy operand (none, 0, '') has no items, as
+                         * Jinja2's `if value: for item in value` */
 };
 
 struct jinja__filter {

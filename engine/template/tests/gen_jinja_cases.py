@@ -137,6 +137,10 @@ CASES = [
     ("filter_block_break", "{% for x in items %}{% filter upper %}a{{ x }}{% if x == 1 %}{% break %}{% endif %}b{% endfilter %}{% endfor %}"),
     ("set_block_break", "{% for x in items %}{% set y %}{{ x }}{% if x == 1 %}{% continue %}{% endif %}{% endset %}{{ y }}{% endfor %}"),
     ("filter_block_tojson", "{% filter tojson %}a\"b{% endfilter %}"),
+    # Markup strings (safe/escape) and the select family on falsy operands (functionary v3.1)
+    ("markup_plus", "{{ 'a<'|safe + '<b>' }}|{{ '<x>' + 'y&'|safe }}|{{ ('<'|e) + '>' }}|{{ '<'|e|e }}|{{ 'a'|safe ~ '<' }}|{{ '\\'q\\''|escape }}|{{ 'x'|safe + name + '\"'|safe }}|{{ ('<'|safe + '>')|length }}"),
+    ("markup_functionary", "{% for t in msgs[2].tool_calls %}{{ \"Use '\"|safe + t['name'] + \"'\\n\"|safe + t|tojson() }}{% endfor %}"),
+    ("select_family_falsy", "{{ nothing|selectattr('x')|list }} {{ nothing|map('upper')|list }} {{ ''|select|list }} {{ 0|reject|list }} {{ fl|rejectattr('a')|list }} {{ missing|map(attribute='a')|list }}"),
     # loop helpers
     ("loop_cycle_depth", "{% for x in items %}{{ loop.cycle('odd', 'even') }}{{ loop.depth }}{{ loop.depth0 }} {% endfor %}"),
     ("loop_prev_next_first_last", "{% for m in msgs %}{% if not loop.first %}{{ loop.previtem.role }}>{% endif %}{{ m.role }}{% if loop.nextitem is defined %}>{{ loop.nextitem.role }}{% endif %}{% if loop.last %}!{% endif %} {% endfor %}"),
