@@ -37,11 +37,14 @@
 
 typedef struct cpu_layer {
     kc_weight wq, wk, wv, wo, gate, up, down;
-    float *attn_norm, *ffn_norm; /* [n_embd] */
-    float *q_norm, *k_norm;      /* [head_dim] or NULL */
-    float *bq, *bk, *bv;         /* [q_dim], [kv_dim], [kv_dim] or NULL */
-    void *k_pool, *v_pool;       /* KV pools, pool_bytes each */
-    bool k_external, v_external; /* adopted (cpu_kv_adopt): not ours to free */
+    kc_weight router;                      /* MoE: {n_embd, n_expert} */
+    kc_weight *e_gate, *e_up, *e_down;     /* MoE: [n_expert] */
+    float *attn_norm, *ffn_norm;           /* [n_embd] */
+    float *attn_post_norm, *ffn_post_norm; /* [n_embd] or NULL (gemma) */
+    float *q_norm, *k_norm;                /* [head_dim] or NULL */
+    float *bq, *bk, *bv;                   /* [q_dim], [kv_dim], [kv_dim] or NULL */
+    void *k_pool, *v_pool;                 /* KV pools, pool_bytes each */
+    bool k_external, v_external;           /* adopted (cpu_kv_adopt): not ours to free */
 } cpu_layer;
 
 struct backend {
@@ -57,8 +60,16 @@ struct backend {
     /* scratch, T = max_batch_tokens rows */
     float *x, *xn, *q, *k, *v, *att, *tmp, *gate, *up; /* [T][...] */
     float *rope;                                       /* [T][n_rot] cos/sin pairs */
+    float *rope_swa; /* the same for sliding-window layers when they rotate otherwise, or NULL */
     /* RoPE scaling (model.h): ggml rope's freq_scale, ext_factor, attn_factor and YaRN's ramp */
     float rope_freq_scale, rope_ext_factor, rope_attn_factor, rope_corr_dims[2];
+    float rope_swa_freq_scale, rope_swa_corr_dims[2];
+    float attn_scale; /* model_config.attn_scale, or 1 / sqrt(head_dim) when it is 0 */
+    /* MoE scratch: router probabilities [T][n_expert], each token's chosen experts and weights
+     * [T][n_used], per expert the tokens routed to it [n_expert][T], gathered rows [T][E] */
+    int n_expert, n_used, n_ff_exp;
+    float *probs, *sel_w, *xg;
+    int32_t *sel_id, *e_count, *e_rows;
     int32_t *tok_pos, *tok_seq, *out_rows; /* [T], [T], [max_seqs] */
     kc_attn_seq *aseq;                     /* [max_seqs] */
     void *wsp;
@@ -148,6 +159,17 @@ static void cpu_destroy(backend *b)
             cpu_layer *L = &b->layers[l];
             free(L->attn_norm);
             free(L->ffn_norm);
+            free(L->attn_post_norm);
+            free(L->ffn_post_norm);
+            kc_weight_release(&L->router);
+            for (int e = 0; L->e_gate && e < b->n_expert; e++) {
+                kc_weight_release(&L->e_gate[e]);
+                kc_weight_release(&L->e_up[e]);
+                kc_weight_release(&L->e_down[e]);
+            }
+            free(L->e_gate);
+            free(L->e_up);
+            free(L->e_down);
             free(L->q_norm);
             free(L->k_norm);
             free(L->bq);
@@ -181,6 +203,13 @@ static void cpu_destroy(backend *b)
     free(b->gate);
     free(b->up);
     free(b->rope);
+    free(b->rope_swa);
+    free(b->probs);
+    free(b->sel_w);
+    free(b->xg);
+    free(b->sel_id);
+    free(b->e_count);
+    free(b->e_rows);
     free(b->tok_pos);
     free(b->tok_seq);
     free(b->out_rows);
@@ -222,6 +251,23 @@ static backend *cpu_create(const model *m, const backend_config *cfg, char *err,
         kc_rope_yarn_corr_dims(c->n_rot, c->rope_yarn_orig_ctx, c->rope_base,
                                c->rope_yarn_beta_fast, c->rope_yarn_beta_slow, b->rope_corr_dims);
     }
+    bool any_swa = false;
+    for (int l = 0; l < c->n_layer; l++) {
+        any_swa |= m->layers[l].swa;
+    }
+    b->rope_swa_freq_scale = c->rope_swa_scaled ? b->rope_freq_scale : 1.0f;
+    const bool swa_rope = any_swa && (c->rope_base_swa != c->rope_base ||
+                                      b->rope_swa_freq_scale != b->rope_freq_scale ||
+                                      (!c->rope_swa_scaled && c->rope_freqs));
+    if (swa_rope && b->rope_ext_factor != 0.0f) {
+        kc_rope_yarn_corr_dims(c->n_rot, c->rope_yarn_orig_ctx, c->rope_base_swa,
+                               c->rope_yarn_beta_fast, c->rope_yarn_beta_slow,
+                               b->rope_swa_corr_dims);
+    }
+    b->attn_scale = c->attn_scale > 0.0f ? c->attn_scale : 1.0f / sqrtf((float)c->head_dim);
+    b->n_expert = c->n_expert;
+    b->n_used = c->n_expert_used;
+    b->n_ff_exp = c->n_ff_exp;
     b->n_ff = c->n_ff;
     b->n_vocab = c->n_vocab;
     b->q_dim = c->n_head * c->head_dim;
@@ -244,15 +290,19 @@ static backend *cpu_create(const model *m, const backend_config *cfg, char *err,
         cpu_layer *L = &b->layers[l];
         char what[64];
         snprintf(what, sizeof(what), "layer %d", l);
+        const bool moe = b->n_expert > 0;
         if (cpu_weight(&L->wq, ml->wq, E, b->q_dim, what, err, errlen) ||
             cpu_weight(&L->wk, ml->wk, E, b->kv_dim, what, err, errlen) ||
             cpu_weight(&L->wv, ml->wv, E, b->kv_dim, what, err, errlen) ||
             cpu_weight(&L->wo, ml->wo, b->q_dim, E, what, err, errlen) ||
-            cpu_weight(&L->gate, ml->w_gate, E, F, what, err, errlen) ||
-            cpu_weight(&L->up, ml->w_up, E, F, what, err, errlen) ||
-            cpu_weight(&L->down, ml->w_down, F, E, what, err, errlen) ||
+            (!moe && (cpu_weight(&L->gate, ml->w_gate, E, F, what, err, errlen) ||
+                      cpu_weight(&L->up, ml->w_up, E, F, what, err, errlen) ||
+                      cpu_weight(&L->down, ml->w_down, F, E, what, err, errlen))) ||
+            (moe && cpu_weight(&L->router, ml->ffn_gate_inp, E, b->n_expert, what, err, errlen)) ||
             cpu_vector(&L->attn_norm, ml->attn_norm, E, false, what, err, errlen) ||
             cpu_vector(&L->ffn_norm, ml->ffn_norm, E, false, what, err, errlen) ||
+            cpu_vector(&L->attn_post_norm, ml->attn_post_norm, E, true, what, err, errlen) ||
+            cpu_vector(&L->ffn_post_norm, ml->ffn_post_norm, E, true, what, err, errlen) ||
             cpu_vector(&L->q_norm, ml->q_norm, b->hd, true, what, err, errlen) ||
             cpu_vector(&L->k_norm, ml->k_norm, b->hd, true, what, err, errlen) ||
             cpu_vector(&L->bq, ml->bq, b->q_dim, true, what, err, errlen) ||
@@ -260,12 +310,46 @@ static backend *cpu_create(const model *m, const backend_config *cfg, char *err,
             cpu_vector(&L->bv, ml->bv, b->kv_dim, true, what, err, errlen)) {
             goto err_destroy;
         }
-        kc_weight *all[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->gate, &L->up, &L->down};
+        kc_weight *all[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->gate, &L->up, &L->down, &L->router};
         for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+            if (!all[i]->data) {
+                continue; /* a dense layer's router, a MoE layer's dense matrices */
+            }
             ws = cpu_max_size(ws, kc_matmul_wsize(all[i], T));
             if (kc_weight_prepare(all[i]) != 0) {
                 tandem_set_err(err, errlen, "cpu backend: out of memory repacking layer %d", l);
                 goto err_destroy;
+            }
+        }
+        if (moe) {
+            const int64_t FE = b->n_ff_exp;
+            L->e_gate = calloc((size_t)b->n_expert, sizeof(kc_weight));
+            L->e_up = calloc((size_t)b->n_expert, sizeof(kc_weight));
+            L->e_down = calloc((size_t)b->n_expert, sizeof(kc_weight));
+            if (!L->e_gate || !L->e_up || !L->e_down) {
+                tandem_set_err(err, errlen, "cpu backend: out of memory");
+                goto err_destroy;
+            }
+            for (int e = 0; e < b->n_expert; e++) {
+                snprintf(what, sizeof(what), "layer %d expert %d", l, e);
+                if (!ml->exp_gate || !ml->exp_up || !ml->exp_down ||
+                    cpu_weight(&L->e_gate[e], ml->exp_gate[e], E, FE, what, err, errlen) ||
+                    cpu_weight(&L->e_up[e], ml->exp_up[e], E, FE, what, err, errlen) ||
+                    cpu_weight(&L->e_down[e], ml->exp_down[e], FE, E, what, err, errlen)) {
+                    if (!ml->exp_gate || !ml->exp_up || !ml->exp_down) {
+                        tandem_set_err(err, errlen, "cpu backend: layer %d has no experts", l);
+                    }
+                    goto err_destroy;
+                }
+                kc_weight *ew[] = {&L->e_gate[e], &L->e_up[e], &L->e_down[e]};
+                for (size_t i = 0; i < 3; i++) {
+                    ws = cpu_max_size(ws, kc_matmul_wsize(ew[i], T));
+                    if (kc_weight_prepare(ew[i]) != 0) {
+                        tandem_set_err(err, errlen, "cpu backend: out of memory repacking %s",
+                                       what);
+                        goto err_destroy;
+                    }
+                }
             }
         }
         L->k_pool = cpu_aligned_zalloc(b->pool_bytes);
@@ -299,9 +383,21 @@ static backend *cpu_create(const model *m, const backend_config *cfg, char *err,
     b->v = cpu_aligned_zalloc(fT * (size_t)b->kv_dim);
     b->att = cpu_aligned_zalloc(fT * (size_t)b->q_dim);
     b->tmp = cpu_aligned_zalloc(fT * (size_t)E);
-    b->gate = cpu_aligned_zalloc(fT * (size_t)F);
-    b->up = cpu_aligned_zalloc(fT * (size_t)F);
+    const int64_t FF = F > b->n_ff_exp ? F : b->n_ff_exp;
+    b->gate = cpu_aligned_zalloc(fT * (size_t)FF);
+    b->up = cpu_aligned_zalloc(fT * (size_t)FF);
     b->rope = cpu_aligned_zalloc(fT * (size_t)(b->n_rot > 0 ? b->n_rot : 1));
+    if (swa_rope) {
+        b->rope_swa = cpu_aligned_zalloc(fT * (size_t)b->n_rot);
+    }
+    if (b->n_expert > 0) {
+        b->probs = cpu_aligned_zalloc(fT * (size_t)b->n_expert);
+        b->sel_w = cpu_aligned_zalloc(fT * (size_t)b->n_used);
+        b->xg = cpu_aligned_zalloc(fT * (size_t)E);
+        b->sel_id = calloc((size_t)T * (size_t)b->n_used, sizeof(int32_t));
+        b->e_count = calloc((size_t)b->n_expert, sizeof(int32_t));
+        b->e_rows = calloc((size_t)b->n_expert * (size_t)T, sizeof(int32_t));
+    }
     b->tok_pos = calloc((size_t)T, sizeof(int32_t));
     b->tok_seq = calloc((size_t)T, sizeof(int32_t));
     b->out_rows = calloc((size_t)cfg->max_seqs, sizeof(int32_t));
@@ -314,7 +410,9 @@ static backend *cpu_create(const model *m, const backend_config *cfg, char *err,
     }
     if ((b->tp && !b->logits_local) || !b->x || !b->xn || !b->q || !b->k || !b->v || !b->att ||
         !b->tmp || !b->gate || !b->up || !b->rope || !b->tok_pos || !b->tok_seq || !b->out_rows ||
-        !b->aseq || (ws && !b->wsp)) {
+        !b->aseq || (ws && !b->wsp) || (swa_rope && !b->rope_swa) ||
+        (b->n_expert > 0 &&
+         (!b->probs || !b->sel_w || !b->xg || !b->sel_id || !b->e_count || !b->e_rows))) {
         tandem_set_err(err, errlen, "cpu backend: out of memory for scratch buffers");
         goto err_destroy;
     }
@@ -335,9 +433,11 @@ typedef enum cpu_tok_op {
     CPU_OP_EMBED,     /* x = embedding rows */
     CPU_OP_ATTN_NORM, /* xn = rmsnorm(x) * attn_norm */
     CPU_OP_QKV_POST,  /* biases, q/k norms, RoPE, store K/V */
-    CPU_OP_FFN_NORM,  /* x += tmp; xn = rmsnorm(x) * ffn_norm */
-    CPU_OP_SWIGLU,    /* gate = silu(gate) * up */
-    CPU_OP_RESIDUAL,  /* x += tmp */
+    CPU_OP_FFN_NORM,  /* [tmp = rmsnorm(tmp) * attn_post_norm;] x += tmp; xn = rmsnorm(x) * ffn_norm
+                       */
+    CPU_OP_ACT,       /* gate = act(gate) * up, `width` wide */
+    CPU_OP_ROUTE,     /* MoE: router logits -> chosen experts and their weights */
+    CPU_OP_RESIDUAL,  /* [tmp = rmsnorm(tmp) * ffn_post_norm;] x += tmp */
     CPU_OP_OUT_NORM,  /* xn = rmsnorm(x) * output_norm */
 } cpu_tok_op;
 
@@ -346,7 +446,8 @@ typedef struct cpu_tok_task {
     const fwd_batch *batch;
     cpu_tok_op op;
     int layer;
-    int32_t n; /* rows */
+    int32_t n;     /* rows */
+    int64_t width; /* CPU_OP_ACT: row width */
 } cpu_tok_task;
 
 static void cpu_store_kv(backend *b, const cpu_layer *L, const fwd_batch *batch, int32_t t)
@@ -371,6 +472,42 @@ static void cpu_store_kv(backend *b, const cpu_layer *L, const fwd_batch *batch,
     }
 }
 
+/*
+ * MoE routing of token t, as llama.cpp's build_moe_ffn with softmax gating and norm_w: the
+ * softmax of the router's logits (in b->probs), the n_used most probable experts (highest
+ * first, the lower id on a tie), their probabilities divided by their sum (clamped below at
+ * f16's smallest normal, as llama.cpp).
+ */
+static void cpu_route(backend *b, int32_t t)
+{
+    float *p = b->probs + (int64_t)t * b->n_expert;
+    int32_t *id = b->sel_id + (int64_t)t * b->n_used;
+    float *w = b->sel_w + (int64_t)t * b->n_used;
+    kc_softmax(p, b->n_expert);
+    for (int j = 0; j < b->n_used; j++) {
+        int best = -1;
+        for (int e = 0; e < b->n_expert; e++) {
+            bool taken = false;
+            for (int i = 0; i < j && !taken; i++) {
+                taken = id[i] == e;
+            }
+            if (!taken && (best < 0 || p[e] > p[best])) {
+                best = e;
+            }
+        }
+        id[j] = best;
+        w[j] = p[best];
+    }
+    float sum = 0.0f;
+    for (int j = 0; j < b->n_used; j++) {
+        sum += w[j];
+    }
+    sum = sum < 6.103515625e-5f ? 6.103515625e-5f : sum;
+    for (int j = 0; j < b->n_used; j++) {
+        w[j] /= sum;
+    }
+}
+
 static void cpu_tok_one(const cpu_tok_task *tt, int32_t t)
 {
     backend *b = tt->b;
@@ -382,6 +519,12 @@ static void cpu_tok_one(const cpu_tok_task *tt, int32_t t)
     switch (tt->op) {
     case CPU_OP_EMBED:
         kc_embed_row(b->m->tok_embd->type, b->m->tok_embd->data, E, tt->batch->tokens[t], x);
+        if (b->m->cfg.embd_scale != 0.0f) {
+            const float sc = b->m->cfg.embd_scale;
+            for (int64_t i = 0; i < E; i++) {
+                x[i] *= sc;
+            }
+        }
         break;
     case CPU_OP_ATTN_NORM:
         kc_rmsnorm(x, L->attn_norm, xn, E, eps);
@@ -410,12 +553,21 @@ static void cpu_tok_one(const cpu_tok_task *tt, int32_t t)
             }
         }
         if (b->n_rot > 0) {
-            const float *cs = b->rope + (int64_t)t * b->n_rot;
+            const model_config *c = &b->m->cfg;
             if (tt->layer == 0) {
                 kc_rope_cache_yarn(b->rope + (int64_t)t * b->n_rot, b->n_rot, b->tok_pos[t],
-                                   b->m->cfg.rope_base, b->rope_freq_scale, b->m->cfg.rope_freqs,
+                                   c->rope_base, b->rope_freq_scale, c->rope_freqs,
                                    b->rope_ext_factor, b->rope_attn_factor, b->rope_corr_dims);
+                if (b->rope_swa) {
+                    kc_rope_cache_yarn(b->rope_swa + (int64_t)t * b->n_rot, b->n_rot, b->tok_pos[t],
+                                       c->rope_base_swa, b->rope_swa_freq_scale,
+                                       c->rope_swa_scaled ? c->rope_freqs : NULL,
+                                       b->rope_ext_factor, b->rope_attn_factor,
+                                       b->rope_swa_corr_dims);
+                }
             }
+            const float *table = b->rope_swa && b->m->layers[tt->layer].swa ? b->rope_swa : b->rope;
+            const float *cs = table + (int64_t)t * b->n_rot;
             kc_rope_apply(q, b->n_head, b->hd, b->n_rot, cs, b->m->cfg.rope_neox);
             kc_rope_apply(k, b->n_head_kv, b->hd, b->n_rot, cs, b->m->cfg.rope_neox);
         }
@@ -423,14 +575,29 @@ static void cpu_tok_one(const cpu_tok_task *tt, int32_t t)
         break;
     }
     case CPU_OP_FFN_NORM:
+        if (L->attn_post_norm) {
+            kc_rmsnorm(b->tmp + t * E, L->attn_post_norm, b->tmp + t * E, E, eps);
+        }
         kc_add(x, b->tmp + t * E, E);
         kc_rmsnorm(x, L->ffn_norm, xn, E, eps);
         break;
-    case CPU_OP_SWIGLU:
-        kc_swiglu(b->gate + (int64_t)t * b->n_ff, b->up + (int64_t)t * b->n_ff,
-                  b->gate + (int64_t)t * b->n_ff, b->n_ff);
+    case CPU_OP_ACT: {
+        float *g = b->gate + (int64_t)t * tt->width;
+        const float *u = b->up + (int64_t)t * tt->width;
+        if (b->m->cfg.ffn_act == MODEL_ACT_GELU_TANH) {
+            kc_geglu(g, u, g, tt->width);
+        } else {
+            kc_swiglu(g, u, g, tt->width);
+        }
+        break;
+    }
+    case CPU_OP_ROUTE:
+        cpu_route(b, t);
         break;
     case CPU_OP_RESIDUAL:
+        if (L->ffn_post_norm) {
+            kc_rmsnorm(b->tmp + t * E, L->ffn_post_norm, b->tmp + t * E, E, eps);
+        }
         kc_add(x, b->tmp + t * E, E);
         break;
     case CPU_OP_OUT_NORM:
@@ -449,14 +616,20 @@ static void cpu_tok_worker(void *arg, int ith, int nth)
     }
 }
 
-static void cpu_tok_run(backend *b, const fwd_batch *batch, cpu_tok_op op, int layer, int32_t n)
+static void cpu_tok_run_w(backend *b, const fwd_batch *batch, cpu_tok_op op, int layer, int32_t n,
+                          int64_t width)
 {
-    cpu_tok_task tt = {.b = b, .batch = batch, .op = op, .layer = layer, .n = n};
+    cpu_tok_task tt = {.b = b, .batch = batch, .op = op, .layer = layer, .n = n, .width = width};
     if (n >= 4) {
         kc_pool_run(b->pool, cpu_tok_worker, &tt);
     } else {
         cpu_tok_worker(&tt, 0, 1);
     }
+}
+
+static void cpu_tok_run(backend *b, const fwd_batch *batch, cpu_tok_op op, int layer, int32_t n)
+{
+    cpu_tok_run_w(b, batch, op, layer, n, 0);
 }
 
 static int cpu_mm(backend *b, const kc_weight *w, const float *x, int32_t n, float *y)
@@ -477,15 +650,94 @@ static int cpu_tp_sum(backend *b, float *y, int32_t n_rows)
 /* The final projection; one rank of several writes its own logits columns. */
 static int cpu_logits(backend *b, int32_t n_rows, float *logits)
 {
+    const float cap = b->m->cfg.final_softcap;
     if (!b->tp) {
-        return cpu_mm(b, &b->output, b->xn, n_rows, logits);
+        int rc = cpu_mm(b, &b->output, b->xn, n_rows, logits);
+        if (rc == 0 && cap > 0.0f) {
+            kc_softcap(logits, (int64_t)n_rows * b->n_vocab, cap);
+        }
+        return rc;
     }
     int rc = cpu_mm(b, &b->output, b->xn, n_rows, b->logits_local);
+    if (rc == 0 && cap > 0.0f) {
+        kc_softcap(b->logits_local, (int64_t)n_rows * b->n_out, cap);
+    }
     for (int32_t r = 0; rc == 0 && r < n_rows; r++) {
         memcpy(logits + (int64_t)r * b->n_vocab + b->tp->vocab_begin,
                b->logits_local + (int64_t)r * b->n_out, sizeof(float) * (size_t)b->n_out);
     }
     return rc;
+}
+
+/* The dense feed-forward of layer l: tmp = down(act(gate(xn)) * up(xn)). */
+static int cpu_ffn(backend *b, const fwd_batch *batch, int l, int32_t n_rows)
+{
+    const cpu_layer *L = &b->layers[l];
+    const kc_weight *gu_w[2] = {&L->gate, &L->up};
+    float *const gu_y[2] = {b->gate, b->up};
+    int rc = kc_matmul_multi(b->pool, gu_w, gu_y, 2, b->xn, n_rows, b->wsp, b->wsp_bytes);
+    if (rc != 0) {
+        return rc;
+    }
+    cpu_tok_run_w(b, batch, CPU_OP_ACT, l, n_rows, b->n_ff);
+    return cpu_mm(b, &L->down, b->gate, n_rows, b->tmp);
+}
+
+/*
+ * The MoE feed-forward of layer l: route every token (cpu_route), then expert by expert run
+ * the SwiGLU on the rows routed to it (gathered in token order) and add each row's output times
+ * its weight into tmp. A token's experts are summed in expert-id order, whatever the batch, so
+ * its result does not depend on the other tokens.
+ */
+static int cpu_moe(backend *b, const fwd_batch *batch, int l, int32_t n_rows)
+{
+    const cpu_layer *L = &b->layers[l];
+    const int64_t E = b->n_embd;
+    const int64_t T =
+        b->cfg.max_batch_tokens > b->cfg.max_seqs ? b->cfg.max_batch_tokens : b->cfg.max_seqs;
+    int rc = cpu_mm(b, &L->router, b->xn, n_rows, b->probs);
+    if (rc != 0) {
+        return rc;
+    }
+    cpu_tok_run(b, batch, CPU_OP_ROUTE, l, n_rows);
+    memset(b->e_count, 0, sizeof(int32_t) * (size_t)b->n_expert);
+    for (int32_t t = 0; t < n_rows; t++) {
+        for (int j = 0; j < b->n_used; j++) {
+            const int32_t e = b->sel_id[(int64_t)t * b->n_used + j];
+            b->e_rows[(int64_t)e * T + b->e_count[e]++] = t * b->n_used + j;
+        }
+    }
+    memset(b->tmp, 0, sizeof(float) * (size_t)n_rows * (size_t)E);
+    for (int e = 0; e < b->n_expert; e++) {
+        const int32_t n = b->e_count[e];
+        const int32_t *rows = b->e_rows + (int64_t)e * T;
+        if (n == 0) {
+            continue;
+        }
+        for (int32_t i = 0; i < n; i++) {
+            memcpy(b->xg + (int64_t)i * E, b->xn + (int64_t)(rows[i] / b->n_used) * E,
+                   sizeof(float) * (size_t)E);
+        }
+        const kc_weight *gu_w[2] = {&L->e_gate[e], &L->e_up[e]};
+        float *const gu_y[2] = {b->gate, b->up};
+        rc = kc_matmul_multi(b->pool, gu_w, gu_y, 2, b->xg, n, b->wsp, b->wsp_bytes);
+        if (rc != 0) {
+            return rc;
+        }
+        cpu_tok_run_w(b, batch, CPU_OP_ACT, l, n, b->n_ff_exp);
+        if ((rc = cpu_mm(b, &L->e_down[e], b->gate, n, b->xg)) != 0) {
+            return rc;
+        }
+        for (int32_t i = 0; i < n; i++) {
+            float *y = b->tmp + (int64_t)(rows[i] / b->n_used) * E;
+            const float w = b->sel_w[rows[i]];
+            const float *xe = b->xg + (int64_t)i * E;
+            for (int64_t d = 0; d < E; d++) {
+                y[d] += w * xe[d];
+            }
+        }
+    }
+    return 0;
 }
 
 static int cpu_check_batch(const backend *b, const fwd_batch *batch)
@@ -519,7 +771,7 @@ static int cpu_forward(backend *b, const fwd_batch *batch)
         }
     }
     cpu_tok_run(b, batch, CPU_OP_EMBED, -1, T);
-    const float scale = 1.0f / sqrtf((float)b->hd);
+    const model_config *c = &b->m->cfg;
     int32_t n_rows = T;
     for (int l = 0; l < b->n_layer; l++) {
         const cpu_layer *L = &b->layers[l];
@@ -536,8 +788,11 @@ static int cpu_forward(backend *b, const fwd_batch *batch)
                           .block_size = b->cfg.block_size,
                           .n_head_kv = b->n_head_kv,
                           .head_dim = b->hd};
-        rc = kc_attention(b->pool, &kv, b->n_head, b->aseq, batch->n_seqs, b->q_dim, b->q_dim,
-                          scale);
+        const kc_attn_params ap = {.scale = b->attn_scale,
+                                   .softcap = c->attn_softcap,
+                                   .window = b->m->layers[l].swa ? c->n_swa : 0};
+        rc = kc_attention_ex(b->pool, &kv, b->n_head, b->aseq, batch->n_seqs, b->q_dim, b->q_dim,
+                             &ap);
         if (rc != 0) {
             return rc;
         }
@@ -559,15 +814,8 @@ static int cpu_forward(backend *b, const fwd_batch *batch)
             return rc;
         }
         cpu_tok_run(b, batch, CPU_OP_FFN_NORM, l, n_rows);
-        const kc_weight *gu_w[2] = {&L->gate, &L->up};
-        float *const gu_y[2] = {b->gate, b->up};
-        if ((rc = kc_matmul_multi(b->pool, gu_w, gu_y, 2, b->xn, n_rows, b->wsp, b->wsp_bytes)) !=
-            0) {
-            return rc;
-        }
-        cpu_tok_run(b, batch, CPU_OP_SWIGLU, l, n_rows);
-        if ((rc = cpu_mm(b, &L->down, b->gate, n_rows, b->tmp)) != 0 ||
-            (rc = cpu_tp_sum(b, b->tmp, n_rows)) != 0) {
+        rc = b->n_expert > 0 ? cpu_moe(b, batch, l, n_rows) : cpu_ffn(b, batch, l, n_rows);
+        if (rc != 0 || (rc = cpu_tp_sum(b, b->tmp, n_rows)) != 0) {
             return rc;
         }
         cpu_tok_run(b, batch, CPU_OP_RESIDUAL, l, n_rows);

@@ -18,8 +18,9 @@
 #include "lib/common.h"
 #include "lib/err.h"
 
-#define MODEL_MAX_DIM    (1 << 24) /* bound on any hyperparameter */
-#define MODEL_MAX_LAYERS 4096
+#define MODEL_MAX_DIM     (1 << 24) /* bound on any hyperparameter */
+#define MODEL_MAX_LAYERS  4096
+#define MODEL_MAX_EXPERTS 1024
 
 const char *model_arch_name(model_arch a)
 {
@@ -30,6 +31,14 @@ const char *model_arch_name(model_arch a)
         return "qwen2";
     case MODEL_ARCH_QWEN3:
         return "qwen3";
+    case MODEL_ARCH_QWEN3MOE:
+        return "qwen3moe";
+    case MODEL_ARCH_PHI3:
+        return "phi3";
+    case MODEL_ARCH_GEMMA2:
+        return "gemma2";
+    case MODEL_ARCH_GEMMA3:
+        return "gemma3";
     }
     return "unknown";
 }
@@ -148,12 +157,37 @@ int model__check_config(const model *m, const char *label, char *err, size_t err
         tandem_set_err(err, errlen, "%s: head_dim = %d must be even for RoPE", label, c->head_dim);
         return -EINVAL;
     }
-    if (c->n_rot != c->head_dim) {
-        tandem_set_err(
-            err, errlen,
-            "%s: rotary dimension %d differs from head_dim %d (partial rotary embeddings are not "
-            "supported)",
-            label, c->n_rot, c->head_dim);
+    if (c->n_rot < 2 || c->n_rot > c->head_dim || c->n_rot % 2 != 0) {
+        tandem_set_err(err, errlen, "%s: rotary dimension %d must be even and in 2..head_dim (%d)",
+                       label, c->n_rot, c->head_dim);
+        return -EINVAL;
+    }
+    if (c->n_swa < 0) {
+        tandem_set_err(err, errlen, "%s: sliding window %d is negative", label, c->n_swa);
+        return -EINVAL;
+    }
+    const struct {
+        const char *name;
+        float v;
+    } nonneg[] = {{"attention logit soft-capping", c->attn_softcap},
+                  {"final logit soft-capping", c->final_softcap},
+                  {"embedding scale", c->embd_scale},
+                  {"attention scale", c->attn_scale},
+                  {"sliding-window rope base", c->rope_base_swa}};
+    for (size_t i = 0; i < ARRAY_SIZE(nonneg); i++) {
+        if (!(nonneg[i].v >= 0.0f && nonneg[i].v < 1e30f)) {
+            tandem_set_err(err, errlen, "%s: %s = %g is out of range", label, nonneg[i].name,
+                           (double)nonneg[i].v);
+            return -EINVAL;
+        }
+    }
+    if (c->n_expert != 0 &&
+        (c->n_expert < 1 || c->n_expert > MODEL_MAX_EXPERTS || c->n_expert_used < 1 ||
+         c->n_expert_used > c->n_expert || c->n_ff_exp < 1 || c->n_ff_exp > MODEL_MAX_DIM)) {
+        tandem_set_err(err, errlen,
+                       "%s: experts: %d in all, %d per token, hidden size %d (want 1 <= used <= "
+                       "count <= %d and a hidden size >= 1)",
+                       label, c->n_expert, c->n_expert_used, c->n_ff_exp, MODEL_MAX_EXPERTS);
         return -EINVAL;
     }
     if (!(c->rms_eps > 0.0f && c->rms_eps < 1.0f)) {
@@ -219,48 +253,183 @@ static int bind(const model *m, const char *name, int64_t ne0, int64_t ne1, bool
     return 0;
 }
 
+/* Owned view of rows [r0, r0 + n) of plane `plane` of t (a 2-D or 3-D tensor: ne[1] rows of
+ * ne[0] elements per plane), named "<t's name>[what]" for messages. NULL on OOM. */
+static const model_tensor *row_view(model *m, const model_tensor *t, int64_t plane, int64_t r0,
+                                    int64_t n, const char *what)
+{
+    model_tensor *v = model__alloc(m, sizeof(*v));
+    char name[160];
+    snprintf(name, sizeof(name), "%s[%s]", t->name, what);
+    char *owned = v ? model__strndup(m, name, strlen(name)) : NULL;
+    if (!owned) {
+        return NULL;
+    }
+    const size_t row = td_row_bytes(t->type, t->ne[0]);
+    *v = (model_tensor){.name = owned,
+                        .type = t->type,
+                        .n_dims = 2,
+                        .ne = {t->ne[0], n, 1, 1},
+                        .data = (const uint8_t *)t->data +
+                                ((size_t)plane * (size_t)t->ne[1] + (size_t)r0) * row,
+                        .nbytes = row * (size_t)n};
+    return v;
+}
+
+/* The experts of one MoE layer: GGUF's stacked "blk.L.ffn_<kind>_exps.weight" {ne0, ne1,
+ * n_expert} as per-expert views, or (Hugging Face) one "blk.L.ffn_<kind>_exps.E.weight" per
+ * expert. */
+static int bind_experts(model *m, int il, const char *kind, int64_t ne0, int64_t ne1,
+                        const model_tensor ***out, char *err, size_t errlen)
+{
+    const int ne = m->cfg.n_expert;
+    const model_tensor **v = model__alloc(m, sizeof(model_tensor *) * (size_t)ne);
+    if (!v) {
+        tandem_set_err(err, errlen, "%s: out of memory", m->path);
+        return -ENOMEM;
+    }
+    *out = v;
+    char name[96];
+    snprintf(name, sizeof(name), "blk.%d.ffn_%s_exps.weight", il, kind);
+    const model_tensor *t = model_find_tensor(m, name);
+    if (t) {
+        const int64_t want[4] = {ne0, ne1, ne, 1};
+        if (memcmp(t->ne, want, sizeof(want)) != 0) {
+            tandem_set_err(err, errlen,
+                           "%s: tensor '%s' has shape {%lld, %lld, %lld, %lld}, expected {%lld, "
+                           "%lld, %d} from the hyperparameters",
+                           m->path, name, (long long)t->ne[0], (long long)t->ne[1],
+                           (long long)t->ne[2], (long long)t->ne[3], (long long)ne0, (long long)ne1,
+                           ne);
+            return -EINVAL;
+        }
+        for (int e = 0; e < ne; e++) {
+            char what[24];
+            snprintf(what, sizeof(what), "expert %d", e);
+            if (!(v[e] = row_view(m, t, e, 0, ne1, what))) {
+                tandem_set_err(err, errlen, "%s: out of memory", m->path);
+                return -ENOMEM;
+            }
+        }
+        return 0;
+    }
+    for (int e = 0; e < ne; e++) {
+        char one[96];
+        snprintf(one, sizeof(one), "blk.%d.ffn_%s_exps.%d.weight", il, kind, e);
+        if (e == 0 && !model_find_tensor(m, one)) {
+            missing_tensor(m, name, err, errlen);
+            return -EINVAL;
+        }
+        int rc = bind(m, one, ne0, ne1, true, &v[e], err, errlen);
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    return 0;
+}
+
+/* Per-architecture tensor presence: required, allowed, or (absent from the table) an error
+ * naming the tensor when present. */
+enum { T_NO, T_REQ, T_OPT };
+
 static int bind_layer(model *m, int il, char *err, size_t errlen)
 {
     const model_config *c = &m->cfg;
     model_layer *l = &m->layers[il];
+    const model_arch a = c->arch;
     int64_t q_dim = (int64_t)c->n_head * c->head_dim;
     int64_t kv_dim = (int64_t)c->n_head_kv * c->head_dim;
-    bool qwen2 = c->arch == MODEL_ARCH_QWEN2, qwen3 = c->arch == MODEL_ARCH_QWEN3;
+    const bool gemma = a == MODEL_ARCH_GEMMA2 || a == MODEL_ARCH_GEMMA3;
+    const bool qk_norm =
+        a == MODEL_ARCH_QWEN3 || a == MODEL_ARCH_QWEN3MOE || a == MODEL_ARCH_GEMMA3;
+    const bool moe = c->n_expert > 0;
+    char name[96];
+    snprintf(name, sizeof(name), "blk.%d.attn_qkv.weight", il);
+    /* phi3: Q, K and V as one matrix (its checkpoints' qkv_proj), or three */
+    const bool fused_qkv = a == MODEL_ARCH_PHI3 && model_find_tensor(m, name) != NULL;
+    const bool fused_up = a == MODEL_ARCH_PHI3 && !moe;
+    const model_tensor *qkv = NULL, *up2 = NULL;
     const struct {
         const char *suffix;
         int64_t ne0, ne1;
-        bool required;
+        int want;
         const model_tensor **out;
     } specs[] = {
-        {"attn_norm.weight", c->n_embd, 0, true, &l->attn_norm},
-        {"attn_q.weight", c->n_embd, q_dim, true, &l->wq},
-        {"attn_k.weight", c->n_embd, kv_dim, true, &l->wk},
-        {"attn_v.weight", c->n_embd, kv_dim, true, &l->wv},
-        {"attn_q.bias", q_dim, 0, qwen2, &l->bq},
-        {"attn_k.bias", kv_dim, 0, qwen2, &l->bk},
-        {"attn_v.bias", kv_dim, 0, qwen2, &l->bv},
-        {"attn_q_norm.weight", c->head_dim, 0, qwen3, &l->q_norm},
-        {"attn_k_norm.weight", c->head_dim, 0, qwen3, &l->k_norm},
-        {"attn_output.weight", q_dim, c->n_embd, true, &l->wo},
-        {"ffn_norm.weight", c->n_embd, 0, true, &l->ffn_norm},
-        {"ffn_gate.weight", c->n_embd, c->n_ff, true, &l->w_gate},
-        {"ffn_up.weight", c->n_embd, c->n_ff, true, &l->w_up},
-        {"ffn_down.weight", c->n_ff, c->n_embd, true, &l->w_down},
+        {"attn_norm.weight", c->n_embd, 0, T_REQ, &l->attn_norm},
+        {"attn_qkv.weight", c->n_embd, q_dim + 2 * kv_dim, fused_qkv ? T_REQ : T_NO, &qkv},
+        {"attn_q.weight", c->n_embd, q_dim, fused_qkv ? T_NO : T_REQ, &l->wq},
+        {"attn_k.weight", c->n_embd, kv_dim, fused_qkv ? T_NO : T_REQ, &l->wk},
+        {"attn_v.weight", c->n_embd, kv_dim, fused_qkv ? T_NO : T_REQ, &l->wv},
+        {"attn_q.bias", q_dim, 0, a == MODEL_ARCH_QWEN2 ? T_REQ : T_NO, &l->bq},
+        {"attn_k.bias", kv_dim, 0, a == MODEL_ARCH_QWEN2 ? T_REQ : T_NO, &l->bk},
+        {"attn_v.bias", kv_dim, 0, a == MODEL_ARCH_QWEN2 ? T_REQ : T_NO, &l->bv},
+        {"attn_q_norm.weight", c->head_dim, 0, qk_norm ? T_REQ : T_NO, &l->q_norm},
+        {"attn_k_norm.weight", c->head_dim, 0, qk_norm ? T_REQ : T_NO, &l->k_norm},
+        {"attn_output.weight", q_dim, c->n_embd, T_REQ, &l->wo},
+        {"post_attention_norm.weight", c->n_embd, 0, gemma ? T_REQ : T_NO, &l->attn_post_norm},
+        {"ffn_norm.weight", c->n_embd, 0, T_REQ, &l->ffn_norm},
+        {"ffn_gate_inp.weight", c->n_embd, c->n_expert, moe ? T_REQ : T_NO, &l->ffn_gate_inp},
+        {"ffn_gate.weight", c->n_embd, c->n_ff, moe || fused_up ? T_NO : T_REQ, &l->w_gate},
+        {"ffn_up.weight", c->n_embd, fused_up ? 2 * (int64_t)c->n_ff : c->n_ff, moe ? T_NO : T_REQ,
+         fused_up ? &up2 : &l->w_up},
+        {"ffn_down.weight", c->n_ff, c->n_embd, moe ? T_NO : T_REQ, &l->w_down},
+        {"post_ffw_norm.weight", c->n_embd, 0, gemma ? T_REQ : T_NO, &l->ffn_post_norm},
     };
     for (size_t i = 0; i < ARRAY_SIZE(specs); i++) {
-        char name[96];
         snprintf(name, sizeof(name), "blk.%d.%s", il, specs[i].suffix);
-        int rc =
-            bind(m, name, specs[i].ne0, specs[i].ne1, specs[i].required, specs[i].out, err, errlen);
+        if (specs[i].want == T_NO) {
+            if (model_find_tensor(m, name)) {
+                /* present but not used by this architecture: say so instead of ignoring it */
+                tandem_set_err(err, errlen, "%s: tensor '%s' is not used by architecture %s%s",
+                               m->path, name, model_arch_name(a), moe ? " with experts" : "");
+                return -EINVAL;
+            }
+            continue;
+        }
+        int rc = bind(m, name, specs[i].ne0, specs[i].ne1, specs[i].want == T_REQ, specs[i].out,
+                      err, errlen);
         if (rc != 0) {
             return rc;
         }
-        if (*specs[i].out && !specs[i].required) {
-            /* present but not used by this architecture: say so instead of ignoring it */
-            tandem_set_err(err, errlen, "%s: tensor '%s' is not used by architecture %s", m->path,
-                           name, model_arch_name(c->arch));
-            return -EINVAL;
+    }
+    if (qkv) {
+        l->wq = row_view(m, qkv, 0, 0, q_dim, "q");
+        l->wk = row_view(m, qkv, 0, q_dim, kv_dim, "k");
+        l->wv = row_view(m, qkv, 0, q_dim + kv_dim, kv_dim, "v");
+    }
+    if (up2) {
+        /* phi3's gate_up_proj: the gate's rows first, then the up rows */
+        l->w_gate = row_view(m, up2, 0, 0, c->n_ff, "gate");
+        l->w_up = row_view(m, up2, 0, c->n_ff, c->n_ff, "up");
+    }
+    if ((qkv && (!l->wq || !l->wk || !l->wv)) || (up2 && (!l->w_gate || !l->w_up))) {
+        tandem_set_err(err, errlen, "%s: out of memory", m->path);
+        return -ENOMEM;
+    }
+    if (moe) {
+        int rc = bind_experts(m, il, "gate", c->n_embd, c->n_ff_exp, &l->exp_gate, err, errlen);
+        rc = rc ? rc : bind_experts(m, il, "up", c->n_embd, c->n_ff_exp, &l->exp_up, err, errlen);
+        rc = rc ? rc
+                : bind_experts(m, il, "down", c->n_ff_exp, c->n_embd, &l->exp_down, err, errlen);
+        if (rc != 0) {
+            return rc;
         }
+    } else {
+        static const char *const kinds[] = {"gate", "up", "down"};
+        for (size_t k = 0; k < ARRAY_SIZE(kinds); k++) {
+            snprintf(name, sizeof(name), "blk.%d.ffn_%s_exps.weight", il, kinds[k]);
+            if (model_find_tensor(m, name)) {
+                tandem_set_err(err, errlen,
+                               "%s: tensor '%s' found but the model has no expert_count", m->path,
+                               name);
+                return -EINVAL;
+            }
+        }
+    }
+    const model_priv *priv = m->priv;
+    if (c->n_swa > 0) {
+        const int n = priv->swa_pattern;
+        l->swa = priv->swa_layers ? priv->swa_layers[il] != 0 : n == 0 || il % n < n - 1;
     }
     return 0;
 }
@@ -361,6 +530,12 @@ int model__finish(model *m, char *err, size_t errlen)
     if (rc != 0) {
         return rc;
     }
+    if (m->cfg.attn_scale == 0.0f) {
+        m->cfg.attn_scale = 1.0f / sqrtf((float)m->cfg.head_dim);
+    }
+    if (m->cfg.rope_base_swa == 0.0f) {
+        m->cfg.rope_base_swa = m->cfg.rope_base;
+    }
     m->layers = calloc((size_t)m->cfg.n_layer, sizeof(*m->layers));
     if (!m->layers) {
         tandem_set_err(err, errlen, "%s: out of memory", m->path);
@@ -376,7 +551,7 @@ int model__finish(model *m, char *err, size_t errlen)
         return rc;
     }
     char name[64];
-    snprintf(name, sizeof(name), "blk.%d.attn_q.weight", m->cfg.n_layer);
+    snprintf(name, sizeof(name), "blk.%d.attn_norm.weight", m->cfg.n_layer);
     if (model_find_tensor(m, name)) {
         tandem_set_err(err, errlen, "%s: tensor '%s' found but the model has %d layers", m->path,
                        name, m->cfg.n_layer);
@@ -529,6 +704,121 @@ static int gguf_rope_scaling(model *m, const gguf_ctx *g, const char *a, char *e
     return rc;
 }
 
+/* Which layers slide (llama.cpp's load_swa_pattern): <arch>.attention.sliding_window_pattern as
+ * a per-layer bool array, or as the period n (default def_pattern). */
+static int gguf_swa_pattern(model *m, const gguf_ctx *g, const char *a, int def_pattern, char *err,
+                            size_t errlen)
+{
+    model_priv *priv = m->priv;
+    char key[96];
+    snprintf(key, sizeof(key), "%s.attention.sliding_window_pattern", a);
+    const gguf_kv *kv = gguf_find_kv(g, key);
+    priv->swa_pattern = def_pattern;
+    if (kv && kv->type == GGUF_TYPE_ARRAY) {
+        if (kv->arr_type != GGUF_TYPE_BOOL || kv->n != (uint64_t)m->cfg.n_layer) {
+            tandem_set_err(err, errlen, "%s: %s must be %d bools (one per layer)", m->path, key,
+                           m->cfg.n_layer);
+            return -EINVAL;
+        }
+        priv->swa_layers = kv->data;
+        return 0;
+    }
+    return gguf_hparam(m, g, a, "attention.sliding_window_pattern", def_pattern, &priv->swa_pattern,
+                       err, errlen);
+}
+
+/*
+ * What sets the architectures apart, from llama.cpp's load_arch_hparams: gemma's embedding
+ * scale, GeGLU, soft-capping, sliding windows and attention scale (1 / sqrt(n_embd / n_head)
+ * for the 27B models, which llama.cpp recognises by their layer count, else 1 / sqrt(head
+ * size)); the experts of llama (Mixtral) and qwen3moe. phi3's sliding_window is read and not
+ * applied, as llama.cpp does ("Phi SWA is currently disabled"); so is LongRoPE's absence
+ * checked (rope_factors_long / _short are load errors).
+ */
+static int gguf_arch_features(model *m, const gguf_ctx *g, const char *a, char *err, size_t errlen)
+{
+    model_config *c = &m->cfg;
+    const model_arch arch = c->arch;
+    int rc = 0;
+    c->ffn_act = MODEL_ACT_SILU;
+    c->attn_scale = 1.0f / sqrtf((float)c->head_dim);
+    c->rope_base_swa = c->rope_base;
+    if (arch == MODEL_ARCH_GEMMA2 || arch == MODEL_ARCH_GEMMA3) {
+        const bool g2 = arch == MODEL_ARCH_GEMMA2;
+        c->ffn_act = MODEL_ACT_GELU_TANH;
+        c->embd_scale = sqrtf((float)c->n_embd);
+        if (c->n_layer == (g2 ? 46 : 62)) {
+            const int per_head = c->n_embd / c->n_head; /* integer division, as llama.cpp */
+            c->attn_scale = 1.0f / sqrtf((float)per_head);
+        }
+        rc =
+            gguf_hparam(m, g, a, "attention.sliding_window", g2 ? 4096 : 0, &c->n_swa, err, errlen);
+        rc = rc ? rc
+                : gguf_hparam_f32(m, g, a, "attn_logit_softcapping", g2 ? 50.0f : 0.0f, false,
+                                  &c->attn_softcap, err, errlen);
+        rc = rc ? rc
+                : gguf_hparam_f32(m, g, a, "final_logit_softcapping", g2 ? 30.0f : 0.0f, false,
+                                  &c->final_softcap, err, errlen);
+        if (!g2) {
+            c->attn_softcap = 0.0f; /* read for its type only: llama.cpp's gemma3 never caps */
+        }
+        if (rc == 0 && c->n_swa > 0) {
+            c->rope_swa_scaled = g2;
+            rc = gguf_hparam_f32(m, g, a, "rope.freq_base_swa", g2 ? c->rope_base : 10000.0f, false,
+                                 &c->rope_base_swa, err, errlen);
+            rc = rc ? rc : gguf_swa_pattern(m, g, a, g2 ? 2 : 6, err, errlen);
+        }
+    }
+    if (rc == 0 && arch == MODEL_ARCH_PHI3) {
+        int ignored;
+        rc = gguf_hparam(m, g, a, "attention.sliding_window", 0, &ignored, err, errlen);
+        static const char *const longrope[] = {"rope_factors_long.weight",
+                                               "rope_factors_short.weight"};
+        for (size_t i = 0; rc == 0 && i < ARRAY_SIZE(longrope); i++) {
+            if (gguf_find_tensor(g, longrope[i])) {
+                tandem_set_err(err, errlen, "%s: tensor '%s': LongRoPE scaling is not supported",
+                               m->path, longrope[i]);
+                rc = -EINVAL;
+            }
+        }
+    }
+    if (rc == 0 && (arch == MODEL_ARCH_LLAMA || arch == MODEL_ARCH_QWEN3MOE)) {
+        const bool need = arch == MODEL_ARCH_QWEN3MOE;
+        rc = gguf_hparam(m, g, a, "expert_count", need ? -1 : 0, &c->n_expert, err, errlen);
+        rc = rc ? rc
+                : gguf_hparam(m, g, a, "expert_used_count", c->n_expert > 0 ? -1 : 0,
+                              &c->n_expert_used, err, errlen);
+        if (rc == 0 && c->n_expert > 0) {
+            /* Mixtral's experts are n_ff wide; qwen3moe says, or n_ff / n_expert_used */
+            const int def = arch == MODEL_ARCH_LLAMA
+                                ? c->n_ff
+                                : (c->n_expert_used > 0 ? c->n_ff / c->n_expert_used : 0);
+            rc = gguf_hparam(m, g, a, "expert_feed_forward_length", def, &c->n_ff_exp, err, errlen);
+            float scale = 0.0f;
+            rc = rc ? rc
+                    : gguf_hparam_f32(m, g, a, "expert_weights_scale", 0.0f, false, &scale, err,
+                                      errlen);
+            if (rc == 0 && scale != 0.0f && scale != 1.0f) {
+                tandem_set_err(err, errlen, "%s: %s.expert_weights_scale = %g is not supported",
+                               m->path, a, (double)scale);
+                rc = -EINVAL;
+            }
+        }
+        if (rc == 0 && need && c->n_expert == 0) {
+            tandem_set_err(err, errlen, "%s: %s.expert_count must be > 0", m->path, a);
+            rc = -EINVAL;
+        }
+    }
+    if (rc == 0 && c->n_expert == 0 && gguf_find_tensor(g, "blk.0.ffn_gate_inp.weight")) {
+        tandem_set_err(err, errlen,
+                       "%s: tensor 'blk.0.ffn_gate_inp.weight' (experts) is not supported for "
+                       "architecture %s without %s.expert_count",
+                       m->path, a, a);
+        rc = -EINVAL;
+    }
+    return rc;
+}
+
 static int gguf_config(model *m, const gguf_ctx *g, char *err, size_t errlen)
 {
     char e[192];
@@ -540,19 +830,21 @@ static int gguf_config(model *m, const gguf_ctx *g, char *err, size_t errlen)
     char a[32];
     snprintf(a, sizeof(a), "%.*s", (int)(arch.len < 31 ? arch.len : 31), arch.s);
     model_config *c = &m->cfg;
-    if (arch.len == 5 && memcmp(arch.s, "llama", 5) == 0) {
-        c->arch = MODEL_ARCH_LLAMA;
-    } else if (arch.len == 5 && memcmp(arch.s, "qwen2", 5) == 0) {
-        c->arch = MODEL_ARCH_QWEN2;
-    } else if (arch.len == 5 && memcmp(arch.s, "qwen3", 5) == 0) {
-        c->arch = MODEL_ARCH_QWEN3;
-    } else {
-        tandem_set_err(
-            err, errlen,
-            "%s: general.architecture '%s' is not supported (supported: llama, qwen2, qwen3)",
-            m->path, a);
+    static const model_arch archs[] = {MODEL_ARCH_LLAMA,    MODEL_ARCH_QWEN2, MODEL_ARCH_QWEN3,
+                                       MODEL_ARCH_QWEN3MOE, MODEL_ARCH_PHI3,  MODEL_ARCH_GEMMA2,
+                                       MODEL_ARCH_GEMMA3};
+    size_t ai = 0;
+    while (ai < ARRAY_SIZE(archs) && strcmp(a, model_arch_name(archs[ai])) != 0) {
+        ai++;
+    }
+    if (ai == ARRAY_SIZE(archs) || arch.len != strlen(a)) {
+        tandem_set_err(err, errlen,
+                       "%s: general.architecture '%s' is not supported (supported: llama, qwen2, "
+                       "qwen3, qwen3moe, phi3, gemma2, gemma3)",
+                       m->path, a);
         return -EINVAL;
     }
+    c->arch = archs[ai];
     c->rope_neox = c->arch != MODEL_ARCH_LLAMA;
     int rc = gguf_hparam(m, g, a, "context_length", -1, &c->n_ctx_train, err, errlen);
     rc = rc ? rc : gguf_hparam(m, g, a, "embedding_length", -1, &c->n_embd, err, errlen);
@@ -601,6 +893,7 @@ static int gguf_config(model *m, const gguf_ctx *g, char *err, size_t errlen)
         return rc;
     }
     rc = gguf_rope_scaling(m, g, a, err, errlen);
+    rc = rc ? rc : gguf_arch_features(m, g, a, err, errlen);
     if (rc != 0) {
         return rc;
     }

@@ -26,10 +26,20 @@
 #include "kernels/dtype.h"
 
 typedef enum model_arch {
-    MODEL_ARCH_LLAMA, /* Llama 2/3, Mistral, TinyLlama */
-    MODEL_ARCH_QWEN2, /* q/k/v bias, NeoX RoPE */
-    MODEL_ARCH_QWEN3, /* per-head q/k RMSNorm, NeoX RoPE, explicit head_dim */
+    MODEL_ARCH_LLAMA,    /* Llama 2/3, Mistral, TinyLlama; Mixtral (with experts) */
+    MODEL_ARCH_QWEN2,    /* q/k/v bias, NeoX RoPE */
+    MODEL_ARCH_QWEN3,    /* per-head q/k RMSNorm, NeoX RoPE, explicit head_dim */
+    MODEL_ARCH_QWEN3MOE, /* qwen3 attention, mixture-of-experts feed-forward */
+    MODEL_ARCH_PHI3,     /* fused QKV and gate/up matrices, NeoX RoPE (partial where set) */
+    MODEL_ARCH_GEMMA2,   /* scaled embeddings, GeGLU, post-norms, soft-capping, SWA layers */
+    MODEL_ARCH_GEMMA3,   /* gemma2's layout with q/k RMSNorm, local RoPE base on SWA layers */
 } model_arch;
+
+/* The feed-forward gate's activation: SwiGLU (silu) or GeGLU (gelu, tanh approximation). */
+typedef enum model_act {
+    MODEL_ACT_SILU,
+    MODEL_ACT_GELU_TANH,
+} model_act;
 
 typedef enum model_format {
     MODEL_FORMAT_GGUF,
@@ -48,13 +58,13 @@ typedef struct model_tensor {
 typedef struct model_config {
     model_arch arch;
     int n_layer;
-    int n_embd;      /* hidden size */
-    int n_head;      /* query heads */
-    int n_head_kv;   /* key/value heads (== n_head without GQA) */
-    int head_dim;    /* per-head size; n_embd / n_head unless the model says otherwise */
-    int n_rot;       /* rotated dims per head (== head_dim for all supported models) */
-    int n_ff;        /* feed-forward hidden size */
-    int n_vocab;     /* rows of the embedding and output matrices */
+    int n_embd;    /* hidden size */
+    int n_head;    /* query heads */
+    int n_head_kv; /* key/value heads (== n_head without GQA) */
+    int head_dim;  /* per-head size; n_embd / n_head unless the model says otherwise */
+    int n_rot;     /* rotated dims per head: head_dim, or fewer (partial rotary: the first n_rot) */
+    int n_ff;      /* feed-forward hidden size */
+    int n_vocab;   /* rows of the embedding and output matrices */
     int n_ctx_train; /* context length the model was trained with */
     float rope_base; /* rope_theta / rope.freq_base */
     float rms_eps;
@@ -80,6 +90,24 @@ typedef struct model_config {
     int rope_yarn_orig_ctx;
     float rope_yarn_beta_fast, rope_yarn_beta_slow;
     float rope_attn_factor;
+    /* Architecture features (model_arch), set by the loaders for every model: */
+    model_act ffn_act;
+    float embd_scale; /* token embeddings are multiplied by it (gemma: sqrt(n_embd)); 0: 1 */
+    float
+        attn_scale; /* q.k multiplier (gemma's query_pre_attn_scalar^-1/2); 0: 1 / sqrt(head_dim) */
+    float attn_softcap;  /* attention scores s -> c tanh(s / c) (gemma2); 0: none */
+    float final_softcap; /* logits the same (gemma2, some gemma3); 0: none */
+    /* Sliding-window attention: a query at position p of a layer with model_layer.swa sees the
+     * keys at p - n_swa < k <= p (llama.cpp's LLAMA_SWA_TYPE_STANDARD, transformers'
+     * sliding_window); such layers rotate with rope_base_swa, and with the model's RoPE
+     * scaling only when rope_swa_scaled (gemma2; gemma3's local layers are unscaled). */
+    int n_swa;
+    float rope_base_swa;
+    bool rope_swa_scaled;
+    /* Mixture of experts (n_expert > 0): each token's feed-forward is the sum of its
+     * n_expert_used best experts (softmax of the router's logits, the top ones renormalized to
+     * sum to 1), each a SwiGLU of hidden size n_ff_exp. */
+    int n_expert, n_expert_used, n_ff_exp;
 } model_config;
 
 /* The angle multiplier of linear and YaRN RoPE scaling, as llama.cpp computes it: 1 / factor,
@@ -125,6 +153,7 @@ void model_llama3_rope_freqs(float *out, int head_dim, float base, float factor,
                              float high_freq, float original_ctx);
 
 typedef struct model_layer {
+    bool swa;                            /* sliding-window layer (model_config.n_swa) */
     const model_tensor *attn_norm;       /* [n_embd] */
     const model_tensor *wq, *wk, *wv;    /* {n_embd, n_head*hd}, {n_embd, n_head_kv*hd} */
     const model_tensor *bq, *bk, *bv;    /* qwen2 biases, else NULL */
@@ -133,6 +162,14 @@ typedef struct model_layer {
     const model_tensor *ffn_norm;        /* [n_embd] */
     const model_tensor *w_gate, *w_up;   /* {n_embd, n_ff} */
     const model_tensor *w_down;          /* {n_ff, n_embd} */
+    /* gemma: RMSNorm of the attention output and of the feed-forward output before each
+     * residual add ([n_embd]), else NULL */
+    const model_tensor *attn_post_norm, *ffn_post_norm;
+    /* MoE layers (model_config.n_expert > 0; w_gate / w_up / w_down are NULL): the router
+     * {n_embd, n_expert} and per expert e its {n_embd, n_ff_exp} gate and up and
+     * {n_ff_exp, n_embd} down matrices (views into GGUF's stacked 3-D tensors) */
+    const model_tensor *ffn_gate_inp;
+    const model_tensor **exp_gate, **exp_up, **exp_down; /* [n_expert] */
 } model_layer;
 
 /* A string with an explicit length (GGUF strings are not NUL-terminated and may hold any byte). */
@@ -196,7 +233,8 @@ void model_free(model *m);
 /* Tensor by exact name, or NULL. */
 const model_tensor *model_find_tensor(const model *m, const char *name);
 
-/* "llama", "qwen2", "qwen3". */
+/* The GGUF architecture name: "llama", "qwen2", "qwen3", "qwen3moe", "phi3", "gemma2",
+ * "gemma3". */
 const char *model_arch_name(model_arch a);
 
 #endif

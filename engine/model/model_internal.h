@@ -6,6 +6,7 @@
 #define TANDEM_ENGINE_MODEL_INTERNAL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "engine/model/gguf.h"
 #include "engine/model/model.h"
@@ -17,6 +18,11 @@ typedef struct model_priv {
     size_t n_st;
     void **owned; /* buffers freed with the model (names, converted tensors, ...) */
     size_t n_owned, cap_owned;
+    /* Which layers use the sliding window (cfg.n_swa > 0): swa_layers[il] when set (GGUF's
+     * per-layer sliding_window_pattern array, owned), else llama.cpp's set_swa_pattern: layer
+     * il slides when swa_pattern is 0 or il % swa_pattern < swa_pattern - 1. */
+    const uint8_t *swa_layers;
+    int swa_pattern;
 } model_priv;
 
 /* Registers p (malloc'd or aligned_alloc'd) to be freed by model_free. On -ENOMEM frees p. */

@@ -52,6 +52,12 @@ int model_shard_check(const model *m, int size, char *err, size_t errlen)
     if (size == 1) {
         return 0;
     }
+    if (c->n_expert > 0) {
+        return tandem_fail(err, errlen, -EINVAL,
+                           "tensor parallelism of mixture-of-experts models (%s with %d experts) "
+                           "is not supported",
+                           model_arch_name(c->arch), c->n_expert);
+    }
     if (c->n_head % size != 0) {
         return tandem_fail(err, errlen, -EINVAL,
                            "tensor parallel size %d does not divide the model's %d attention heads",

@@ -22,6 +22,14 @@ typedef struct tm_spec {
     tdtype wtype; /* type of the 2-D weights (norms and biases stay F32) */
     bool tied;
     uint64_t seed;
+    /* features of the newer architectures (model.h), whatever `arch` says: gemma's scaled
+     * embeddings, GeGLU, post-norms, soft-capping and an attention scale of its own; sliding
+     * windows of n_swa on the even layers with their own RoPE base; n_expert experts (n_used
+     * per token) of hidden size n_ff in place of the dense FFN; n_rot < head_dim rotary dims */
+    bool gemma;
+    int n_swa;
+    int n_expert, n_used;
+    int n_rot;
 } tm_spec;
 
 typedef struct tm_state {
@@ -124,6 +132,11 @@ static void tm_free(model *m)
         free((void *)m->tensors[i].data);
     }
     free(m->tensors);
+    for (int l = 0; m->layers && l < m->cfg.n_layer; l++) {
+        free((void *)m->layers[l].exp_gate);
+        free((void *)m->layers[l].exp_up);
+        free((void *)m->layers[l].exp_down);
+    }
     free(m->layers);
     free(m);
 }
@@ -142,7 +155,7 @@ static model *tm_build(const tm_spec *sp)
     c->n_head = sp->n_head;
     c->n_head_kv = sp->n_head_kv;
     c->head_dim = sp->head_dim;
-    c->n_rot = sp->head_dim;
+    c->n_rot = sp->n_rot > 0 ? sp->n_rot : sp->head_dim;
     c->n_ff = sp->n_ff;
     c->n_vocab = sp->n_vocab;
     c->n_ctx_train = 4096;
@@ -150,9 +163,21 @@ static model *tm_build(const tm_spec *sp)
     c->rms_eps = 1e-5f;
     c->rope_neox = sp->arch != MODEL_ARCH_LLAMA;
     c->tied_output = sp->tied;
+    if (sp->gemma) {
+        c->ffn_act = MODEL_ACT_GELU_TANH;
+        c->embd_scale = sqrtf((float)sp->n_embd);
+        c->attn_scale = 0.3f;
+        c->attn_softcap = 5.0f;
+        c->final_softcap = 3.0f;
+    }
+    c->n_swa = sp->n_swa;
+    c->rope_base_swa = 500.0f;
+    c->n_expert = sp->n_expert;
+    c->n_expert_used = sp->n_used;
+    c->n_ff_exp = sp->n_expert > 0 ? sp->n_ff : 0;
     const int64_t E = sp->n_embd, F = sp->n_ff, hd = sp->head_dim;
     const int64_t qd = (int64_t)sp->n_head * hd, kvd = (int64_t)sp->n_head_kv * hd;
-    size_t cap = 3 + (size_t)sp->n_layer * 14;
+    size_t cap = 3 + (size_t)sp->n_layer * (16 + 3 * (size_t)sp->n_expert);
     m->tensors = calloc(cap, sizeof(model_tensor));
     m->layers = calloc((size_t)sp->n_layer, sizeof(model_layer));
     if (!m->tensors || !m->layers) {
@@ -184,9 +209,28 @@ static model *tm_build(const tm_spec *sp)
         TM_T(L->wv, "attn_v", sp->wtype, E, kvd, se, 0.0f);
         TM_T(L->wo, "attn_output", sp->wtype, qd, E, sq, 0.0f);
         TM_T(L->ffn_norm, "ffn_norm", TD_F32, E, 1, 0.2f, 1.0f);
-        TM_T(L->w_gate, "ffn_gate", sp->wtype, E, F, se, 0.0f);
-        TM_T(L->w_up, "ffn_up", sp->wtype, E, F, se, 0.0f);
-        TM_T(L->w_down, "ffn_down", sp->wtype, F, E, sf, 0.0f);
+        if (sp->n_expert > 0) {
+            const size_t ne = (size_t)sp->n_expert;
+            L->exp_gate = calloc(ne, sizeof(*L->exp_gate));
+            L->exp_up = calloc(ne, sizeof(*L->exp_up));
+            L->exp_down = calloc(ne, sizeof(*L->exp_down));
+            bad |= !L->exp_gate || !L->exp_up || !L->exp_down;
+            TM_T(L->ffn_gate_inp, "ffn_gate_inp", sp->wtype, E, sp->n_expert, 4.0f * se, 0.0f);
+            for (size_t e = 0; !bad && e < ne; e++) {
+                TM_T(L->exp_gate[e], "ffn_gate_exps", sp->wtype, E, F, se, 0.0f);
+                TM_T(L->exp_up[e], "ffn_up_exps", sp->wtype, E, F, se, 0.0f);
+                TM_T(L->exp_down[e], "ffn_down_exps", sp->wtype, F, E, sf, 0.0f);
+            }
+        } else {
+            TM_T(L->w_gate, "ffn_gate", sp->wtype, E, F, se, 0.0f);
+            TM_T(L->w_up, "ffn_up", sp->wtype, E, F, se, 0.0f);
+            TM_T(L->w_down, "ffn_down", sp->wtype, F, E, sf, 0.0f);
+        }
+        if (sp->gemma) {
+            TM_T(L->attn_post_norm, "post_attention_norm", TD_F32, E, 1, 0.2f, 1.0f);
+            TM_T(L->ffn_post_norm, "post_ffw_norm", TD_F32, E, 1, 0.2f, 1.0f);
+        }
+        L->swa = sp->n_swa > 0 && l % 2 == 0;
         if (sp->arch == MODEL_ARCH_QWEN2) {
             TM_T(L->bq, "attn_q.bias", TD_F32, qd, 1, 0.3f, 0.0f);
             TM_T(L->bk, "attn_k.bias", TD_F32, kvd, 1, 0.3f, 0.0f);

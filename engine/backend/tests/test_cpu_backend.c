@@ -89,6 +89,76 @@ static void ref_rope(double *x, int n_heads, int hd, int n_rot, int pos, double 
     }
 }
 
+/* The dense or (c->n_expert > 0) MoE feed-forward of one token: y = FFN(xn). The MoE picks the
+ * n_expert_used largest router softmax probabilities and mixes those experts by the chosen
+ * probabilities renormalized to sum to 1. */
+static void ref_ffn(const model *m, const model_layer *L, const double *xn, double *y, double *g,
+                    double *u)
+{
+    const model_config *c = &m->cfg;
+    const int E = c->n_embd;
+    const bool moe = c->n_expert > 0;
+    const int F = moe ? c->n_ff_exp : c->n_ff;
+    double p[64];
+    int chosen[64];
+    int n_use = 1;
+    double wsum = 0.0;
+    if (moe) {
+        assert_true(c->n_expert <= 64);
+        ref_mm(L->ffn_gate_inp, xn, E, c->n_expert, p);
+        double mx = -1e300, z = 0.0;
+        for (int e = 0; e < c->n_expert; e++) {
+            mx = fmax(mx, p[e]);
+        }
+        for (int e = 0; e < c->n_expert; e++) {
+            p[e] = exp(p[e] - mx);
+            z += p[e];
+        }
+        for (int e = 0; e < c->n_expert; e++) {
+            p[e] /= z;
+        }
+        bool used[64] = {false};
+        n_use = c->n_expert_used;
+        for (int j = 0; j < n_use; j++) {
+            int best = 0;
+            while (used[best]) {
+                best++;
+            }
+            for (int e = best + 1; e < c->n_expert; e++) {
+                if (!used[e] && p[e] > p[best]) {
+                    best = e;
+                }
+            }
+            used[best] = true;
+            chosen[j] = best;
+            wsum += p[best];
+        }
+    }
+    for (int i = 0; i < E; i++) {
+        y[i] = 0.0;
+    }
+    double *o = g + F; /* one expert's output, after its hidden values */
+    for (int j = 0; j < n_use; j++) {
+        const model_tensor *wg = moe ? L->exp_gate[chosen[j]] : L->w_gate;
+        const model_tensor *wu = moe ? L->exp_up[chosen[j]] : L->w_up;
+        const model_tensor *wd = moe ? L->exp_down[chosen[j]] : L->w_down;
+        ref_mm(wg, xn, E, F, g);
+        ref_mm(wu, xn, E, F, u);
+        for (int i = 0; i < F; i++) {
+            const double a = g[i];
+            g[i] =
+                c->ffn_act == MODEL_ACT_GELU_TANH
+                    ? 0.5 * a * (1.0 + tanh(sqrt(2.0 / M_PI) * (a + 0.044715 * a * a * a))) * u[i]
+                    : a / (1.0 + exp(-a)) * u[i];
+        }
+        ref_mm(wd, g, F, E, o);
+        const double w = moe ? p[chosen[j]] / wsum : 1.0;
+        for (int i = 0; i < E; i++) {
+            y[i] += w * o[i];
+        }
+    }
+}
+
 /* Logits of every position of toks[0..n) -> out[n][vocab]. */
 static void ref_forward(const model *m, const int32_t *toks, int n, double *out)
 {
@@ -102,8 +172,9 @@ static void ref_forward(const model *m, const int32_t *toks, int n, double *out)
     double *Vv = calloc((size_t)n * kvd, sizeof(double));
     double *att = calloc((size_t)qd, sizeof(double));
     double *tmp = calloc((size_t)(E > F ? E : F) + (size_t)V, sizeof(double));
-    double *g = calloc((size_t)F, sizeof(double));
-    double *u = calloc((size_t)F, sizeof(double));
+    const int FF = c->n_ff_exp > F ? c->n_ff_exp : F;
+    double *g = calloc((size_t)FF + (size_t)E, sizeof(double));
+    double *u = calloc((size_t)FF, sizeof(double));
     double *sc = calloc((size_t)n, sizeof(double));
     float *row = calloc((size_t)E, sizeof(float));
     assert_true(x && xn && q && K && Vv && att && tmp && g && u && sc && row);
@@ -114,7 +185,7 @@ static void ref_forward(const model *m, const int32_t *toks, int n, double *out)
                                            row, E),
                          0);
         for (int i = 0; i < E; i++) {
-            x[(size_t)t * E + i] = row[i];
+            x[(size_t)t * E + i] = row[i] * (c->embd_scale > 0.0f ? (double)c->embd_scale : 1.0);
         }
     }
     for (int l = 0; l < c->n_layer; l++) {
@@ -143,28 +214,35 @@ static void ref_forward(const model *m, const int32_t *toks, int n, double *out)
                     ref_rmsnorm(p, L->k_norm, p, hd, c->rms_eps);
                 }
             }
-            ref_rope(q + (size_t)t * qd, H, hd, c->n_rot, t, c->rope_base, c->rope_neox);
-            ref_rope(K + (size_t)t * kvd, HK, hd, c->n_rot, t, c->rope_base, c->rope_neox);
+            const double base = L->swa ? c->rope_base_swa : c->rope_base;
+            ref_rope(q + (size_t)t * qd, H, hd, c->n_rot, t, base, c->rope_neox);
+            ref_rope(K + (size_t)t * kvd, HK, hd, c->n_rot, t, base, c->rope_neox);
         }
         for (int t = 0; t < n; t++) {
             for (int h = 0; h < H; h++) {
                 const int hk = h / (H / HK);
                 double mx = -1e300, sum = 0.0;
-                for (int j = 0; j <= t; j++) {
+                const int j0 = L->swa && t + 1 > c->n_swa ? t + 1 - c->n_swa : 0;
+                const double scale =
+                    c->attn_scale > 0.0f ? (double)c->attn_scale : 1.0 / sqrt((double)hd);
+                for (int j = j0; j <= t; j++) {
                     double d = 0.0;
                     for (int i = 0; i < hd; i++) {
                         d += q[(size_t)t * qd + h * hd + i] * K[(size_t)j * kvd + hk * hd + i];
                     }
-                    sc[j] = d / sqrt((double)hd);
+                    sc[j] = d * scale;
+                    if (c->attn_softcap > 0.0f) {
+                        sc[j] = c->attn_softcap * tanh(sc[j] / c->attn_softcap);
+                    }
                     mx = sc[j] > mx ? sc[j] : mx;
                 }
-                for (int j = 0; j <= t; j++) {
+                for (int j = j0; j <= t; j++) {
                     sc[j] = exp(sc[j] - mx);
                     sum += sc[j];
                 }
                 for (int i = 0; i < hd; i++) {
                     double a = 0.0;
-                    for (int j = 0; j <= t; j++) {
+                    for (int j = j0; j <= t; j++) {
                         a += sc[j] * Vv[(size_t)j * kvd + hk * hd + i];
                     }
                     att[h * hd + i] = a / sum;
@@ -172,16 +250,17 @@ static void ref_forward(const model *m, const int32_t *toks, int n, double *out)
             }
             double *xt = x + (size_t)t * E;
             ref_mm(L->wo, att, qd, E, tmp);
+            if (L->attn_post_norm) {
+                ref_rmsnorm(tmp, L->attn_post_norm, tmp, E, c->rms_eps);
+            }
             for (int i = 0; i < E; i++) {
                 xt[i] += tmp[i];
             }
             ref_rmsnorm(xt, L->ffn_norm, xn, E, c->rms_eps);
-            ref_mm(L->w_gate, xn, E, F, g);
-            ref_mm(L->w_up, xn, E, F, u);
-            for (int i = 0; i < F; i++) {
-                g[i] = g[i] / (1.0 + exp(-g[i])) * u[i];
+            ref_ffn(m, L, xn, tmp, g, u);
+            if (L->ffn_post_norm) {
+                ref_rmsnorm(tmp, L->ffn_post_norm, tmp, E, c->rms_eps);
             }
-            ref_mm(L->w_down, g, F, E, tmp);
             for (int i = 0; i < E; i++) {
                 xt[i] += tmp[i];
             }
@@ -190,6 +269,10 @@ static void ref_forward(const model *m, const int32_t *toks, int n, double *out)
     for (int t = 0; t < n; t++) {
         ref_rmsnorm(x + (size_t)t * E, m->output_norm, xn, E, c->rms_eps);
         ref_mm(m->output, xn, E, V, out + (size_t)t * V);
+        for (int v = 0; c->final_softcap > 0.0f && v < V; v++) {
+            out[(size_t)t * V + v] =
+                c->final_softcap * tanh(out[(size_t)t * V + v] / c->final_softcap);
+        }
     }
     free(x);
     free(xn);
@@ -284,9 +367,10 @@ static double check_vs_reference(const tm_spec *sp, double tol)
         worst = fmax(worst, fabs((double)got[i] - ref[i]));
         scale = fmax(scale, fabs(ref[i]));
     }
-    print_message("    %s %s hd %d heads %d/%d%s: max |dlogit| %.3g (logit scale %.3g)\n",
+    print_message("    %s %s hd %d heads %d/%d%s%s%s%s: max |dlogit| %.3g (logit scale %.3g)\n",
                   model_arch_name_test(sp->arch), td_name(sp->wtype), sp->head_dim, sp->n_head,
-                  sp->n_head_kv, sp->tied ? " tied" : "", worst, scale);
+                  sp->n_head_kv, sp->tied ? " tied" : "", sp->gemma ? " gemma+swa" : "",
+                  sp->n_expert ? " experts" : "", sp->n_rot ? " partial-rotary" : "", worst, scale);
     if (worst > tol * fmax(1.0, scale)) {
         fail_msg("logits differ from the reference by %g (tolerance %g x scale %g)", worst, tol,
                  scale);
@@ -342,6 +426,17 @@ static void test_reference_f32(void **state)
         check_vs_reference(&k_llama, 1e-4);
         check_vs_reference(&k_qwen2, 1e-4);
         check_vs_reference(&k_qwen3, 1e-4);
+        /* gemma's features with sliding windows (11 positions, window 4, even layers), experts,
+         * partial rotary dims */
+        tm_spec g = k_qwen3, moe = k_llama, part = k_qwen2;
+        g.gemma = true;
+        g.n_swa = 4;
+        moe.n_expert = 6;
+        moe.n_used = 2;
+        part.n_rot = 8;
+        check_vs_reference(&g, 1e-4);
+        check_vs_reference(&moe, 1e-4);
+        check_vs_reference(&part, 1e-4);
     }
     assert_int_equal(kc_isa_set(best), 0);
 }
@@ -446,6 +541,27 @@ static void test_invariance(void **state)
     check_invariance(&k_qwen2);
 }
 
+/* The newer architectures' features (model.h) keep the invariances: sliding windows shorter
+ * than the sequences (their skipped blocks), soft-capping, GeGLU and post-norms, experts routed
+ * per token whatever else is in the batch, partial rotary dims. */
+static void test_invariance_features(void **state)
+{
+    (void)state;
+    tm_spec g = k_qwen3, moe = k_llama, part = k_qwen2;
+    g.gemma = true;
+    g.n_swa = 5;
+    moe.n_expert = 6;
+    moe.n_used = 2;
+    part.n_rot = 8;
+    static const tdtype types[] = {TD_F32, TD_Q8_0};
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+        g.wtype = moe.wtype = types[i];
+        check_invariance(&g);
+        check_invariance(&moe);
+    }
+    check_invariance(&part);
+}
+
 static void test_f16_kv(void **state)
 {
     (void)state;
@@ -542,8 +658,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reference_f32), cmocka_unit_test(test_reference_other_types),
-        cmocka_unit_test(test_invariance),    cmocka_unit_test(test_f16_kv),
-        cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_invariance),    cmocka_unit_test(test_invariance_features),
+        cmocka_unit_test(test_f16_kv),        cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
