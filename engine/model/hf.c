@@ -20,12 +20,14 @@
 #define HF_MAX_JSON_BYTES (64u << 20) /* config.json, tokenizer_config.json */
 #define HF_MAX_SHARDS     4096
 
-/* HF per-layer suffix -> GGUF per-layer suffix. */
+/* HF per-layer suffix -> GGUF per-layer suffix. The first entry of a GGUF name is the one
+ * model__hf_name reports. */
 static const struct {
     const char *hf;
     const char *gguf;
 } hf_layer_names[] = {
     {"input_layernorm.weight", "attn_norm.weight"},
+    {"self_attn.qkv_proj.weight", "attn_qkv.weight"}, /* phi3: Q, K, V rows */
     {"self_attn.q_proj.weight", "attn_q.weight"},
     {"self_attn.k_proj.weight", "attn_k.weight"},
     {"self_attn.v_proj.weight", "attn_v.weight"},
@@ -35,10 +37,36 @@ static const struct {
     {"self_attn.o_proj.weight", "attn_output.weight"},
     {"self_attn.q_norm.weight", "attn_q_norm.weight"},
     {"self_attn.k_norm.weight", "attn_k_norm.weight"},
-    {"post_attention_layernorm.weight", "ffn_norm.weight"},
+    {"post_attention_layernorm.weight", "ffn_norm.weight"}, /* gemma: see hf_gemma_names */
     {"mlp.gate_proj.weight", "ffn_gate.weight"},
     {"mlp.up_proj.weight", "ffn_up.weight"},
+    {"mlp.gate_up_proj.weight", "ffn_up.weight"}, /* phi3: gate rows, then up rows */
     {"mlp.down_proj.weight", "ffn_down.weight"},
+    {"mlp.gate.weight", "ffn_gate_inp.weight"},              /* qwen3moe router */
+    {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight"}, /* mixtral router */
+};
+
+/* gemma2/gemma3: four norms per layer, named as llama.cpp's converter maps them. */
+static const struct {
+    const char *hf;
+    const char *gguf;
+} hf_gemma_names[] = {
+    {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+    {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
+    {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
+};
+
+/* Per-expert tensors "<prefix>E<suffix>" -> "blk.L.ffn_<kind>_exps.E.weight" (model.c binds
+ * them in place of GGUF's stacked 3-D tensors). */
+static const struct {
+    const char *prefix, *suffix, *kind;
+} hf_expert_names[] = {
+    {"mlp.experts.", ".gate_proj.weight", "gate"}, /* qwen3moe */
+    {"mlp.experts.", ".up_proj.weight", "up"},
+    {"mlp.experts.", ".down_proj.weight", "down"},
+    {"block_sparse_moe.experts.", ".w1.weight", "gate"}, /* mixtral */
+    {"block_sparse_moe.experts.", ".w3.weight", "up"},
+    {"block_sparse_moe.experts.", ".w2.weight", "down"},
 };
 
 static const struct {
@@ -72,8 +100,13 @@ static const char *layer_split(const char *name, const char *prefix, int *layer)
     return p + 1;
 }
 
-/* GGUF name for an HF name into out; false when the name is not one we map. */
-static bool hf_to_gguf(const char *hf, char *out, size_t outlen)
+static bool is_gemma(model_arch a)
+{
+    return a == MODEL_ARCH_GEMMA2 || a == MODEL_ARCH_GEMMA3;
+}
+
+/* GGUF name for an HF name of architecture a into out; false when the name is not one we map. */
+static bool hf_to_gguf(model_arch a, const char *hf, char *out, size_t outlen)
 {
     for (size_t i = 0; i < ARRAY_SIZE(hf_global_names); i++) {
         if (strcmp(hf, hf_global_names[i].hf) == 0) {
@@ -86,9 +119,24 @@ static bool hf_to_gguf(const char *hf, char *out, size_t outlen)
     if (!rest) {
         return false;
     }
+    for (size_t i = 0; is_gemma(a) && i < ARRAY_SIZE(hf_gemma_names); i++) {
+        if (strcmp(rest, hf_gemma_names[i].hf) == 0) {
+            snprintf(out, outlen, "blk.%d.%s", layer, hf_gemma_names[i].gguf);
+            return true;
+        }
+    }
     for (size_t i = 0; i < ARRAY_SIZE(hf_layer_names); i++) {
         if (strcmp(rest, hf_layer_names[i].hf) == 0) {
             snprintf(out, outlen, "blk.%d.%s", layer, hf_layer_names[i].gguf);
+            return true;
+        }
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(hf_expert_names); i++) {
+        int e;
+        const char *tail = layer_split(rest, hf_expert_names[i].prefix, &e);
+        if (tail && tail[-1] == '.' && strcmp(tail - 1, hf_expert_names[i].suffix) == 0) {
+            snprintf(out, outlen, "blk.%d.ffn_%s_exps.%d.weight", layer, hf_expert_names[i].kind,
+                     e);
             return true;
         }
     }
@@ -112,6 +160,26 @@ void model__hf_name(const char *gguf_name, char *out, size_t outlen)
     for (size_t i = 0; i < ARRAY_SIZE(hf_layer_names); i++) {
         if (strcmp(rest, hf_layer_names[i].gguf) == 0) {
             snprintf(out, outlen, "model.layers.%d.%s", layer, hf_layer_names[i].hf);
+            return;
+        }
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(hf_gemma_names); i++) {
+        if (strcmp(rest, hf_gemma_names[i].gguf) == 0) {
+            snprintf(out, outlen, "model.layers.%d.%s", layer, hf_gemma_names[i].hf);
+            return;
+        }
+    }
+    /* experts, by qwen3moe's names (the architecture is not known here); the stacked GGUF
+     * name stands for expert 0 */
+    for (size_t i = 0; i < 3; i++) {
+        char stacked[32], one[32];
+        snprintf(stacked, sizeof(stacked), "ffn_%s_exps.weight", hf_expert_names[i].kind);
+        snprintf(one, sizeof(one), "ffn_%s_exps.", hf_expert_names[i].kind);
+        int e = 0;
+        const char *tail = layer_split(rest, one, &e);
+        if (strcmp(rest, stacked) == 0 || (tail && strcmp(tail, "weight") == 0)) {
+            snprintf(out, outlen, "model.layers.%d.%s%d%s", layer, hf_expert_names[i].prefix, e,
+                     hf_expert_names[i].suffix);
             return;
         }
     }
@@ -195,10 +263,20 @@ static int hf_arch(const char *label, struct json_object *cfg, model_arch *arch,
         {"MistralForCausalLM", MODEL_ARCH_LLAMA},
         {"Qwen2ForCausalLM", MODEL_ARCH_QWEN2},
         {"Qwen3ForCausalLM", MODEL_ARCH_QWEN3},
+        {"Qwen3MoeForCausalLM", MODEL_ARCH_QWEN3MOE},
+        {"MixtralForCausalLM", MODEL_ARCH_LLAMA},
+        {"Phi3ForCausalLM", MODEL_ARCH_PHI3},
+        {"Gemma2ForCausalLM", MODEL_ARCH_GEMMA2},
+        {"Gemma3ForCausalLM", MODEL_ARCH_GEMMA3},
         {"llama", MODEL_ARCH_LLAMA},
         {"mistral", MODEL_ARCH_LLAMA},
+        {"mixtral", MODEL_ARCH_LLAMA},
         {"qwen2", MODEL_ARCH_QWEN2},
         {"qwen3", MODEL_ARCH_QWEN3},
+        {"qwen3_moe", MODEL_ARCH_QWEN3MOE},
+        {"phi3", MODEL_ARCH_PHI3},
+        {"gemma2", MODEL_ARCH_GEMMA2},
+        {"gemma3_text", MODEL_ARCH_GEMMA3},
     };
     char e[256];
     struct json_object *list;
@@ -222,9 +300,17 @@ static int hf_arch(const char *label, struct json_object *cfg, model_arch *arch,
             return 0;
         }
     }
+    if (strcmp(name, "Gemma3ForConditionalGeneration") == 0 || strcmp(name, "gemma3") == 0) {
+        tandem_set_err(err, errlen,
+                       "%s: architecture '%s' (Gemma 3 with its vision tower) is not supported: "
+                       "only the text model Gemma3ForCausalLM (model_type gemma3_text) is",
+                       label, name);
+        return -EINVAL;
+    }
     tandem_set_err(err, errlen,
                    "%s: architecture '%.64s' is not supported (supported: LlamaForCausalLM, "
-                   "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)",
+                   "MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
+                   "Qwen3MoeForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM)",
                    label, name);
     return -EINVAL;
 }
@@ -378,6 +464,236 @@ static int hf_rope_yarn(model *m, const char *label, struct json_object *s, doub
     return 0;
 }
 
+/* Whether cfg has key, null included (transformers tells "absent: the default" from "null"). */
+static bool has_key(struct json_object *cfg, const char *key)
+{
+    return json_object_object_get_ex(cfg, key, NULL);
+}
+
+/* A soft-capping value: absent gives def, null 0 (none), else a positive number. */
+static int hf_softcap(const char *label, struct json_object *cfg, const char *key, double def,
+                      float *out, char *err, size_t errlen)
+{
+    char e[256];
+    double v = 0.0;
+    if (json_opt_double(cfg, key, has_key(cfg, key) ? 0.0 : def, &v, e, sizeof(e)) != 0) {
+        tandem_set_err(err, errlen, "%s: %s", label, e);
+        return -EINVAL;
+    }
+    if (!(v >= 0.0 && v < 1e30)) {
+        tandem_set_err(err, errlen, "%s: %s: %g is not a positive number or null", label, key, v);
+        return -EINVAL;
+    }
+    *out = (float)v;
+    return 0;
+}
+
+/* gemma's layer_types: one "sliding_attention" or "full_attention" per layer. */
+static int hf_layer_types(model *m, const char *label, struct json_object *types, char *err,
+                          size_t errlen)
+{
+    model_priv *priv = m->priv;
+    const int n = m->cfg.n_layer;
+    if (n < 1 || json_object_array_length(types) != (size_t)n) {
+        tandem_set_err(err, errlen, "%s: layer_types: %zu entries for %d layers", label,
+                       json_object_array_length(types), n);
+        return -EINVAL;
+    }
+    uint8_t *slides = model__alloc(m, (size_t)n);
+    if (!slides) {
+        tandem_set_err(err, errlen, "%s: out of memory", label);
+        return -ENOMEM;
+    }
+    for (int il = 0; il < n; il++) {
+        struct json_object *v = json_object_array_get_idx(types, (size_t)il);
+        const char *t = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : "";
+        if (strcmp(t, "sliding_attention") != 0 && strcmp(t, "full_attention") != 0) {
+            tandem_set_err(err, errlen,
+                           "%s: layer_types[%d]: expected \"sliding_attention\" or "
+                           "\"full_attention\"",
+                           label, il);
+            return -EINVAL;
+        }
+        slides[il] = t[0] == 's';
+    }
+    priv->swa_layers = slides;
+    return 0;
+}
+
+/*
+ * Sliding-window attention as transformers and vLLM apply it: gemma's local layers
+ * (sliding_window, default 4096; which layers: layer_types, else gemma3's
+ * sliding_window_pattern (default 6: five local layers, then a global one), else gemma2's every
+ * other layer from the first); the other architectures' sliding_window (Mistral, Phi-3,
+ * Mixtral) on every layer; qwen2/qwen3/qwen3moe only with use_sliding_window, which is not
+ * supported (their sliding_window is ignored without it). Null or 0: none.
+ */
+static int hf_sliding_window(model *m, const char *label, struct json_object *cfg, char *err,
+                             size_t errlen)
+{
+    model_config *c = &m->cfg;
+    model_priv *priv = m->priv;
+    char e[256];
+    const bool gemma = is_gemma(c->arch);
+    if (c->arch == MODEL_ARCH_QWEN2 || c->arch == MODEL_ARCH_QWEN3 ||
+        c->arch == MODEL_ARCH_QWEN3MOE) {
+        int sliding = 0;
+        if (json_opt_bool(cfg, "use_sliding_window", 0, &sliding, e, sizeof(e)) != 0 || sliding) {
+            tandem_set_err(err, errlen, "%s: %s", label,
+                           sliding ? "use_sliding_window: sliding-window attention is not "
+                                     "supported for this architecture"
+                                   : e);
+            return -EINVAL;
+        }
+        return 0;
+    }
+    int window = 0;
+    if (json_opt_int(cfg, "sliding_window", gemma && !has_key(cfg, "sliding_window") ? 4096 : 0,
+                     &window, e, sizeof(e)) != 0 ||
+        window < 0) {
+        tandem_set_err(err, errlen, "%s: %s", label,
+                       window < 0 ? "sliding_window: must be >= 0 or null" : e);
+        return -EINVAL;
+    }
+    c->n_swa = window;
+    /* gemma3's local layers rotate with their own base and without the global scaling */
+    c->rope_swa_scaled = window > 0 && c->arch != MODEL_ARCH_GEMMA3;
+    priv->swa_pattern = 0; /* every layer */
+    if (window == 0 || !gemma) {
+        return 0;
+    }
+    struct json_object *types;
+    if (json_opt_array(cfg, "layer_types", NULL, &types, e, sizeof(e)) != 0) {
+        tandem_set_err(err, errlen, "%s: %s", label, e);
+        return -EINVAL;
+    }
+    if (types) {
+        return hf_layer_types(m, label, types, err, errlen);
+    }
+    int pattern = 2;
+    if (c->arch == MODEL_ARCH_GEMMA3 &&
+        (json_opt_int(cfg, "sliding_window_pattern", 6, &pattern, e, sizeof(e)) != 0 ||
+         pattern < 1)) {
+        tandem_set_err(err, errlen, "%s: %s", label,
+                       pattern < 1 ? "sliding_window_pattern: must be >= 1" : e);
+        return -EINVAL;
+    }
+    priv->swa_pattern = pattern;
+    return 0;
+}
+
+/*
+ * Experts: Qwen3-MoE's num_experts, num_experts_per_tok and moe_intermediate_size, with every
+ * layer sparse (decoder_sparse_step 1, no mlp_only_layers) and the top experts' weights
+ * renormalized (norm_topk_prob true, as llama.cpp computes qwen3moe); Mixtral's
+ * num_local_experts and num_experts_per_tok, its experts intermediate_size wide.
+ */
+static int hf_experts(model *m, const char *label, struct json_object *cfg, char *err,
+                      size_t errlen)
+{
+    model_config *c = &m->cfg;
+    char e[256];
+    int rc = 0;
+    if (c->arch == MODEL_ARCH_QWEN3MOE) {
+        int norm = 0, step = 1;
+        struct json_object *dense;
+        rc = json_get_int(cfg, "num_experts", &c->n_expert, e, sizeof(e));
+        rc = rc ? rc : json_get_int(cfg, "num_experts_per_tok", &c->n_expert_used, e, sizeof(e));
+        rc = rc ? rc : json_get_int(cfg, "moe_intermediate_size", &c->n_ff_exp, e, sizeof(e));
+        rc = rc ? rc : json_opt_bool(cfg, "norm_topk_prob", 0, &norm, e, sizeof(e));
+        rc = rc ? rc : json_opt_int(cfg, "decoder_sparse_step", 1, &step, e, sizeof(e));
+        rc = rc ? rc : json_opt_array(cfg, "mlp_only_layers", NULL, &dense, e, sizeof(e));
+        if (rc != 0) {
+            tandem_set_err(err, errlen, "%s: %s", label, e);
+            return -EINVAL;
+        }
+        if (!norm) {
+            tandem_set_err(err, errlen,
+                           "%s: norm_topk_prob: false (or absent) is not supported: the chosen "
+                           "experts' weights are renormalized, as llama.cpp does for qwen3moe",
+                           label);
+            return -EINVAL;
+        }
+        if (step != 1 || (dense && json_object_array_length(dense) > 0)) {
+            tandem_set_err(err, errlen,
+                           "%s: %s: dense layers between the MoE layers are not "
+                           "supported",
+                           label, step != 1 ? "decoder_sparse_step" : "mlp_only_layers");
+            return -EINVAL;
+        }
+    } else if (c->arch == MODEL_ARCH_LLAMA && has_key(cfg, "num_local_experts")) {
+        rc = json_get_int(cfg, "num_local_experts", &c->n_expert, e, sizeof(e));
+        rc = rc ? rc : json_opt_int(cfg, "num_experts_per_tok", 2, &c->n_expert_used, e, sizeof(e));
+        if (rc != 0) {
+            tandem_set_err(err, errlen, "%s: %s", label, e);
+            return -EINVAL;
+        }
+        c->n_ff_exp = c->n_ff;
+    } else {
+        return 0;
+    }
+    if (c->n_expert < 1 || c->n_expert_used < 1) {
+        tandem_set_err(err, errlen, "%s: %s: must be > 0", label,
+                       c->n_expert < 1
+                           ? (c->arch == MODEL_ARCH_LLAMA ? "num_local_experts" : "num_experts")
+                           : "num_experts_per_tok");
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/*
+ * What sets the architectures apart (model_config's features): gemma's embedding scale
+ * sqrt(hidden_size), GeGLU, attention scale query_pre_attn_scalar^-0.5 (as llama.cpp computes
+ * it, in float), soft-caps (gemma2 default 50 / 30, gemma3 none; null: none) and gemma3's local
+ * RoPE base rope_local_base_freq (default 10000); partial_rotary_factor (Phi-3 / Phi-4-mini:
+ * n_rot = int(head_dim x factor), as transformers); the experts; the sliding window.
+ */
+static int hf_arch_features(model *m, const char *label, struct json_object *cfg, double theta,
+                            char *err, size_t errlen)
+{
+    model_config *c = &m->cfg;
+    char e[256];
+    double rot = 1.0;
+    c->rope_base_swa = (float)theta;
+    c->attn_scale = 1.0f / sqrtf((float)c->head_dim);
+    if (json_opt_double(cfg, "partial_rotary_factor", 1.0, &rot, e, sizeof(e)) != 0 ||
+        !(rot > 0.0 && rot <= 1.0)) {
+        tandem_set_err(
+            err, errlen, "%s: %s", label,
+            isnan(rot) || rot <= 0.0 || rot > 1.0 ? "partial_rotary_factor: must be in (0, 1]" : e);
+        return -EINVAL;
+    }
+    c->n_rot = (int)((double)c->head_dim * rot);
+    int rc = 0;
+    if (is_gemma(c->arch)) {
+        const bool g2 = c->arch == MODEL_ARCH_GEMMA2;
+        double scalar = 0.0, local = 0.0;
+        c->embd_scale = sqrtf((float)c->n_embd);
+        rc = json_opt_double(cfg, "query_pre_attn_scalar", 256.0, &scalar, e, sizeof(e));
+        rc = rc ? rc : json_opt_double(cfg, "rope_local_base_freq", 10000.0, &local, e, sizeof(e));
+        if (rc != 0 || !(scalar > 0.0 && scalar < 1e9) || !(local > 0.0 && local < 1e30)) {
+            tandem_set_err(err, errlen, "%s: %s", label,
+                           rc != 0 ? e
+                           : !(scalar > 0.0 && scalar < 1e9)
+                               ? "query_pre_attn_scalar: must be a positive number"
+                               : "rope_local_base_freq: must be a positive number");
+            return -EINVAL;
+        }
+        c->attn_scale = 1.0f / sqrtf((float)scalar);
+        if (!g2) {
+            c->rope_base_swa = (float)local;
+        }
+        rc = hf_softcap(label, cfg, "attn_logit_softcapping", g2 ? 50.0 : 0.0, &c->attn_softcap,
+                        err, errlen);
+        rc = rc ? rc
+                : hf_softcap(label, cfg, "final_logit_softcapping", g2 ? 30.0 : 0.0,
+                             &c->final_softcap, err, errlen);
+    }
+    rc = rc ? rc : hf_experts(m, label, cfg, err, errlen);
+    return rc ? rc : hf_sliding_window(m, label, cfg, err, errlen);
+}
+
 static int hf_config(model *m, const char *label, struct json_object *cfg, char *err, size_t errlen)
 {
     char e[256];
@@ -387,6 +703,7 @@ static int hf_config(model *m, const char *label, struct json_object *cfg, char 
         return rc;
     }
     c->rope_neox = true;
+    const bool gemma = is_gemma(c->arch);
     double theta, eps;
     int tie, attn_bias, mlp_bias;
     const char *act;
@@ -402,26 +719,36 @@ static int hf_config(model *m, const char *label, struct json_object *cfg, char 
     }
     rc = rc ? rc : json_opt_int(cfg, "num_key_value_heads", c->n_head, &c->n_head_kv, e, sizeof(e));
     rc = rc ? rc
-            : json_opt_int(cfg, "head_dim", c->n_head > 0 ? c->n_embd / c->n_head : 0, &c->head_dim,
-                           e, sizeof(e));
+            : json_opt_int(cfg, "head_dim",
+                           gemma           ? 256
+                           : c->n_head > 0 ? c->n_embd / c->n_head
+                                           : 0,
+                           &c->head_dim, e, sizeof(e));
     rc = rc ? rc : json_opt_double(cfg, "rope_theta", 10000.0, &theta, e, sizeof(e));
     rc = rc ? rc : json_opt_double(cfg, "rms_norm_eps", 1e-6, &eps, e, sizeof(e));
-    rc = rc ? rc : json_opt_bool(cfg, "tie_word_embeddings", 0, &tie, e, sizeof(e));
+    rc = rc ? rc : json_opt_bool(cfg, "tie_word_embeddings", gemma, &tie, e, sizeof(e));
     rc = rc ? rc : json_opt_bool(cfg, "attention_bias", 0, &attn_bias, e, sizeof(e));
     rc = rc ? rc : json_opt_bool(cfg, "mlp_bias", 0, &mlp_bias, e, sizeof(e));
-    rc = rc ? rc : json_opt_string(cfg, "hidden_act", "silu", &act, e, sizeof(e));
+    /* gemma's activation is hidden_activation (gemma2 configs carry hidden_act too) */
+    const char *act_key =
+        gemma && has_key(cfg, "hidden_activation") ? "hidden_activation" : "hidden_act";
+    rc = rc ? rc
+            : json_opt_string(cfg, act_key, gemma ? "gelu_pytorch_tanh" : "silu", &act, e,
+                              sizeof(e));
     if (rc != 0) {
         tandem_set_err(err, errlen, "%s: %s", label, e);
         return -EINVAL;
     }
-    if (strcmp(act, "silu") != 0) {
-        tandem_set_err(err, errlen, "%s: hidden_act '%.32s' is not supported (only silu)", label,
-                       act);
+    if (strcmp(act, gemma ? "gelu_pytorch_tanh" : "silu") != 0) {
+        tandem_set_err(err, errlen, "%s: %s '%.32s' is not supported (only %s for %s)", label,
+                       act_key, act, gemma ? "gelu_pytorch_tanh" : "silu",
+                       model_arch_name(c->arch));
         return -EINVAL;
     }
-    if (c->arch == MODEL_ARCH_LLAMA && (attn_bias || mlp_bias)) {
-        tandem_set_err(err, errlen, "%s: %s is true, which is not supported for llama", label,
-                       attn_bias ? "attention_bias" : "mlp_bias");
+    c->ffn_act = gemma ? MODEL_ACT_GELU_TANH : MODEL_ACT_SILU;
+    if (c->arch != MODEL_ARCH_QWEN2 && c->arch != MODEL_ARCH_QWEN3 && (attn_bias || mlp_bias)) {
+        tandem_set_err(err, errlen, "%s: %s is true, which is not supported for %s", label,
+                       attn_bias ? "attention_bias" : "mlp_bias", model_arch_name(c->arch));
         return -EINVAL;
     }
     struct json_object *scaling;
@@ -453,13 +780,6 @@ static int hf_config(model *m, const char *label, struct json_object *cfg, char 
             return rc;
         }
     }
-    int sliding = 0;
-    if (json_opt_bool(cfg, "use_sliding_window", 0, &sliding, e, sizeof(e)) != 0 || sliding) {
-        tandem_set_err(err, errlen, "%s: %s", label,
-                       sliding ? "use_sliding_window: sliding-window attention is not supported"
-                               : e);
-        return -EINVAL;
-    }
     if (c->n_vocab < 1) {
         tandem_set_err(err, errlen, "%s: vocab_size: must be > 0", label);
         return -EINVAL;
@@ -472,9 +792,9 @@ static int hf_config(model *m, const char *label, struct json_object *cfg, char 
     }
     c->rope_base = (float)theta;
     c->rms_eps = (float)eps;
-    c->n_rot = c->head_dim;
     c->tied_output = tie != 0;
-    return model__check_config(m, label, err, errlen);
+    rc = hf_arch_features(m, label, cfg, theta, err, errlen);
+    return rc ? rc : model__check_config(m, label, err, errlen);
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -559,8 +879,9 @@ static float f16_to_f32(uint16_t h)
     return f;
 }
 
-/* Converts a 1-D F16/BF16 tensor to an owned F32 copy in place of t's data. */
-static int to_f32(model *m, model_tensor *t)
+/* Converts a 1-D F32/F16/BF16 tensor to an owned F32 copy, plus `add` (gemma's norms: HF
+ * stores w and computes x (1 + w), in float), in place of t's data. */
+static int to_f32(model *m, model_tensor *t, float add)
 {
     size_t n = (size_t)t->ne[0];
     float *dst = model__alloc(m, n * sizeof(float));
@@ -570,13 +891,17 @@ static int to_f32(model *m, model_tensor *t)
     const uint8_t *src = t->data;
     for (size_t i = 0; i < n; i++) {
         uint16_t h;
-        memcpy(&h, src + 2 * i, 2);
-        if (t->type == TD_BF16) {
+        if (t->type == TD_F32) {
+            memcpy(&dst[i], src + 4 * i, sizeof(float));
+        } else if (t->type == TD_BF16) {
+            memcpy(&h, src + 2 * i, 2);
             uint32_t bits = (uint32_t)h << 16;
             memcpy(&dst[i], &bits, sizeof(float));
         } else {
+            memcpy(&h, src + 2 * i, 2);
             dst[i] = f16_to_f32(h);
         }
+        dst[i] += add;
     }
     t->type = TD_F32;
     t->data = dst;
@@ -635,7 +960,8 @@ static int hf_tensors(model *m, char *err, size_t errlen)
             const safetensors_tensor *st = &f->tensors[j];
             model_tensor *t = &m->tensors[m->n_tensors++];
             char gname[160];
-            const char *name = hf_to_gguf(st->name, gname, sizeof(gname)) ? gname : st->name;
+            const char *name =
+                hf_to_gguf(m->cfg.arch, st->name, gname, sizeof(gname)) ? gname : st->name;
             t->name = model__strndup(m, name, strlen(name));
             if (!t->name) {
                 rc = -ENOMEM;
@@ -648,8 +974,13 @@ static int hf_tensors(model *m, char *err, size_t errlen)
             }
             t->data = st->data;
             t->nbytes = st->nbytes;
-            if (t->n_dims == 1 && t->type != TD_F32) {
-                rc = to_f32(m, t);
+            /* gemma: every *norm.weight (llama.cpp's converter adds the 1 too) */
+            const size_t hl = strlen(st->name);
+            const bool plus_one =
+                is_gemma(m->cfg.arch) && hl >= 11 && strcmp(st->name + hl - 11, "norm.weight") == 0;
+            if (t->n_dims == 1 && (t->type != TD_F32 || plus_one) &&
+                (t->type == TD_F32 || t->type == TD_F16 || t->type == TD_BF16)) {
+                rc = to_f32(m, t, plus_one ? 1.0f : 0.0f);
                 if (rc != 0) {
                     goto out_names;
                 }

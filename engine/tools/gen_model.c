@@ -5,11 +5,18 @@
  * synthetic or a converted real tokenizer (genvocab.h). Used by the engine tests, the
  * benchmarks and `make run`.
  *
+ * Architectures: llama, qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3, and mixtral (GGUF llama
+ * with experts), with the tensors and keys llama.cpp's converter writes for each (gemma's
+ * post-norms and tied output, phi3's fused attn_qkv and gate/up ffn_up, MoE's router and stacked
+ * 3-D expert tensors) and the config.json fields of the checkpoints they stand in for.
+ *
  * Same seed and shapes give the same model in both formats: every tensor's values come from a
- * PRNG seeded by (seed, GGUF tensor name), generated in GGUF row order. llama GGUF files hold
- * Q/K rows permuted for adjacent-pair RoPE (convert_hf_to_gguf.py's permute), so the HF q_proj /
- * k_proj are written with the inverse permutation; qwen2/qwen3 are not permuted. Norm weights
- * and biases stay F32 in both formats. Same arguments give byte-identical files.
+ * PRNG seeded by (seed, GGUF tensor name), generated in GGUF row order (a 3-D expert tensor
+ * plane by plane: HF's expert E is plane E). llama GGUF files hold Q/K rows permuted for
+ * adjacent-pair RoPE (convert_hf_to_gguf.py's permute), so the HF q_proj / k_proj are written
+ * with the inverse permutation; the other archs are not permuted. gemma's HF norms hold w - 1
+ * (its RMSNorm computes x (1 + w); llama.cpp's converter adds the 1). Norm weights, biases and
+ * the MoE router stay F32 in both formats. Same arguments give byte-identical files.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -28,8 +35,18 @@
 #include "lib/json.h"
 #include "lib/version.h"
 
-enum { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3 };
-enum { KIND_EMBED, KIND_MATRIX, KIND_NORM, KIND_BIAS };
+enum {
+    ARCH_LLAMA,
+    ARCH_QWEN2,
+    ARCH_QWEN3,
+    ARCH_QWEN3MOE,
+    ARCH_PHI3,
+    ARCH_GEMMA2,
+    ARCH_GEMMA3,
+    ARCH_MIXTRAL, /* GGUF "llama" with experts; HF MixtralForCausalLM */
+    N_ARCHS
+};
+enum { KIND_EMBED, KIND_MATRIX, KIND_NORM, KIND_BIAS, KIND_ROUTER };
 
 #define MAX_DIM    (1 << 20)
 #define MAX_LAYERS 1024
@@ -49,6 +66,13 @@ typedef struct gen_opts {
     const char *tokenizer; /* NULL: synthetic */
     const char *tokenizer_pre;
     const char *name;
+    /* architecture features (0 / NAN: unset on the command line, then the arch's default) */
+    int64_t experts, experts_used, expert_ffn; /* MoE: count, per token, hidden size */
+    int64_t sliding_window;                    /* gemma2/gemma3/llama (HF only): 0 none */
+    int64_t swa_pattern;                       /* gemma: every Nth layer is global */
+    int64_t rotary_dim;                        /* phi3: partial rotary (rope.dimension_count) */
+    double attn_softcap, final_softcap;        /* gemma: NAN unset, 0 none */
+    double rope_base_swa;                      /* gemma3: local layers' RoPE base */
 } gen_opts;
 
 enum { ROPE_SCALING_NONE, ROPE_SCALING_LINEAR, ROPE_SCALING_LLAMA3, ROPE_SCALING_YARN };
@@ -62,13 +86,54 @@ enum { RECIPE_NONE, RECIPE_K_M }; /* Q4_K_M / Q5_K_M: see tensor_type */
 
 typedef struct tspec {
     char gguf[64];      /* GGUF tensor name */
-    char hf[96];        /* HF tensor name */
+    char hf[96];        /* HF tensor name; experts: the part before the expert number */
+    char hf_suffix[32]; /* experts: the part after it (".gate_proj.weight") */
     int64_t rows, cols; /* cols == 0: a 1-D tensor of rows elements */
+    int64_t planes;     /* experts: GGUF's 3-D {cols, rows, planes}, one HF tensor per plane */
     int kind;           /* KIND_* */
     int64_t perm_heads; /* > 0: llama Q/K permuted with this many heads */
+    int hf_minus_one;   /* gemma norms: HF stores w - 1 (its RMSNorm computes x (1 + w)) */
 } tspec;
 
-static const char *const arch_names[] = {"llama", "qwen2", "qwen3"};
+/* --arch names, GGUF general.architecture, HF architectures[0] and model_type */
+static const char *const arch_names[] = {"llama", "qwen2",  "qwen3",  "qwen3moe",
+                                         "phi3",  "gemma2", "gemma3", "mixtral"};
+static const char *const gguf_arch_names[] = {"llama", "qwen2",  "qwen3",  "qwen3moe",
+                                              "phi3",  "gemma2", "gemma3", "llama"};
+static const char *const hf_arch_names[] = {
+    "LlamaForCausalLM", "Qwen2ForCausalLM",  "Qwen3ForCausalLM",  "Qwen3MoeForCausalLM",
+    "Phi3ForCausalLM",  "Gemma2ForCausalLM", "Gemma3ForCausalLM", "MixtralForCausalLM"};
+static const char *const hf_model_types[] = {"llama", "qwen2",  "qwen3",       "qwen3_moe",
+                                             "phi3",  "gemma2", "gemma3_text", "mixtral"};
+
+static bool is_gemma(const gen_opts *o)
+{
+    return o->arch == ARCH_GEMMA2 || o->arch == ARCH_GEMMA3;
+}
+
+static bool is_moe(const gen_opts *o)
+{
+    return o->arch == ARCH_QWEN3MOE || o->arch == ARCH_MIXTRAL;
+}
+
+/* Whether Q/K are permuted for adjacent-pair RoPE in the GGUF (GGUF arch llama). */
+static bool is_permuted(const gen_opts *o)
+{
+    return o->arch == ARCH_LLAMA || o->arch == ARCH_MIXTRAL;
+}
+
+/* The default sliding-window period: gemma2 alternates, gemma3 has 5 local layers per global. */
+static int64_t default_swa_pattern(const gen_opts *o)
+{
+    return o->arch == ARCH_GEMMA2 ? 2 : 6;
+}
+
+/* Whether layer il slides (llama.cpp's set_swa_pattern, transformers' layer_types). */
+static bool layer_slides(const gen_opts *o, int64_t il)
+{
+    const int64_t n = o->swa_pattern;
+    return n == 0 || il % n < n - 1;
+}
 
 static uint64_t name_hash(const char *s)
 {
@@ -83,7 +148,7 @@ static uint64_t name_hash(const char *s)
 /* Values of one tensor in GGUF row order (caller frees), or NULL on OOM. */
 static float *gen_values(const gen_opts *o, const tspec *t)
 {
-    int64_t n = t->rows * (t->cols > 0 ? t->cols : 1);
+    int64_t n = t->planes * t->rows * (t->cols > 0 ? t->cols : 1);
     float *x = malloc((size_t)n * sizeof(float));
     if (x == NULL) {
         return NULL;
@@ -105,6 +170,12 @@ static float *gen_values(const gen_opts *o, const tspec *t)
     case KIND_BIAS:
         scale = 0.1f;
         break;
+    case KIND_ROUTER:
+        /* router logits with a standard deviation of about 6: the chosen experts are well
+         * apart from the rest, so rounding differences between engines do not change the
+         * choice, and a near-tie at the k-th place has a small renormalized weight */
+        scale = 6.0f * sqrtf(3.0f / (float)t->cols);
+        break;
     }
     for (int64_t i = 0; i < n; i++) {
         x[i] = offset + scale * genq_rng_uniform(&rng);
@@ -119,6 +190,7 @@ static size_t add_spec(tspec *s, size_t n, const char *gguf, const char *hf, int
     snprintf(s[n].hf, sizeof(s[n].hf), "%s", hf);
     s[n].rows = rows;
     s[n].cols = cols;
+    s[n].planes = 1;
     s[n].kind = kind;
     s[n].perm_heads = perm_heads;
     return n + 1;
@@ -127,13 +199,14 @@ static size_t add_spec(tspec *s, size_t n, const char *gguf, const char *hf, int
 /* The tensor list in file order; *n receives the count. Caller frees. */
 static tspec *build_specs(const gen_opts *o, size_t *n_out)
 {
-    size_t cap = 4 + (size_t)o->layers * 16;
+    size_t cap = 4 + (size_t)o->layers * 24;
     tspec *s = calloc(cap, sizeof(*s));
     if (s == NULL) {
         return NULL;
     }
     int64_t d = o->dim, hd = o->head_dim, q = o->heads * hd, kv = o->kv_heads * hd;
-    int llama = o->arch == ARCH_LLAMA;
+    const bool perm = is_permuted(o), gemma = is_gemma(o), moe = is_moe(o);
+    const bool mixtral = o->arch == ARCH_MIXTRAL;
     size_t n = 0;
     n = add_spec(s, n, "token_embd.weight", "model.embed_tokens.weight", o->vocab, d, KIND_EMBED,
                  0);
@@ -145,30 +218,74 @@ static tspec *build_specs(const gen_opts *o, size_t *n_out)
         snprintf(h, sizeof(h), "model.layers.%lld.%s", (long long)l, hsuf);                        \
         n = add_spec(s, n, g, h, rows, cols, kind, perm);                                          \
     } while (0)
+/* experts: GGUF's stacked 3-D tensor, HF's "<prefix>E<suffix>" per expert */
+#define EXPERTS(gsuf, hpre, hsuf, rows, cols)                                                      \
+    do {                                                                                           \
+        SPEC(gsuf, hpre, rows, cols, KIND_MATRIX, 0);                                              \
+        s[n - 1].planes = o->experts;                                                              \
+        snprintf(s[n - 1].hf_suffix, sizeof(s[n - 1].hf_suffix), "%s", hsuf);                      \
+    } while (0)
         SPEC("attn_norm.weight", "input_layernorm.weight", d, 0, KIND_NORM, 0);
-        SPEC("attn_q.weight", "self_attn.q_proj.weight", q, d, KIND_MATRIX, llama ? o->heads : 0);
-        SPEC("attn_k.weight", "self_attn.k_proj.weight", kv, d, KIND_MATRIX,
-             llama ? o->kv_heads : 0);
-        SPEC("attn_v.weight", "self_attn.v_proj.weight", kv, d, KIND_MATRIX, 0);
+        if (o->arch == ARCH_PHI3) {
+            /* Q rows, then K, then V, as Phi-3's qkv_proj */
+            SPEC("attn_qkv.weight", "self_attn.qkv_proj.weight", q + 2 * kv, d, KIND_MATRIX, 0);
+        } else {
+            SPEC("attn_q.weight", "self_attn.q_proj.weight", q, d, KIND_MATRIX,
+                 perm ? o->heads : 0);
+            SPEC("attn_k.weight", "self_attn.k_proj.weight", kv, d, KIND_MATRIX,
+                 perm ? o->kv_heads : 0);
+            SPEC("attn_v.weight", "self_attn.v_proj.weight", kv, d, KIND_MATRIX, 0);
+        }
         if (o->arch == ARCH_QWEN2) {
             SPEC("attn_q.bias", "self_attn.q_proj.bias", q, 0, KIND_BIAS, 0);
             SPEC("attn_k.bias", "self_attn.k_proj.bias", kv, 0, KIND_BIAS, 0);
             SPEC("attn_v.bias", "self_attn.v_proj.bias", kv, 0, KIND_BIAS, 0);
         }
-        if (o->arch == ARCH_QWEN3) {
+        if (o->arch == ARCH_QWEN3 || o->arch == ARCH_QWEN3MOE || o->arch == ARCH_GEMMA3) {
             SPEC("attn_q_norm.weight", "self_attn.q_norm.weight", hd, 0, KIND_NORM, 0);
             SPEC("attn_k_norm.weight", "self_attn.k_norm.weight", hd, 0, KIND_NORM, 0);
         }
         SPEC("attn_output.weight", "self_attn.o_proj.weight", d, q, KIND_MATRIX, 0);
-        SPEC("ffn_norm.weight", "post_attention_layernorm.weight", d, 0, KIND_NORM, 0);
-        SPEC("ffn_gate.weight", "mlp.gate_proj.weight", o->ffn, d, KIND_MATRIX, 0);
-        SPEC("ffn_up.weight", "mlp.up_proj.weight", o->ffn, d, KIND_MATRIX, 0);
-        SPEC("ffn_down.weight", "mlp.down_proj.weight", d, o->ffn, KIND_MATRIX, 0);
+        if (gemma) {
+            SPEC("post_attention_norm.weight", "post_attention_layernorm.weight", d, 0, KIND_NORM,
+                 0);
+            SPEC("ffn_norm.weight", "pre_feedforward_layernorm.weight", d, 0, KIND_NORM, 0);
+        } else {
+            SPEC("ffn_norm.weight", "post_attention_layernorm.weight", d, 0, KIND_NORM, 0);
+        }
+        if (moe) {
+            const char *moe_pre = mixtral ? "block_sparse_moe." : "mlp.";
+            char hg[32], hp[32];
+            snprintf(hg, sizeof(hg), "%sgate.weight", moe_pre);
+            snprintf(hp, sizeof(hp), "%sexperts.", moe_pre);
+            SPEC("ffn_gate_inp.weight", hg, o->experts, d, KIND_ROUTER, 0);
+            EXPERTS("ffn_gate_exps.weight", hp, mixtral ? ".w1.weight" : ".gate_proj.weight",
+                    o->expert_ffn, d);
+            EXPERTS("ffn_up_exps.weight", hp, mixtral ? ".w3.weight" : ".up_proj.weight",
+                    o->expert_ffn, d);
+            EXPERTS("ffn_down_exps.weight", hp, mixtral ? ".w2.weight" : ".down_proj.weight", d,
+                    o->expert_ffn);
+        } else if (o->arch == ARCH_PHI3) {
+            /* the gate's rows, then the up rows, as Phi-3's gate_up_proj */
+            SPEC("ffn_up.weight", "mlp.gate_up_proj.weight", 2 * o->ffn, d, KIND_MATRIX, 0);
+            SPEC("ffn_down.weight", "mlp.down_proj.weight", d, o->ffn, KIND_MATRIX, 0);
+        } else {
+            SPEC("ffn_gate.weight", "mlp.gate_proj.weight", o->ffn, d, KIND_MATRIX, 0);
+            SPEC("ffn_up.weight", "mlp.up_proj.weight", o->ffn, d, KIND_MATRIX, 0);
+            SPEC("ffn_down.weight", "mlp.down_proj.weight", d, o->ffn, KIND_MATRIX, 0);
+        }
+        if (gemma) {
+            SPEC("post_ffw_norm.weight", "post_feedforward_layernorm.weight", d, 0, KIND_NORM, 0);
+        }
+#undef EXPERTS
 #undef SPEC
     }
     n = add_spec(s, n, "output_norm.weight", "model.norm.weight", d, 0, KIND_NORM, 0);
     if (!o->tied) {
         n = add_spec(s, n, "output.weight", "lm_head.weight", o->vocab, d, KIND_EMBED, 0);
+    }
+    for (size_t i = 0; gemma && i < n; i++) {
+        s[i].hf_minus_one = s[i].kind == KIND_NORM;
     }
     *n_out = n;
     return s;
@@ -232,27 +349,38 @@ static int64_t tensor_layer(const char *name)
 }
 
 /*
- * The type tensor t is written in, as llama-quantize chooses it: 1-D tensors F32; with a _M
- * recipe the output matrix (or a tied token embedding, which is the output) Q6_K, and attn_v /
- * ffn_down Q6_K in the use_more_bits layers; then, for a row length that is not a whole number
- * of 256-element super-blocks, llama-quantize's fallback (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K ->
- * Q8_0, Q2_K / Q3_K / IQ4_XS -> IQ4_NL).
+ * The type tensor t is written in, as llama-quantize chooses it: 1-D tensors and the MoE router
+ * (ffn_gate_inp, which llama.cpp's converter writes in F32 and llama-quantize never quantizes)
+ * F32; with a _M recipe the output matrix (or a tied token embedding, which is the output) Q6_K,
+ * and attn_v / attn_qkv (llama-quant.cpp's attn_v category) / ffn_down / ffn_down_exps Q6_K in
+ * the use_more_bits layers; with exactly 8 experts attn_v / attn_qkv / attn_k Q8_0 and (Q4_K_M)
+ * attn_output Q5_K; then, for a row length that is not a whole number of 256-element
+ * super-blocks, llama-quantize's fallback (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K /
+ * Q3_K / IQ4_XS -> IQ4_NL). 3-D expert tensors are quantized row by row like any matrix.
  */
 static tdtype tensor_type(const gen_opts *o, const tspec *t)
 {
-    if (t->cols == 0) {
+    if (t->cols == 0 || t->kind == KIND_ROUTER) {
         return TD_F32;
     }
     tdtype ty = o->type;
     if (o->recipe == RECIPE_K_M) {
         const char *n = t->gguf;
         const int64_t il = tensor_layer(n);
+        const bool eight = o->experts == 8;
         const bool output =
             strcmp(n, "output.weight") == 0 || (o->tied && strcmp(n, "token_embd.weight") == 0);
-        const bool more_bits = (strstr(n, ".attn_v.weight") || strstr(n, ".ffn_down.weight")) &&
-                               use_more_bits(il, o->layers);
+        const bool attn_v = strstr(n, ".attn_v.weight") || strstr(n, ".attn_qkv.weight");
+        const bool more_bits =
+            (attn_v || strstr(n, ".ffn_down.weight") || strstr(n, ".ffn_down_exps.weight")) &&
+            use_more_bits(il, o->layers);
         if (output || more_bits) {
             ty = TD_Q6_K;
+        }
+        if (eight && (attn_v || strstr(n, ".attn_k.weight"))) {
+            ty = TD_Q8_0;
+        } else if (eight && o->type == TD_Q4_K && strstr(n, ".attn_output.weight")) {
+            ty = TD_Q5_K;
         }
     }
     if (t->cols % td_block_elems(ty) != 0) {
@@ -319,9 +447,71 @@ static int set_tokenizer(gguf_writer *w, const genvocab *v)
     return rc;
 }
 
+/* key "<arch>.<suffix>" */
+static const char *arch_key(char *key, size_t len, const gen_opts *o, const char *suffix)
+{
+    snprintf(key, len, "%s.%s", gguf_arch_names[o->arch], suffix);
+    return key;
+}
+
+/*
+ * The architecture keys llama.cpp's converter writes: gemma2's sliding window and soft-caps
+ * (always), gemma3's sliding window (unless every layer is global), local RoPE base and final
+ * soft-cap (when set), the sliding-window period when it is not the architecture's default
+ * (llama.cpp reads attention.sliding_window_pattern as a number or a per-layer array), phi3's
+ * sliding window (0: none) and original context length, and the experts.
+ */
+static int set_arch_hparams(gguf_writer *w, const gen_opts *o)
+{
+    char key[128];
+    int rc = 0;
+    if (is_gemma(o) && (o->arch == ARCH_GEMMA2 || o->swa_pattern != 1)) {
+        rc = gguf_writer_set_u32(w, arch_key(key, sizeof(key), o, "attention.sliding_window"),
+                                 (uint32_t)o->sliding_window);
+        if (rc == 0 && o->swa_pattern != default_swa_pattern(o)) {
+            rc = gguf_writer_set_u32(
+                w, arch_key(key, sizeof(key), o, "attention.sliding_window_pattern"),
+                (uint32_t)o->swa_pattern);
+        }
+        if (rc == 0 && o->arch == ARCH_GEMMA3) {
+            rc = gguf_writer_set_f32(w, arch_key(key, sizeof(key), o, "rope.freq_base_swa"),
+                                     (float)o->rope_base_swa);
+        }
+    }
+    if (rc == 0 && o->arch == ARCH_GEMMA2) {
+        rc = gguf_writer_set_f32(w, arch_key(key, sizeof(key), o, "attn_logit_softcapping"),
+                                 (float)o->attn_softcap);
+    }
+    if (rc == 0 && is_gemma(o) && o->final_softcap > 0.0) {
+        rc = gguf_writer_set_f32(w, arch_key(key, sizeof(key), o, "final_logit_softcapping"),
+                                 (float)o->final_softcap);
+    }
+    if (rc == 0 && o->arch == ARCH_PHI3) {
+        rc = gguf_writer_set_u32(w, arch_key(key, sizeof(key), o, "attention.sliding_window"), 0);
+        if (rc == 0) {
+            rc = gguf_writer_set_u32(
+                w, arch_key(key, sizeof(key), o, "rope.scaling.original_context_length"),
+                (uint32_t)o->ctx);
+        }
+    }
+    if (rc == 0 && is_moe(o)) {
+        rc = gguf_writer_set_u32(w, arch_key(key, sizeof(key), o, "expert_count"),
+                                 (uint32_t)o->experts);
+        if (rc == 0) {
+            rc = gguf_writer_set_u32(w, arch_key(key, sizeof(key), o, "expert_used_count"),
+                                     (uint32_t)o->experts_used);
+        }
+        if (rc == 0 && o->arch == ARCH_QWEN3MOE) {
+            rc = gguf_writer_set_u32(w, arch_key(key, sizeof(key), o, "expert_feed_forward_length"),
+                                     (uint32_t)o->expert_ffn);
+        }
+    }
+    return rc;
+}
+
 static int set_hparams(gguf_writer *w, const gen_opts *o)
 {
-    const char *a = arch_names[o->arch];
+    const char *a = gguf_arch_names[o->arch];
     char key[128];
     int rc = gguf_writer_set_str(w, "general.architecture", a);
     if (rc == 0) {
@@ -343,12 +533,12 @@ static int set_hparams(gguf_writer *w, const gen_opts *o)
              {"feed_forward_length", o->ffn},
              {"attention.head_count", o->heads},
              {"attention.head_count_kv", o->kv_heads},
-             {"rope.dimension_count", o->head_dim}};
+             {"rope.dimension_count", o->rotary_dim > 0 ? o->rotary_dim : o->head_dim}};
     for (size_t i = 0; rc == 0 && i < ARRAY_SIZE(u); i++) {
         snprintf(key, sizeof(key), "%s.%s", a, u[i].suffix);
         rc = gguf_writer_set_u32(w, key, (uint32_t)u[i].v);
     }
-    if (rc == 0 && o->head_dim * o->heads != o->dim) {
+    if (rc == 0 && (o->head_dim * o->heads != o->dim || is_gemma(o))) {
         snprintf(key, sizeof(key), "%s.attention.key_length", a);
         rc = gguf_writer_set_u32(w, key, (uint32_t)o->head_dim);
         if (rc == 0) {
@@ -378,7 +568,7 @@ static int set_hparams(gguf_writer *w, const gen_opts *o)
             rc = gguf_writer_set_u32(w, key, YARN_ORIG_CTX);
         }
     }
-    return rc;
+    return rc ? rc : set_arch_hparams(w, o);
 }
 
 /* Llama 3: the converter writes the frequency divisors as the tensor rope_freqs.weight. */
@@ -425,7 +615,7 @@ static int write_gguf(const gen_opts *o, const genvocab *v, const tspec *specs, 
         float *x = gen_values(o, t);
         tdtype type = tensor_type(o, t);
         int64_t cols = t->cols > 0 ? t->cols : t->rows;
-        int64_t rows = t->cols > 0 ? t->rows : 1;
+        int64_t rows = t->cols > 0 ? t->rows * t->planes : 1; /* a 3-D tensor's planes' rows */
         size_t bytes = td_row_bytes(type, cols) * (size_t)rows;
         void *data = x != NULL && bytes > 0 ? malloc(bytes) : NULL;
         if (data == NULL) {
@@ -435,8 +625,9 @@ static int write_gguf(const gen_opts *o, const genvocab *v, const tspec *specs, 
             goto out;
         }
         genq_convert(type, x, rows, cols, data);
-        int64_t ne[2] = {cols, rows};
-        rc = gguf_writer_add_tensor(w, t->gguf, type, t->cols > 0 ? 2 : 1, ne, data, bytes);
+        int64_t ne[3] = {cols, t->rows, t->planes};
+        const int n_dims = t->cols == 0 ? 1 : t->planes > 1 ? 3 : 2;
+        rc = gguf_writer_add_tensor(w, t->gguf, type, n_dims, ne, data, bytes);
         free(x);
         free(data);
         if (rc < 0) {
@@ -494,17 +685,28 @@ static const char *st_dtype(tdtype t)
     return t == TD_F16 ? "F16" : t == TD_BF16 ? "BF16" : "F32";
 }
 
-static int write_safetensors(const gen_opts *o, const tspec *specs, size_t n_specs, char *err,
-                             size_t errlen)
+/* The safetensors dtype of t: matrices in --type, norms, biases and the router F32. */
+static tdtype hf_type(const gen_opts *o, const tspec *t)
 {
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/model.safetensors", o->out);
-    int rc = -ENOMEM;
+    return t->cols > 0 && t->kind != KIND_ROUTER ? o->type : TD_F32;
+}
+
+/* HF name of plane p of t (experts: "<prefix>p<suffix>"). */
+static void hf_name(const tspec *t, int64_t p, char *out, size_t len)
+{
+    if (t->planes > 1) {
+        snprintf(out, len, "%s%lld%s", t->hf, (long long)p, t->hf_suffix);
+    } else {
+        snprintf(out, len, "%s", t->hf);
+    }
+}
+
+/* The safetensors header: every tensor (each expert its own) in file order. */
+static int st_header(const gen_opts *o, const tspec *specs, size_t n_specs, struct buf *b)
+{
     struct json_object *hdr = json_object_new_object();
     struct json_object *meta = json_object_new_object();
-    struct buf b;
-    buf_init(&b, (size_t)64 << 20);
-    FILE *f = NULL;
+    int rc = -ENOMEM;
     if (hdr == NULL || meta == NULL || json_object_object_add(hdr, "__metadata__", meta) != 0) {
         json_object_put(meta);
         goto out;
@@ -513,34 +715,89 @@ static int write_safetensors(const gen_opts *o, const tspec *specs, size_t n_spe
     uint64_t off = 0;
     for (size_t i = 0; i < n_specs; i++) {
         const tspec *t = &specs[i];
-        tdtype type = t->cols > 0 ? o->type : TD_F32;
+        tdtype type = hf_type(o, t);
         uint64_t bytes =
             (uint64_t)t->rows * (uint64_t)(t->cols > 0 ? t->cols : 1) * (type == TD_F32 ? 4u : 2u);
-        struct json_object *e = json_object_new_object();
-        struct json_object *shape = json_object_new_array();
-        struct json_object *offs = json_object_new_array();
-        if (e == NULL || shape == NULL || offs == NULL ||
-            json_object_object_add(hdr, t->hf, e) != 0) {
-            json_object_put(e);
-            json_object_put(shape);
-            json_object_put(offs);
-            goto out;
+        for (int64_t p = 0; p < t->planes; p++) {
+            char name[160];
+            hf_name(t, p, name, sizeof(name));
+            struct json_object *e = json_object_new_object();
+            struct json_object *shape = json_object_new_array();
+            struct json_object *offs = json_object_new_array();
+            if (e == NULL || shape == NULL || offs == NULL ||
+                json_object_object_add(hdr, name, e) != 0) {
+                json_object_put(e);
+                json_object_put(shape);
+                json_object_put(offs);
+                goto out;
+            }
+            json_object_object_add(e, "dtype", json_object_new_string(st_dtype(type)));
+            json_object_array_add(shape, json_object_new_int64(t->rows));
+            if (t->cols > 0) {
+                json_object_array_add(shape, json_object_new_int64(t->cols));
+            }
+            json_object_object_add(e, "shape", shape);
+            json_object_array_add(offs, json_object_new_int64((int64_t)off));
+            json_object_array_add(offs, json_object_new_int64((int64_t)(off + bytes)));
+            json_object_object_add(e, "data_offsets", offs);
+            off += bytes;
         }
-        json_object_object_add(e, "dtype", json_object_new_string(st_dtype(type)));
-        json_object_array_add(shape, json_object_new_int64(t->rows));
-        if (t->cols > 0) {
-            json_object_array_add(shape, json_object_new_int64(t->cols));
+    }
+    rc = json_to_buf(hdr, 0, b);
+    while (rc == 0 && b->len % 8 != 0) {
+        rc = buf_append(b, " ", 1);
+    }
+out:
+    json_object_put(hdr);
+    return rc;
+}
+
+/* Writes tensor t's HF form: llama Q/K un-permuted, gemma norms minus 1, one tensor per
+ * expert. 0, -ENOMEM or -EIO. */
+static int st_write_tensor(const gen_opts *o, const tspec *t, FILE *f)
+{
+    float *x = gen_values(o, t);
+    const int64_t cols = t->cols > 0 ? t->cols : t->rows;
+    const int64_t rows = t->cols > 0 ? t->rows : 1; /* per plane */
+    const size_t plane = (size_t)(rows * cols);
+    const tdtype type = hf_type(o, t);
+    float *hfx = x != NULL && t->perm_heads > 0 ? malloc(plane * sizeof(float)) : NULL;
+    void *data = x != NULL ? malloc(td_row_bytes(type, cols) * (size_t)rows) : NULL;
+    int rc = 0;
+    if (x == NULL || data == NULL || (t->perm_heads > 0 && hfx == NULL)) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    if (t->hf_minus_one) {
+        for (size_t i = 0; i < plane; i++) {
+            x[i] -= 1.0f; /* exact: the values lie in [0.9, 1.1] */
         }
-        json_object_object_add(e, "shape", shape);
-        json_object_array_add(offs, json_object_new_int64((int64_t)off));
-        json_object_array_add(offs, json_object_new_int64((int64_t)(off + bytes)));
-        json_object_object_add(e, "data_offsets", offs);
-        off += bytes;
     }
-    rc = json_to_buf(hdr, 0, &b);
-    while (rc == 0 && b.len % 8 != 0) {
-        rc = buf_append(&b, " ", 1);
+    for (int64_t p = 0; rc == 0 && p < t->planes; p++) {
+        const float *src = x + (size_t)p * plane;
+        if (hfx != NULL) {
+            genq_permute_qk(src, hfx, t->perm_heads, rows / t->perm_heads, cols, 1);
+            src = hfx;
+        }
+        size_t bytes = genq_convert(type, src, rows, cols, data);
+        rc = fwrite(data, 1, bytes, f) != bytes ? -EIO : 0;
     }
+out:
+    free(x);
+    free(hfx);
+    free(data);
+    return rc;
+}
+
+static int write_safetensors(const gen_opts *o, const tspec *specs, size_t n_specs, char *err,
+                             size_t errlen)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/model.safetensors", o->out);
+    struct buf b;
+    buf_init(&b, (size_t)64 << 20);
+    FILE *f = NULL;
+    int rc = st_header(o, specs, n_specs, &b);
     if (rc < 0) {
         goto out;
     }
@@ -554,35 +811,15 @@ static int write_safetensors(const gen_opts *o, const tspec *specs, size_t n_spe
     for (int i = 0; i < 8; i++) {
         len8[i] = (uint8_t)((uint64_t)b.len >> (8 * i));
     }
-    int bad = fwrite(len8, 1, 8, f) != 8 || fwrite(b.data, 1, b.len, f) != b.len;
-    for (size_t i = 0; !bad && i < n_specs; i++) {
-        const tspec *t = &specs[i];
-        float *x = gen_values(o, t);
-        int64_t cols = t->cols > 0 ? t->cols : t->rows;
-        int64_t rows = t->cols > 0 ? t->rows : 1;
-        tdtype type = t->cols > 0 ? o->type : TD_F32;
-        float *hfx = x != NULL && t->perm_heads > 0 ? malloc((size_t)(rows * cols) * 4) : NULL;
-        void *data = x != NULL ? malloc(td_row_bytes(type, cols) * (size_t)rows) : NULL;
-        if (x == NULL || data == NULL || (t->perm_heads > 0 && hfx == NULL)) {
-            free(x);
-            free(hfx);
-            free(data);
-            rc = -ENOMEM;
-            goto out;
-        }
-        if (hfx != NULL) {
-            genq_permute_qk(x, hfx, t->perm_heads, rows / t->perm_heads, cols, 1);
-        }
-        size_t bytes = genq_convert(type, hfx != NULL ? hfx : x, rows, cols, data);
-        bad = fwrite(data, 1, bytes, f) != bytes;
-        free(x);
-        free(hfx);
-        free(data);
+    rc = fwrite(len8, 1, 8, f) != 8 || fwrite(b.data, 1, b.len, f) != b.len ? -EIO : 0;
+    for (size_t i = 0; rc == 0 && i < n_specs; i++) {
+        rc = st_write_tensor(o, &specs[i], f);
     }
-    bad |= fclose(f) != 0;
+    if (fclose(f) != 0 && rc == 0) {
+        rc = -EIO;
+    }
     f = NULL;
-    rc = bad ? -EIO : 0;
-    if (bad) {
+    if (rc == -EIO) {
         tandem_set_err(err, errlen, "%s: write failed", path);
     }
 out:
@@ -593,8 +830,74 @@ out:
         fclose(f);
     }
     buf_free(&b);
-    json_object_put(hdr);
     return rc;
+}
+
+/* ["sliding_attention" | "full_attention"] per layer, as transformers' layer_types. */
+static struct json_object *layer_types(const gen_opts *o)
+{
+    struct json_object *a = json_object_new_array();
+    for (int64_t il = 0; a != NULL && il < o->layers; il++) {
+        json_object_array_add(a, json_object_new_string(layer_slides(o, il) ? "sliding_attention"
+                                                                            : "full_attention"));
+    }
+    return a;
+}
+
+static struct json_object *float_or_null(double v)
+{
+    return v > 0.0 ? json_object_new_double(v) : NULL;
+}
+
+/*
+ * config.json's architecture fields, as the checkpoints these stand in for have them
+ * (google/gemma-2-2b-it, google/gemma-3-1b-it, microsoft/Phi-3-mini-4k-instruct and
+ * Phi-4-mini's partial_rotary_factor, Qwen/Qwen3-30B-A3B, mistralai/Mixtral-8x7B-v0.1,
+ * mistralai/Mistral-7B-v0.1). -ENOMEM or 0.
+ */
+static int hf_arch_config(const gen_opts *o, struct json_object *cfg)
+{
+    int rc = 0;
+#define ADD(key, value) rc |= json_object_object_add(cfg, key, value)
+    if (is_gemma(o)) {
+        /* the GGUF's attention scale: 1 / sqrt(head_dim), or llama.cpp's 27B rule */
+        const bool big = o->layers == (o->arch == ARCH_GEMMA2 ? 46 : 62);
+        ADD("hidden_activation", json_object_new_string("gelu_pytorch_tanh"));
+        ADD("query_pre_attn_scalar", json_object_new_int64(big ? o->dim / o->heads : o->head_dim));
+        ADD("sliding_window", json_object_new_int64(o->sliding_window));
+        ADD("attn_logit_softcapping", float_or_null(o->attn_softcap));
+        ADD("final_logit_softcapping", float_or_null(o->final_softcap));
+        if (o->arch == ARCH_GEMMA3) {
+            ADD("rope_local_base_freq", json_object_new_double(o->rope_base_swa));
+            ADD("sliding_window_pattern", json_object_new_int64(o->swa_pattern));
+        }
+        if (o->arch == ARCH_GEMMA3 || o->swa_pattern != default_swa_pattern(o)) {
+            ADD("layer_types", layer_types(o));
+        }
+    } else if (o->arch == ARCH_PHI3) {
+        ADD("partial_rotary_factor",
+            json_object_new_double(o->rotary_dim > 0 ? (double)o->rotary_dim / (double)o->head_dim
+                                                     : 1.0));
+        ADD("original_max_position_embeddings", json_object_new_int64(o->ctx));
+        ADD("sliding_window", NULL);
+    } else if (o->arch == ARCH_QWEN3MOE) {
+        ADD("num_experts", json_object_new_int64(o->experts));
+        ADD("num_experts_per_tok", json_object_new_int64(o->experts_used));
+        ADD("moe_intermediate_size", json_object_new_int64(o->expert_ffn));
+        ADD("norm_topk_prob", json_object_new_boolean(1));
+        ADD("decoder_sparse_step", json_object_new_int64(1));
+        ADD("mlp_only_layers", json_object_new_array());
+        ADD("use_sliding_window", json_object_new_boolean(0));
+        ADD("sliding_window", NULL);
+    } else if (o->arch == ARCH_MIXTRAL) {
+        ADD("num_local_experts", json_object_new_int64(o->experts));
+        ADD("num_experts_per_tok", json_object_new_int64(o->experts_used));
+        ADD("sliding_window", NULL);
+    } else if (o->arch == ARCH_LLAMA && o->sliding_window > 0) {
+        ADD("sliding_window", json_object_new_int64(o->sliding_window));
+    }
+#undef ADD
+    return rc != 0 ? -ENOMEM : 0;
 }
 
 static int write_hf(const gen_opts *o, const genvocab *v, const tspec *specs, size_t n_specs,
@@ -604,8 +907,6 @@ static int write_hf(const gen_opts *o, const genvocab *v, const tspec *specs, si
         tandem_set_err(err, errlen, "%s: %s", o->out, strerror(errno));
         return -EIO;
     }
-    static const char *const hf_arch[] = {"LlamaForCausalLM", "Qwen2ForCausalLM",
-                                          "Qwen3ForCausalLM"};
     struct json_object *cfg = json_object_new_object();
     struct json_object *archs = json_object_new_array();
     struct json_object *gen = json_object_new_object();
@@ -614,16 +915,21 @@ static int write_hf(const gen_opts *o, const genvocab *v, const tspec *specs, si
         json_object_put(archs);
         goto out;
     }
-    json_object_array_add(archs, json_object_new_string(hf_arch[o->arch]));
+    /* Mistral: Llama with a sliding window */
+    const bool mistral = o->arch == ARCH_LLAMA && o->sliding_window > 0;
+    json_object_array_add(
+        archs, json_object_new_string(mistral ? "MistralForCausalLM" : hf_arch_names[o->arch]));
     json_object_object_add(cfg, "architectures", archs);
-    json_object_object_add(cfg, "model_type", json_object_new_string(arch_names[o->arch]));
+    json_object_object_add(cfg, "model_type",
+                           json_object_new_string(mistral ? "mistral" : hf_model_types[o->arch]));
     json_object_object_add(cfg, "hidden_size", json_object_new_int64(o->dim));
     json_object_object_add(cfg, "intermediate_size", json_object_new_int64(o->ffn));
     json_object_object_add(cfg, "num_hidden_layers", json_object_new_int64(o->layers));
     json_object_object_add(cfg, "num_attention_heads", json_object_new_int64(o->heads));
     json_object_object_add(cfg, "num_key_value_heads", json_object_new_int64(o->kv_heads));
     json_object_object_add(cfg, "head_dim", json_object_new_int64(o->head_dim));
-    json_object_object_add(cfg, "hidden_act", json_object_new_string("silu"));
+    json_object_object_add(cfg, "hidden_act",
+                           json_object_new_string(is_gemma(o) ? "gelu_pytorch_tanh" : "silu"));
     json_object_object_add(cfg, "max_position_embeddings", json_object_new_int64(o->ctx));
     json_object_object_add(cfg, "rms_norm_eps", json_object_new_double(o->rms_eps));
     json_object_object_add(cfg, "rope_theta", json_object_new_double(o->rope_base));
@@ -652,6 +958,9 @@ static int write_hf(const gen_opts *o, const genvocab *v, const tspec *specs, si
     json_object_object_add(cfg, "vocab_size", json_object_new_int64(o->vocab));
     json_object_object_add(cfg, "tie_word_embeddings", json_object_new_boolean(o->tied));
     json_object_object_add(cfg, "attention_bias", json_object_new_boolean(o->arch == ARCH_QWEN2));
+    if (hf_arch_config(o, cfg) != 0) {
+        goto out;
+    }
     json_object_object_add(cfg, "torch_dtype",
                            json_object_new_string(o->type == TD_F16    ? "float16"
                                                   : o->type == TD_BF16 ? "bfloat16"
@@ -719,7 +1028,7 @@ static void print_summary(const gen_opts *o, const tspec *specs, size_t n_specs)
 {
     int64_t params = 0;
     for (size_t i = 0; i < n_specs; i++) {
-        params += specs[i].rows * (specs[i].cols ? specs[i].cols : 1);
+        params += specs[i].planes * specs[i].rows * (specs[i].cols ? specs[i].cols : 1);
     }
     printf("tandem-genmodel: wrote %s (%s %s): %s, %lld layers, dim %lld, %lld heads (%lld KV, "
            "head dim %lld), ffn %lld, vocab %lld (%s), ctx %lld, %s matrices%s, %.2f M params, "
@@ -739,7 +1048,8 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: tandem-genmodel --out PATH [options]\n"
                "  --format gguf|hf        GGUF file (default) or Hugging Face folder\n"
-               "  --arch llama|qwen2|qwen3  (default llama)\n"
+               "  --arch A                llama qwen2 qwen3 qwen3moe phi3 gemma2 gemma3 mixtral\n"
+               "                          (default llama; mixtral: GGUF llama with experts)\n"
                "  --layers N --dim D --heads H --kv-heads K --ffn F\n"
                "                          (defaults 2, 128, 4, = heads, 256)\n"
                "  --head-dim HD           (default D/H)\n"
@@ -764,6 +1074,20 @@ static void usage(FILE *f)
                "  --tokenizer PATH        a real tokenizer.json or a folder holding one\n"
                "  --tokenizer-pre NAME    override the detected GGUF pre-tokenizer name\n"
                "  --name NAME             general.name (default tandem-test)\n"
+               "  --experts N --experts-used K\n"
+               "                          qwen3moe / mixtral experts (default 4, 2 per token)\n"
+               "  --expert-ffn F          qwen3moe expert hidden size (default --ffn; mixtral's\n"
+               "                          experts are --ffn wide)\n"
+               "  --sliding-window W      gemma2/gemma3 local layers' window (default 4096);\n"
+               "                          llama: an HF MistralForCausalLM with that window (the\n"
+               "                          GGUF gets none: llama.cpp ignores it for llama)\n"
+               "  --swa-pattern N         gemma: every Nth layer global (default 2 / 6; 1: none\n"
+               "                          slides)\n"
+               "  --rope-base-swa B       gemma3 local layers' RoPE base (default 10000)\n"
+               "  --rotary-dim R          phi3 partial rotary dims (default head dim)\n"
+               "  --attn-softcap C --final-softcap C\n"
+               "                          gemma2 soft-capping (default 50 and 30); gemma3's\n"
+               "                          final soft-cap (default none)\n"
                "  --help, --version\n");
 }
 
@@ -848,6 +1172,15 @@ static int parse_args(int argc, char **argv, gen_opts *o, int64_t *vocab_arg)
                                              {"tokenizer", required_argument, 0, 'k'},
                                              {"tokenizer-pre", required_argument, 0, 'p'},
                                              {"name", required_argument, 0, 'n'},
+                                             {"experts", required_argument, 0, 'E'},
+                                             {"experts-used", required_argument, 0, 'U'},
+                                             {"expert-ffn", required_argument, 0, 'X'},
+                                             {"sliding-window", required_argument, 0, 'W'},
+                                             {"swa-pattern", required_argument, 0, 'P'},
+                                             {"rope-base-swa", required_argument, 0, 'B'},
+                                             {"rotary-dim", required_argument, 0, 'Q'},
+                                             {"attn-softcap", required_argument, 0, 'A'},
+                                             {"final-softcap", required_argument, 0, 'C'},
                                              {"help", no_argument, 0, 'h'},
                                              {"version", no_argument, 0, 'v'},
                                              {0, 0, 0, 0}};
@@ -871,7 +1204,7 @@ static int parse_args(int argc, char **argv, gen_opts *o, int64_t *vocab_arg)
             o->out = optarg;
             break;
         case 'a':
-            rc = pick("--arch", optarg, arch_names, 3, &o->arch);
+            rc = pick("--arch", optarg, arch_names, N_ARCHS, &o->arch);
             break;
         case 'l':
             rc = parse_i64("--layers", optarg, 1, MAX_LAYERS, &o->layers);
@@ -929,6 +1262,33 @@ static int parse_args(int argc, char **argv, gen_opts *o, int64_t *vocab_arg)
         case 'n':
             o->name = optarg;
             break;
+        case 'E':
+            rc = parse_i64("--experts", optarg, 1, 1024, &o->experts);
+            break;
+        case 'U':
+            rc = parse_i64("--experts-used", optarg, 1, 1024, &o->experts_used);
+            break;
+        case 'X':
+            rc = parse_i64("--expert-ffn", optarg, 1, MAX_DIM, &o->expert_ffn);
+            break;
+        case 'W':
+            rc = parse_i64("--sliding-window", optarg, 1, 1 << 24, &o->sliding_window);
+            break;
+        case 'P':
+            rc = parse_i64("--swa-pattern", optarg, 1, MAX_LAYERS, &o->swa_pattern);
+            break;
+        case 'B':
+            rc = parse_f64("--rope-base-swa", optarg, &o->rope_base_swa);
+            break;
+        case 'Q':
+            rc = parse_i64("--rotary-dim", optarg, 2, 4096, &o->rotary_dim);
+            break;
+        case 'A':
+            rc = parse_f64("--attn-softcap", optarg, &o->attn_softcap);
+            break;
+        case 'C':
+            rc = parse_f64("--final-softcap", optarg, &o->final_softcap);
+            break;
         case 'h':
             usage(stdout);
             exit(0);
@@ -946,6 +1306,67 @@ static int parse_args(int argc, char **argv, gen_opts *o, int64_t *vocab_arg)
         rc = -EINVAL;
     }
     return rc;
+}
+
+/* The architecture options: which arch takes which, and their defaults. NULL or a message. */
+static const char *check_arch_opts(gen_opts *o)
+{
+    const bool gemma = is_gemma(o), moe = is_moe(o);
+    if (!moe && (o->experts || o->experts_used || o->expert_ffn)) {
+        return "--experts, --experts-used and --expert-ffn are for --arch qwen3moe and mixtral";
+    }
+    if (o->arch == ARCH_MIXTRAL && o->expert_ffn != 0 && o->expert_ffn != o->ffn) {
+        return "--expert-ffn: mixtral's experts are --ffn wide";
+    }
+    if (o->sliding_window && !gemma && o->arch != ARCH_LLAMA) {
+        return "--sliding-window is for --arch gemma2, gemma3 and llama (HF Mistral)";
+    }
+    if ((o->swa_pattern || !isnan(o->attn_softcap) || !isnan(o->final_softcap)) && !gemma) {
+        return "--swa-pattern, --attn-softcap and --final-softcap are for --arch gemma2 and gemma3";
+    }
+    if (o->arch == ARCH_GEMMA3 && !isnan(o->attn_softcap)) {
+        return "--attn-softcap: gemma3 has no attention soft-capping";
+    }
+    if (o->rope_base_swa != 0.0 && o->arch != ARCH_GEMMA3) {
+        return "--rope-base-swa is for --arch gemma3";
+    }
+    if (o->rotary_dim && o->arch != ARCH_PHI3) {
+        return "--rotary-dim is for --arch phi3";
+    }
+    if (o->rotary_dim && (o->rotary_dim % 2 != 0 || o->rotary_dim > o->head_dim)) {
+        return "--rotary-dim must be even and at most the head dimension";
+    }
+    if (o->arch == ARCH_PHI3 && o->head_dim * o->heads != o->dim) {
+        return "phi3: the head dimension must be --dim / --heads";
+    }
+    if (o->rope_scaling == ROPE_SCALING_LLAMA3 && o->arch > ARCH_QWEN3 && o->arch != ARCH_MIXTRAL) {
+        return "--rope-scaling llama3 is for --arch llama, qwen2, qwen3 and mixtral";
+    }
+    if (o->rope_scaling != ROPE_SCALING_NONE &&
+        (o->arch == ARCH_PHI3 || (gemma && o->rope_scaling != ROPE_SCALING_LINEAR))) {
+        return "--rope-scaling: phi3 takes none, gemma2/gemma3 linear only";
+    }
+    if (moe) {
+        o->experts = o->experts ? o->experts : 4;
+        o->experts_used = o->experts_used ? o->experts_used : 2;
+        o->expert_ffn = o->expert_ffn ? o->expert_ffn : o->ffn;
+        if (o->experts_used > o->experts) {
+            return "--experts-used must be at most --experts";
+        }
+    }
+    if (gemma) {
+        o->tied = 1; /* llama.cpp's gemma2 has no output matrix */
+        o->sliding_window = o->sliding_window ? o->sliding_window : 4096;
+        o->swa_pattern = o->swa_pattern ? o->swa_pattern : default_swa_pattern(o);
+        if (isnan(o->attn_softcap)) {
+            o->attn_softcap = o->arch == ARCH_GEMMA2 ? 50.0 : 0.0;
+        }
+        if (isnan(o->final_softcap)) {
+            o->final_softcap = o->arch == ARCH_GEMMA2 ? 30.0 : 0.0;
+        }
+        o->rope_base_swa = o->rope_base_swa != 0.0 ? o->rope_base_swa : 10000.0;
+    }
+    return NULL;
 }
 
 static int check_opts(gen_opts *o)
@@ -976,9 +1397,14 @@ static int check_opts(gen_opts *o)
             o->ctx = (int64_t)ctx;
         }
     }
+    if (e == NULL) {
+        e = check_arch_opts(o);
+    }
     if (e == NULL && td_block_elems(o->type) > 1 &&
-        (o->dim % TD_QK != 0 || (o->heads * o->head_dim) % TD_QK != 0 || o->ffn % TD_QK != 0)) {
-        e = "quantized --type: --dim, --heads x head dim and --ffn must be multiples of 32";
+        (o->dim % TD_QK != 0 || (o->heads * o->head_dim) % TD_QK != 0 || o->ffn % TD_QK != 0 ||
+         (is_moe(o) && o->expert_ffn % TD_QK != 0))) {
+        e = "quantized --type: --dim, --heads x head dim, --ffn and --expert-ffn must be "
+            "multiples of 32";
     }
     if (e != NULL) {
         fprintf(stderr, "tandem-genmodel: %s\n", e);
@@ -999,7 +1425,9 @@ int main(int argc, char **argv)
                   .seed = 1,
                   .rope_base = 10000.0,
                   .rms_eps = 1e-5,
-                  .name = "tandem-test"};
+                  .name = "tandem-test",
+                  .attn_softcap = NAN,
+                  .final_softcap = NAN};
     int64_t vocab_arg = 0;
     if (parse_args(argc, argv, &o, &vocab_arg) < 0) {
         usage(stderr);
