@@ -475,9 +475,29 @@ void kvc_cache_blocks(kvc *c, kvc_seq *s, const int32_t *tokens, int32_t n_compu
     s->n_cached = full;
 }
 
+int32_t kvc_release_before(kvc *c, kvc_seq *s, int32_t n_tokens)
+{
+    int32_t n = n_tokens > 0 ? n_tokens / c->block_size : 0;
+    n = n < s->n_blocks ? n : s->n_blocks;
+    int32_t dropped = 0;
+    for (int32_t i = n - 1; i >= 0 && s->blocks[i] != 0; i--) {
+        kvc_block *b = &c->blocks[s->blocks[i]];
+        TANDEM_ASSERT(b->ref_cnt > 0);
+        if (--b->ref_cnt == 0) {
+            queue_append(c, s->blocks[i]);
+        }
+        s->blocks[i] = 0;
+        dropped++;
+    }
+    return dropped;
+}
+
 void kvc_release(kvc *c, kvc_seq *s)
 {
     for (int32_t i = s->n_blocks - 1; i >= 0; i--) {
+        if (s->blocks[i] == 0) {
+            break; /* the null entries of kvc_release_before: a prefix */
+        }
         kvc_block *b = &c->blocks[s->blocks[i]];
         TANDEM_ASSERT(b->ref_cnt > 0);
         if (--b->ref_cnt == 0) {

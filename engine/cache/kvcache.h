@@ -159,6 +159,13 @@ void kvc_cache_blocks(kvc *c, kvc_seq *s, const int32_t *tokens, int32_t n_compu
  * hashes (tokens only ever grow, so they stay valid) and can allocate again. */
 void kvc_release(kvc *c, kvc_seq *s);
 
+/* Sliding-window attention (vLLM's SlidingWindowManager.remove_skipped_blocks): drops s's
+ * references to the blocks wholly before position n_tokens (no query will read them again),
+ * last first, and puts the null block 0 in their table entries; cached ones stay cached.
+ * Entries already null are skipped; kvc_allocate and kvc_release handle null entries. Returns
+ * the number of blocks dropped (0 when n_tokens <= block_size). */
+int32_t kvc_release_before(kvc *c, kvc_seq *s, int32_t n_tokens);
+
 /* Forgets every cached block and emits all_cleared; -EBUSY (nothing changes) while any block is
  * held by a sequence. 0 on success (also when prefix caching is off, without an event). */
 int kvc_reset_prefix_cache(kvc *c);

@@ -659,6 +659,12 @@ engine *engine_new(const model *m, const tokenizer *tok, const engine_config *cf
     sc.policy = c->policy;
     sc.max_waiting = c->max_waiting;
     sc.block_size = c->block_size;
+    /* every layer sliding (Mistral's sliding_window): blocks before the window go back */
+    bool all_swa = m->cfg.n_swa > 0;
+    for (int l = 0; all_swa && l < m->cfg.n_layer; l++) {
+        all_swa = m->layers[l].swa;
+    }
+    sc.sliding_window = all_swa ? m->cfg.n_swa : 0;
     e->s = sched_new(&sc, e->kv, err, errlen);
     if (!e->s) {
         goto err_free;

@@ -86,6 +86,10 @@ sched *sched_new(const sched_config *cfg, kvc *kv, char *err, size_t errlen)
         tandem_set_err(err, errlen, "max_model_len: %d must be >= 2", cfg->max_model_len);
         return NULL;
     }
+    if (cfg->sliding_window < 0) {
+        tandem_set_err(err, errlen, "sliding_window: %d must be >= 0", cfg->sliding_window);
+        return NULL;
+    }
     if (cfg->long_prefill_token_threshold < 0) {
         tandem_set_err(err, errlen, "long_prefill_token_threshold: %d must be >= 0",
                        cfg->long_prefill_token_threshold);
@@ -641,6 +645,10 @@ int sched_update(sched *s, const int32_t *sampled, int32_t n_sampled)
             }
         }
         kvc_cache_blocks(s->kv, &r->kv, r->tokens, r->num_computed_tokens);
+        if (s->cfg.sliding_window > 0 && !r->delay_free) {
+            /* the next query, at num_computed_tokens, reads from here on */
+            kvc_release_before(s->kv, &r->kv, r->num_computed_tokens - s->cfg.sliding_window + 1);
+        }
         if (e->wants_logits &&
             (r->num_output_tokens >= r->max_tokens || r->n_tokens >= r->cap_tokens)) {
             finish_internal(s, r, SCHED_FINISHED_LENGTH);

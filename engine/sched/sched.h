@@ -73,6 +73,10 @@ typedef struct sched_config {
     sched_policy policy;
     int32_t max_waiting; /* waiting queue bound for sched_add (>= 1); -EAGAIN beyond */
     int32_t block_size;  /* 0: take the kvc's; otherwise must equal it */
+    /* > 0: every layer of the model attends to this many positions at most (sliding-window
+     * attention): after each step a running request gives back the blocks before its window
+     * (kvc_release_before), unless it keeps its KV for a remote decoder (delay_free). */
+    int32_t sliding_window;
 } sched_config;
 
 /* Defaults: 128 seqs, 2048 tokens, max_model_len 2048, threshold off, chunked prefill on, FCFS,

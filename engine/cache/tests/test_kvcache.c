@@ -155,6 +155,57 @@ static void test_lru_and_tail_first_eviction(void **state)
     kvc_free(c);
 }
 
+/* Sliding windows: the blocks before a position go back to the pool (last first), their
+ * entries become the null block, cached ones stay findable, and the sequence still grows and
+ * releases normally. */
+static void test_release_before(void **state)
+{
+    (void)state;
+    kvc *c = kvc_new(9, 4, true, 1, NULL);
+    assert_non_null(c);
+    kvc_seq a, b;
+    int32_t toks[24], q[16];
+    seq_tokens(toks, 24, 100);
+    assert_int_equal(kvc_seq_init(&a, c, 64, NULL, NULL), 0);
+    assert_int_equal(kvc_seq_init(&b, c, 64, NULL, NULL), 0);
+    assert_int_equal(kvc_allocate(c, &a, 20, NULL), 0); /* blocks 1..5 */
+    kvc_cache_blocks(c, &a, toks, 20);
+    assert_int_equal(kvc_num_free_blocks(c), 3);
+    assert_int_equal(kvc_release_before(c, &a, 3), 0); /* no whole block before position 3 */
+    assert_int_equal(kvc_release_before(c, &a, -7), 0);
+    assert_int_equal(kvc_release_before(c, &a, 9), 2); /* blocks of positions 0..7 */
+    assert_int_equal(a.blocks[0], 0);
+    assert_int_equal(a.blocks[1], 0);
+    assert_int_equal(a.blocks[2], 3);
+    assert_int_equal(a.n_blocks, 5);
+    assert_int_equal(kvc_num_free_blocks(c), 5);
+    assert_int_equal(kvc_free_queue(c, q, 16), 5);
+    assert_int_equal(q[3], 2); /* last first: the later block is evicted before the earlier */
+    assert_int_equal(q[4], 1);
+    assert_int_equal(kvc_release_before(c, &a, 9), 0); /* idempotent */
+    assert_int_equal(kvc_release_before(c, &a, 13), 1);
+    assert_int_equal(kvc_release_before(c, &a, 1000), 2); /* clamped to the blocks held */
+    assert_int_equal(kvc_check(c), 0);
+    /* the dropped blocks are still cached: another sequence with the same tokens finds them */
+    int32_t hb[16];
+    kvc_hits hits = {.blocks = hb, .cap = 16};
+    assert_int_equal(kvc_lookup(c, &b, toks, 20, &hits), 16);
+    assert_int_equal(hits.n_blocks, 4);
+    assert_int_equal(hb[0], 1);
+    assert_int_equal(kvc_allocate(c, &b, 20, &hits), 0);
+    /* a grows past its null entries and releases what it still holds */
+    assert_int_equal(kvc_allocate(c, &a, 24, NULL), 0);
+    assert_int_equal(a.n_blocks, 6);
+    assert_true(a.blocks[5] > 0);
+    kvc_release(c, &a);
+    kvc_release(c, &b);
+    assert_int_equal(kvc_num_free_blocks(c), 8);
+    assert_int_equal(kvc_check(c), 0);
+    kvc_seq_deinit(c, &a);
+    kvc_seq_deinit(c, &b);
+    kvc_free(c);
+}
+
 static void test_shared_prefix_refcounts_and_touch(void **state)
 {
     (void)state;
@@ -718,6 +769,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_new_bad_args),
         cmocka_unit_test(test_lru_and_tail_first_eviction),
+        cmocka_unit_test(test_release_before),
         cmocka_unit_test(test_shared_prefix_refcounts_and_touch),
         cmocka_unit_test(test_events_removed_and_cleared),
         cmocka_unit_test(test_hash_chain),

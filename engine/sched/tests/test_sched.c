@@ -79,6 +79,59 @@ static sched_config base_cfg(void)
     return c;
 }
 
+/* Sliding window 6 with 4-token blocks: after each step a request holds only the blocks its
+ * next query reads (positions >= num_computed - 5); a request with delay_free keeps all. */
+static void test_sliding_window_frees_blocks(void **state)
+{
+    (void)state;
+    sched_config c = base_cfg();
+    c.sliding_window = 6;
+    c.max_num_batched_tokens = 8;
+    c.max_model_len = 128;
+    fixture f;
+    fx_init(&f, 33, 4, &c);
+    sched_req *r = add(&f, 20, 100, 10, 0);
+    step(&f); /* 8 prompt tokens: the next query (8) reads 3..8, block 0 stays */
+    assert_int_equal(r->num_computed_tokens, 8);
+    assert_true(r->kv.blocks[0] > 0);
+    step(&f); /* 16: reads 11..16: blocks 0 and 1 (positions 0..7) go */
+    assert_int_equal(r->kv.blocks[0], 0);
+    assert_int_equal(r->kv.blocks[1], 0);
+    assert_true(r->kv.blocks[2] > 0);
+    assert_int_equal(kvc_num_free_blocks(f.kv), 32 - (r->kv.n_blocks - 2));
+    while (!sched_status_finished(r->status)) {
+        step(&f);
+        const int32_t first = (r->num_computed_tokens - 5) / 4; /* first block still read */
+        for (int32_t b = 0; b < r->kv.n_blocks && !sched_status_finished(r->status); b++) {
+            assert_true(b < first ? r->kv.blocks[b] == 0 : r->kv.blocks[b] > 0);
+        }
+    }
+    assert_int_equal(r->num_output_tokens, 10);
+    /* a producer keeps its KV for the remote decoder */
+    int32_t prompt[12];
+    for (int32_t i = 0; i < 12; i++) {
+        prompt[i] = 500 + i;
+    }
+    sched_req_params p = {
+        .id = 9, .prompt = prompt, .n_prompt = 12, .max_tokens = 1, .delay_free = true};
+    sched_req *held = NULL;
+    char err[256];
+    assert_int_equal(sched_add(f.s, &p, &held, err, sizeof(err)), 0);
+    step(&f);
+    step(&f);
+    assert_true(held->kv_held);
+    for (int32_t b = 0; b < held->kv.n_blocks; b++) {
+        assert_true(held->kv.blocks[b] > 0);
+    }
+    sched_release_held(f.s, held);
+    sched_req_free(f.s, held);
+    sched_req_free(f.s, r);
+    c.sliding_window = -1;
+    assert_null(sched_new(&c, f.kv, err, sizeof(err)));
+    assert_non_null(strstr(err, "sliding_window"));
+    fx_deinit(&f);
+}
+
 static void test_config_validation(void **state)
 {
     (void)state;
@@ -655,6 +708,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config_validation),
+        cmocka_unit_test(test_sliding_window_frees_blocks),
         cmocka_unit_test(test_add_validation_and_bounded_queue),
         cmocka_unit_test(test_chunked_prefill_budget),
         cmocka_unit_test(test_long_prefill_threshold_and_no_chunking),
