@@ -4,9 +4,11 @@
     vs_llamacpp.py TANDEM_ENGINE TANDEM_GENMODEL REFERENCE_DIR WORK_DIR [--only NAME]
                    [--device cpu|cuda] [--tensor-parallel-size N]
 
-For every model of the matrix below (llama, qwen2, qwen3; F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
-Q5_1, IQ4_NL, Q2_K .. Q6_K, IQ4_XS and the Q4_K_M / Q5_K_M mixes; GQA and MHA; tied and untied
-output; Llama 3, linear and YaRN RoPE scaling) it writes a seeded random-weight GGUF with tandem-genmodel, then
+For every model of the matrix below (llama, qwen2, qwen3, gemma2, gemma3 (sliding windows, soft-
+capping), phi3 (partial rotary dims), qwen3moe and Mixtral (experts); F32, F16, BF16, Q8_0, Q4_0,
+Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K .. Q6_K, IQ4_XS and the Q4_K_M / Q5_K_M mixes; GQA and MHA; tied
+and untied output; Llama 3, linear and YaRN RoPE scaling) it writes a seeded random-weight GGUF
+with tandem-genmodel, then
 evaluates the same prompt and 32 teacher-forced tokens with
   * `tandem-engine generate --prompt-tokens P --teacher-tokens T --dump-logits A` (F32 KV cache),
   * llama.cpp through node-llama-cpp (engine/reference/llama_logits.mjs, F32 KV cache),
@@ -76,6 +78,21 @@ MODELS = {
     "llama-q4_k_m-d256": ("llama", "q4_k_m", 2, 256, 8, 2, 0, 768, False),
     "llama-q4_k_m-d512": ("llama", "q4_k_m", 2, 512, 8, 4, 0, 1152, False),
     "qwen2-q5_k_m-tied": ("qwen2", "q5_k_m", 4, 256, 8, 2, 0, 768, True),
+    # the other architectures (flags in EXTRA): gemma2 (sliding window on even layers, soft-
+    # capped attention and logits, GeGLU, post-norms, scaled embeddings), gemma3 (q/k norms,
+    # 2 of 3 layers sliding with their own RoPE base, linear scaling on the global ones), phi3
+    # (fused QKV and gate/up; partial rotary dims), qwen3moe and Mixtral (top-k experts)
+    "gemma2-f32-swa": ("gemma2", "f32", 3, 128, 4, 2, 32, 256, True),
+    "gemma2-q8_0-swa": ("gemma2", "q8_0", 3, 128, 4, 2, 32, 256, True),
+    "gemma3-f32-swa": ("gemma3", "f32", 4, 128, 4, 2, 32, 256, True),
+    "gemma3-q4_k_m-d256": ("gemma3", "q4_k_m", 4, 256, 4, 2, 64, 768, True),
+    "phi3-f32-gqa": ("phi3", "f32", 2, 128, 4, 2, 0, 256, False),
+    "phi3-f32-partial-rotary": ("phi3", "f32", 2, 128, 4, 4, 0, 256, False),
+    "phi3-q4_0-gqa": ("phi3", "q4_0", 2, 128, 4, 2, 0, 256, False),
+    "qwen3moe-f32": ("qwen3moe", "f32", 2, 128, 4, 2, 32, 256, False),
+    "qwen3moe-q8_0": ("qwen3moe", "q8_0", 2, 128, 4, 2, 32, 256, False),
+    "mixtral-f32": ("mixtral", "f32", 2, 128, 4, 2, 0, 256, False),
+    "mixtral-q4_k-d256": ("mixtral", "q4_k", 2, 256, 8, 2, 0, 512, False),
 }
 
 # RoPE scaling (tandem-genmodel flags): Llama 3.1's rope_freqs with its 500000 base, linear, and
@@ -86,6 +103,17 @@ EXTRA = {
     "llama-f32-rope-llama3": ["--rope-scaling", "llama3:8", "--rope-base", "500000"],
     "qwen2-f32-rope-linear": ["--rope-scaling", "linear:4"],
     "qwen2-f32-rope-yarn": ["--rope-scaling", "yarn:4"],
+    # windows of 16 over the 56 positions; gemma3's pattern 3 makes layers 0, 1 and 3 slide
+    "gemma2-f32-swa": ["--sliding-window", "16", "--attn-softcap", "1.5"],
+    "gemma2-q8_0-swa": ["--sliding-window", "16"],
+    "gemma3-f32-swa": ["--sliding-window", "16", "--swa-pattern", "3", "--rope-base", "1000000",
+                       "--rope-base-swa", "10000", "--rope-scaling", "linear:8"],
+    "gemma3-q4_k_m-d256": ["--sliding-window", "12", "--final-softcap", "30"],
+    "phi3-f32-partial-rotary": ["--rotary-dim", "24"],
+    "qwen3moe-f32": ["--experts", "8", "--experts-used", "2", "--expert-ffn", "96"],
+    "qwen3moe-q8_0": ["--experts", "8", "--experts-used", "3", "--expert-ffn", "64"],
+    "mixtral-f32": ["--experts", "4", "--experts-used", "2"],
+    "mixtral-q4_k-d256": ["--experts", "4", "--experts-used", "2"],
 }
 
 # The quantized types beyond Q8_0/Q4_0 share Q8_0's reasoning: both engines quantise the
@@ -97,6 +125,14 @@ BOUNDS = dict({"f32": 1e-3, "f16": 2e-2, "bf16": 1e-1}, **{q: 2.5e-1 for q in QU
 CUDA_BOUNDS = dict({"f32": 3e-2, "f16": 3e-2, "bf16": 1e-1}, **{q: 2.5e-1 for q in QUANT})
 # (on the CUDA backend the types without device kernels are dequantised to F16 at load: F16
 # weights against llama.cpp's quantised dot products, inside the same bound)
+
+# gemma's GeGLU: llama.cpp's CPU backend looks GELU up in a table of f16 inputs and outputs
+# (ggml_vec_geglu_f32 under GGML_GELU_FP16), a relative error up to 2^-11 per activation, where
+# we compute ggml_gelu_f32's formula in float as transformers and vLLM do. Emulating the table
+# brings the F32 gemma models to 3.5e-4 / 7.1e-4; computed exactly they differ by ~2.4e-3. So
+# F32 gemma gets F16's reasoning with a bound of 5e-3 (a missing attention soft-cap gives 2.4,
+# a window one position too wide 2.4).
+GEMMA_F32_BOUND = 5e-3
 
 N_PROMPT = 24
 N_TEACHER = 32
@@ -199,7 +235,8 @@ def main():
     # tokenizer.json; llama Q/K un-permuted, so the engine runs them with NeoX RoPE) must give
     # the GGUF file's logits.
     for name in ("llama-f32-gqa", "qwen3-f32-gqa-hd64", "llama-bf16-gqa", "llama-f32-rope-llama3",
-                 "qwen2-f32-rope-yarn"):
+                 "qwen2-f32-rope-yarn", "gemma2-f32-swa", "gemma3-f32-swa",
+                 "phi3-f32-partial-rotary", "qwen3moe-f32", "mixtral-f32"):
         if (only and name != only) or not any(c[0] == name for c in cases):
             continue
         arch, typ, layers, dim, heads, kv, hd, ffn, tied = MODELS[name]
@@ -246,14 +283,17 @@ def main():
             spread = max(spread, max(rb) - min(rb))
             argmax_agree += max(range(vocab), key=ra.__getitem__) == max(range(vocab),
                                                                          key=rb.__getitem__)
-        ok = worst <= bounds[typ] and spread > 1.0
+        bound = bounds[typ]
+        if name.startswith("gemma") and typ == "f32":
+            bound = max(bound, GEMMA_F32_BOUND)
+        ok = worst <= bound and spread > 1.0
         failed += not ok
         results.append({"model": name, "device": device, "tp": tp, "max_abs_diff": worst,
-                        "bound": bounds[typ],
+                        "bound": bound,
                         "logit_spread": round(spread, 3), "argmax_agree": argmax_agree,
                         "rows": n})
         print("%s %-22s max|dlogit| %.3g (bound %g)  spread %.2f  argmax agree %d/%d"
-              % ("ok  " if ok else "FAIL", name, worst, bounds[typ], spread, argmax_agree, n))
+              % ("ok  " if ok else "FAIL", name, worst, bound, spread, argmax_agree, n))
     print(json.dumps({"vs_llamacpp": results}))
     return 1 if failed else 0
 
