@@ -138,10 +138,12 @@ N_PROMPT = 24
 N_TEACHER = 32
 
 
-def splits(tp, heads, kv, hd, ffn, typ):
-    """Whether tp ranks can share the model (engine/model/shard.c's rules)."""
+def splits(tp, heads, kv, hd, ffn, typ, arch="llama"):
+    """Whether tp ranks can share the model (engine/model/shard.c's rules: no experts)."""
     if tp == 1:
         return True
+    if arch in ("qwen3moe", "mixtral"):
+        return False
     def block(cols):  # a row of a K type that is not whole super-blocks falls back to 32
         if typ in ("f32", "f16", "bf16"):
             return 1
@@ -196,8 +198,9 @@ def main():
     for name, (arch, typ, layers, dim, heads, kv, hd, ffn, tied) in MODELS.items():
         if only and name != only:
             continue
-        if not splits(tp, heads, kv, hd or dim // heads, ffn, typ):
-            print("skip %-22s: tensor parallel size %d does not divide its shapes" % (name, tp))
+        if not splits(tp, heads, kv, hd or dim // heads, ffn, typ, arch):
+            print("skip %-22s: tensor parallel size %d does not divide its shapes (or it has "
+                  "experts)" % (name, tp))
             continue
         path = os.path.join(work, name + ".gguf")
         cmd = [genmodel, "--format", "gguf", "--out", path, "--arch", arch, "--type", typ,
