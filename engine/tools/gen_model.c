@@ -762,7 +762,8 @@ static int st_write_tensor(const gen_opts *o, const tspec *t, FILE *f)
     const size_t plane = (size_t)(rows * cols);
     const tdtype type = hf_type(o, t);
     float *hfx = x != NULL && t->perm_heads > 0 ? malloc(plane * sizeof(float)) : NULL;
-    void *data = x != NULL ? malloc(td_row_bytes(type, cols) * (size_t)rows) : NULL;
+    const size_t data_bytes = td_row_bytes(type, cols) * (size_t)rows;
+    void *data = x != NULL && data_bytes > 0 ? malloc(data_bytes) : NULL;
     int rc = 0;
     if (x == NULL || data == NULL || (t->perm_heads > 0 && hfx == NULL)) {
         rc = -ENOMEM;

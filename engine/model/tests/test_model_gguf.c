@@ -1,6 +1,8 @@
-/* Unit tests for model_load on GGUF files written with gguf_writer: every architecture, tied and
- * untied output, all five tensor types, GQA, the tokenizer section, and the validation errors
- * (missing tensor, shape mismatch, unsupported type, unknown architecture, bad metadata). */
+/* Unit tests for model_load on GGUF files written with gguf_writer: every architecture (the
+ * MoE, phi3 and gemma ones with their keys and tensors: features, views, per-layer sliding
+ * windows), tied and untied output, all five tensor types, GQA, the tokenizer section, and the
+ * validation errors (missing tensor, shape mismatch, unsupported type, unknown architecture, bad
+ * metadata). */
 #include <errno.h>
 #include <math.h>
 #include <setjmp.h>
@@ -40,6 +42,9 @@ typedef struct spec {
         const char *str;
         double v;
     } kv[8];
+    int n_expert, n_ff_exp; /* MoE: expert_count (experts used: 2), qwen3moe's hidden size */
+    bool phi3_split;        /* phi3 with attn_q/k/v instead of attn_qkv */
+    bool swa_i32;           /* <arch>.attention.sliding_window_pattern as an i32 array */
 } spec;
 
 static spec base_spec(const char *arch)
@@ -64,9 +69,10 @@ static char *tmp_path(const char *name)
     return path;
 }
 
-/* Adds a tensor of the given shape filled with bytes derived from its name. */
-static void add(gguf_writer *w, const spec *s, const char *name, tdtype type, int64_t ne0,
-                int64_t ne1)
+/* Adds a tensor of the given shape (ne1 == 0: 1-D; ne2 > 1: 3-D) filled with bytes derived
+ * from its name. */
+static void add3(gguf_writer *w, const spec *s, const char *name, tdtype type, int64_t ne0,
+                 int64_t ne1, int64_t ne2)
 {
     if (s->skip && strcmp(s->skip, name) == 0) {
         return;
@@ -78,9 +84,9 @@ static void add(gguf_writer *w, const spec *s, const char *name, tdtype type, in
     if (s->f16_norm && strcmp(s->f16_norm, name) == 0) {
         type = TD_F16;
     }
-    int64_t ne[2] = {ne0, ne1};
-    int n_dims = ne1 ? 2 : 1;
-    size_t nbytes = td_row_bytes(type, ne0) * (size_t)(ne1 ? ne1 : 1);
+    int64_t ne[3] = {ne0, ne1, ne2};
+    int n_dims = ne2 > 1 ? 3 : ne1 ? 2 : 1;
+    size_t nbytes = td_row_bytes(type, ne0) * (size_t)(ne1 ? ne1 : 1) * (size_t)ne2;
     uint8_t *data = malloc(nbytes ? nbytes : 1);
     assert_non_null(data);
     size_t h = strlen(name);
@@ -98,6 +104,12 @@ static void add(gguf_writer *w, const spec *s, const char *name, tdtype type, in
         fail_msg("add_tensor %s: %d", name, rc);
     }
     free(data);
+}
+
+static void add(gguf_writer *w, const spec *s, const char *name, tdtype type, int64_t ne0,
+                int64_t ne1)
+{
+    add3(w, s, name, type, ne0, ne1, 1);
 }
 
 static void set_hp(gguf_writer *w, const spec *s, const char *key, uint32_t v)
@@ -144,6 +156,18 @@ static void write_model(const spec *s, const char *path)
             assert_int_equal(gguf_writer_set_u32(w, key, (uint32_t)s->kv[i].v), 0);
         }
     }
+    if (s->n_expert > 0) {
+        set_hp(w, s, "expert_count", (uint32_t)s->n_expert);
+        set_hp(w, s, "expert_used_count", 2);
+        if (s->n_ff_exp > 0) {
+            set_hp(w, s, "expert_feed_forward_length", (uint32_t)s->n_ff_exp);
+        }
+    }
+    if (s->swa_i32) {
+        int32_t flags[8] = {1, 0, 1, 0, 1, 0, 1, 0};
+        snprintf(key, sizeof(key), "%s.attention.sliding_window_pattern", s->arch);
+        assert_int_equal(gguf_writer_set_arr_i32(w, key, flags, (size_t)s->n_layer), 0);
+    }
     if (s->rope_freqs > 0) {
         float f[64];
         for (int i = 0; i < s->rope_freqs && i < 64; i++) {
@@ -189,6 +213,8 @@ static void write_model(const spec *s, const char *path)
         free(types);
     }
     int64_t qd = (int64_t)s->n_head * s->head_dim, kvd = (int64_t)s->n_head_kv * s->head_dim;
+    const bool phi3 = strcmp(s->arch, "phi3") == 0;
+    const bool gemma = strncmp(s->arch, "gemma", 5) == 0;
     add(w, s, "token_embd.weight", s->wtype, s->n_embd, s->n_vocab);
     add(w, s, "output_norm.weight", TD_F32, s->n_embd, 0);
     if (!s->tied) {
@@ -202,23 +228,48 @@ static void write_model(const spec *s, const char *path)
         add(w, s, name, type, a, b);                                                               \
     } while (0)
         ADD("attn_norm.weight", TD_F32, s->n_embd, 0);
-        ADD("attn_q.weight", s->wtype, s->n_embd, qd);
-        ADD("attn_k.weight", s->wtype, s->n_embd, kvd);
-        ADD("attn_v.weight", s->wtype, s->n_embd, kvd);
+        if (phi3 && !s->phi3_split) {
+            ADD("attn_qkv.weight", s->wtype, s->n_embd, qd + 2 * kvd);
+        } else {
+            ADD("attn_q.weight", s->wtype, s->n_embd, qd);
+            ADD("attn_k.weight", s->wtype, s->n_embd, kvd);
+            ADD("attn_v.weight", s->wtype, s->n_embd, kvd);
+        }
         if (strcmp(s->arch, "qwen2") == 0) {
             ADD("attn_q.bias", TD_F32, qd, 0);
             ADD("attn_k.bias", TD_F32, kvd, 0);
             ADD("attn_v.bias", TD_F32, kvd, 0);
         }
-        if (strcmp(s->arch, "qwen3") == 0) {
+        if (strcmp(s->arch, "qwen3") == 0 || strcmp(s->arch, "qwen3moe") == 0 ||
+            strcmp(s->arch, "gemma3") == 0) {
             ADD("attn_q_norm.weight", TD_F32, s->head_dim, 0);
             ADD("attn_k_norm.weight", TD_F32, s->head_dim, 0);
         }
         ADD("attn_output.weight", s->wtype, qd, s->n_embd);
+        if (gemma) {
+            ADD("post_attention_norm.weight", TD_F32, s->n_embd, 0);
+        }
         ADD("ffn_norm.weight", TD_F32, s->n_embd, 0);
-        ADD("ffn_gate.weight", s->wtype, s->n_embd, s->n_ff);
-        ADD("ffn_up.weight", s->wtype, s->n_embd, s->n_ff);
-        ADD("ffn_down.weight", s->wtype, s->n_ff, s->n_embd);
+        if (s->n_expert > 0) {
+            const int64_t fe = s->n_ff_exp > 0 ? s->n_ff_exp : s->n_ff;
+            ADD("ffn_gate_inp.weight", TD_F32, s->n_embd, s->n_expert);
+            snprintf(name, sizeof(name), "blk.%d.ffn_gate_exps.weight", l);
+            add3(w, s, name, s->wtype, s->n_embd, fe, s->n_expert);
+            snprintf(name, sizeof(name), "blk.%d.ffn_up_exps.weight", l);
+            add3(w, s, name, s->wtype, s->n_embd, fe, s->n_expert);
+            snprintf(name, sizeof(name), "blk.%d.ffn_down_exps.weight", l);
+            add3(w, s, name, s->wtype, fe, s->n_embd, s->n_expert);
+        } else if (phi3) {
+            ADD("ffn_up.weight", s->wtype, s->n_embd, 2 * s->n_ff);
+            ADD("ffn_down.weight", s->wtype, s->n_ff, s->n_embd);
+        } else {
+            ADD("ffn_gate.weight", s->wtype, s->n_embd, s->n_ff);
+            ADD("ffn_up.weight", s->wtype, s->n_embd, s->n_ff);
+            ADD("ffn_down.weight", s->wtype, s->n_ff, s->n_embd);
+        }
+        if (gemma) {
+            ADD("post_ffw_norm.weight", TD_F32, s->n_embd, 0);
+        }
 #undef ADD
     }
     char err[256];
@@ -581,8 +632,8 @@ static void test_errors(void **state)
 {
     (void)state;
     spec s = base_spec("gptneox");
-    load_bad(&s,
-             "general.architecture 'gptneox' is not supported (supported: llama, qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3)");
+    load_bad(&s, "general.architecture 'gptneox' is not supported (supported: llama, qwen2, qwen3, "
+                 "qwen3moe, phi3, gemma2, gemma3)");
 
     s = base_spec("llama");
     s.skip = "blk.1.ffn_up.weight";
@@ -678,6 +729,277 @@ static void patch_type(const char *path, const char *name, uint32_t type)
     fail_msg("tensor %s not found in the header", name);
 }
 
+/* Adds an "<arch>.<key>" key to s. */
+static void add_key(spec *s, const char *key, char kind, double v)
+{
+    size_t i = 0;
+    while (s->kv[i].key) {
+        i++;
+    }
+    s->kv[i].key = key;
+    s->kv[i].kind = kind;
+    s->kv[i].str = "x";
+    s->kv[i].v = v;
+}
+
+static model *load_ok_path(const spec *s, const char *name)
+{
+    const char *path = tmp_path(name);
+    write_model(s, path);
+    char err[512];
+    model *m = model_load(path, err, sizeof(err));
+    if (!m) {
+        fail_msg("model_load: %s", err);
+    }
+    unlink(path);
+    return m;
+}
+
+static void assert_swa(const model *m, const char *want)
+{
+    for (int il = 0; il < m->cfg.n_layer; il++) {
+        if (m->layers[il].swa != (want[il] == '1')) {
+            fail_msg("layer %d: swa %d, want %c", il, m->layers[il].swa, want[il]);
+        }
+    }
+}
+
+/* Tensor name of layer il, "blk.<il>.<suffix>". */
+static const model_tensor *layer_tensor(const model *m, int il, const char *suffix)
+{
+    char name[96];
+    snprintf(name, sizeof(name), "blk.%d.%s", il, suffix);
+    return model_find_tensor(m, name);
+}
+
+/* gemma2 and gemma3 as llama.cpp's converter writes them: post-norms, tied output, soft-caps,
+ * sliding windows (per layer, with their RoPE base), embedding scale, GeGLU. */
+static void test_gemma(void **state)
+{
+    (void)state;
+    spec s = base_spec("gemma2");
+    s.tied = true;
+    s.write_head_dim = true;
+    add_key(&s, "attention.sliding_window", 'u', 8);
+    add_key(&s, "attn_logit_softcapping", 'f', 40.0);
+    add_key(&s, "final_logit_softcapping", 'f', 20.0);
+    model *m = load_ok_path(&s, "g2.gguf");
+    const model_config *c = &m->cfg;
+    assert_int_equal(c->arch, MODEL_ARCH_GEMMA2);
+    assert_int_equal(c->ffn_act, MODEL_ACT_GELU_TANH);
+    assert_true(c->embd_scale == 8.0f);
+    assert_true(c->attn_scale == 0.25f);
+    assert_true(c->attn_softcap == 40.0f && c->final_softcap == 20.0f);
+    assert_int_equal(c->n_swa, 8);
+    assert_true(c->rope_swa_scaled);
+    assert_true(c->rope_base_swa == 500000.0f);
+    assert_true(c->rope_neox);
+    assert_true(c->tied_output);
+    assert_ptr_equal(m->output, m->tok_embd);
+    assert_swa(m, "10");
+    for (int il = 0; il < 2; il++) {
+        const model_layer *l = &m->layers[il];
+        assert_ptr_equal(l->attn_post_norm, layer_tensor(m, il, "post_attention_norm.weight"));
+        assert_ptr_equal(l->ffn_post_norm, layer_tensor(m, il, "post_ffw_norm.weight"));
+        assert_ptr_equal(l->ffn_norm, layer_tensor(m, il, "ffn_norm.weight"));
+        assert_null(l->q_norm);
+        assert_null(l->ffn_gate_inp);
+    }
+    model_free(m);
+
+    s = base_spec("gemma2"); /* llama.cpp's defaults: window 4096, caps 50 / 30 */
+    s.tied = true;
+    m = load_ok_path(&s, "g2d.gguf");
+    assert_int_equal(m->cfg.n_swa, 4096);
+    assert_true(m->cfg.attn_softcap == 50.0f && m->cfg.final_softcap == 30.0f);
+    model_free(m);
+
+    s = base_spec("gemma3");
+    s.tied = true;
+    s.head_dim = 32;
+    s.write_head_dim = true;
+    add_key(&s, "attention.sliding_window", 'u', 4);
+    add_key(&s, "rope.freq_base_swa", 'f', 10000.0);
+    add_key(&s, "attention.sliding_window_pattern", 'u', 2);
+    m = load_ok_path(&s, "g3.gguf");
+    c = &m->cfg;
+    assert_int_equal(c->arch, MODEL_ARCH_GEMMA3);
+    assert_int_equal(c->ffn_act, MODEL_ACT_GELU_TANH);
+    assert_true(c->attn_scale == 1.0f / sqrtf(32.0f));
+    assert_true(c->attn_softcap == 0.0f && c->final_softcap == 0.0f);
+    assert_int_equal(c->n_swa, 4);
+    assert_false(c->rope_swa_scaled);
+    assert_true(c->rope_base_swa == 10000.0f);
+    assert_swa(m, "10");
+    assert_int_equal(m->layers[1].q_norm->ne[0], 32);
+    assert_ptr_equal(m->layers[1].k_norm, layer_tensor(m, 1, "attn_k_norm.weight"));
+    assert_non_null(m->layers[0].attn_post_norm);
+    model_free(m);
+
+    s = base_spec("gemma3"); /* default period 6: both layers local; no window: none */
+    s.tied = true;
+    add_key(&s, "attention.sliding_window", 'u', 4);
+    m = load_ok_path(&s, "g3d.gguf");
+    assert_swa(m, "11");
+    model_free(m);
+    s = base_spec("gemma3");
+    s.tied = true;
+    m = load_ok_path(&s, "g3n.gguf");
+    assert_int_equal(m->cfg.n_swa, 0);
+    assert_swa(m, "00");
+    model_free(m);
+
+    s = base_spec("gemma3");
+    s.tied = true;
+    add_key(&s, "attention.sliding_window", 'u', 4);
+    s.swa_i32 = true;
+    load_bad(&s, "gemma3.attention.sliding_window_pattern must be 2 bools (one per layer)");
+    s = base_spec("gemma2");
+    s.tied = true;
+    s.skip = "blk.1.post_ffw_norm.weight";
+    load_bad(&s, "missing tensor 'blk.1.post_ffw_norm.weight'");
+    s = base_spec("llama");
+    s.extra_key = "llama.attention.sliding_window"; /* llama.cpp ignores it for llama */
+    m = load_ok_path(&s, "lsw.gguf");
+    assert_int_equal(m->cfg.n_swa, 0);
+    model_free(m);
+}
+
+/* phi3: the fused attn_qkv and gate/up ffn_up as row views (Q, K, V; gate, up), partial
+ * rotary dims, or separate attn_q/k/v. */
+static void test_phi3(void **state)
+{
+    (void)state;
+    const tdtype types[] = {TD_F32, TD_Q8_0};
+    for (size_t t = 0; t < 2; t++) {
+        spec s = base_spec("phi3");
+        s.wtype = types[t];
+        add_key(&s, "rope.dimension_count", 'u', 8);
+        add_key(&s, "attention.sliding_window", 'u', 0);
+        model *m = load_ok_path(&s, "phi3.gguf");
+        const model_config *c = &m->cfg;
+        assert_int_equal(c->arch, MODEL_ARCH_PHI3);
+        assert_int_equal(c->n_rot, 8);
+        assert_int_equal(c->ffn_act, MODEL_ACT_SILU);
+        assert_int_equal(c->n_swa, 0);
+        assert_true(c->rope_neox);
+        const size_t row = td_row_bytes(s.wtype, 64);
+        for (int il = 0; il < 2; il++) {
+            const model_layer *l = &m->layers[il];
+            const model_tensor *qkv = layer_tensor(m, il, "attn_qkv.weight");
+            const model_tensor *up = layer_tensor(m, il, "ffn_up.weight");
+            assert_non_null(qkv);
+            assert_int_equal(qkv->ne[1], 64 + 2 * 32);
+            const model_tensor *v[] = {l->wq, l->wk, l->wv, l->w_gate, l->w_up};
+            const model_tensor *whole[] = {qkv, qkv, qkv, up, up};
+            const int64_t r0[] = {0, 64, 96, 0, 96}, n[] = {64, 32, 32, 96, 96};
+            for (int k = 0; k < 5; k++) {
+                assert_int_equal(v[k]->type, s.wtype);
+                assert_int_equal(v[k]->n_dims, 2);
+                assert_int_equal(v[k]->ne[0], 64);
+                assert_int_equal(v[k]->ne[1], n[k]);
+                assert_int_equal(v[k]->nbytes, row * (size_t)n[k]);
+                assert_ptr_equal(v[k]->data, (const uint8_t *)whole[k]->data + row * (size_t)r0[k]);
+            }
+            assert_int_equal(l->w_down->ne[0], 96);
+        }
+        model_free(m);
+    }
+    spec s = base_spec("phi3");
+    s.phi3_split = true;
+    model *m = load_ok_path(&s, "phi3s.gguf");
+    assert_ptr_equal(m->layers[1].wk, layer_tensor(m, 1, "attn_k.weight"));
+    assert_int_equal(m->cfg.n_rot, 16);
+    model_free(m);
+    s = base_spec("phi3");
+    s.bad_shape = "blk.0.ffn_up.weight";
+    load_bad(&s, "blk.0.ffn_up.weight");
+    s = base_spec("phi3");
+    add_key(&s, "rope.dimension_count", 'u', 7);
+    load_bad(&s, "rotary dimension 7 must be even");
+}
+
+static void check_experts(const model *m, int n_expert, int64_t n_ff_exp)
+{
+    const model_config *c = &m->cfg;
+    assert_int_equal(c->n_expert, n_expert);
+    assert_int_equal(c->n_expert_used, 2);
+    assert_int_equal(c->n_ff_exp, n_ff_exp);
+    for (int il = 0; il < c->n_layer; il++) {
+        const model_layer *l = &m->layers[il];
+        assert_null(l->w_gate);
+        assert_null(l->w_up);
+        assert_null(l->w_down);
+        assert_ptr_equal(l->ffn_gate_inp, layer_tensor(m, il, "ffn_gate_inp.weight"));
+        assert_int_equal(l->ffn_gate_inp->ne[1], n_expert);
+        const model_tensor *stacked[] = {layer_tensor(m, il, "ffn_gate_exps.weight"),
+                                         layer_tensor(m, il, "ffn_up_exps.weight"),
+                                         layer_tensor(m, il, "ffn_down_exps.weight")};
+        const model_tensor *const *views[] = {l->exp_gate, l->exp_up, l->exp_down};
+        for (int k = 0; k < 3; k++) {
+            assert_non_null(stacked[k]);
+            assert_int_equal(stacked[k]->n_dims, 3);
+            assert_int_equal(stacked[k]->ne[2], n_expert);
+            const size_t plane =
+                td_row_bytes(stacked[k]->type, stacked[k]->ne[0]) * (size_t)stacked[k]->ne[1];
+            for (int e = 0; e < n_expert; e++) {
+                const model_tensor *v = views[k][e];
+                assert_int_equal(v->n_dims, 2);
+                assert_int_equal(v->ne[0], k == 2 ? n_ff_exp : 64);
+                assert_int_equal(v->ne[1], k == 2 ? 64 : n_ff_exp);
+                assert_int_equal(v->nbytes, plane);
+                assert_ptr_equal(v->data, (const uint8_t *)stacked[k]->data + plane * (size_t)e);
+            }
+        }
+    }
+}
+
+/* qwen3moe and Mixtral (llama with experts): the router and the stacked 3-D experts as views;
+ * their errors. */
+static void test_moe(void **state)
+{
+    (void)state;
+    spec s = base_spec("qwen3moe");
+    s.n_expert = 4;
+    s.n_ff_exp = 32;
+    s.wtype = TD_Q8_0;
+    model *m = load_ok_path(&s, "moe.gguf");
+    assert_int_equal(m->cfg.arch, MODEL_ARCH_QWEN3MOE);
+    check_experts(m, 4, 32);
+    assert_non_null(m->layers[0].q_norm);
+    model_free(m);
+
+    s = base_spec("llama");
+    s.n_expert = 3;
+    m = load_ok_path(&s, "mixtral.gguf");
+    assert_int_equal(m->cfg.arch, MODEL_ARCH_LLAMA);
+    assert_false(m->cfg.rope_neox);
+    check_experts(m, 3, 96);
+    model_free(m);
+
+    s = base_spec("qwen3moe");
+    s.n_expert = 4;
+    s.n_ff_exp = 32;
+    s.skip = "blk.1.ffn_up_exps.weight";
+    load_bad(&s, "missing tensor 'blk.1.ffn_up_exps.weight'");
+    s = base_spec("qwen3moe");
+    s.n_expert = 4;
+    s.n_ff_exp = 32;
+    s.bad_shape = "blk.0.ffn_down_exps.weight";
+    load_bad(&s, "tensor 'blk.0.ffn_down_exps.weight' has shape {32, 65, 4, 1}, expected {32, 64, "
+                 "4}");
+    s = base_spec("qwen3moe");
+    s.n_expert = 4;
+    s.n_ff_exp = 32;
+    s.skip = "blk.0.ffn_gate_inp.weight";
+    load_bad(&s, "missing tensor 'blk.0.ffn_gate_inp.weight'");
+    s = base_spec("qwen3moe"); /* no expert_count */
+    load_bad(&s, "qwen3moe.expert_count");
+    s = base_spec("llama");
+    s.n_expert = 1; /* fewer experts than expert_used_count (2) */
+    load_bad(&s, "experts: 1 in all, 2 per token");
+}
+
 static void test_unsupported_type(void **state)
 {
     (void)state;
@@ -754,6 +1076,9 @@ int main(void)
         cmocka_unit_test(test_truncated_model),
         cmocka_unit_test(test_rope_scaling),
         cmocka_unit_test(test_rope_scaling_errors),
+        cmocka_unit_test(test_gemma),
+        cmocka_unit_test(test_phi3),
+        cmocka_unit_test(test_moe),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,10 @@
 /* Unit tests for the safetensors reader and for model_load on Hugging Face directories written
  * by hand in the test (config.json, a hand-built .safetensors, tokenizer files): llama and qwen3,
- * sharded files, F16/BF16 norm conversion, and the errors (config field types, rope_scaling,
- * missing files, unsupported dtypes, inconsistent offsets, truncation). */
+ * sharded files, F16/BF16 norm conversion; gemma2/gemma3 (norms + 1, post-norms, soft-caps,
+ * sliding-window layers), phi3 (fused QKV and gate/up, partial rotary), qwen3moe and Mixtral
+ * (per-expert tensors), Mistral's sliding window; and the errors (config field types,
+ * rope_scaling, architecture fields, missing files and experts, unsupported dtypes, inconsistent
+ * offsets, truncation). */
 #include <errno.h>
 #include <math.h>
 #include <setjmp.h>
@@ -445,6 +448,456 @@ static void test_hf_errors(void **state)
     rm_dir(g_dir);
 }
 
+/* A Hugging Face folder of one of the newer architectures (model_type decides the tensors). */
+typedef struct arch_spec {
+    const char *arch;       /* architectures[0] */
+    const char *model_type; /* gemma2 gemma3_text phi3 qwen3_moe mixtral */
+    const char *cfg;        /* architecture fields of config.json, "" for none */
+    const char *skip;       /* HF tensor left out */
+    const char *reshape;    /* HF tensor written with one more row */
+    const char *norm_dtype; /* dtype of 1-D tensors (F32) */
+    int n_expert;           /* qwen3_moe / mixtral */
+    int n_ff_exp;           /* qwen3_moe */
+} arch_spec;
+
+static void write_arch(const arch_spec *a)
+{
+    const char *dir = fresh_dir();
+    const bool gemma = strncmp(a->model_type, "gemma", 5) == 0;
+    const bool gemma3 = strcmp(a->model_type, "gemma3_text") == 0;
+    const bool phi3 = strcmp(a->model_type, "phi3") == 0;
+    const bool qmoe = strcmp(a->model_type, "qwen3_moe") == 0;
+    const bool mixtral = strcmp(a->model_type, "mixtral") == 0;
+    char cfg[2048];
+    snprintf(
+        cfg, sizeof(cfg),
+        "{\"architectures\":[\"%s\"],\"model_type\":\"%s\",\"hidden_size\":%d,"
+        "\"num_hidden_layers\":%d,\"num_attention_heads\":%d,\"num_key_value_heads\":%d,"
+        "\"head_dim\":%d,\"intermediate_size\":%d,\"vocab_size\":%d,"
+        "\"max_position_embeddings\":512,\"rope_theta\":1000000.0,\"rms_norm_eps\":1e-06%s%s%s}",
+        a->arch, a->model_type, E, L, H, KV, HD, FF, V,
+        gemma ? "" : ",\"tie_word_embeddings\":false", a->cfg[0] ? "," : "", a->cfg);
+    write_text(dir, "config.json", cfg);
+    write_text(dir, "tokenizer.json", "{}");
+    st_builder *b = calloc(1, sizeof(st_builder));
+    if (!b) {
+        abort();
+    }
+    const char *nd = a->norm_dtype ? a->norm_dtype : "F32";
+#define T(name, dt, r, c)                                                                          \
+    do {                                                                                           \
+        if (!a->skip || strcmp(a->skip, name) != 0) {                                              \
+            bool more = a->reshape && strcmp(a->reshape, name) == 0;                               \
+            st_add(b, name, dt, (r) + more, c);                                                    \
+        }                                                                                          \
+    } while (0)
+    T("model.embed_tokens.weight", "F32", V, E);
+    T("model.norm.weight", nd, E, 0);
+    if (!gemma) {
+        T("lm_head.weight", "F32", V, E);
+    }
+    for (int l = 0; l < L; l++) {
+        char n[128];
+#define LT(suffix, dt, r, c)                                                                       \
+    do {                                                                                           \
+        snprintf(n, sizeof(n), "model.layers.%d.%s", l, suffix);                                   \
+        T(n, dt, r, c);                                                                            \
+    } while (0)
+        LT("input_layernorm.weight", nd, E, 0);
+        if (phi3) {
+            LT("self_attn.qkv_proj.weight", "F32", (H + 2 * KV) * HD, E);
+        } else {
+            LT("self_attn.q_proj.weight", "F32", H * HD, E);
+            LT("self_attn.k_proj.weight", "F32", KV * HD, E);
+            LT("self_attn.v_proj.weight", "F32", KV * HD, E);
+        }
+        if (gemma3 || qmoe) {
+            LT("self_attn.q_norm.weight", nd, HD, 0);
+            LT("self_attn.k_norm.weight", nd, HD, 0);
+        }
+        LT("self_attn.o_proj.weight", "F32", E, H * HD);
+        LT("post_attention_layernorm.weight", nd, E, 0);
+        if (gemma) {
+            LT("pre_feedforward_layernorm.weight", nd, E, 0);
+            LT("post_feedforward_layernorm.weight", nd, E, 0);
+        }
+        if (phi3) {
+            LT("mlp.gate_up_proj.weight", "F32", 2 * FF, E);
+            LT("mlp.down_proj.weight", "F32", E, FF);
+        } else if (qmoe || mixtral) {
+            const int fe = qmoe ? a->n_ff_exp : FF;
+            LT(qmoe ? "mlp.gate.weight" : "block_sparse_moe.gate.weight", "F32", a->n_expert, E);
+            for (int e = 0; e < a->n_expert; e++) {
+                char x[96];
+                const char *pre = qmoe ? "mlp.experts" : "block_sparse_moe.experts";
+                snprintf(x, sizeof(x), "%s.%d.%s", pre, e, qmoe ? "gate_proj.weight" : "w1.weight");
+                LT(x, "F32", fe, E);
+                snprintf(x, sizeof(x), "%s.%d.%s", pre, e, qmoe ? "up_proj.weight" : "w3.weight");
+                LT(x, "F32", fe, E);
+                snprintf(x, sizeof(x), "%s.%d.%s", pre, e, qmoe ? "down_proj.weight" : "w2.weight");
+                LT(x, "F32", E, fe);
+            }
+        } else {
+            LT("mlp.gate_proj.weight", "F32", FF, E);
+            LT("mlp.up_proj.weight", "F32", FF, E);
+            LT("mlp.down_proj.weight", "F32", E, FF);
+        }
+#undef LT
+    }
+#undef T
+    struct buf out;
+    st_build(b, &out);
+    char path[512];
+    snprintf(path, sizeof(path), "%s/model.safetensors", dir);
+    write_file(path, out.data, out.len);
+    buf_free(&out);
+    free(b);
+}
+
+static model *arch_ok(const arch_spec *a)
+{
+    write_arch(a);
+    return load_dir_ok();
+}
+
+static void arch_bad(const arch_spec *a, const char *want)
+{
+    write_arch(a);
+    char err[512] = "";
+    model *m = model_load(g_dir, err, sizeof(err));
+    if (m) {
+        model_free(m);
+        fail_msg("model_load should fail with \"%s\"", want);
+    }
+    if (!strstr(err, want)) {
+        fail_msg("error \"%s\" lacks \"%s\"", err, want);
+    }
+}
+
+static const model_tensor *hf_layer_tensor(const model *m, int il, const char *suffix)
+{
+    char name[96];
+    snprintf(name, sizeof(name), "blk.%d.%s", il, suffix);
+    return model_find_tensor(m, name);
+}
+
+static void assert_swa_layers(const model *m, const char *want)
+{
+    for (int il = 0; il < m->cfg.n_layer; il++) {
+        if (m->layers[il].swa != (want[il] == '1')) {
+            fail_msg("layer %d: swa %d, want %c", il, m->layers[il].swa, want[il]);
+        }
+    }
+}
+
+/* Element 9 of a 1-D tensor (st_build wrote 4.5 there). */
+static float elem9(const model_tensor *t)
+{
+    assert_int_equal(t->type, TD_F32);
+    float f;
+    memcpy(&f, (const uint8_t *)t->data + 4 * 9, 4);
+    return f;
+}
+
+#define GEMMA2 "Gemma2ForCausalLM", "gemma2"
+#define GEMMA3 "Gemma3ForCausalLM", "gemma3_text"
+
+/* gemma2 / gemma3: the norms + 1 (every *norm.weight), their GGUF names, the features. */
+static void test_hf_gemma(void **state)
+{
+    (void)state;
+    arch_spec a = {
+        .arch = "Gemma2ForCausalLM",
+        .model_type = "gemma2",
+        .cfg = "\"hidden_activation\":\"gelu_pytorch_tanh\",\"hidden_act\":\"gelu_pytorch_tanh\","
+               "\"query_pre_attn_scalar\":24,\"sliding_window\":8,"
+               "\"attn_logit_softcapping\":50.0,\"final_logit_softcapping\":null",
+        .norm_dtype = "BF16"};
+    model *m = arch_ok(&a);
+    const model_config *c = &m->cfg;
+    assert_int_equal(c->arch, MODEL_ARCH_GEMMA2);
+    assert_int_equal(c->ffn_act, MODEL_ACT_GELU_TANH);
+    assert_true(c->embd_scale == 8.0f);
+    assert_true(c->attn_scale == 1.0f / sqrtf(24.0f));
+    assert_true(c->attn_softcap == 50.0f && c->final_softcap == 0.0f);
+    assert_int_equal(c->n_swa, 8);
+    assert_true(c->rope_swa_scaled);
+    assert_true(c->rope_base_swa == 1000000.0f);
+    assert_true(c->tied_output); /* gemma's default */
+    assert_ptr_equal(m->output, m->tok_embd);
+    assert_swa_layers(m, "10");
+    for (int il = 0; il < L; il++) {
+        const model_layer *l = &m->layers[il];
+        assert_ptr_equal(l->attn_post_norm, hf_layer_tensor(m, il, "post_attention_norm.weight"));
+        assert_ptr_equal(l->ffn_norm, hf_layer_tensor(m, il, "ffn_norm.weight"));
+        assert_ptr_equal(l->ffn_post_norm, hf_layer_tensor(m, il, "post_ffw_norm.weight"));
+        const model_tensor *norms[] = {l->attn_norm, l->attn_post_norm, l->ffn_norm,
+                                       l->ffn_post_norm};
+        for (int k = 0; k < 4; k++) {
+            assert_true(elem9(norms[k]) == 5.5f);
+        }
+    }
+    assert_true(elem9(m->output_norm) == 5.5f);
+    model_free(m);
+
+    a = (arch_spec){.arch = "Gemma2ForCausalLM", .model_type = "gemma2", .cfg = ""};
+    /* transformers' defaults */
+    m = arch_ok(&a);
+    assert_true(m->cfg.attn_softcap == 50.0f && m->cfg.final_softcap == 30.0f);
+    assert_int_equal(m->cfg.n_swa, 4096);
+    assert_true(m->cfg.attn_scale == 1.0f / 16.0f); /* query_pre_attn_scalar 256 */
+    assert_int_equal(m->cfg.ffn_act, MODEL_ACT_GELU_TANH);
+    model_free(m);
+
+    a = (arch_spec){.arch = "Gemma3ForCausalLM",
+                    .model_type = "gemma3_text",
+                    .cfg = "\"sliding_window\":4,\"rope_local_base_freq\":10000.0,"
+                           "\"sliding_window_pattern\":2,\"query_pre_attn_scalar\":16,"
+                           "\"rope_scaling\":{\"rope_type\":\"linear\",\"factor\":8.0}",
+                    .norm_dtype = "F16"};
+    m = arch_ok(&a);
+    c = &m->cfg;
+    assert_int_equal(c->arch, MODEL_ARCH_GEMMA3);
+    assert_true(c->attn_softcap == 0.0f && c->final_softcap == 0.0f);
+    assert_int_equal(c->n_swa, 4);
+    assert_false(c->rope_swa_scaled);
+    assert_true(c->rope_base_swa == 10000.0f && c->rope_base == 1000000.0f);
+    assert_true(c->rope_factor == 8.0f);
+    assert_swa_layers(m, "10");
+    assert_true(elem9(m->layers[1].q_norm) == 5.5f && elem9(m->layers[0].k_norm) == 5.5f);
+    model_free(m);
+    a.cfg = "\"sliding_window\":4,\"sliding_window_pattern\":2,"
+            "\"layer_types\":[\"full_attention\",\"sliding_attention\"]";
+    m = arch_ok(&a);
+    assert_swa_layers(m, "01");
+    model_free(m);
+    a.cfg = "\"final_logit_softcapping\":30.0"; /* window 4096, five local layers per global */
+    m = arch_ok(&a);
+    assert_int_equal(m->cfg.n_swa, 4096);
+    assert_true(m->cfg.final_softcap == 30.0f);
+    assert_swa_layers(m, "11");
+    model_free(m);
+    a.cfg = "\"sliding_window\":null";
+    m = arch_ok(&a);
+    assert_int_equal(m->cfg.n_swa, 0);
+    assert_swa_layers(m, "00");
+    model_free(m);
+
+    const struct {
+        const char *arch, *model_type, *cfg, *skip, *want;
+    } bad[] = {
+        {"Gemma3ForConditionalGeneration", "gemma3", "", NULL,
+         "'Gemma3ForConditionalGeneration' (Gemma 3 with its vision tower) is not supported"},
+        {GEMMA2, "\"hidden_activation\":\"gelu\"", NULL,
+         "hidden_activation 'gelu' is not supported (only gelu_pytorch_tanh for gemma2)"},
+        {GEMMA3, "\"hidden_act\":\"silu\"", NULL, "hidden_act 'silu' is not supported"},
+        {GEMMA3, "\"layer_types\":[\"full_attention\"]", NULL,
+         "layer_types: 1 entries for 2 layers"},
+        {GEMMA3, "\"layer_types\":[\"full_attention\",\"chunked_attention\"]", NULL,
+         "layer_types[1]: expected \"sliding_attention\" or \"full_attention\""},
+        {GEMMA3, "\"sliding_window_pattern\":0", NULL, "sliding_window_pattern: must be >= 1"},
+        {GEMMA2, "\"query_pre_attn_scalar\":-1", NULL, "query_pre_attn_scalar"},
+        {GEMMA2, "\"final_logit_softcapping\":-3.0", NULL, "final_logit_softcapping: -3"},
+        {GEMMA2, "\"attention_bias\":true", NULL, "attention_bias is true"},
+        {GEMMA2, "\"sliding_window\":-1", NULL, "sliding_window: must be >= 0"},
+        {GEMMA2, "", "model.layers.1.post_feedforward_layernorm.weight",
+         "missing tensor 'blk.1.post_ffw_norm.weight' (Hugging Face name "
+         "'model.layers.1.post_feedforward_layernorm.weight')"},
+        {GEMMA2, "", "model.layers.0.post_attention_layernorm.weight",
+         "missing tensor 'blk.0.post_attention_norm.weight' (Hugging Face name "
+         "'model.layers.0.post_attention_layernorm.weight')"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        a = (arch_spec){.arch = bad[i].arch,
+                        .model_type = bad[i].model_type,
+                        .cfg = bad[i].cfg,
+                        .skip = bad[i].skip};
+        arch_bad(&a, bad[i].want);
+    }
+    rm_dir(g_dir);
+}
+
+/* phi3: qkv_proj and gate_up_proj as views, partial_rotary_factor, its sliding window. */
+static void test_hf_phi3(void **state)
+{
+    (void)state;
+    arch_spec a = {.arch = "Phi3ForCausalLM",
+                   .model_type = "phi3",
+                   .cfg = "\"partial_rotary_factor\":0.5,\"sliding_window\":2047,"
+                          "\"original_max_position_embeddings\":512,\"rope_scaling\":null"};
+    model *m = arch_ok(&a);
+    const model_config *c = &m->cfg;
+    assert_int_equal(c->arch, MODEL_ARCH_PHI3);
+    assert_int_equal(c->n_rot, HD / 2);
+    assert_int_equal(c->n_swa, 2047);
+    assert_true(c->rope_swa_scaled);
+    assert_swa_layers(m, "11");
+    const size_t row = (size_t)E * 4;
+    for (int il = 0; il < L; il++) {
+        const model_layer *l = &m->layers[il];
+        const model_tensor *qkv = hf_layer_tensor(m, il, "attn_qkv.weight");
+        const model_tensor *up = hf_layer_tensor(m, il, "ffn_up.weight");
+        assert_non_null(qkv);
+        assert_non_null(up);
+        assert_ptr_equal(l->wq->data, qkv->data);
+        assert_ptr_equal(l->wk->data, (const uint8_t *)qkv->data + row * H * HD);
+        assert_ptr_equal(l->wv->data, (const uint8_t *)qkv->data + row * (H + KV) * HD);
+        assert_int_equal(l->wv->ne[1], KV * HD);
+        assert_ptr_equal(l->w_gate->data, up->data);
+        assert_ptr_equal(l->w_up->data, (const uint8_t *)up->data + row * FF);
+        assert_int_equal(l->w_up->ne[1], FF);
+    }
+    model_free(m);
+    a.cfg = "\"sliding_window\":null";
+    m = arch_ok(&a);
+    assert_int_equal(m->cfg.n_rot, HD);
+    assert_int_equal(m->cfg.n_swa, 0);
+    model_free(m);
+    a.cfg = "\"rope_scaling\":{\"rope_type\":\"longrope\",\"long_factor\":[1.0],"
+            "\"short_factor\":[1.0]}";
+    arch_bad(&a, "rope_scaling type 'longrope' is not supported");
+    a.cfg = "\"partial_rotary_factor\":1.5";
+    arch_bad(&a, "partial_rotary_factor: must be in (0, 1]");
+    a.cfg = "\"partial_rotary_factor\":0.1"; /* 1.6 -> 1 rotated dim */
+    arch_bad(&a, "rotary dimension 1 must be even");
+    a.cfg = "";
+    a.reshape = "model.layers.1.self_attn.qkv_proj.weight";
+    arch_bad(&a, "blk.1.attn_qkv.weight");
+    rm_dir(g_dir);
+}
+
+static void check_hf_experts(const model *m, int n_expert, int n_ff_exp)
+{
+    const model_config *c = &m->cfg;
+    assert_int_equal(c->n_expert, n_expert);
+    assert_int_equal(c->n_expert_used, 2);
+    assert_int_equal(c->n_ff_exp, n_ff_exp);
+    for (int il = 0; il < L; il++) {
+        const model_layer *l = &m->layers[il];
+        assert_null(l->w_gate);
+        assert_ptr_equal(l->ffn_gate_inp, hf_layer_tensor(m, il, "ffn_gate_inp.weight"));
+        assert_int_equal(l->ffn_gate_inp->ne[0], E);
+        assert_int_equal(l->ffn_gate_inp->ne[1], n_expert);
+        for (int e = 0; e < n_expert; e++) {
+            char suffix[48];
+            snprintf(suffix, sizeof(suffix), "ffn_gate_exps.%d.weight", e);
+            assert_ptr_equal(l->exp_gate[e], hf_layer_tensor(m, il, suffix));
+            snprintf(suffix, sizeof(suffix), "ffn_up_exps.%d.weight", e);
+            assert_ptr_equal(l->exp_up[e], hf_layer_tensor(m, il, suffix));
+            snprintf(suffix, sizeof(suffix), "ffn_down_exps.%d.weight", e);
+            assert_ptr_equal(l->exp_down[e], hf_layer_tensor(m, il, suffix));
+            assert_int_equal(l->exp_up[e]->ne[0], E);
+            assert_int_equal(l->exp_up[e]->ne[1], n_ff_exp);
+            assert_int_equal(l->exp_down[e]->ne[0], n_ff_exp);
+            assert_int_equal(l->exp_down[e]->ne[1], E);
+        }
+    }
+}
+
+#define QMOE_CFG                                                                                   \
+    "\"num_experts\":4,\"num_experts_per_tok\":2,\"moe_intermediate_size\":32,"                    \
+    "\"decoder_sparse_step\":1,\"use_sliding_window\":false,\"sliding_window\":null"
+
+/* qwen3moe and Mixtral: one tensor per expert, the router; and their errors. */
+static void test_hf_moe(void **state)
+{
+    (void)state;
+    arch_spec a = {.arch = "Qwen3MoeForCausalLM",
+                   .model_type = "qwen3_moe",
+                   .cfg = QMOE_CFG ",\"norm_topk_prob\":true,\"mlp_only_layers\":[]",
+                   .n_expert = 4,
+                   .n_ff_exp = 32};
+    model *m = arch_ok(&a);
+    assert_int_equal(m->cfg.arch, MODEL_ARCH_QWEN3MOE);
+    assert_int_equal(m->cfg.n_swa, 0);
+    assert_non_null(m->layers[1].q_norm);
+    check_hf_experts(m, 4, 32);
+    model_free(m);
+
+    a = (arch_spec){.arch = "MixtralForCausalLM",
+                    .model_type = "mixtral",
+                    .cfg =
+                        "\"num_local_experts\":3,\"num_experts_per_tok\":2,\"sliding_window\":null",
+                    .n_expert = 3};
+    m = arch_ok(&a);
+    assert_int_equal(m->cfg.arch, MODEL_ARCH_LLAMA);
+    assert_true(m->cfg.rope_neox);
+    assert_int_equal(m->cfg.n_swa, 0);
+    check_hf_experts(m, 3, FF);
+    model_free(m);
+
+    const struct {
+        const char *cfg, *skip, *reshape, *want;
+    } bad[] = {
+        {QMOE_CFG ",\"norm_topk_prob\":false", NULL, NULL, "norm_topk_prob: false"},
+        {QMOE_CFG, NULL, NULL, "norm_topk_prob: false (or absent) is not supported"},
+        {QMOE_CFG ",\"norm_topk_prob\":true,\"mlp_only_layers\":[1]", NULL, NULL,
+         "mlp_only_layers: dense layers"},
+        {"\"num_experts\":4,\"num_experts_per_tok\":2,\"moe_intermediate_size\":32,"
+         "\"norm_topk_prob\":true,\"decoder_sparse_step\":2",
+         NULL, NULL, "decoder_sparse_step: dense layers"},
+        {"\"num_experts\":4,\"num_experts_per_tok\":5,\"moe_intermediate_size\":32,"
+         "\"norm_topk_prob\":true",
+         NULL, NULL, "experts: 4 in all, 5 per token"},
+        {"\"num_experts_per_tok\":2,\"moe_intermediate_size\":32,\"norm_topk_prob\":true", NULL,
+         NULL, "num_experts"},
+        {QMOE_CFG ",\"norm_topk_prob\":true", "model.layers.1.mlp.experts.2.up_proj.weight", NULL,
+         "missing tensor 'blk.1.ffn_up_exps.2.weight' (Hugging Face name "
+         "'model.layers.1.mlp.experts.2.up_proj.weight')"},
+        {QMOE_CFG ",\"norm_topk_prob\":true", "model.layers.0.mlp.experts.0.gate_proj.weight", NULL,
+         "missing tensor 'blk.0.ffn_gate_exps.weight' (Hugging Face name "
+         "'model.layers.0.mlp.experts.0.gate_proj.weight')"},
+        {QMOE_CFG ",\"norm_topk_prob\":true", "model.layers.0.mlp.gate.weight", NULL,
+         "missing tensor 'blk.0.ffn_gate_inp.weight' (Hugging Face name "
+         "'model.layers.0.mlp.gate.weight')"},
+        {QMOE_CFG ",\"norm_topk_prob\":true", NULL, "model.layers.0.mlp.experts.1.down_proj.weight",
+         "blk.0.ffn_down_exps.1.weight"},
+        {"\"num_experts\":4,\"num_experts_per_tok\":2,\"moe_intermediate_size\":32,"
+         "\"norm_topk_prob\":true,\"use_sliding_window\":true",
+         NULL, NULL, "use_sliding_window: sliding-window attention is not supported"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        a = (arch_spec){.arch = "Qwen3MoeForCausalLM",
+                        .model_type = "qwen3_moe",
+                        .cfg = bad[i].cfg,
+                        .skip = bad[i].skip,
+                        .reshape = bad[i].reshape,
+                        .n_expert = 4,
+                        .n_ff_exp = 32};
+        arch_bad(&a, bad[i].want);
+    }
+    a = (arch_spec){.arch = "MixtralForCausalLM",
+                    .model_type = "mixtral",
+                    .cfg = "\"num_local_experts\":2",
+                    .skip = "model.layers.1.block_sparse_moe.experts.1.w2.weight",
+                    .n_expert = 2};
+    arch_bad(&a, "missing tensor 'blk.1.ffn_down_exps.1.weight'");
+    rm_dir(g_dir);
+}
+
+/* Mistral's sliding_window applies to every layer; qwen's only with use_sliding_window. */
+static void test_hf_sliding_window(void **state)
+{
+    (void)state;
+    hf_spec s = {.config_extra = ",\"sliding_window\":16"};
+    model *m = hf_ok(&s);
+    assert_int_equal(m->cfg.n_swa, 16);
+    assert_true(m->cfg.rope_swa_scaled);
+    assert_true(m->cfg.rope_base_swa == m->cfg.rope_base);
+    assert_swa_layers(m, "11");
+    model_free(m);
+    s = (hf_spec){.config_extra = ",\"sliding_window\":null"};
+    m = hf_ok(&s);
+    assert_int_equal(m->cfg.n_swa, 0);
+    assert_swa_layers(m, "00");
+    model_free(m);
+    s = (hf_spec){.qwen3 = true, .config_extra = ",\"sliding_window\":16"};
+    m = hf_ok(&s);
+    assert_int_equal(m->cfg.n_swa, 0);
+    model_free(m);
+    rm_dir(g_dir);
+}
+
 /* Expects safetensors_open_buffer to fail with want in the message. */
 static void st_bad(const void *data, size_t len, const char *want)
 {
@@ -687,10 +1140,10 @@ static void test_safetensors(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_safetensors),
-        cmocka_unit_test(test_hf_models),
-        cmocka_unit_test(test_hf_errors),
-        cmocka_unit_test(test_hf_yarn),
+        cmocka_unit_test(test_safetensors), cmocka_unit_test(test_hf_models),
+        cmocka_unit_test(test_hf_errors),   cmocka_unit_test(test_hf_yarn),
+        cmocka_unit_test(test_hf_gemma),    cmocka_unit_test(test_hf_phi3),
+        cmocka_unit_test(test_hf_moe),      cmocka_unit_test(test_hf_sliding_window),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
