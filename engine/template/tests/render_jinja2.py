@@ -3,7 +3,8 @@
 (ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks, loopcontrols, its tojson filter,
 raise_exception and strftime_now). Used by vs_lenml.sh for the templates @lenml/tokenizers cannot
 render (qwen3, gemma3), when the jinja2 module is installed. Same JSON-lines output as
-engine/reference/render_chat.mjs.
+engine/reference/render_chat.mjs. A config's "tandem_template_vars" members are passed as
+variables too (as tandem-render-chat does).
 
 usage: render_jinja2.py conversations.json NAME tokenizer_config.json [NAME CONFIG]...
 """
@@ -67,7 +68,8 @@ def main():
                     messages=normalise(c["messages"]),
                     add_generation_prompt=c.get("add_generation_prompt", False),
                     bos_token=token(cfg, "bos_token"), eos_token=token(cfg, "eos_token"),
-                    date_string=conv["date_string"], tools=c.get("tools"))
+                    date_string=conv["date_string"], tools=c.get("tools"),
+                    **cfg.get("tandem_template_vars", {}))
                 out.update(ok=True, text=text)
             except Raised as e:
                 out.update(ok=False, raised=True, error=str(e))

@@ -9,7 +9,9 @@
  *
  * The cases file: {"date_string": "...", "now_epoch": N, "cases": [{"name", "messages",
  * "add_generation_prompt", "tools"?}]}; date_string, now_epoch (as JINJA_NOW_VAR) and tools
- * (none when absent, as Hugging Face passes it) are passed to the template. A config without
+ * (none when absent, as Hugging Face passes it) are passed to the template, and so are the
+ * members of the config's "tandem_template_vars" object (a test fixture's extra variables, as a
+ * request's chat_template_kwargs would pass them: firefunction's `functions`). A config without
  * chat_template falls back to the built-in chatml template, as the server does; --chat-template
  * overrides it (file, inline template or built-in name).
  */
@@ -127,6 +129,13 @@ int main(int argc, char **argv)
         chat_template_config_token(cfg, "eos_token", &eos, err, sizeof(err)) != 0) {
         fprintf(stderr, "tandem-render-chat: %s: %s\n", config_path, err);
         goto out;
+    }
+    struct json_object *vars = json_get(cfg, "tandem_template_vars");
+    if (json_object_is_type(vars, json_type_object)) {
+        json_object_object_foreach(vars, key, val)
+        {
+            json_object_object_add(extra, key, val ? json_object_get(val) : NULL);
+        }
     }
     struct json_object *v = json_get(cases, "date_string");
     if (v) {
