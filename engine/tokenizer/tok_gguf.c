@@ -1,9 +1,12 @@
 /*
  * GGUF vocabulary (tokenizer.ggml.*) → struct tokenizer, following llama.cpp's llama_vocab:
  * "llama" is SPM (scores, byte tokens, add_space_prefix), "gpt2" is byte-level BPE whose
- * pre-tokenizer regexes are llama.cpp's presets for tokenizer.ggml.pre.
+ * pre-tokenizer regexes are llama.cpp's presets for tokenizer.ggml.pre, "t5" is Unigram (UGM:
+ * scores, precompiled charsmap, whitespace options) and "bert" WordPiece (WPM: U+2581-prefixed
+ * word starts, lowercase/strip_accents options).
  */
 #include <errno.h>
+#include <float.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -121,10 +124,93 @@ static bool control_looking(const char *s, uint32_t len)
     return false;
 }
 
-static int gguf_build(const model_gguf_vocab *v, tokenizer *t, char *err, size_t errlen)
+/* The ▁ → space decoder and byte fallback shared by SPM and Unigram vocabularies. */
+static int spm_decoder(tokenizer *t)
+{
+    t->dec_byte_fallback = true;
+    t->dec_from = strdup("\xE2\x96\x81");
+    t->dec_to = strdup(" ");
+    if (!t->dec_from || !t->dec_to) {
+        return -ENOMEM;
+    }
+    t->dec_from_len = 3;
+    t->dec_to_len = 1;
+    return 0;
+}
+
+/* "t5" (UGM) and "bert" (WPM) settings, as llama.cpp's llama_vocab::impl::load reads them. */
+static int gguf_ugm_wpm(const model_gguf_vocab *v, const tokenizer_gguf_extra *x, tokenizer *t,
+                        char *err, size_t errlen)
+{
+    t->flavor = TOK_FLAVOR_GGUF;
+    for (size_t i = 0; i < v->n_tokens; i++) {
+        int32_t ty = v->token_types ? v->token_types[i] : 1;
+        if (ty != 1 && ty != 4 && ty != 5) {
+            t->flags[i] |= TOKF_NOMATCH; /* llama.cpp's UGM trie: normal, user-defined, unused */
+        }
+        if (ty == 4) {
+            t->flags[i] |= TOKF_USER;
+        }
+    }
+    if (t->kind == TOKENIZER_WORDPIECE) {
+        t->wp_lowercase = x->lowercase != 0; /* absent (-1): on */
+        t->wp_strip_accents = x->strip_accents >= 0 ? x->strip_accents != 0 : t->wp_lowercase;
+        t->dec_from = strdup("\xE2\x96\x81");
+        t->dec_to = strdup(" ");
+        if (!t->dec_from || !t->dec_to) {
+            return -ENOMEM;
+        }
+        t->dec_from_len = 3;
+        t->dec_to_len = 1;
+        t->strip_rule = TOK_STRIP_OUTPUT;
+        t->strip_n = 1;
+        return 0;
+    }
+    t->uscores = calloc(v->n_tokens + 1, sizeof(*t->uscores));
+    if (!t->uscores) {
+        return -ENOMEM;
+    }
+    float min_score = FLT_MAX;
+    for (size_t i = 0; i < v->n_tokens; i++) {
+        float sc = v->scores ? v->scores[i] : 0.0f;
+        t->uscores[i] = sc;
+        if ((!v->token_types || v->token_types[i] == 1) && sc < min_score) {
+            min_score = sc;
+        }
+    }
+    t->unk_score = (double)(min_score - 10.0f); /* float arithmetic, as llama.cpp */
+    t->add_space_prefix = v->add_space_prefix > 0;
+    t->remove_extra_ws = x->remove_extra_whitespaces > 0;
+    t->escape_ws = true;
+    t->strip_rule = t->add_space_prefix ? TOK_STRIP_SPM : TOK_STRIP_NONE;
+    if (x->precompiled_charsmap && x->charsmap_len > 0) {
+        int rc = tok__charsmap_init(&t->charsmap, x->precompiled_charsmap, x->charsmap_len,
+                                    "tokenizer.ggml.precompiled_charsmap", err, errlen);
+        if (rc) {
+            return rc;
+        }
+    }
+    return spm_decoder(t);
+}
+
+/* llama.cpp's default id for a special token the file does not name (-1 when out of range). */
+static int32_t default_id(int32_t id, int32_t def, size_t n)
+{
+    if (id >= 0) {
+        return id;
+    }
+    return def >= 0 && (size_t)def < n ? def : -1;
+}
+
+static int gguf_build(const model_gguf_vocab *v, const tokenizer_gguf_extra *x, tokenizer *t,
+                      char *err, size_t errlen)
 {
     bool spm = strcmp(v->model, "llama") == 0;
-    t->kind = spm ? TOKENIZER_SPM : TOKENIZER_BPE;
+    bool ugm = strcmp(v->model, "t5") == 0, wpm = strcmp(v->model, "bert") == 0;
+    t->kind = spm   ? TOKENIZER_SPM
+              : ugm ? TOKENIZER_UNIGRAM
+              : wpm ? TOKENIZER_WORDPIECE
+                    : TOKENIZER_BPE;
     for (size_t i = 0; i < v->n_tokens; i++) {
         if (!v->tokens[i].s && v->tokens[i].len > 0) {
             return tandem_fail(err, errlen, -EINVAL, "tokenizer.ggml.tokens[%zu]: no data", i);
@@ -149,14 +235,15 @@ static int gguf_build(const model_gguf_vocab *v, tokenizer *t, char *err, size_t
         }
         t->add_space_prefix = v->add_space_prefix != 0;
         t->strip_rule = t->add_space_prefix ? TOK_STRIP_SPM : TOK_STRIP_NONE;
-        t->dec_byte_fallback = true;
-        t->dec_from = strdup("\xE2\x96\x81");
-        t->dec_to = strdup(" ");
-        if (!t->dec_from || !t->dec_to) {
-            return -ENOMEM;
+        rc = spm_decoder(t);
+        if (rc) {
+            return rc;
         }
-        t->dec_from_len = 3;
-        t->dec_to_len = 1;
+    } else if (ugm || wpm) {
+        rc = gguf_ugm_wpm(v, x, t, err, errlen);
+        if (rc) {
+            return rc;
+        }
     } else {
         const char *pre = v->pre ? v->pre : "default";
         size_t k = 0;
@@ -207,22 +294,45 @@ static int gguf_build(const model_gguf_vocab *v, tokenizer *t, char *err, size_t
             (void)tok__add_merge(t, a, b, r, (int32_t)i);
         }
     }
-    if (spm && v->bos_id >= 0) {
-        t->n_prefix = 1; /* SPM default: BOS on */
-    }
+    /* llama.cpp's defaults: t5 eos 1 unk 2 (EOS added); bert [CLS] 101 [UNK] 100 [SEP] 102
+     * (CLS and SEP added) */
+    t->bos = wpm ? default_id(v->bos_id, 101, v->n_tokens) : v->bos_id;
+    t->eos = ugm ? default_id(v->eos_id, 1, v->n_tokens) : v->eos_id;
+    t->unk_id = ugm   ? default_id(v->unk_id, 2, v->n_tokens)
+                : wpm ? default_id(v->unk_id, 100, v->n_tokens)
+                      : v->unk_id;
+    int32_t sep = wpm ? default_id(x->sep_id, 102, v->n_tokens) : x->sep_id;
+    bool add_bos = (spm && t->bos >= 0) || wpm || t->n_prefix > 0;
     if (v->add_bos >= 0) {
-        t->n_prefix = v->add_bos ? 1 : 0;
+        add_bos = v->add_bos != 0;
     }
-    t->n_suffix = v->add_eos > 0 ? 1 : 0;
-    t->bos = v->bos_id;
-    t->eos = v->eos_id;
-    t->unk_id = v->unk_id;
-    if ((t->n_prefix && t->bos < 0) || (t->n_suffix && t->eos < 0)) {
+    bool add_eos = v->add_eos >= 0 ? v->add_eos != 0 : ugm;
+    bool add_sep = x->add_sep >= 0 ? x->add_sep != 0 : wpm;
+    if ((add_bos && t->bos < 0) || (add_eos && t->eos < 0) || (add_sep && sep < 0)) {
         return tandem_fail(err, errlen, -EINVAL,
-                           "tokenizer.ggml: add_bos/add_eos set but bos/eos token id missing");
+                           "tokenizer.ggml: add_bos/add_eos/add_sep set but the bos/eos/"
+                           "seperator token id is missing");
     }
-    t->prefix_ids[0] = t->bos;
-    t->suffix_ids[0] = t->eos;
+    if ((ugm || wpm) && t->unk_id < 0) {
+        return tandem_fail(err, errlen, -EINVAL,
+                           "tokenizer.ggml.unknown_token_id: missing (needed by \"%s\")", v->model);
+    }
+    if (sep >= (int32_t)v->n_tokens || sep < -1) {
+        return tandem_fail(err, errlen, -EINVAL,
+                           "tokenizer.ggml.seperator_token_id: %d out of range (vocab %zu)", sep,
+                           v->n_tokens);
+    }
+    t->n_prefix = 0;
+    t->n_suffix = 0;
+    if (add_bos) {
+        t->prefix_ids[t->n_prefix++] = t->bos;
+    }
+    if (add_eos) {
+        t->suffix_ids[t->n_suffix++] = t->eos;
+    }
+    if (add_sep) {
+        t->suffix_ids[t->n_suffix++] = sep;
+    }
     for (size_t i = 0; i < v->n_tokens && v->token_types; i++) {
         int32_t ty = v->token_types[i];
         if (ty != 3 && control_looking(v->tokens[i].s, v->tokens[i].len)) {
@@ -256,15 +366,38 @@ static int gguf_build(const model_gguf_vocab *v, tokenizer *t, char *err, size_t
     return rc;
 }
 
+void tokenizer_gguf_extra_init(tokenizer_gguf_extra *x)
+{
+    *x = (tokenizer_gguf_extra){.precompiled_charsmap = NULL,
+                                .charsmap_len = 0,
+                                .remove_extra_whitespaces = -1,
+                                .add_sep = -1,
+                                .sep_id = -1,
+                                .lowercase = -1,
+                                .strip_accents = -1};
+}
+
 int tokenizer_load_gguf(const model_gguf_vocab *v, tokenizer **out, char *err, size_t errlen)
 {
+    return tokenizer_load_gguf_ext(v, NULL, out, err, errlen);
+}
+
+int tokenizer_load_gguf_ext(const model_gguf_vocab *v, const tokenizer_gguf_extra *x,
+                            tokenizer **out, char *err, size_t errlen)
+{
+    tokenizer_gguf_extra none;
+    tokenizer_gguf_extra_init(&none);
+    if (!x) {
+        x = &none;
+    }
     if (!v || !out) {
         return tandem_fail(err, errlen, -EINVAL, "no vocabulary");
     }
     *out = NULL;
-    if (!v->model || (strcmp(v->model, "llama") != 0 && strcmp(v->model, "gpt2") != 0)) {
+    if (!v->model || (strcmp(v->model, "llama") != 0 && strcmp(v->model, "gpt2") != 0 &&
+                      strcmp(v->model, "t5") != 0 && strcmp(v->model, "bert") != 0)) {
         return tandem_fail(err, errlen, -EINVAL,
-                           "tokenizer.ggml.model: unsupported \"%.64s\" (llama or gpt2)",
+                           "tokenizer.ggml.model: unsupported \"%.64s\" (llama, gpt2, t5 or bert)",
                            v->model ? v->model : "(missing)");
     }
     if (v->n_tokens == 0 || v->n_tokens > TOKENIZER_MAX_VOCAB || !v->tokens) {
@@ -287,7 +420,7 @@ int tokenizer_load_gguf(const model_gguf_vocab *v, tokenizer **out, char *err, s
     if (!t) {
         return -ENOMEM;
     }
-    int rc = gguf_build(v, t, err, errlen);
+    int rc = gguf_build(v, x, t, err, errlen);
     if (rc) {
         tokenizer_free(t);
         return rc;

@@ -4,6 +4,7 @@
  * decoder; anything unsupported is an error naming the field.
  */
 #include <errno.h>
+#include <float.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,6 +139,41 @@ static int add_sequence(hf_ctx *c, struct json_object *n, const char *key, const
     return 0;
 }
 
+/* Standard base64 (padding optional) → *out (malloc'd). -EINVAL for other characters. */
+static int base64_decode(const char *s, size_t n, uint8_t **out, size_t *len)
+{
+    uint8_t *o = malloc(n / 4 * 3 + 3);
+    if (!o) {
+        return -ENOMEM;
+    }
+    uint32_t acc = 0;
+    int bits = 0;
+    size_t k = 0, i = 0;
+    for (; i < n && s[i] != '='; i++) {
+        const char *a = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        const char *p = s[i] ? strchr(a, s[i]) : NULL;
+        if (!p) {
+            free(o);
+            return -EINVAL;
+        }
+        acc = (acc << 6) | (uint32_t)(p - a);
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            o[k++] = (uint8_t)(acc >> bits);
+        }
+    }
+    for (; i < n; i++) {
+        if (s[i] != '=') {
+            free(o);
+            return -EINVAL;
+        }
+    }
+    *out = o;
+    *len = k;
+    return 0;
+}
+
 static int add_norm(hf_ctx *c, struct json_object *n, const char *field)
 {
     tokenizer *t = c->t;
@@ -156,6 +192,72 @@ static int add_norm(hf_ctx *c, struct json_object *n, const char *field)
     tok__norm nm = {0};
     if (strcmp(type, "NFC") == 0) {
         nm.kind = TOK_NORM_NFC;
+    } else if (strcmp(type, "NFD") == 0) {
+        nm.kind = TOK_NORM_NFD;
+    } else if (strcmp(type, "NFKC") == 0) {
+        nm.kind = TOK_NORM_NFKC;
+    } else if (strcmp(type, "NFKD") == 0) {
+        nm.kind = TOK_NORM_NFKD;
+    } else if (strcmp(type, "Lowercase") == 0) {
+        nm.kind = TOK_NORM_LOWERCASE;
+    } else if (strcmp(type, "StripAccents") == 0) {
+        nm.kind = TOK_NORM_STRIP_ACCENTS;
+    } else if (strcmp(type, "Strip") == 0) {
+        bool left = true, right = true;
+        if ((rc = opt_bool(c, n, "strip_left", field, true, &left)) ||
+            (rc = opt_bool(c, n, "strip_right", field, true, &right))) {
+            return rc;
+        }
+        nm.kind = TOK_NORM_STRIP;
+        nm.flags = (left ? 1U : 0U) | (right ? 2U : 0U);
+    } else if (strcmp(type, "BertNormalizer") == 0) {
+        bool clean = true, chinese = true, lower = true, accents = false;
+        struct json_object *sa = json_get(n, "strip_accents");
+        if ((rc = opt_bool(c, n, "clean_text", field, true, &clean)) ||
+            (rc = opt_bool(c, n, "handle_chinese_chars", field, true, &chinese)) ||
+            (rc = opt_bool(c, n, "lowercase", field, true, &lower))) {
+            return rc;
+        }
+        if (sa && !json_object_is_type(sa, json_type_null)) {
+            if ((rc = opt_bool(c, n, "strip_accents", field, false, &accents))) {
+                return rc;
+            }
+        } else {
+            accents = lower; /* HF: strip_accents defaults to lowercase */
+        }
+        nm.kind = TOK_NORM_BERT;
+        nm.flags = (clean ? TOK_BERT_CLEAN : 0U) | (chinese ? TOK_BERT_CHINESE : 0U) |
+                   (accents ? TOK_BERT_ACCENTS : 0U) | (lower ? TOK_BERT_LOWER : 0U);
+    } else if (strcmp(type, "Precompiled") == 0) {
+        struct json_object *pc = json_get(n, "precompiled_charsmap");
+        snprintf(f, sizeof(f), "%s.precompiled_charsmap", field);
+        if (!pc || json_object_is_type(pc, json_type_null) ||
+            (json_object_is_type(pc, json_type_string) && json_object_get_string_len(pc) == 0)) {
+            return 0; /* no charsmap: the identity */
+        }
+        if (!json_object_is_type(pc, json_type_string)) {
+            return hf_fail(c, -EINVAL, f, "expected a base64 string");
+        }
+        if (t->charsmap.size > 0) {
+            return hf_fail(c, -EINVAL, f, "more than one Precompiled normalizer");
+        }
+        uint8_t *bin = NULL;
+        size_t bin_len = 0;
+        rc = base64_decode(json_object_get_string(pc), (size_t)json_object_get_string_len(pc), &bin,
+                           &bin_len);
+        if (rc == -EINVAL) {
+            return hf_fail(c, -EINVAL, f, "not valid base64");
+        }
+        if (rc) {
+            return rc;
+        }
+        char e[300];
+        rc = tok__charsmap_init(&t->charsmap, bin, bin_len, f, e, sizeof(e));
+        free(bin);
+        if (rc) {
+            return tandem_fail(c->err, c->errlen, rc, "%s: %s", c->what, e);
+        }
+        nm.kind = TOK_NORM_PRECOMPILED;
     } else if (strcmp(type, "Prepend") == 0) {
         const char *s;
         snprintf(f, sizeof(f), "%s", field);
@@ -268,6 +370,20 @@ static int add_pre(hf_ctx *c, struct json_object *n, const char *field)
             free(p.str);
             return rc;
         }
+    } else if (strcmp(type, "WhitespaceSplit") == 0) {
+        p.kind = TOK_PRE_WHITESPACE_SPLIT;
+    } else if (strcmp(type, "BertPreTokenizer") == 0) {
+        p.kind = TOK_PRE_BERT;
+    } else if (strcmp(type, "Whitespace") == 0) {
+        /* HF: the matches of \w+|[^\w\s]+ are the words, the rest is dropped */
+        static const char ws[] = "\\w+|[^\\w\\s]+";
+        p.kind = TOK_PRE_SPLIT;
+        p.behavior = TOK_SPLIT_REMOVED;
+        p.invert = true;
+        p.re = tok__compile(ws, strlen(ws), c->err, c->errlen, field);
+        if (!p.re) {
+            return -EINVAL;
+        }
     } else if (strcmp(type, "Digits") == 0) {
         bool individual = false;
         rc = opt_bool(c, n, "individual_digits", field, false, &individual);
@@ -352,6 +468,29 @@ static int add_decoder(hf_ctx *c, struct json_object *n, const char *field)
     }
     if (strcmp(type, "ByteLevel") == 0) {
         t->dec_byte_level = true;
+    } else if (strcmp(type, "WordPiece") == 0) {
+        const char *prefix = NULL;
+        rc = get_str(c, n, "prefix", field, false, &prefix);
+        if (rc == 0) {
+            rc = opt_bool(c, n, "cleanup", field, true, &t->dec_cleanup);
+        }
+        if (rc) {
+            return rc;
+        }
+        prefix = prefix ? prefix : "##";
+        if (t->wp_prefix && strcmp(t->wp_prefix, prefix) != 0) {
+            return hf_fail(c, -EINVAL, field,
+                           "prefix differs from model.continuing_subword_prefix (not supported)");
+        }
+        if (!t->wp_prefix) {
+            t->wp_prefix_len = strlen(prefix);
+            t->wp_prefix = dupn(prefix, t->wp_prefix_len);
+            if (!t->wp_prefix) {
+                return -ENOMEM;
+            }
+        }
+        t->dec_wordpiece = true;
+        t->strip_rule = TOK_STRIP_WORDPIECE;
     } else if (strcmp(type, "ByteFallback") == 0) {
         t->dec_byte_fallback = true;
     } else if (strcmp(type, "Fuse") == 0) {
@@ -483,6 +622,28 @@ static int add_post(hf_ctx *c, struct json_object *n, const char *field)
     if (strcmp(type, "ByteLevel") == 0) {
         return 0;
     }
+    if (strcmp(type, "BertProcessing") == 0 || strcmp(type, "RobertaProcessing") == 0) {
+        /* single sequence: cls $A sep, each given as [text, id] */
+        int32_t ids[2];
+        static const char *const keys[] = {"cls", "sep"};
+        for (int k = 0; k < 2; k++) {
+            struct json_object *pair = json_get(n, keys[k]);
+            snprintf(f, sizeof(f), "%s.%s", field, keys[k]);
+            struct json_object *idv = pair && json_object_is_type(pair, json_type_array) &&
+                                              json_object_array_length(pair) == 2
+                                          ? json_object_array_get_idx(pair, 1)
+                                          : NULL;
+            if (!idv || !json_object_is_type(idv, json_type_int) ||
+                json_object_get_int64(idv) < 0 || json_object_get_int64(idv) >= t->n_vocab) {
+                return hf_fail(c, -EINVAL, f, "expected [token, id] with an id in the vocabulary");
+            }
+            ids[k] = (int32_t)json_object_get_int64(idv);
+        }
+        t->prefix_ids[0] = ids[0];
+        t->suffix_ids[0] = ids[1];
+        t->n_prefix = t->n_suffix = 1;
+        return 0;
+    }
     if (strcmp(type, "TemplateProcessing") != 0) {
         snprintf(f, sizeof(f), "unsupported post_processor type \"%s\"", type);
         return hf_fail(c, -EINVAL, field, f);
@@ -532,6 +693,199 @@ static const char *config_token(struct json_object *cfg, const char *key)
     return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
 }
 
+/* added_tokens[i].id, checked to be in [0, TOKENIZER_MAX_VOCAB). */
+static int added_id(hf_ctx *c, struct json_object *added, size_t i, int64_t *id)
+{
+    char f[64], e[256];
+    snprintf(f, sizeof(f), "added_tokens[%zu]", i);
+    int rc = json_get_int64(json_object_array_get_idx(added, i), "id", id, e, sizeof(e));
+    if (rc == 0 && (*id < 0 || *id >= TOKENIZER_MAX_VOCAB)) {
+        return hf_fail(c, -EINVAL, f, "id out of range");
+    }
+    return rc ? hf_fail(c, rc, f, e) : 0;
+}
+
+/* Sets the text of every added token (pass 0) or registers it as added (pass 1). */
+static int added_pass(hf_ctx *c, struct json_object *added, int pass)
+{
+    tokenizer *t = c->t;
+    size_t n_added = added ? json_object_array_length(added) : 0;
+    for (size_t i = 0; i < n_added; i++) {
+        char f[64];
+        int64_t id;
+        snprintf(f, sizeof(f), "added_tokens[%zu]", i);
+        struct json_object *a = json_object_array_get_idx(added, i);
+        int rc = added_id(c, added, i, &id);
+        if (rc) {
+            return rc;
+        }
+        if (pass == 0) {
+            const char *content;
+            rc = get_str(c, a, "content", f, true, &content);
+            if (rc == 0 && !*content) {
+                rc = hf_fail(c, -EINVAL, f, "empty content");
+            }
+            if (rc == 0) {
+                rc = tok__set_text(t, (int32_t)id, content, strlen(content));
+            }
+        } else {
+            bool special = false, lstrip = false, rstrip = false, single = false;
+            if ((rc = opt_bool(c, a, "special", f, false, &special)) ||
+                (rc = opt_bool(c, a, "lstrip", f, false, &lstrip)) ||
+                (rc = opt_bool(c, a, "rstrip", f, false, &rstrip)) ||
+                (rc = opt_bool(c, a, "single_word", f, false, &single))) {
+                return rc;
+            }
+            rc = tok__add_added(t, (int32_t)id, special, lstrip, rstrip, single);
+        }
+        if (rc) {
+            return rc;
+        }
+    }
+    return 0;
+}
+
+/* model.type "Unigram" (vocab [[piece, score], ...], unk_id, byte_fallback) or "WordPiece"
+ * (vocab {piece: id}, unk_token, continuing_subword_prefix, max_input_chars_per_word). */
+static int load_ugm_wpm(hf_ctx *c, struct json_object *root, struct json_object *mobj, bool ugm)
+{
+    char e[300];
+    struct json_object *vocab = NULL, *added = NULL;
+    int rc = ugm ? json_get_array(mobj, "vocab", &vocab, e, sizeof(e))
+                 : json_get_object(mobj, "vocab", &vocab, e, sizeof(e));
+    if (rc == 0) {
+        rc = json_opt_array(root, "added_tokens", NULL, &added, e, sizeof(e));
+    }
+    if (rc) {
+        return hf_fail(c, rc, "model", e);
+    }
+    size_t n_vocab =
+        ugm ? json_object_array_length(vocab) : (size_t)json_object_object_length(vocab);
+    if (n_vocab == 0 || n_vocab > TOKENIZER_MAX_VOCAB) {
+        return hf_fail(c, -EINVAL, "model.vocab", "empty or too large");
+    }
+    int64_t max_id = ugm ? (int64_t)n_vocab - 1 : -1;
+    if (!ugm) {
+        json_object_object_foreach(vocab, key, val)
+        {
+            snprintf(e, sizeof(e), "model.vocab[\"%.64s\"]", key);
+            if (!json_object_is_type(val, json_type_int)) {
+                return hf_fail(c, -EINVAL, e, "expected integer");
+            }
+            int64_t id = json_object_get_int64(val);
+            if (id < 0 || id >= TOKENIZER_MAX_VOCAB) {
+                return hf_fail(c, -EINVAL, e, "id out of range");
+            }
+            max_id = id > max_id ? id : max_id;
+        }
+    }
+    size_t n_added = added ? json_object_array_length(added) : 0;
+    for (size_t i = 0; i < n_added; i++) {
+        int64_t id;
+        rc = added_id(c, added, i, &id);
+        if (rc) {
+            return rc;
+        }
+        max_id = id > max_id ? id : max_id;
+    }
+    if ((size_t)max_id + 1 > 2 * (n_vocab + n_added) + TOK_MAX_GAP) {
+        return hf_fail(c, -EINVAL, "model.vocab", "ids too sparse");
+    }
+    tokenizer *t = tok__alloc((int32_t)(max_id + 1));
+    if (!t) {
+        return -ENOMEM;
+    }
+    c->t = t;
+    t->kind = ugm ? TOKENIZER_UNIGRAM : TOKENIZER_WORDPIECE;
+    t->flavor = TOK_FLAVOR_HF;
+    for (int32_t id = 0; id < t->n_vocab; id++) {
+        t->flags[id] |= TOKF_NOMATCH; /* cleared for model vocabulary entries below */
+    }
+    if (ugm) {
+        t->uscores = calloc((size_t)t->n_vocab, sizeof(*t->uscores));
+        if (!t->uscores) {
+            return -ENOMEM;
+        }
+        double min_score = DBL_MAX;
+        for (size_t i = 0; i < n_vocab; i++) {
+            struct json_object *it = json_object_array_get_idx(vocab, i);
+            struct json_object *ps =
+                it && json_object_is_type(it, json_type_array) && json_object_array_length(it) == 2
+                    ? json_object_array_get_idx(it, 0)
+                    : NULL;
+            struct json_object *sc = ps ? json_object_array_get_idx(it, 1) : NULL;
+            snprintf(e, sizeof(e), "model.vocab[%zu]", i);
+            if (!ps || !json_object_is_type(ps, json_type_string) || !sc ||
+                !(json_object_is_type(sc, json_type_double) ||
+                  json_object_is_type(sc, json_type_int))) {
+                return hf_fail(c, -EINVAL, e, "expected [piece, score]");
+            }
+            rc = tok__set_text(t, (int32_t)i, json_object_get_string(ps),
+                               (size_t)json_object_get_string_len(ps));
+            if (rc) {
+                return rc;
+            }
+            t->uscores[i] = json_object_get_double(sc);
+            min_score = t->uscores[i] < min_score ? t->uscores[i] : min_score;
+            t->flags[i] &= (uint8_t)~TOKF_NOMATCH;
+        }
+        t->unk_score = min_score - 10.0; /* HF tokenizers' K_UNK_PENALTY */
+    } else {
+        json_object_object_foreach(vocab, vkey, vval)
+        {
+            int32_t id = (int32_t)json_object_get_int64(vval);
+            rc = tok__set_text(t, id, vkey, strlen(vkey));
+            if (rc) {
+                return rc;
+            }
+            t->flags[id] &= (uint8_t)~TOKF_NOMATCH;
+        }
+    }
+    if ((rc = added_pass(c, added, 0)) != 0 || (rc = tok__build_map(t)) != 0 ||
+        (rc = added_pass(c, added, 1)) != 0) {
+        return rc;
+    }
+    if (ugm) {
+        struct json_object *u = json_get(mobj, "unk_id");
+        if ((rc = opt_bool(c, mobj, "byte_fallback", "model", false, &t->byte_fallback))) {
+            return rc;
+        }
+        if (u && json_object_is_type(u, json_type_int)) {
+            int64_t id = json_object_get_int64(u);
+            if (id < 0 || (size_t)id >= n_vocab) {
+                return hf_fail(c, -EINVAL, "model.unk_id", "not an id of the vocabulary");
+            }
+            t->unk_id = (int32_t)id;
+        } else if (u && !json_object_is_type(u, json_type_null)) {
+            return hf_fail(c, -EINVAL, "model.unk_id", "expected an integer or null");
+        } else if (!t->byte_fallback) {
+            return hf_fail(c, -EINVAL, "model.unk_id",
+                           "missing: an unknown token is required without byte_fallback");
+        }
+        return 0;
+    }
+    const char *unk = NULL, *pfx = NULL;
+    int max_chars = 100;
+    if ((rc = get_str(c, mobj, "unk_token", "model", false, &unk)) ||
+        (rc = get_str(c, mobj, "continuing_subword_prefix", "model", false, &pfx))) {
+        return rc;
+    }
+    if (json_opt_int(mobj, "max_input_chars_per_word", 100, &max_chars, e, sizeof(e)) ||
+        max_chars <= 0) {
+        return hf_fail(c, -EINVAL, "model.max_input_chars_per_word", "expected a positive integer");
+    }
+    t->wp_max_chars = (size_t)max_chars;
+    unk = unk ? unk : "[UNK]";
+    t->unk_id = tokenizer_token_id(t, unk, strlen(unk));
+    if (t->unk_id < 0) {
+        return hf_fail(c, -EINVAL, "model.unk_token", "not in the vocabulary");
+    }
+    pfx = pfx ? pfx : "##";
+    t->wp_prefix_len = strlen(pfx);
+    t->wp_prefix = dupn(pfx, t->wp_prefix_len);
+    return t->wp_prefix ? 0 : -ENOMEM;
+}
+
 static int load_model(hf_ctx *c, struct json_object *root)
 {
     char e[256];
@@ -545,8 +899,11 @@ static int load_model(hf_ctx *c, struct json_object *root)
     if (rc) {
         return rc;
     }
+    if (type && (strcmp(type, "Unigram") == 0 || strcmp(type, "WordPiece") == 0)) {
+        return load_ugm_wpm(c, root, mobj, type[0] == 'U');
+    }
     if (type && strcmp(type, "BPE") != 0) {
-        snprintf(e, sizeof(e), "unsupported model type \"%s\" (only BPE)", type);
+        snprintf(e, sizeof(e), "unsupported model type \"%s\" (BPE, Unigram or WordPiece)", type);
         return hf_fail(c, -EINVAL, "model.type", e);
     }
     rc = json_get_object(root, "model.vocab", &vocab, e, sizeof(e));

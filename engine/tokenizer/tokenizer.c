@@ -34,8 +34,7 @@ uint32_t tok__byte_to_cp(unsigned char b)
     return 256 + n;
 }
 
-/* Decodes one code point at p (n bytes); *cp = -1 and returns 1 for an invalid byte. */
-static size_t utf8_next(const unsigned char *p, size_t n, int32_t *cp)
+size_t tok__utf8_next(const unsigned char *p, size_t n, int32_t *cp)
 {
     size_t l = tandem_utf8_seq_len(p, n);
     if (l == 0) {
@@ -179,6 +178,11 @@ static int32_t map_find(const tokenizer *t, const char *s, size_t n)
     }
 }
 
+int32_t tok__find(const tokenizer *t, const char *s, size_t n)
+{
+    return map_find(t, s, n);
+}
+
 int tok__merges_reserve(tokenizer *t, size_t n)
 {
     size_t cap = 16;
@@ -312,6 +316,8 @@ static int make_piece(tokenizer *t, int32_t id, int32_t *cp_to_byte)
     int bv = byte_token_value(s, n);
     if (!s) {
         rc = buf_append(&b, "", 0);
+    } else if (t->dec_wordpiece) {
+        rc = tok__wordpiece_piece(t, id, &b);
     } else if ((t->flags[id] & TOKF_ADDED) && !(t->kind == TOKENIZER_SPM)) {
         /* added tokens: their text, with the decoder's Replace applied */
         size_t i = 0;
@@ -332,7 +338,7 @@ static int make_piece(tokenizer *t, int32_t id, int32_t *cp_to_byte)
         size_t i = 0;
         while (i < n && rc == 0) {
             int32_t cp;
-            size_t l = utf8_next((const unsigned char *)s + i, n - i, &cp);
+            size_t l = tok__utf8_next((const unsigned char *)s + i, n - i, &cp);
             if (cp >= 0 && cp < 512 && cp_to_byte[cp] >= 0) {
                 unsigned char c = (unsigned char)cp_to_byte[cp];
                 rc = buf_append(&b, &c, 1);
@@ -410,6 +416,15 @@ int tok__finish(tokenizer *t, char *err, size_t errlen)
     }
     if (t->n_added > 0) {
         qsort(t->added, t->n_added, sizeof(*t->added), added_cmp);
+    }
+    t->max_token_len = 0;
+    for (int32_t id = 0; id < t->n_vocab; id++) {
+        if (t->text_len[id] > t->max_token_len) {
+            t->max_token_len = t->text_len[id];
+        }
+    }
+    if (t->kind == TOKENIZER_UNIGRAM && tok__trie_build(t) != 0) {
+        return tandem_fail(err, errlen, -ENOMEM, "out of memory");
     }
     memset(t->added_first, 0, sizeof(t->added_first));
     for (size_t i = 0; i < t->n_added; i++) {
@@ -497,6 +512,11 @@ void tokenizer_free(tokenizer *t)
     free(t->added);
     free(t->dec_from);
     free(t->dec_to);
+    free(t->uscores);
+    tok__trie_free(&t->trie);
+    tok__trie_free(&t->utrie);
+    tok__charsmap_free(&t->charsmap);
+    free(t->wp_prefix);
     free(t);
 }
 
@@ -572,6 +592,11 @@ static int words_add2(words *w, const char *a, size_t na, const char *b, size_t 
     return 0;
 }
 
+static int words_add1(void *w, const char *a, size_t na)
+{
+    return words_add2(w, a, na, NULL, 0);
+}
+
 /* Appends bytes to the last word. */
 static int words_extend(words *w, const char *a, size_t na)
 {
@@ -606,7 +631,7 @@ static int split_word(const tok__pre *p, const char *s, size_t n, words *out, pc
                         found = false;
                     } else {
                         int32_t cp;
-                        pos = ms + utf8_next((const unsigned char *)s + ms, n - ms, &cp);
+                        pos = ms + tok__utf8_next((const unsigned char *)s + ms, n - ms, &cp);
                         continue;
                     }
                 }
@@ -713,6 +738,11 @@ static int pretokenize(const tokenizer *t, const char *s, size_t n, size_t secti
                     }
                 }
                 buf_free(&b);
+            }
+        } else if (p->kind == TOK_PRE_WHITESPACE_SPLIT || p->kind == TOK_PRE_BERT) {
+            for (size_t i = 0; i < cur.n && rc == 0; i++) {
+                rc = tok__split_unicode(p->kind, cur.text.data + cur.off[i], cur.len[i], words_add1,
+                                        &next);
             }
         } else if (p->kind == TOK_PRE_BYTELEVEL) {
             if (p->re && !md) {
@@ -837,6 +867,8 @@ static int normalize(const tokenizer *t, const char *s, size_t n, struct buf *ou
         const char *c = cur.data ? cur.data : "";
         if (m->kind == TOK_NORM_NFC) {
             rc = nfc(c, cur.len, &nx);
+        } else if (m->kind != TOK_NORM_PREPEND && m->kind != TOK_NORM_REPLACE) {
+            rc = tok__normalize_unicode(t, m, c, cur.len, &nx);
         } else if (m->kind == TOK_NORM_PREPEND) {
             if (cur.len > 0) {
                 rc = buf_append(&nx, m->pat, m->pat_len);
@@ -1049,7 +1081,7 @@ static int bpe_word(const tokenizer *t, const char *w, size_t n, scratch *sc, id
         size_t i = 0;
         while (i < n) {
             int32_t cp;
-            size_t l = utf8_next((const unsigned char *)w + i, n - i, &cp);
+            size_t l = tok__utf8_next((const unsigned char *)w + i, n - i, &cp);
             int32_t id = map_find(t, w + i, l);
             if (id >= 0) {
                 sc->s[ns++].id = id;
@@ -1158,7 +1190,7 @@ static int spm_text(const tokenizer *t, const char *s, size_t n, idvec *out)
     int32_t ns = 0;
     for (size_t i = 0; i < n && rc == 0;) {
         int32_t cp;
-        size_t l = utf8_next((const unsigned char *)s + i, n - i, &cp);
+        size_t l = tok__utf8_next((const unsigned char *)s + i, n - i, &cp);
         sy[ns] = (spm_sym){.prev = ns - 1, .next = -1, .off = i, .n = l};
         if (ns > 0) {
             sy[ns - 1].next = ns;
@@ -1245,6 +1277,11 @@ static int encode_fragment(const tokenizer *t, const char *s, size_t n, size_t s
         buf_free(&b);
         return rc;
     }
+    bool ugm = t->kind == TOKENIZER_UNIGRAM, wpm = t->kind == TOKENIZER_WORDPIECE;
+    if ((ugm || wpm) && t->flavor == TOK_FLAVOR_GGUF) {
+        return ugm ? tok__unigram(t, s, n, &out->v, &out->n, &out->cap)
+                   : tok__wordpiece(t, s, n, &out->v, &out->n, &out->cap);
+    }
     struct buf norm;
     buf_init(&norm, TOKENIZER_MAX_TEXT_BYTES * 4);
     rc = normalize(t, s, n, &norm);
@@ -1254,7 +1291,14 @@ static int encode_fragment(const tokenizer *t, const char *s, size_t n, size_t s
         rc = pretokenize(t, norm.data ? norm.data : "", norm.len, section, &w);
     }
     for (size_t i = 0; i < w.n && rc == 0; i++) {
-        rc = bpe_word(t, w.text.data + w.off[i], w.len[i], sc, out);
+        const char *wd = w.text.data + w.off[i];
+        if (ugm) {
+            rc = tok__unigram(t, wd, w.len[i], &out->v, &out->n, &out->cap);
+        } else if (wpm) {
+            rc = tok__wordpiece(t, wd, w.len[i], &out->v, &out->n, &out->cap);
+        } else {
+            rc = bpe_word(t, wd, w.len[i], sc, out);
+        }
     }
     words_free(&w);
     buf_free(&norm);
@@ -1451,8 +1495,12 @@ static int detok_feed(detok *d, int32_t id, struct buf *out)
     }
     const char *p = t->piece[id];
     size_t n = t->piece_len[id];
-    if (t->strip_rule == TOK_STRIP_SPM && idx == 0 && !d->first_skipped_bos && n > 0 &&
-        p[0] == ' ') {
+    if (t->strip_rule == TOK_STRIP_WORDPIECE && d->stripping) {
+        p = t->text[id]; /* HF WordPiece decoder: the first token as it is */
+        n = t->text_len[id];
+        d->stripping = false;
+    } else if (t->strip_rule == TOK_STRIP_SPM && idx == 0 && !d->first_skipped_bos && n > 0 &&
+               p[0] == ' ') {
         p++;
         n--;
     } else if (t->strip_rule == TOK_STRIP_OUTPUT && d->stripping) {
@@ -1473,7 +1521,8 @@ void detok_init(detok *d, const tokenizer *t, bool skip_special)
     memset(d, 0, sizeof(*d));
     d->tok = t;
     d->skip_special = skip_special;
-    d->stripping = t->strip_rule == TOK_STRIP_OUTPUT && t->strip_n > 0;
+    d->stripping = (t->strip_rule == TOK_STRIP_OUTPUT && t->strip_n > 0) ||
+                   t->strip_rule == TOK_STRIP_WORDPIECE;
     d->strip_left = t->strip_n;
 }
 

@@ -1,14 +1,17 @@
 /*
  * Tokenizers: text <-> token ids for the models the engine serves.
  *
- * Two families, loaded from two sources:
+ * Four families, loaded from two sources:
  *   - byte-level BPE (GPT-2 style: GGUF tokenizer.ggml.model "gpt2", or a Hugging Face
  *     tokenizer.json whose model is "BPE" with a ByteLevel pre-tokenizer) and character-level BPE
  *     with byte fallback (tokenizer.json "BPE" without ByteLevel, e.g. Llama 2, Gemma 3);
  *   - SentencePiece-style score-driven merges (GGUF "llama"), following llama.cpp's
  *     llm_tokenizer_spm: spaces become U+2581, a space is prefixed to each text fragment that
  *     starts the input or follows a special token (add_space_prefix), unknown characters fall back
- *     to <0xXX> byte tokens.
+ *     to <0xXX> byte tokens;
+ *   - Unigram (GGUF "t5", tokenizer.json "Unigram": T5, XLM-R, ALBERT) and WordPiece (GGUF "bert",
+ *     tokenizer.json "WordPiece": BERT), following llama.cpp's UGM/WPM for GGUF files and HF
+ *     tokenizers for tokenizer.json (see tok_unigram.c).
  *
  * Encoding splits added/special tokens out first (longest match, leftmost; their lstrip/rstrip
  * flags honoured), then normalizes (tokenizer.json normalizers: NFC, Prepend, Replace, Sequence),
@@ -48,8 +51,10 @@
 typedef struct tokenizer tokenizer;
 
 typedef enum tokenizer_kind {
-    TOKENIZER_BPE, /* byte-level or char-level BPE (merges by rank) */
-    TOKENIZER_SPM, /* SentencePiece-style (merges by score) */
+    TOKENIZER_BPE,       /* byte-level or char-level BPE (merges by rank) */
+    TOKENIZER_SPM,       /* SentencePiece-style (merges by score) */
+    TOKENIZER_UNIGRAM,   /* SentencePiece unigram (Viterbi by log probability) */
+    TOKENIZER_WORDPIECE, /* BERT WordPiece (greedy longest match) */
 } tokenizer_kind;
 
 /*
@@ -58,10 +63,14 @@ typedef enum tokenizer_kind {
  * used when present). tokenizer_config supplies bos_token/eos_token (EOG set), add_bos_token/
  * add_eos_token (applied over the post_processor for Llama/Gemma tokenizer classes, as
  * transformers' LlamaTokenizerFast does) and additional_special_tokens.
- * Supported: model BPE; normalizers Sequence/NFC/Prepend/Replace; pre-tokenizers Sequence/Split/
- * ByteLevel (last in a sequence)/Digits/Metaspace; post-processors TemplateProcessing/ByteLevel/
- * Sequence; decoders Sequence/ByteLevel/Replace/ByteFallback/Fuse/Strip/Metaspace. Anything else
- * is an error naming the field. On success *out owns the tokenizer (tokenizer_free).
+ * Supported: models BPE, Unigram (vocab [[piece, score], ...], unk_id, byte_fallback) and
+ * WordPiece (vocab, unk_token, continuing_subword_prefix, max_input_chars_per_word); normalizers
+ * Sequence/NFC/NFD/NFKC/NFKD/Lowercase/StripAccents/Strip/Prepend/Replace/Precompiled/
+ * BertNormalizer; pre-tokenizers Sequence/Split/ByteLevel (last in a sequence)/Digits/Metaspace/
+ * WhitespaceSplit/Whitespace/BertPreTokenizer; post-processors TemplateProcessing/BertProcessing/
+ * RobertaProcessing/ByteLevel/Sequence; decoders Sequence/ByteLevel/Replace/ByteFallback/Fuse/
+ * Strip/Metaspace/WordPiece. Anything else is an error naming the field. On success *out owns
+ * the tokenizer (tokenizer_free).
  */
 int tokenizer_load_hf(const char *tokenizer_json, const char *tokenizer_config_json,
                       tokenizer **out, char *err, size_t errlen);
@@ -74,10 +83,33 @@ int tokenizer_load_hf_mem(const char *json, size_t len, const char *config_json,
 /*
  * Builds a tokenizer from a GGUF vocabulary ("llama" → SPM, "gpt2" → byte-level BPE with the
  * pre-tokenizer preset named by v->pre: "llama-bpe"/"llama3"/"llama-v3", "qwen2", "deepseek-v3",
- * "gpt-2"/"gpt2", "default" or NULL). Copies everything it needs: v may be freed afterwards.
- * add_bos/add_eos default per llama.cpp (SPM: BOS on; gpt2: BOS on for llama3 presets only).
+ * "gpt-2"/"gpt2", "default" or NULL; "t5" → Unigram as llama.cpp's UGM; "bert" → WordPiece as
+ * llama.cpp's WPM). Copies everything it needs: v may be freed afterwards. add_bos/add_eos
+ * default per llama.cpp (SPM: BOS on; gpt2: BOS on for llama3 presets only; t5: EOS on; bert:
+ * BOS ([CLS]) and SEP on). Same as tokenizer_load_gguf_ext(v, NULL, ...).
  */
 int tokenizer_load_gguf(const model_gguf_vocab *v, tokenizer **out, char *err, size_t errlen);
+
+/* GGUF tokenizer keys that only "t5" and "bert" vocabularies use. Integers are -1 when absent. */
+typedef struct tokenizer_gguf_extra {
+    const void *precompiled_charsmap; /* tokenizer.ggml.precompiled_charsmap (u8/i8 array) */
+    size_t charsmap_len;              /* its bytes; 0 when absent */
+    int remove_extra_whitespaces;     /* tokenizer.ggml.remove_extra_whitespaces */
+    int add_sep;                      /* tokenizer.ggml.add_sep_token */
+    int32_t sep_id;                   /* tokenizer.ggml.seperator_token_id (sic) */
+    int lowercase;                    /* tokenizer.ggml.normalizer.lowercase (bert) */
+    int strip_accents;                /* tokenizer.ggml.normalizer.strip_accents (bert) */
+} tokenizer_gguf_extra;
+
+/* Sets every field of x to "absent". */
+void tokenizer_gguf_extra_init(tokenizer_gguf_extra *x);
+
+/* tokenizer_load_gguf with the extra keys (x may be NULL: all absent). A "t5" vocabulary needs
+ * an unknown token (tokenizer.ggml.unknown_token_id, default 2 as in llama.cpp); its charsmap is
+ * checked (header, sizes, NUL-terminated UTF-8 strings) and copied. A "bert" one needs an
+ * unknown token (default 100) and, with add_sep, a separator (default 102). */
+int tokenizer_load_gguf_ext(const model_gguf_vocab *v, const tokenizer_gguf_extra *x,
+                            tokenizer **out, char *err, size_t errlen);
 
 /* tokenizer_load_gguf(&m->vocab) for a GGUF model, tokenizer_load_hf(m->hf_tokenizer_json,
  * m->hf_tokenizer_config) for a Hugging Face one. */

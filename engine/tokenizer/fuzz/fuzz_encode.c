@@ -1,7 +1,8 @@
 /*
- * Fuzz target: encode random bytes with small built-in vocabularies (byte-level BPE and SPM),
- * decode them back, and check that byte-level BPE round-trips valid UTF-8 exactly and that the
- * incremental detokenizer agrees with the full decode.
+ * Fuzz target: encode random bytes with small built-in vocabularies (byte-level BPE, SPM, Unigram
+ * with a precompiled charsmap, WordPiece), decode them back, and check that byte-level BPE
+ * round-trips valid UTF-8 exactly and that the incremental detokenizer agrees with the full
+ * decode.
  */
 #include <stdbool.h>
 #include <stddef.h>
@@ -123,14 +124,81 @@ static void check(const tokenizer *t, const uint8_t *data, size_t size, bool exa
     free(ids);
 }
 
+/* GGUF "t5" (with a one-rule charsmap, "Q" → "k", and a user-defined token) or "bert". */
+static tokenizer *build_ugm_wpm(bool ugm)
+{
+    /* octal escapes: U+2581 is \342\226\201, U+4E2D is \344\270\255 */
+    static const char *const ugm_toks[] = {
+        "<pad>", "</s>", "<unk>", "\342\226\201", "\342\226\201a", "b", "ab", "k", "<x>"};
+    static const char *const wpm_toks[] = {"[PAD]",
+                                           "[UNK]",
+                                           "[CLS]",
+                                           "[SEP]",
+                                           "\342\226\201a",
+                                           "b",
+                                           "\342\226\201,",
+                                           "\342\226\201\344\270\255",
+                                           "ab"};
+    static model_str mt[9];
+    static int32_t ty[9];
+    static float sc[9];
+    static uint8_t cm[4 + 256 * 4 + 2];
+    const char *const *tk = ugm ? ugm_toks : wpm_toks;
+    for (size_t i = 0; i < 9; i++) {
+        mt[i] = (model_str){tk[i], (uint32_t)strlen(tk[i])};
+        ty[i] = i < (ugm ? 2u : 4u) ? 3 : (ugm && i == 2) ? 2 : (ugm && i == 8) ? 4 : 1;
+        sc[i] = -(float)i;
+    }
+    uint32_t units[256] = {0}; /* one darts-clone block: base ^ byte stays inside */
+    units[0] = 1u << 10;       /* root: children at 1 ^ byte */
+    units[1 ^ 'Q'] = ((uint32_t)((1 ^ 'Q') ^ 2) << 10) | (1u << 8) | 'Q'; /* leaf → value at 2 */
+    units[2] = 0x80000000u; /* replacement at offset 0 */
+    uint32_t trie = sizeof(units);
+    memcpy(cm, &trie, 4);
+    memcpy(cm + 4, units, sizeof(units));
+    memcpy(cm + 4 + sizeof(units), "k", 2);
+    model_gguf_vocab v = {.model = ugm ? "t5" : "bert",
+                          .n_tokens = 9,
+                          .tokens = mt,
+                          .scores = sc,
+                          .token_types = ty,
+                          .bos_id = ugm ? -1 : 2,
+                          .eos_id = ugm ? 1 : -1,
+                          .unk_id = ugm ? 2 : 1,
+                          .pad_id = 0,
+                          .eot_id = -1,
+                          .add_bos = -1,
+                          .add_eos = -1,
+                          .add_space_prefix = ugm ? 1 : -1};
+    tokenizer_gguf_extra x;
+    tokenizer_gguf_extra_init(&x);
+    x.sep_id = 3;
+    if (ugm) {
+        x.precompiled_charsmap = cm;
+        x.charsmap_len = sizeof(cm);
+        x.remove_extra_whitespaces = 1;
+    }
+    tokenizer *t = NULL;
+    char err[256];
+    if (tokenizer_load_gguf_ext(&v, &x, &t, err, sizeof(err)) != 0) {
+        fprintf(stderr, "%s\n", err);
+        abort();
+    }
+    return t;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static tokenizer *bpe, *spm;
+    static tokenizer *bpe, *spm, *ugm, *wpm;
     if (!bpe) {
         bpe = build(false);
         spm = build(true);
+        ugm = build_ugm_wpm(true);
+        wpm = build_ugm_wpm(false);
     }
     check(bpe, data, size, true);
     check(spm, data, size, false);
+    check(ugm, data, size, false);
+    check(wpm, data, size, false);
     return 0;
 }

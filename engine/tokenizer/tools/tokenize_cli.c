@@ -4,9 +4,14 @@
  * with --decode), the same shape as engine/reference/hf_tokenize.mjs. --bench FILE encodes a
  * whole file and reports tokens/s on stderr.
  *
- *   tandem-tokenize (--hf DIR|tokenizer.json | --gguf FILE) (--corpus FILE | --bench FILE)
+ *   tandem-tokenize (--hf DIR|tokenizer.json | --gguf FILE | --gguf-vocab FILE)
+ *                   (--corpus FILE | --bench FILE)
  *                   [--no-special] [--no-parse-special] [--decode] [--repeat N]
  * --no-special: no BOS/EOS added; --no-parse-special: special-token text is plain text.
+ * --gguf loads the file as a model (engine/model) and takes its vocabulary; --gguf-vocab reads
+ * only the tokenizer.ggml.* keys (a vocabulary-only GGUF, as llama.cpp's vocab_only loads), with
+ * the keys model_gguf_vocab does not carry (precompiled_charsmap, remove_extra_whitespaces,
+ * add_sep_token, seperator_token_id, normalizer.lowercase/strip_accents) as well.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -19,13 +24,155 @@
 #include "lib/err.h"
 #include "lib/json.h"
 #ifdef TANDEM_HAVE_MODEL
+#include "engine/model/gguf.h"
 #include "engine/model/model.h"
+#endif
 #include "lib/version.h"
+
+#ifdef TANDEM_HAVE_MODEL
+/* An optional integer key (any integer type) into *out (-1 absent). */
+static int vocab_int(const gguf_ctx *g, const char *key, int32_t *out, char *err, size_t errlen)
+{
+    int rc = gguf_get_i32(g, key, out, err, errlen);
+    if (rc == -ENOENT) {
+        *out = -1;
+        return 0;
+    }
+    return rc;
+}
+
+static int vocab_flag(const gguf_ctx *g, const char *key, int *out, char *err, size_t errlen)
+{
+    bool b = false;
+    int rc = gguf_get_bool(g, key, &b, err, errlen);
+    *out = rc == 0 ? b : -1;
+    return rc == -ENOENT ? 0 : rc;
+}
+
+/* A per-token array of 4-byte elements copied into owned memory (NULL when absent). */
+static int vocab_arr4(const gguf_ctx *g, const char *key, gguf_type elem, size_t n, void **out,
+                      char *err, size_t errlen)
+{
+    const gguf_kv *kv;
+    *out = NULL;
+    int rc = gguf_get_arr(g, key, elem, &kv, err, errlen);
+    if (rc == -ENOENT) {
+        return 0;
+    }
+    if (rc == 0 && kv->n != n) {
+        snprintf(err, errlen, "%s: %llu entries for %zu tokens", key, (unsigned long long)kv->n, n);
+        rc = -EINVAL;
+    }
+    if (rc == 0) {
+        *out = malloc(n * 4 + 4);
+        rc = *out ? 0 : -ENOMEM;
+    }
+    if (rc == 0) {
+        memcpy(*out, kv->data, n * 4);
+    }
+    return rc;
+}
+
+/* Reads the tokenizer.ggml.* keys of a GGUF file (no tensors needed) into a tokenizer. */
+static int load_gguf_vocab(const char *path, tokenizer **t, char *err, size_t errlen)
+{
+    gguf_ctx *g = gguf_open(path, err, errlen);
+    if (!g) {
+        return -EINVAL;
+    }
+    model_gguf_vocab v;
+    memset(&v, 0, sizeof(v));
+    tokenizer_gguf_extra x;
+    tokenizer_gguf_extra_init(&x);
+    model_str ms = {0}, ps = {0};
+    char *name = NULL, *pre = NULL;
+    void *scores = NULL, *types = NULL;
+    const gguf_kv *kv;
+    int rc = gguf_get_str(g, "tokenizer.ggml.model", &ms, err, errlen);
+    if (rc == 0) {
+        name = strndup(ms.s, ms.len);
+        rc = gguf_get_str(g, "tokenizer.ggml.pre", &ps, err, errlen);
+        pre = rc == 0 ? strndup(ps.s, ps.len) : NULL;
+        rc = rc == -ENOENT ? 0 : rc;
+    }
+    if (rc == 0) {
+        rc = gguf_get_arr(g, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &kv, err, errlen);
+    }
+    if (rc == 0) {
+        v.tokens = kv->strs;
+        v.n_tokens = (size_t)kv->n;
+        rc = gguf_get_arr(g, "tokenizer.ggml.merges", GGUF_TYPE_STRING, &kv, err, errlen);
+        if (rc == 0) {
+            v.merges = kv->strs;
+            v.n_merges = (size_t)kv->n;
+        }
+        rc = rc == -ENOENT ? 0 : rc;
+    }
+    if (rc == 0) {
+        rc = vocab_arr4(g, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, v.n_tokens, &scores, err,
+                        errlen);
+    }
+    if (rc == 0) {
+        rc = vocab_arr4(g, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, v.n_tokens, &types, err,
+                        errlen);
+    }
+    if (rc == 0) {
+        rc = gguf_get_arr(g, "tokenizer.ggml.precompiled_charsmap", GGUF_TYPE_COUNT, &kv, err,
+                          errlen);
+        if (rc == 0 && kv->arr_type != GGUF_TYPE_UINT8 && kv->arr_type != GGUF_TYPE_INT8) {
+            snprintf(err, errlen, "tokenizer.ggml.precompiled_charsmap: expected u8 or i8 array");
+            rc = -EINVAL;
+        } else if (rc == 0) {
+            x.precompiled_charsmap = kv->data;
+            x.charsmap_len = (size_t)kv->n;
+        }
+        rc = rc == -ENOENT ? 0 : rc;
+    }
+    const struct {
+        const char *key;
+        int32_t *id;
+    } ids[] = {{"tokenizer.ggml.bos_token_id", &v.bos_id},
+               {"tokenizer.ggml.eos_token_id", &v.eos_id},
+               {"tokenizer.ggml.unknown_token_id", &v.unk_id},
+               {"tokenizer.ggml.padding_token_id", &v.pad_id},
+               {"tokenizer.ggml.eot_token_id", &v.eot_id},
+               {"tokenizer.ggml.seperator_token_id", &x.sep_id}};
+    for (size_t i = 0; i < ARRAY_SIZE(ids) && rc == 0; i++) {
+        rc = vocab_int(g, ids[i].key, ids[i].id, err, errlen);
+    }
+    const struct {
+        const char *key;
+        int *flag;
+    } flags[] = {{"tokenizer.ggml.add_bos_token", &v.add_bos},
+                 {"tokenizer.ggml.add_eos_token", &v.add_eos},
+                 {"tokenizer.ggml.add_sep_token", &x.add_sep},
+                 {"tokenizer.ggml.add_space_prefix", &v.add_space_prefix},
+                 {"tokenizer.ggml.remove_extra_whitespaces", &x.remove_extra_whitespaces},
+                 {"tokenizer.ggml.normalizer.lowercase", &x.lowercase},
+                 {"tokenizer.ggml.normalizer.strip_accents", &x.strip_accents}};
+    for (size_t i = 0; i < ARRAY_SIZE(flags) && rc == 0; i++) {
+        rc = vocab_flag(g, flags[i].key, flags[i].flag, err, errlen);
+    }
+    if (rc == 0) {
+        v.model = name;
+        v.pre = pre;
+        v.scores = scores;
+        v.token_types = types;
+        rc = tokenizer_load_gguf_ext(&v, &x, t, err, errlen);
+    }
+    free(name);
+    free(pre);
+    free(scores);
+    free(types);
+    gguf_close(g);
+    return rc;
+}
 #endif
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: tandem-tokenize (--hf DIR|tokenizer.json | --gguf FILE) "
+    fprintf(stderr, "usage: tandem-tokenize (--hf DIR|tokenizer.json | --gguf FILE | "
+                    "--gguf-vocab FILE) "
                     "(--corpus FILE | --bench FILE) [--no-special] [--no-parse-special] [--decode] "
                     "[--repeat N]\n");
     return 2;
@@ -160,7 +307,7 @@ static int run_bench(const tokenizer *t, const char *path, int repeat)
 
 int main(int argc, char **argv)
 {
-    const char *hf = NULL, *gguf = NULL, *corpus = NULL, *bench = NULL;
+    const char *hf = NULL, *gguf = NULL, *gguf_vocab = NULL, *corpus = NULL, *bench = NULL;
     bool special = true, decode = false, parse_special = true;
     int repeat = 1;
     if (argc == 2 && strcmp(argv[1], "--version") == 0) {
@@ -172,6 +319,8 @@ int main(int argc, char **argv)
             hf = argv[++i];
         } else if (strcmp(argv[i], "--gguf") == 0 && i + 1 < argc) {
             gguf = argv[++i];
+        } else if (strcmp(argv[i], "--gguf-vocab") == 0 && i + 1 < argc) {
+            gguf_vocab = argv[++i];
         } else if (strcmp(argv[i], "--corpus") == 0 && i + 1 < argc) {
             corpus = argv[++i];
         } else if (strcmp(argv[i], "--bench") == 0 && i + 1 < argc) {
@@ -188,7 +337,7 @@ int main(int argc, char **argv)
             return usage();
         }
     }
-    if ((!hf == !gguf) || (!corpus == !bench) || repeat < 1) {
+    if ((!!hf + !!gguf + !!gguf_vocab != 1) || (!corpus == !bench) || repeat < 1) {
         return usage();
     }
     char err[512] = "";
@@ -196,6 +345,13 @@ int main(int argc, char **argv)
     int rc;
     if (hf) {
         rc = tokenizer_load_hf(hf, NULL, &t, err, sizeof(err));
+    } else if (gguf_vocab) {
+#ifdef TANDEM_HAVE_MODEL
+        rc = load_gguf_vocab(gguf_vocab, &t, err, sizeof(err));
+#else
+        snprintf(err, sizeof(err), "%s: built without engine/model (tandem_model)", gguf_vocab);
+        rc = -ENOTSUP;
+#endif
     } else {
 #ifdef TANDEM_HAVE_MODEL
         model *m = model_load(gguf, err, sizeof(err));
