@@ -646,11 +646,12 @@ static int hf_experts(model *m, const char *label, struct json_object *cfg, char
  * What sets the architectures apart (model_config's features): gemma's embedding scale
  * sqrt(hidden_size), GeGLU, attention scale query_pre_attn_scalar^-0.5 (as llama.cpp computes
  * it, in float), soft-caps (gemma2 default 50 / 30, gemma3 none; null: none) and gemma3's local
- * RoPE base rope_local_base_freq (default 10000); partial_rotary_factor (Phi-3 / Phi-4-mini:
+ * RoPE base rope_local_base_freq (default 10000) or rope_local's rope_theta (transformers 5's
+ * rope_parameters.sliding_attention); partial_rotary_factor (Phi-3 / Phi-4-mini:
  * n_rot = int(head_dim x factor), as transformers); the experts; the sliding window.
  */
 static int hf_arch_features(model *m, const char *label, struct json_object *cfg, double theta,
-                            char *err, size_t errlen)
+                            struct json_object *rope_local, char *err, size_t errlen)
 {
     model_config *c = &m->cfg;
     char e[256];
@@ -672,6 +673,21 @@ static int hf_arch_features(model *m, const char *label, struct json_object *cfg
         c->embd_scale = sqrtf((float)c->n_embd);
         rc = json_opt_double(cfg, "query_pre_attn_scalar", 256.0, &scalar, e, sizeof(e));
         rc = rc ? rc : json_opt_double(cfg, "rope_local_base_freq", 10000.0, &local, e, sizeof(e));
+        /* transformers 5: rope_parameters.sliding_attention, unscaled */
+        const char *type = "default";
+        rc = rc || !rope_local
+                 ? rc
+                 : json_opt_double(rope_local, "rope_theta", local, &local, e, sizeof(e));
+        rc = rc || !rope_local
+                 ? rc
+                 : json_opt_string(rope_local, "rope_type", "default", &type, e, sizeof(e));
+        if (rc == 0 && strcmp(type, "default") != 0) {
+            tandem_set_err(err, errlen,
+                           "%s: rope_parameters.sliding_attention.rope_type '%.32s' is not "
+                           "supported (only default)",
+                           label, type);
+            return -EINVAL;
+        }
         if (rc != 0 || !(scalar > 0.0 && scalar < 1e9) || !(local > 0.0 && local < 1e30)) {
             tandem_set_err(err, errlen, "%s: %s", label,
                            rc != 0 ? e
@@ -751,10 +767,22 @@ static int hf_config(model *m, const char *label, struct json_object *cfg, char 
                        attn_bias ? "attention_bias" : "mlp_bias", model_arch_name(c->arch));
         return -EINVAL;
     }
-    struct json_object *scaling;
-    if (json_opt_object(cfg, "rope_scaling", NULL, &scaling, e, sizeof(e)) != 0) {
-        tandem_set_err(err, errlen, "%s: %s", label, e);
+    /* transformers 5 writes rope_parameters in place of rope_theta and rope_scaling, per
+     * attention type where they differ (gemma3: full_attention, sliding_attention) */
+    struct json_object *scaling = NULL, *params = NULL, *full = NULL, *local = NULL;
+    rc = json_opt_object(cfg, "rope_parameters", NULL, &params, e, sizeof(e));
+    rc = rc || !params ? rc : json_opt_object(params, "full_attention", NULL, &full, e, sizeof(e));
+    rc = rc || !params ? rc
+                       : json_opt_object(params, "sliding_attention", NULL, &local, e, sizeof(e));
+    params = full ? full : params;
+    rc = rc || !params ? rc : json_opt_double(params, "rope_theta", theta, &theta, e, sizeof(e));
+    rc = rc || params ? rc : json_opt_object(cfg, "rope_scaling", NULL, &scaling, e, sizeof(e));
+    if (rc != 0) {
+        tandem_set_err(err, errlen, "%s: %s%s", label, params ? "rope_parameters." : "", e);
         return -EINVAL;
+    }
+    if (params) {
+        scaling = params;
     }
     if (scaling) {
         const char *type = NULL;
@@ -762,6 +790,9 @@ static int hf_config(model *m, const char *label, struct json_object *cfg, char 
             (!type && json_opt_string(scaling, "type", NULL, &type, e, sizeof(e)) != 0)) {
             tandem_set_err(err, errlen, "%s: rope_scaling.%s", label, e);
             return -EINVAL;
+        }
+        if (!type && params) {
+            type = "default"; /* rope_parameters with only rope_theta */
         }
         if (!type || (strcmp(type, "default") != 0 && strcmp(type, "linear") != 0 &&
                       strcmp(type, "llama3") != 0 && strcmp(type, "yarn") != 0)) {
@@ -793,7 +824,7 @@ static int hf_config(model *m, const char *label, struct json_object *cfg, char 
     c->rope_base = (float)theta;
     c->rms_eps = (float)eps;
     c->tied_output = tie != 0;
-    rc = hf_arch_features(m, label, cfg, theta, err, errlen);
+    rc = hf_arch_features(m, label, cfg, theta, local, err, errlen);
     return rc ? rc : model__check_config(m, label, err, errlen);
 }
 

@@ -671,6 +671,17 @@ static void test_hf_gemma(void **state)
     m = arch_ok(&a);
     assert_swa_layers(m, "01");
     model_free(m);
+    /* transformers 5's rope_parameters, per attention type */
+    a.cfg = "\"sliding_window\":4,\"rope_parameters\":{\"full_attention\":{\"rope_type\":"
+            "\"linear\",\"factor\":4.0,\"rope_theta\":200000.0},\"sliding_attention\":{"
+            "\"rope_type\":\"default\",\"rope_theta\":20000.0}}";
+    m = arch_ok(&a);
+    assert_true(m->cfg.rope_base == 200000.0f && m->cfg.rope_base_swa == 20000.0f);
+    assert_true(m->cfg.rope_factor == 4.0f);
+    model_free(m);
+    a.cfg = "\"rope_parameters\":{\"sliding_attention\":{\"rope_type\":\"linear\","
+            "\"factor\":2.0}}";
+    arch_bad(&a, "rope_parameters.sliding_attention.rope_type 'linear' is not supported");
     a.cfg = "\"final_logit_softcapping\":30.0"; /* window 4096, five local layers per global */
     m = arch_ok(&a);
     assert_int_equal(m->cfg.n_swa, 4096);
@@ -875,12 +886,26 @@ static void test_hf_moe(void **state)
     rm_dir(g_dir);
 }
 
-/* Mistral's sliding_window applies to every layer; qwen's only with use_sliding_window. */
+/* transformers 5's rope_parameters; Mistral's sliding_window applies to every layer, qwen's
+ * only with use_sliding_window. */
 static void test_hf_sliding_window(void **state)
 {
     (void)state;
-    hf_spec s = {.config_extra = ",\"sliding_window\":16"};
+    hf_spec s = {.config_extra = ",\"rope_parameters\":{\"rope_type\":\"llama3\",\"factor\":8.0,"
+                                 "\"low_freq_factor\":1.0,\"high_freq_factor\":4.0,"
+                                 "\"original_max_position_embeddings\":8192,"
+                                 "\"rope_theta\":500000.0}"};
     model *m = hf_ok(&s);
+    assert_true(m->cfg.rope_base == 500000.0f);
+    assert_non_null(m->cfg.rope_freqs);
+    model_free(m);
+    s = (hf_spec){.config_extra = ",\"rope_parameters\":{\"rope_theta\":5.0}"};
+    m = hf_ok(&s);
+    assert_true(m->cfg.rope_base == 5.0f && m->cfg.rope_factor == 0.0f);
+    model_free(m);
+
+    s = (hf_spec){.config_extra = ",\"sliding_window\":16"};
+    m = hf_ok(&s);
     assert_int_equal(m->cfg.n_swa, 16);
     assert_true(m->cfg.rope_swa_scaled);
     assert_true(m->cfg.rope_base_swa == m->cfg.rope_base);

