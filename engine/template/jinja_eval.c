@@ -418,8 +418,13 @@ int jinja__append_str(struct rs *rs, const struct jnode *at, const struct jv *v,
         const char *s = jv_str(v, &n);
         return jinja__buf_add(rs, at, b, s, n);
     }
-    case VT_NS:
-        return jinja__buf_adds(rs, at, b, "<Namespace>");
+    case VT_NS: { /* Jinja2 3.1: <Namespace {'a': 1}> */
+        int rc = jinja__buf_adds(rs, at, b, "<Namespace ");
+        if (!rc) {
+            rc = append_repr(rs, at, v->j, b, 0);
+        }
+        return rc ? rc : jinja__buf_adds(rs, at, b, ">");
+    }
     case VT_MACRO:
         return jinja__buf_adds(rs, at, b, v->kind == JV_FUNC ? "<function>" : "<Macro>");
     default:
@@ -1112,6 +1117,200 @@ static int list_concat(struct rs *rs, const struct jnode *at, struct json_object
     return 0;
 }
 
+/* ---- printf-style formatting (str % args, the format filter) ------------------------------ */
+
+/* Appends s (n bytes) padded with spaces to width code points (left-aligned when left). */
+static int append_padded(struct rs *rs, const struct jnode *at, struct buf *b, const char *s,
+                         size_t n, int64_t width, bool left)
+{
+    size_t chars = jinja__u8_count(s, n);
+    size_t pad = width > (int64_t)chars ? (size_t)width - chars : 0;
+    if (pad > rs->lim.max_output) {
+        return jinja__fail(rs, at, -E2BIG, "format width exceeds the output limit");
+    }
+    int rc = 0;
+    for (size_t i = 0; !rc && !left && i < pad; i++) {
+        rc = jinja__buf_add(rs, at, b, " ", 1);
+    }
+    if (!rc) {
+        rc = jinja__buf_add(rs, at, b, s, n);
+    }
+    for (size_t i = 0; !rc && left && i < pad; i++) {
+        rc = jinja__buf_add(rs, at, b, " ", 1);
+    }
+    return rc;
+}
+
+int jinja__format_percent(struct rs *rs, const struct jnode *at, const char *f, size_t fn,
+                          const struct jv *args, struct jv *out)
+{
+    /* a tuple supplies the arguments in order, a dict the %(name)s ones, anything else is
+     * the single argument */
+    bool tuple = jv_type(args) == VT_LIST && jinja__is_tuple(args->j);
+    bool mapping = jv_type(args) == VT_DICT || jv_type(args) == VT_NS;
+    size_t n_args = tuple ? json_object_array_length(args->j) : 1, next = 0;
+    bool used_mapping = false;
+    struct buf b;
+    buf_init(&b, rs->lim.max_output);
+    int rc = 0;
+    size_t i = 0;
+    while (!rc && i < fn) {
+        const char *pct = memchr(f + i, '%', fn - i);
+        size_t lit = pct ? (size_t)(pct - f) : fn;
+        rc = jinja__buf_add(rs, at, &b, f + i, lit - i);
+        if (rc || !pct) {
+            break;
+        }
+        i = lit + 1;
+        struct jv named = {0}, arg = {0};
+        const struct jv *v = NULL;
+        if (i < fn && f[i] == '(') { /* %(name)s */
+            const char *close = memchr(f + i, ')', fn - i);
+            if (!close || !mapping) {
+                rc = jinja__fail(rs, at, -EINVAL,
+                                 close ? "format requires a mapping" : "incomplete format key");
+                break;
+            }
+            char key[128];
+            size_t kn = (size_t)(close - f) - i - 1;
+            if (kn >= sizeof(key)) {
+                rc = jinja__fail(rs, at, -EINVAL, "format key too long");
+                break;
+            }
+            memcpy(key, f + i + 1, kn);
+            key[kn] = '\0';
+            rc = jinja__get_member(rs, at, args, key, &named);
+            if (!rc && jv_type(&named) == VT_UNDEF) {
+                rc = jinja__fail(rs, at, -EINVAL, "format key '%s' not found", key);
+            }
+            v = &named;
+            used_mapping = true;
+            i = (size_t)(close - f) + 1;
+        }
+        bool left = false, plus = false, space = false, zero = false, alt = false;
+        for (; !rc && i < fn && strchr("-+ 0#", f[i]); i++) {
+            left |= f[i] == '-';
+            plus |= f[i] == '+';
+            space |= f[i] == ' ';
+            zero |= f[i] == '0';
+            alt |= f[i] == '#';
+        }
+        int64_t width = 0, prec = -1;
+        for (; !rc && i < fn && f[i] >= '0' && f[i] <= '9' && width < 100000; i++) {
+            width = width * 10 + (f[i] - '0');
+        }
+        if (!rc && i < fn && f[i] == '.') {
+            prec = 0;
+            for (i++; i < fn && f[i] >= '0' && f[i] <= '9' && prec < 1000; i++) {
+                prec = prec * 10 + (f[i] - '0');
+            }
+        }
+        while (!rc && i < fn && (f[i] == 'h' || f[i] == 'l' || f[i] == 'L')) {
+            i++;
+        }
+        if (rc) {
+            jv_put(&named);
+            break;
+        }
+        if (i >= fn) {
+            rc = jinja__fail(rs, at, -EINVAL, "incomplete format");
+            jv_put(&named);
+            break;
+        }
+        char conv = f[i++];
+        if (conv == '%') {
+            rc = jinja__buf_add(rs, at, &b, "%", 1);
+            jv_put(&named);
+            continue;
+        }
+        if (!v) {
+            if (next >= n_args) {
+                rc = jinja__fail(rs, at, -EINVAL, "not enough arguments for format string");
+                break;
+            }
+            arg = tuple ? jv_own(json_object_array_get_idx(args->j, next)) : *args;
+            next++;
+            v = &arg; /* borrowed */
+        }
+        char spec[32], num[400];
+        if (conv == 's' || conv == 'r' || conv == 'a') {
+            struct buf sb;
+            buf_init(&sb, rs->lim.max_output);
+            rc = conv == 's'                       ? jinja__append_str(rs, at, v, &sb)
+                 : jv_type(v) == VT_UNDEF || !v->j ? jinja__buf_adds(rs, at, &sb, "None")
+                 : jv_type(v) == VT_NS || jv_type(v) == VT_MACRO
+                     ? jinja__append_str(rs, at, v, &sb)
+                     : append_repr(rs, at, v->j, &sb, 0);
+            size_t sl = sb.len;
+            if (!rc && prec >= 0) { /* precision truncates, in code points */
+                size_t k = 0;
+                for (int64_t c = 0; k < sb.len && c < prec; c++) {
+                    k += jinja__u8_len((const unsigned char *)sb.data, sb.len, k);
+                }
+                sl = k;
+            }
+            if (!rc) {
+                rc = append_padded(rs, at, &b, sb.data ? sb.data : "", sl, width, left);
+            }
+            buf_free(&sb);
+        } else if (strchr("diuoxXeEfFgGc", conv)) {
+            if (!jv_is_num(v) && !(conv == 'c' && jv_type(v) == VT_STR)) {
+                rc = jinja__fail(rs, at, -EINVAL, "%%%c format: a number is required, not %s", conv,
+                                 jv_type_name(v));
+            } else if (conv == 'c') {
+                char u[4];
+                size_t ul = 0;
+                if (jv_type(v) == VT_STR) {
+                    const char *cs = jv_str(v, &ul);
+                    if (jinja__u8_count(cs, ul) != 1) {
+                        rc = jinja__fail(rs, at, -EINVAL, "%%c requires a single character");
+                    }
+                    memcpy(u, cs, ul < 4 ? ul : 4);
+                } else if (jv_int(v) < 0 || jv_int(v) > 0x10FFFF) {
+                    rc = jinja__fail(rs, at, -EINVAL, "%%c arg not in range(0x110000)");
+                } else {
+                    ul = tandem_utf8_put(u, (unsigned long)jv_int(v));
+                }
+                if (!rc) {
+                    rc = append_padded(rs, at, &b, u, ul, width, left);
+                }
+            } else {
+                bool integral = strchr("diuoxX", conv) != NULL;
+                if (integral && !jv_is_int(v) && (conv != 'd' && conv != 'i' && conv != 'u')) {
+                    rc = jinja__fail(rs, at, -EINVAL, "%%%c format: an integer is required", conv);
+                } else {
+                    snprintf(spec, sizeof(spec), "%%%s%s%s%s%s*.*%s%c", left ? "-" : "",
+                             plus ? "+" : "", space ? " " : "", zero ? "0" : "", alt ? "#" : "",
+                             integral ? "ll" : "", conv == 'u' || conv == 'i' ? 'd' : conv);
+                    int w = width > 300 ? 300 : (int)width;
+                    int pr = prec < 0 ? (integral ? -1 : 6) : (int)(prec > 300 ? 300 : prec);
+                    if (integral) {
+                        long long x = jv_is_int(v) ? (long long)jv_int(v) : (long long)jv_num(v);
+                        snprintf(num, sizeof(num), spec, w, pr, x);
+                    } else {
+                        snprintf(num, sizeof(num), spec, w, pr, jv_num(v));
+                    }
+                    rc = jinja__buf_adds(rs, at, &b, num);
+                }
+            }
+        } else {
+            rc = jinja__fail(rs, at, -EINVAL, "unsupported format character '%c'", conv);
+        }
+        jv_put(&named);
+    }
+    if (!rc && tuple && next < n_args) {
+        rc = jinja__fail(rs, at, -EINVAL, "not all arguments converted during string formatting");
+    }
+    if (!rc && !tuple && !mapping && next == 0 && !used_mapping) {
+        rc = jinja__fail(rs, at, -EINVAL, "not all arguments converted during string formatting");
+    }
+    if (rc) {
+        buf_free(&b);
+        return rc;
+    }
+    return jinja__new_buf_str(rs, at, &b, out);
+}
+
 int jinja__arith(struct rs *rs, const struct jnode *at, const char *op, const struct jv *a,
                  const struct jv *b, struct jv *out)
 {
@@ -1140,6 +1339,11 @@ int jinja__arith(struct rs *rs, const struct jnode *at, const char *op, const st
             jinja__mark_safe(out->j);
         }
         return rc;
+    }
+    if (strcmp(op, "%") == 0 && ta == VT_STR) { /* Python's printf-style str % args */
+        size_t fn;
+        const char *fs = jv_str(a, &fn);
+        return jinja__format_percent(rs, at, fs, fn, b, out);
     }
     if (strcmp(op, "+") == 0 && ta == VT_LIST && tb == VT_LIST) {
         return list_concat(rs, at, a->j, b->j, 1, out);
@@ -1943,6 +2147,25 @@ static int exec_filter_block(struct rs *rs, struct frame *f, const struct jnode 
     return rc;
 }
 
+/* {% with a = x %}: x evaluated in f, a bound in the body's own scope. */
+static int exec_with(struct rs *rs, struct frame *f, const struct jnode *n, struct buf *out)
+{
+    struct frame wf = {.vars = NULL, .parent = f};
+    int rc = 0;
+    for (size_t i = 0; !rc && i + 1 < n->n_items; i += 2) {
+        struct jv v = {0};
+        rc = eval(rs, f, n->items[i + 1], &v);
+        if (!rc) {
+            rc = frame_set(rs, &wf, n->items[i]->str, v);
+        }
+    }
+    if (!rc) {
+        rc = exec_body(rs, &wf, n->c, out);
+    }
+    frame_clear(&wf);
+    return rc;
+}
+
 static int exec_stmt(struct rs *rs, struct frame *f, const struct jnode *n, struct buf *out)
 {
     int rc = 0;
@@ -1997,6 +2220,14 @@ static int exec_stmt(struct rs *rs, struct frame *f, const struct jnode *n, stru
         return exec_call_block(rs, f, n, out);
     case JN_FILTER_BLOCK:
         return exec_filter_block(rs, f, n, out);
+    case JN_WITH:
+        return exec_with(rs, f, n, out);
+    case JN_BLOCK: { /* a scoped block sees the enclosing scope, another the template's */
+        struct frame bf = {.vars = NULL, .parent = n->ival ? f : rs->root};
+        rc = exec_body(rs, &bf, n->c, out);
+        frame_clear(&bf);
+        return rc;
+    }
     case JN_BREAK:
         rs->loop_ctl = 1;
         return 0;

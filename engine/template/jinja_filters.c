@@ -240,6 +240,19 @@ TYPE_TEST(test_mapping, t == VT_DICT)
 TYPE_TEST(test_iterable, t == VT_LIST || t == VT_DICT || t == VT_STR || t == VT_UNDEF)
 TYPE_TEST(test_sequence, t == VT_LIST || t == VT_DICT || t == VT_STR)
 TYPE_TEST(test_callable, t == VT_MACRO)
+TYPE_TEST(test_escaped, t == VT_STR && jinja__is_safe(v))
+
+/* `name is filter` / `name is test`: whether a filter or test of that name exists. */
+static int test_filter(struct rs *rs, const struct jnode *at, const char *name, const struct jv *v,
+                       const struct jv *arg, bool *out)
+{
+    (void)rs, (void)at, (void)arg;
+    size_t n;
+    *out = jv_type(v) == VT_STR &&
+           (strcmp(name, "filter") == 0 ? jinja__filter_find(jv_str(v, &n)) != NULL
+                                        : jinja__test_find(jv_str(v, &n)) != NULL);
+    return 0;
+}
 
 static int test_sameas(struct rs *rs, const struct jnode *at, const char *name, const struct jv *v,
                        const struct jv *arg, bool *out)
@@ -353,8 +366,10 @@ const struct jinja__test jinja__tests[] = {
     {"divisibleby", test_divisibleby},
     {"eq", test_eq},
     {"equalto", test_eq},
+    {"escaped", test_escaped},
     {"even", test_even},
     {"false", test_false},
+    {"filter", test_filter},
     {"float", test_float},
     {"ge", test_ge},
     {"greaterthan", test_gt},
@@ -374,6 +389,7 @@ const struct jinja__test jinja__tests[] = {
     {"sameas", test_sameas},
     {"sequence", test_sequence},
     {"string", test_string},
+    {"test", test_filter},
     {"true", test_true},
     {"undefined", test_undefined},
     {"upper", test_upper},
@@ -407,6 +423,8 @@ struct sort_ctx {
     const struct jnode *at;
     const char *attr;
     bool reverse;
+    bool case_sensitive; /* compare strings as they are (else ASCII-lowercased, Jinja's default) */
+    int elem;            /* >= 0: compare that element of each item (dictsort's key or value) */
     int rc;
 };
 
@@ -425,13 +443,16 @@ static int sort_cmp(struct sort_ctx *sc, struct json_object *x, struct json_obje
         if (!sc->rc) {
             sc->rc = jinja__get_member(sc->rs, sc->at, &b, sc->attr, &mb);
         }
+    } else if (sc->elem >= 0) { /* borrowed views of the pairs' elements */
+        ma = jv_own(json_object_array_get_idx(x, (size_t)sc->elem));
+        mb = jv_own(json_object_array_get_idx(y, (size_t)sc->elem));
     } else {
         ma = a;
         mb = b;
     }
     if (!sc->rc) {
         /* case-insensitive for strings, as Jinja's sort(case_sensitive=False) */
-        if (jv_type(&ma) == VT_STR && jv_type(&mb) == VT_STR) {
+        if (!sc->case_sensitive && jv_type(&ma) == VT_STR && jv_type(&mb) == VT_STR) {
             size_t na, nb;
             const char *sa = jv_str(&ma, &na), *sb = jv_str(&mb, &nb);
             for (size_t i = 0; i < na && i < nb && c == 0; i++) {
@@ -452,7 +473,7 @@ static int sort_cmp(struct sort_ctx *sc, struct json_object *x, struct json_obje
 }
 
 static int sort_list(struct rs *rs, const struct jnode *at, struct json_object *items,
-                     const char *attr, bool reverse, struct jv *out)
+                     const char *attr, int elem, bool reverse, bool case_sensitive, struct jv *out)
 {
     size_t n = json_object_array_length(items);
     struct json_object **v = malloc((n ? n : 1) * sizeof(struct json_object *));
@@ -462,7 +483,12 @@ static int sort_list(struct rs *rs, const struct jnode *at, struct json_object *
     for (size_t i = 0; i < n; i++) {
         v[i] = json_object_array_get_idx(items, i);
     }
-    struct sort_ctx sc = {.rs = rs, .at = at, .attr = attr, .reverse = reverse};
+    struct sort_ctx sc = {.rs = rs,
+                          .at = at,
+                          .attr = attr,
+                          .reverse = reverse,
+                          .case_sensitive = case_sensitive,
+                          .elem = elem};
     /* stable, like Python's sort; the iteration budget bounds the quadratic cost */
     int rc = jinja__count_iterations(rs, at, n * n / 8 + n);
     for (size_t i = 1; !rc && i < n && !sc.rc; i++) {
@@ -831,8 +857,36 @@ static int filter_round(struct rs *rs, const struct jnode *at, const struct jv *
     if (prec < 0 || prec > 15) {
         return jinja__fail(rs, at, -EINVAL, "round precision out of range");
     }
+    const char *method = "common";
+    size_t mlen = 6;
+    const struct jv *mv = jinja__arg(a, 1, "method");
+    if (mv) {
+        rc = jinja__want_str(rs, at, mv, "round method", &method, &mlen);
+        if (rc) {
+            return rc;
+        }
+    }
     double x = is_int ? (double)i : d, m = pow(10.0, (double)prec);
-    return jinja__new_float(rs, round(x * m) / m, out);
+    if (strcmp(method, "ceil") == 0) {
+        return jinja__new_float(rs, ceil(x * m) / m, out);
+    }
+    if (strcmp(method, "floor") == 0) {
+        return jinja__new_float(rs, floor(x * m) / m, out);
+    }
+    if (strcmp(method, "common") != 0) {
+        return jinja__fail(rs, at, -EINVAL, "round method must be common, ceil or floor");
+    }
+    if (is_int) { /* Python's round(int, n) is the int */
+        return jinja__new_int(rs, i, out);
+    }
+    if (!isfinite(x)) {
+        return jinja__new_float(rs, x, out);
+    }
+    /* Python's round(): the exact binary value rounded half to even, which is what printf
+     * does with the default rounding mode */
+    char buf[400];
+    snprintf(buf, sizeof(buf), "%.*f", (int)prec, x);
+    return jinja__new_float(rs, strtod(buf, NULL), out);
 }
 
 /* A mapping's (key, value) pairs; undefined gives none. */
@@ -870,9 +924,22 @@ static int filter_dictsort(struct rs *rs, const struct jnode *at, const struct j
     if (rc) {
         return rc;
     }
+    const struct jv *cv = jinja__arg(a, 0, "case_sensitive"), *bv = jinja__arg(a, 1, "by");
     const struct jv *rv = jinja__arg(a, 2, "reverse");
-    /* sort by key: element 0 of each pair compares first */
-    rc = sort_list(rs, at, pairs.j, NULL, rv && jv_truthy(rv), out);
+    int elem = 0;
+    if (bv) {
+        const char *by;
+        size_t bn;
+        rc = jinja__want_str(rs, at, bv, "dictsort by", &by, &bn);
+        if (!rc && strcmp(by, "value") == 0) {
+            elem = 1;
+        } else if (!rc && strcmp(by, "key") != 0) {
+            rc = jinja__fail(rs, at, -EINVAL, "dictsort: by must be 'key' or 'value'");
+        }
+    }
+    if (!rc) {
+        rc = sort_list(rs, at, pairs.j, NULL, elem, rv && jv_truthy(rv), cv && jv_truthy(cv), out);
+    }
     jv_put(&pairs);
     return rc;
 }
@@ -990,13 +1057,15 @@ static int filter_sort(struct rs *rs, const struct jnode *at, const struct jv *v
 {
     (void)v;
     const struct jv *rv = jinja__arg(a, 0, "reverse"), *av = jinja__arg(a, 2, "attribute");
+    const struct jv *cv = jinja__arg(a, 1, "case_sensitive");
     const char *attr = NULL;
     size_t an;
     int rc = 0;
     if (av) {
         rc = jinja__want_str(rs, at, av, "sort attribute", &attr, &an);
     }
-    return rc ? rc : sort_list(rs, at, items, attr, rv && jv_truthy(rv), out);
+    return rc ? rc
+              : sort_list(rs, at, items, attr, -1, rv && jv_truthy(rv), cv && jv_truthy(cv), out);
 }
 
 /* The items without repeats, first occurrence kept. */
@@ -1025,23 +1094,26 @@ static int filter_unique(struct rs *rs, const struct jnode *at, const struct jv 
     return 0;
 }
 
-/* The smallest (want < 0) or largest (want > 0) item; undefined when there is none. */
-static int extreme(struct rs *rs, const struct jnode *at, struct json_object *items, int want,
-                   struct jv *out)
+/* min/max(case_sensitive=False, attribute=None): the smallest (want < 0) or largest (want > 0)
+ * item, compared as sort compares; undefined when there is none. */
+static int extreme(struct rs *rs, const struct jnode *at, struct json_object *items,
+                   const struct args *a, int want, struct jv *out)
 {
     *out = jv_undef(NULL, at);
+    const struct jv *cv = jinja__arg(a, 0, "case_sensitive"), *av = jinja__arg(a, 1, "attribute");
+    struct sort_ctx sc = {.rs = rs, .at = at, .case_sensitive = cv && jv_truthy(cv), .elem = -1};
+    size_t an;
+    int rc = av ? jinja__want_str(rs, at, av, "attribute", &sc.attr, &an) : 0;
     size_t n = json_object_array_length(items);
     struct json_object *best = NULL;
-    int rc = 0;
     for (size_t i = 0; !rc && i < n; i++) {
         struct json_object *e = json_object_array_get_idx(items, i);
         if (i == 0) {
             best = e;
             continue;
         }
-        struct jv ve = jv_own(e), vb = jv_own(best);
-        int c = 0;
-        rc = jinja__order(rs, at, &ve, &vb, &c);
+        int c = sort_cmp(&sc, e, best);
+        rc = sc.rc;
         if (!rc && (want < 0 ? c < 0 : c > 0)) {
             best = e;
         }
@@ -1055,15 +1127,15 @@ static int extreme(struct rs *rs, const struct jnode *at, struct json_object *it
 static int filter_min(struct rs *rs, const struct jnode *at, const struct jv *v,
                       struct json_object *items, const struct args *a, struct jv *out)
 {
-    (void)v, (void)a;
-    return extreme(rs, at, items, -1, out);
+    (void)v;
+    return extreme(rs, at, items, a, -1, out);
 }
 
 static int filter_max(struct rs *rs, const struct jnode *at, const struct jv *v,
                       struct json_object *items, const struct args *a, struct jv *out)
 {
-    (void)v, (void)a;
-    return extreme(rs, at, items, 1, out);
+    (void)v;
+    return extreme(rs, at, items, a, 1, out);
 }
 
 /* sum(attribute=None, start=0) */
@@ -1293,6 +1365,43 @@ static int filter_indent(struct rs *rs, const struct jnode *at, const struct jv 
     return jinja__new_buf_str(rs, at, &b, out);
 }
 
+/* format(*args, **kwargs): str(v) % args (or % kwargs, as a mapping). */
+static int filter_format(struct rs *rs, const struct jnode *at, const struct jv *v,
+                         struct json_object *items, const struct args *a, struct jv *out)
+{
+    (void)items;
+    if (a->n_pos > 0 && a->n_kw > 0) {
+        return jinja__fail(rs, at, -EINVAL, "format: positional and keyword arguments together");
+    }
+    struct json_object *args = a->n_kw > 0 ? json_object_new_object() : json_object_new_array();
+    int rc = args ? 0 : jinja__oom(rs);
+    for (int i = 0; !rc && i < (a->n_kw > 0 ? a->n_kw : a->n_pos); i++) {
+        struct json_object *j = jv_to_json(a->n_kw > 0 ? &a->kw[i] : &a->pos[i]);
+        int add = a->n_kw > 0 ? json_object_object_add(args, a->kw_name[i], j)
+                              : json_object_array_add(args, j);
+        if (add != 0) {
+            json_object_put(j);
+            rc = jinja__oom(rs);
+        }
+    }
+    struct jv sv = {0};
+    if (!rc) {
+        if (a->n_kw == 0) {
+            jinja__mark_tuple(args);
+        }
+        rc = jinja__to_str(rs, at, v, &sv);
+    }
+    if (!rc) {
+        size_t fn;
+        const char *fs = jv_str(&sv, &fn);
+        struct jv av = jv_own(args);
+        rc = jinja__format_percent(rs, at, fs, fn, &av, out);
+    }
+    jv_put(&sv);
+    json_object_put(args);
+    return rc;
+}
+
 /* Sorted by strcmp. JF_ITEMS: the operand must be iterable (indent too, as it always was);
  * JF_FALSY_EMPTY: map and the select family treat a falsy operand as empty, as Jinja2 does. */
 const struct jinja__filter jinja__filters[] = {
@@ -1306,6 +1415,7 @@ const struct jinja__filter jinja__filters[] = {
     {"escape", filter_escape, 0},
     {"first", filter_first, JF_ITEMS},
     {"float", filter_float, 0},
+    {"format", filter_format, 0},
     {"indent", filter_indent, JF_ITEMS},
     {"int", filter_int, 0},
     {"items", filter_items, 0},

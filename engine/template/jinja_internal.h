@@ -36,6 +36,8 @@ enum jnode_kind {
                         ival: JM_* flags (the special names the body reads) */
     JN_CALL_BLOCK,   /* a: the JN_CALL, b: the caller (a JN_MACRO named "caller") */
     JN_FILTER_BLOCK, /* items: the filters in order (JN_FILTER without operand), c: body */
+    JN_WITH,         /* items: name, value, name, value..., c: body */
+    JN_BLOCK,        /* str: name, ival: 1 when scoped, c: body */
     JN_BREAK,
     JN_CONTINUE,
     /* expressions */
@@ -402,7 +404,14 @@ int jinja__get_member(struct rs *rs, const struct jnode *at, const struct jv *ob
 int jinja__contains(struct rs *rs, const struct jnode *at, const struct jv *needle,
                     const struct jv *hay, bool *out);
 
-/* Binary arithmetic (op: + - * / // % **) and comparison (== != < <= > >= in notin). */
+/* Python's printf-style `fmt % args` (fn bytes of fmt): args a tuple of the arguments, a dict
+ * for %(name)s, or the single argument; conversions s r a d i u o x X e E f F g G c %, with
+ * flags, width and precision. */
+int jinja__format_percent(struct rs *rs, const struct jnode *at, const char *fmt, size_t fn,
+                          const struct jv *args, struct jv *out);
+
+/* Binary arithmetic (op: + - * / // % ** and str % args) and comparison (== != < <= > >= in
+ * notin). */
 int jinja__arith(struct rs *rs, const struct jnode *at, const char *op, const struct jv *a,
                  const struct jv *b, struct jv *out);
 int jinja__compare(struct rs *rs, const struct jnode *at, const char *op, const struct jv *a,
@@ -479,18 +488,21 @@ struct jinja__global {
     jinja__global_fn *fn;
 };
 
-/* Every string method, dict method and global, sorted by name (see jinja__lookup). */
+/* Every string, dict and list method and global, sorted by name (see jinja__lookup). */
 extern const struct jinja__method jinja__str_methods[];
 extern const size_t jinja__n_str_methods;
 extern const struct jinja__method jinja__dict_methods[];
 extern const size_t jinja__n_dict_methods;
+extern const struct jinja__method jinja__list_methods[];
+extern const size_t jinja__n_list_methods;
 extern const struct jinja__global jinja__globals[];
 extern const size_t jinja__n_globals;
 
 /* The global named name, or NULL. */
 const struct jinja__global *jinja__global_find(const char *name);
 
-/* `obj.name(a)` into *out: a method of a string or dict; on undefined, the undefined error. */
+/* `obj.name(a)` into *out: a method of a string, dict or list; on undefined, the undefined
+ * error. */
 int jinja__call_method(struct rs *rs, const struct jnode *at, const struct jv *obj,
                        const char *name, const struct args *a, struct jv *out);
 

@@ -408,7 +408,91 @@ static int method_endswith(struct rs *rs, const struct jnode *at, const struct j
     return rc ? rc : jinja__new_bool(rs, r, out);
 }
 
-/* split(sep=None, maxsplit=-1); rsplit only without maxsplit, where it is the same. */
+static const char *last_hit(const char *s, size_t n, const char *sub, size_t sn);
+
+/* The start of the character that ends at byte i of s (i > 0). */
+static size_t char_before(const char *s, size_t i)
+{
+    size_t k = i - 1;
+    while (k > 0 && i - k < 4 && ((unsigned char)s[k] & 0xC0) == 0x80) {
+        k--;
+    }
+    return jinja__u8_len((const unsigned char *)s, i, k) == i - k ? k : i - 1;
+}
+
+static bool space_before(const char *s, size_t i, size_t *start)
+{
+    *start = char_before(s, i);
+    return jinja__isspace(jinja__u8_decode((const unsigned char *)s + *start, i - *start));
+}
+
+/* Python str.rsplit(sep, maxsplit) with maxsplit >= 0: splits from the right. */
+static int str_rsplit(struct rs *rs, const struct jnode *at, const char *s, size_t n,
+                      const char *sep, size_t sn, int64_t maxsplit, struct jv *out)
+{
+    if (sep && sn == 0) {
+        return jinja__fail(rs, at, -EINVAL, "split: empty separator");
+    }
+    struct json_object *rev = json_object_new_array(); /* pieces, rightmost first */
+    if (!rev) {
+        return jinja__oom(rs);
+    }
+    int rc = 0;
+    size_t end = n, k;
+    for (int64_t splits = 0; !rc; splits++) {
+        if (!sep) { /* skip trailing whitespace, then take a word */
+            while (end > 0 && space_before(s, end, &k)) {
+                end = k;
+            }
+            if (end == 0) {
+                break;
+            }
+            if (splits >= maxsplit) {
+                rc = push_str(rs, rev, s, end);
+                break;
+            }
+            size_t start = end;
+            while (start > 0 && !space_before(s, start, &k)) {
+                start = k;
+            }
+            rc = push_str(rs, rev, s + start, end - start);
+            end = start;
+            continue;
+        }
+        const char *hit = splits < maxsplit ? last_hit(s, end, sep, sn) : NULL;
+        if (!hit) {
+            rc = push_str(rs, rev, s, end);
+            break;
+        }
+        size_t h = (size_t)(hit - s);
+        rc = push_str(rs, rev, s + h + sn, end - h - sn);
+        end = h;
+    }
+    struct json_object *arr = rc ? NULL : json_object_new_array();
+    size_t m = json_object_array_length(rev);
+    if (!rc && !arr) {
+        rc = jinja__oom(rs);
+    }
+    for (size_t i = m; !rc && i-- > 0;) {
+        struct json_object *e = json_object_array_get_idx(rev, i);
+        if (json_object_array_add(arr, json_object_get(e)) != 0) {
+            json_object_put(e);
+            rc = jinja__oom(rs);
+        }
+    }
+    json_object_put(rev);
+    if (!rc) {
+        rc = jinja__count_iterations(rs, at, m);
+    }
+    if (rc) {
+        json_object_put(arr);
+        return rc;
+    }
+    *out = jv_own(arr);
+    return 0;
+}
+
+/* split(sep=None, maxsplit=-1) and rsplit. */
 static int split_method(struct rs *rs, const struct jnode *at, const struct jv *obj,
                         const struct args *a, bool from_right, struct jv *out)
 {
@@ -431,7 +515,7 @@ static int split_method(struct rs *rs, const struct jnode *at, const struct jv *
         }
     }
     if (from_right && maxsplit >= 0) {
-        return jinja__fail(rs, at, -EINVAL, "rsplit with maxsplit is not supported");
+        return str_rsplit(rs, at, s, n, sep, sn, maxsplit, out);
     }
     return str_split(rs, at, s, n, sep, sn, maxsplit, out);
 }
@@ -448,24 +532,48 @@ static int method_rsplit(struct rs *rs, const struct jnode *at, const struct jv 
     return split_method(rs, at, obj, a, true, out);
 }
 
+/* splitlines(keepends=False): Python's line boundaries (\n, \r, \r\n, \v, \f, \x1c-\x1e,
+ * \x85, U+2028, U+2029). */
 static int method_splitlines(struct rs *rs, const struct jnode *at, const struct jv *obj,
                              const struct args *a, struct jv *out)
 {
-    (void)a;
     size_t n;
     const char *s = jv_str(obj, &n);
-    struct jv r = {0};
-    int rc = str_split(rs, at, s, n, "\n", 1, -1, &r);
+    const struct jv *kv = jinja__arg(a, 0, "keepends");
+    bool keep = kv && jv_truthy(kv);
+    struct json_object *arr = json_object_new_array();
+    if (!arr) {
+        return jinja__oom(rs);
+    }
+    int rc = 0;
+    size_t start = 0;
+    for (size_t i = 0; !rc && i < n;) {
+        size_t l = jinja__u8_len((const unsigned char *)s, n, i);
+        unsigned long c = jinja__u8_decode((const unsigned char *)s + i, l);
+        bool brk = c == '\n' || c == '\r' || c == 0x0B || c == 0x0C || (c >= 0x1C && c <= 0x1E) ||
+                   (c == 0x85 && l == 2) || c == 0x2028 || c == 0x2029;
+        if (!brk) {
+            i += l;
+            continue;
+        }
+        size_t eol = i + l;
+        if (c == '\r' && eol < n && s[eol] == '\n') {
+            eol++;
+        }
+        rc = push_str(rs, arr, s + start, (keep ? eol : i) - start);
+        start = i = eol;
+    }
+    if (!rc && start < n) {
+        rc = push_str(rs, arr, s + start, n - start);
+    }
+    if (!rc) {
+        rc = jinja__count_iterations(rs, at, json_object_array_length(arr));
+    }
     if (rc) {
+        json_object_put(arr);
         return rc;
     }
-    size_t m = json_object_array_length(r.j);
-    if (m > 0 && n > 0 && s[n - 1] == '\n') {
-        json_object_array_del_idx(r.j, m - 1, 1);
-    } else if (n == 0) {
-        json_object_array_del_idx(r.j, 0, m);
-    }
-    *out = r;
+    *out = jv_own(arr);
     return 0;
 }
 
@@ -516,20 +624,6 @@ static int method_replace(struct rs *rs, const struct jnode *at, const struct jv
     return rc ? rc : str_replace(rs, at, s, n, from, fn, to, tn, count, out);
 }
 
-/* find(sub): the character index of the first sub, or -1. */
-static int method_find(struct rs *rs, const struct jnode *at, const struct jv *obj,
-                       const struct args *a, struct jv *out)
-{
-    size_t n, sn;
-    const char *s = jv_str(obj, &n), *sub;
-    int rc = jinja__want_str(rs, at, jinja__arg(a, 0, NULL), "argument", &sub, &sn);
-    if (rc) {
-        return rc;
-    }
-    const char *hit = sn == 0 ? s : memmem(s, n, sub, sn);
-    return jinja__new_int(rs, hit ? (int64_t)jinja__u8_count(s, (size_t)(hit - s)) : -1, out);
-}
-
 /* count(sub): non-overlapping occurrences (characters + 1 for ""). */
 static int method_count(struct rs *rs, const struct jnode *at, const struct jv *obj,
                         const struct args *a, struct jv *out)
@@ -571,24 +665,342 @@ static int method_join(struct rs *rs, const struct jnode *at, const struct jv *o
     return rc;
 }
 
+/* ---- more str methods: predicates, padding, searching, affixes ---------------------------- */
+
+/* Python's str.isalpha etc., approximated: letters are the cased letters of the case tables,
+ * any ASCII letter, and the CJK, kana and Hangul blocks; digits are ASCII digits. */
+static bool cp_alpha(unsigned long c)
+{
+    return (c < 0x80 && ((c | 0x20) >= 'a' && (c | 0x20) <= 'z')) || (c >= 0x80 && cp_cased(c)) ||
+           (c >= 0x3040 && c <= 0x30FF) || (c >= 0x3400 && c <= 0x9FFF) ||
+           (c >= 0xAC00 && c <= 0xD7A3);
+}
+
+static bool cp_digit(unsigned long c)
+{
+    return c >= '0' && c <= '9';
+}
+
+/* kind: 'd' isdigit/isdecimal/isnumeric, 'a' isalpha, 'n' isalnum, 's' isspace, 'u' isupper,
+ * 'l' islower. */
+static int str_is(struct rs *rs, const struct jv *obj, char kind, struct jv *out)
+{
+    size_t n;
+    const char *s = jv_str(obj, &n);
+    bool all = n > 0, cased = false;
+    for (size_t i = 0; i < n && all;) {
+        size_t l = jinja__u8_len((const unsigned char *)s, n, i);
+        unsigned long c = jinja__u8_decode((const unsigned char *)s + i, l);
+        i += l;
+        switch (kind) {
+        case 'd':
+            all = cp_digit(c);
+            break;
+        case 'a':
+            all = cp_alpha(c);
+            break;
+        case 'n':
+            all = cp_alpha(c) || cp_digit(c);
+            break;
+        case 's':
+            all = jinja__isspace(c);
+            break;
+        default: /* upper / lower: no cased character of the other case, at least one cased */
+            if (cp_lower(c) != c || cp_upper(c) != c) {
+                bool upper = cp_lower(c) != c;
+                all = (kind == 'u') == upper;
+                cased = true;
+            }
+            break;
+        }
+    }
+    return jinja__new_bool(rs, all && (kind != 'u' && kind != 'l' ? true : cased), out);
+}
+
+#define STR_IS(fn, kind)                                                                           \
+    static int fn(struct rs *rs, const struct jnode *at, const struct jv *obj,                     \
+                  const struct args *a, struct jv *out)                                            \
+    {                                                                                              \
+        (void)at, (void)a;                                                                         \
+        return str_is(rs, obj, kind, out);                                                         \
+    }
+STR_IS(method_isdigit, 'd')
+STR_IS(method_isalpha, 'a')
+STR_IS(method_isalnum, 'n')
+STR_IS(method_isspace, 's')
+STR_IS(method_isupper, 'u')
+STR_IS(method_islower, 'l')
+
+/* center/ljust/rjust(width, fillchar=' ') and zfill(width); widths count code points. */
+static int str_pad(struct rs *rs, const struct jnode *at, const struct jv *obj,
+                   const struct args *a, char how, struct jv *out)
+{
+    size_t n;
+    const char *s = jv_str(obj, &n);
+    int64_t width = 0;
+    int rc = jinja__want_int(rs, at, jinja__arg(a, 0, "width"), "width", &width);
+    if (rc) {
+        return rc;
+    }
+    const char *fill = how == 'z' ? "0" : " ";
+    size_t fn = 1;
+    const struct jv *fv = how == 'z' ? NULL : jinja__arg(a, 1, "fillchar");
+    if (fv) {
+        rc = jinja__want_str(rs, at, fv, "fillchar", &fill, &fn);
+        if (rc) {
+            return rc;
+        }
+        if (fn == 0 || jinja__u8_len((const unsigned char *)fill, fn, 0) != fn) {
+            return jinja__fail(rs, at, -EINVAL, "the fill character must be one character");
+        }
+    }
+    size_t chars = jinja__u8_count(s, n);
+    if (width <= (int64_t)chars) {
+        *out = jv_copy(obj);
+        return 0;
+    }
+    if ((uint64_t)width > rs->lim.max_output) {
+        return jinja__fail(rs, at, -E2BIG, "padding exceeds the output limit");
+    }
+    size_t pad = (size_t)width - chars, left = 0;
+    if (how == 'r' || how == 'z') {
+        left = pad;
+    } else if (how == 'c') { /* Python: the extra space goes left when the width is odd */
+        left = pad / 2 + (pad & (size_t)width & 1);
+    }
+    struct buf b;
+    buf_init(&b, rs->lim.max_output);
+    size_t skip = 0;
+    if (how == 'z' && n > 0 && (s[0] == '+' || s[0] == '-')) { /* the sign stays in front */
+        rc = jinja__buf_add(rs, at, &b, s, 1);
+        skip = 1;
+    }
+    for (size_t k = 0; !rc && k < left; k++) {
+        rc = jinja__buf_add(rs, at, &b, fill, fn);
+    }
+    if (!rc) {
+        rc = jinja__buf_add(rs, at, &b, s + skip, n - skip);
+    }
+    for (size_t k = left; !rc && k < pad; k++) {
+        rc = jinja__buf_add(rs, at, &b, fill, fn);
+    }
+    if (rc) {
+        buf_free(&b);
+        return rc;
+    }
+    return jinja__new_buf_str(rs, at, &b, out);
+}
+
+#define STR_PAD(fn, how)                                                                           \
+    static int fn(struct rs *rs, const struct jnode *at, const struct jv *obj,                     \
+                  const struct args *a, struct jv *out)                                            \
+    {                                                                                              \
+        return str_pad(rs, at, obj, a, how, out);                                                  \
+    }
+STR_PAD(method_center, 'c')
+STR_PAD(method_ljust, 'l')
+STR_PAD(method_rjust, 'r')
+STR_PAD(method_zfill, 'z')
+
+/* The byte offset of the last occurrence of sub in s (sub non-empty), or NULL. */
+static const char *last_hit(const char *s, size_t n, const char *sub, size_t sn)
+{
+    if (sn == 0) {
+        return s + n;
+    }
+    for (size_t i = n >= sn ? n - sn + 1 : 0; i-- > 0;) {
+        if (memcmp(s + i, sub, sn) == 0) {
+            return s + i;
+        }
+    }
+    return NULL;
+}
+
+/* find/rfind/index/rindex(sub): the code-point index, -1 (find) or an error (index). */
+static int str_search(struct rs *rs, const struct jnode *at, const struct jv *obj,
+                      const struct args *a, bool right, bool must, struct jv *out)
+{
+    size_t n, sn;
+    const char *s = jv_str(obj, &n), *sub;
+    int rc = jinja__want_str(rs, at, jinja__arg(a, 0, NULL), "argument", &sub, &sn);
+    if (rc) {
+        return rc;
+    }
+    const char *hit = right ? last_hit(s, n, sub, sn) : sn == 0 ? s : memmem(s, n, sub, sn);
+    if (!hit && must) {
+        return jinja__fail(rs, at, -EINVAL, "substring not found");
+    }
+    return jinja__new_int(rs, hit ? (int64_t)jinja__u8_count(s, (size_t)(hit - s)) : -1, out);
+}
+
+static int method_find(struct rs *rs, const struct jnode *at, const struct jv *obj,
+                       const struct args *a, struct jv *out)
+{
+    return str_search(rs, at, obj, a, false, false, out);
+}
+
+static int method_rfind(struct rs *rs, const struct jnode *at, const struct jv *obj,
+                        const struct args *a, struct jv *out)
+{
+    return str_search(rs, at, obj, a, true, false, out);
+}
+
+static int method_index(struct rs *rs, const struct jnode *at, const struct jv *obj,
+                        const struct args *a, struct jv *out)
+{
+    return str_search(rs, at, obj, a, false, true, out);
+}
+
+static int method_rindex(struct rs *rs, const struct jnode *at, const struct jv *obj,
+                         const struct args *a, struct jv *out)
+{
+    return str_search(rs, at, obj, a, true, true, out);
+}
+
+/* partition/rpartition(sep): a 3-tuple. */
+static int str_partition(struct rs *rs, const struct jnode *at, const struct jv *obj,
+                         const struct args *a, bool right, struct jv *out)
+{
+    size_t n, sn;
+    const char *s = jv_str(obj, &n), *sep;
+    int rc = jinja__want_str(rs, at, jinja__arg(a, 0, NULL), "separator", &sep, &sn);
+    if (rc) {
+        return rc;
+    }
+    if (sn == 0) {
+        return jinja__fail(rs, at, -EINVAL, "empty separator");
+    }
+    const char *hit = right ? last_hit(s, n, sep, sn) : memmem(s, n, sep, sn);
+    struct json_object *t = json_object_new_array();
+    if (!t) {
+        return jinja__oom(rs);
+    }
+    size_t h = hit ? (size_t)(hit - s) : (right ? 0 : n);
+    rc = push_str(rs, t, s, hit ? h : (right ? 0 : n));
+    if (!rc) {
+        rc = push_str(rs, t, sep, hit ? sn : 0);
+    }
+    if (!rc) {
+        rc = hit ? push_str(rs, t, s + h + sn, n - h - sn) : push_str(rs, t, s, right ? n : 0);
+    }
+    if (rc) {
+        json_object_put(t);
+        return rc;
+    }
+    jinja__mark_tuple(t);
+    *out = jv_own(t);
+    return 0;
+}
+
+static int method_partition(struct rs *rs, const struct jnode *at, const struct jv *obj,
+                            const struct args *a, struct jv *out)
+{
+    return str_partition(rs, at, obj, a, false, out);
+}
+
+static int method_rpartition(struct rs *rs, const struct jnode *at, const struct jv *obj,
+                             const struct args *a, struct jv *out)
+{
+    return str_partition(rs, at, obj, a, true, out);
+}
+
+/* removeprefix/removesuffix(affix) */
+static int str_remove_affix(struct rs *rs, const struct jnode *at, const struct jv *obj,
+                            const struct args *a, bool suffix, struct jv *out)
+{
+    size_t n, fn;
+    const char *s = jv_str(obj, &n), *affix;
+    int rc = jinja__want_str(rs, at, jinja__arg(a, 0, NULL), "argument", &affix, &fn);
+    if (rc) {
+        return rc;
+    }
+    if (fn > n || memcmp(suffix ? s + n - fn : s, affix, fn) != 0) {
+        *out = jv_copy(obj);
+        return 0;
+    }
+    return jinja__new_str(rs, at, suffix ? s : s + fn, n - fn, out);
+}
+
+static int method_removeprefix(struct rs *rs, const struct jnode *at, const struct jv *obj,
+                               const struct args *a, struct jv *out)
+{
+    return str_remove_affix(rs, at, obj, a, false, out);
+}
+
+static int method_removesuffix(struct rs *rs, const struct jnode *at, const struct jv *obj,
+                               const struct args *a, struct jv *out)
+{
+    return str_remove_affix(rs, at, obj, a, true, out);
+}
+
+/* swapcase(), with the case tables of upper/lower */
+static int method_swapcase(struct rs *rs, const struct jnode *at, const struct jv *obj,
+                           const struct args *a, struct jv *out)
+{
+    (void)a;
+    size_t n;
+    const char *s = jv_str(obj, &n);
+    struct buf b;
+    buf_init(&b, rs->lim.max_output);
+    int rc = 0;
+    for (size_t i = 0; !rc && i < n;) {
+        size_t l = jinja__u8_len((const unsigned char *)s, n, i);
+        unsigned long c = jinja__u8_decode((const unsigned char *)s + i, l);
+        unsigned long m = cp_lower(c) != c ? cp_lower(c) : cp_upper(c);
+        if (m == c || (l == 1 && c >= 0x80)) { /* unchanged, or an invalid byte */
+            rc = jinja__buf_add(rs, at, &b, s + i, l);
+        } else {
+            char u[4];
+            rc = jinja__buf_add(rs, at, &b, u, tandem_utf8_put(u, m));
+        }
+        i += l;
+    }
+    if (rc) {
+        buf_free(&b);
+        return rc;
+    }
+    return jinja__new_buf_str(rs, at, &b, out);
+}
+
 /* Sorted by strcmp. */
 const struct jinja__method jinja__str_methods[] = {
     {"capitalize", method_capitalize},
+    {"casefold", method_lower},
+    {"center", method_center},
     {"count", method_count},
     {"endswith", method_endswith},
     {"find", method_find},
+    {"index", method_index},
+    {"isalnum", method_isalnum},
+    {"isalpha", method_isalpha},
+    {"isdecimal", method_isdigit},
+    {"isdigit", method_isdigit},
+    {"islower", method_islower},
+    {"isnumeric", method_isdigit},
+    {"isspace", method_isspace},
+    {"isupper", method_isupper},
     {"join", method_join},
+    {"ljust", method_ljust},
     {"lower", method_lower},
     {"lstrip", method_lstrip},
+    {"partition", method_partition},
+    {"removeprefix", method_removeprefix},
+    {"removesuffix", method_removesuffix},
     {"replace", method_replace},
+    {"rfind", method_rfind},
+    {"rindex", method_rindex},
+    {"rjust", method_rjust},
+    {"rpartition", method_rpartition},
     {"rsplit", method_rsplit},
     {"rstrip", method_rstrip},
     {"split", method_split},
     {"splitlines", method_splitlines},
     {"startswith", method_startswith},
     {"strip", method_strip},
+    {"swapcase", method_swapcase},
     {"title", method_title},
     {"upper", method_upper},
+    {"zfill", method_zfill},
 };
 const size_t jinja__n_str_methods = ARRAY_SIZE(jinja__str_methods);
 
@@ -684,6 +1096,52 @@ const struct jinja__method jinja__dict_methods[] = {
 };
 const size_t jinja__n_dict_methods = ARRAY_SIZE(jinja__dict_methods);
 
+/* ---- list methods (the sandbox allows only those that do not modify) ---------------------- */
+
+/* count(x) and index(x): how often x occurs, where it first does (an error when it does not). */
+static int list_find(struct rs *rs, const struct jnode *at, const struct jv *obj,
+                     const struct args *a, bool count, struct jv *out)
+{
+    const struct jv *x = jinja__arg(a, 0, NULL);
+    if (!x) {
+        return jinja__fail(rs, at, -EINVAL, "%s needs an argument", count ? "count" : "index");
+    }
+    size_t n = json_object_array_length(obj->j);
+    int64_t hits = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct jv e = jv_own(json_object_array_get_idx(obj->j, i)); /* borrowed view */
+        if (jinja__equal(&e, x)) {
+            if (!count) {
+                return jinja__new_int(rs, (int64_t)i, out);
+            }
+            hits++;
+        }
+    }
+    if (!count) {
+        return jinja__fail(rs, at, -EINVAL, "value is not in the list");
+    }
+    return jinja__new_int(rs, hits, out);
+}
+
+static int method_list_count(struct rs *rs, const struct jnode *at, const struct jv *obj,
+                             const struct args *a, struct jv *out)
+{
+    return list_find(rs, at, obj, a, true, out);
+}
+
+static int method_list_index(struct rs *rs, const struct jnode *at, const struct jv *obj,
+                             const struct args *a, struct jv *out)
+{
+    return list_find(rs, at, obj, a, false, out);
+}
+
+/* Sorted by strcmp. */
+const struct jinja__method jinja__list_methods[] = {
+    {"count", method_list_count},
+    {"index", method_list_index},
+};
+const size_t jinja__n_list_methods = ARRAY_SIZE(jinja__list_methods);
+
 int jinja__call_method(struct rs *rs, const struct jnode *at, const struct jv *obj,
                        const char *name, const struct args *a, struct jv *out)
 {
@@ -700,6 +1158,12 @@ int jinja__call_method(struct rs *rs, const struct jnode *at, const struct jv *o
         m = jinja__lookup(jinja__dict_methods, jinja__n_dict_methods, sizeof(*m), name);
         if (!m) {
             return jinja__fail(rs, at, -EINVAL, "dict has no method '%s'", name);
+        }
+        return m->fn(rs, at, obj, a, out);
+    case VT_LIST:
+        m = jinja__lookup(jinja__list_methods, jinja__n_list_methods, sizeof(*m), name);
+        if (!m) {
+            return jinja__fail(rs, at, -EINVAL, "list has no method '%s'", name);
         }
         return m->fn(rs, at, obj, a, out);
     case VT_UNDEF:

@@ -56,8 +56,9 @@ struct parser {
     int depth;                               /* parser recursion depth */
     struct jnode *macros[JINJA_MAX_NESTING]; /* macros and call blocks whose body is being parsed */
     int n_macros;
-    bool storing;   /* parsing an assignment target (its names are not reads) */
-    int loop_depth; /* for bodies around the statement being parsed, within its macro */
+    bool storing;         /* parsing an assignment target (its names are not reads) */
+    int loop_depth;       /* for bodies around the statement being parsed, within its macro */
+    struct nlist *blocks; /* the {% block %}s so far (names must be unique) */
     char *err;
     size_t errlen;
 };
@@ -1759,6 +1760,122 @@ static int parse_filter_block(struct parser *p, const struct tok *at, struct jno
     return expect_end(p);
 }
 
+/* {% with a = x, b = y %}body{% endwith %}: the values are evaluated outside, the names bound
+ * in a scope of the body's own. */
+static int parse_with(struct parser *p, const struct tok *at, struct jnode **out)
+{
+    static const char *const ends[] = {"endwith"};
+    struct jnode *n = new_node(p, JN_WITH, at);
+    if (!n) {
+        return oom(p);
+    }
+    struct nlist l = {0};
+    int rc = 0;
+    while (!rc && peek(p)->type != T_BLOCK_END) {
+        if (l.n > 0) {
+            rc = expect_op(p, ",");
+            if (rc) {
+                break;
+            }
+        }
+        struct tok *nt = peek(p);
+        if (nt->type != T_NAME) {
+            rc = fail_tok(p, nt, "a variable name");
+            break;
+        }
+        advance(p);
+        struct jnode *name = new_node(p, JN_NAME, nt);
+        struct jnode *value = NULL;
+        if (!name) {
+            rc = oom(p);
+            break;
+        }
+        name->str = nt->str;
+        name->len = nt->len;
+        rc = expect_op(p, "=");
+        if (!rc) {
+            rc = parse_expr(p, &value);
+        }
+        if (!rc) {
+            rc = nlist_push(p, &l, name);
+        }
+        if (!rc) {
+            rc = nlist_push(p, &l, value);
+        }
+    }
+    if (rc) {
+        free(l.v);
+        return rc;
+    }
+    rc = nlist_finish(p, &l, n);
+    if (!rc) {
+        rc = expect_end(p);
+    }
+    if (!rc) {
+        rc = parse_body(p, &n->c, ends, 1);
+    }
+    if (rc) {
+        return rc;
+    }
+    advance(p);
+    advance(p);
+    *out = n;
+    return expect_end(p);
+}
+
+/* {% block name [scoped] [required] %}body{% endblock [name] %}: with no template inheritance,
+ * a block renders where it stands. */
+static int parse_block(struct parser *p, const struct tok *at, struct jnode **out)
+{
+    static const char *const ends[] = {"endblock"};
+    struct tok *nt = peek(p);
+    if (nt->type != T_NAME) {
+        return fail_tok(p, nt, "block name");
+    }
+    advance(p);
+    for (size_t i = 0; i < p->blocks->n; i++) {
+        if (strcmp(p->blocks->v[i]->str, nt->str) == 0) {
+            return fail_at(p, nt->line, nt->col, -EINVAL, "block '%s' defined twice", nt->str);
+        }
+    }
+    struct jnode *n = new_node(p, JN_BLOCK, at);
+    if (!n) {
+        return oom(p);
+    }
+    n->str = nt->str;
+    n->len = nt->len;
+    int rc = nlist_push(p, p->blocks, n);
+    for (;;) {
+        if (!rc && is_name(peek(p), "scoped")) {
+            advance(p);
+            n->ival = 1;
+        } else if (!rc && is_name(peek(p), "required")) {
+            advance(p);
+        } else {
+            break;
+        }
+    }
+    if (!rc) {
+        rc = expect_end(p);
+    }
+    if (!rc) {
+        int loop_depth = p->loop_depth;
+        p->loop_depth = 0; /* a block body is a function of its own in Jinja2 */
+        rc = parse_body(p, &n->c, ends, 1);
+        p->loop_depth = loop_depth;
+    }
+    if (rc) {
+        return rc;
+    }
+    advance(p);
+    advance(p);
+    if (peek(p)->type == T_NAME && strcmp(peek(p)->str, n->str) == 0) {
+        advance(p);
+    }
+    *out = n;
+    return expect_end(p);
+}
+
 static int parse_statement(struct parser *p, struct jnode **out)
 {
     struct tok *open = advance(p); /* {% */
@@ -1785,6 +1902,12 @@ static int parse_statement(struct parser *p, struct jnode **out)
     }
     if (strcmp(k, "filter") == 0) {
         return parse_filter_block(p, kw, out);
+    }
+    if (strcmp(k, "with") == 0) {
+        return parse_with(p, kw, out);
+    }
+    if (strcmp(k, "block") == 0) {
+        return parse_block(p, kw, out);
     }
     if (strcmp(k, "break") == 0 || strcmp(k, "continue") == 0) {
         if (p->loop_depth == 0) {
@@ -1911,10 +2034,13 @@ int jinja__parse(struct jinja_template *t, const char *src, size_t len, char *er
     norm[n] = '\0';
     p.src = norm;
     p.len = n;
+    struct nlist blocks = {0};
+    p.blocks = &blocks;
     int rc = lex_all(&p);
     if (!rc) {
         rc = parse_body(&p, &t->root, NULL, 0);
     }
+    free(blocks.v);
     free(p.toks);
     return rc;
 }

@@ -141,6 +141,21 @@ CASES = [
     ("markup_plus", "{{ 'a<'|safe + '<b>' }}|{{ '<x>' + 'y&'|safe }}|{{ ('<'|e) + '>' }}|{{ '<'|e|e }}|{{ 'a'|safe ~ '<' }}|{{ '\\'q\\''|escape }}|{{ 'x'|safe + name + '\"'|safe }}|{{ ('<'|safe + '>')|length }}"),
     ("markup_functionary", "{% for t in msgs[2].tool_calls %}{{ \"Use '\"|safe + t['name'] + \"'\\n\"|safe + t|tojson() }}{% endfor %}"),
     ("select_family_falsy", "{{ nothing|selectattr('x')|list }} {{ nothing|map('upper')|list }} {{ ''|select|list }} {{ 0|reject|list }} {{ fl|rejectattr('a')|list }} {{ missing|map(attribute='a')|list }}"),
+    # with, standalone blocks
+    ("with_statement", "{% set a = 5 %}{% with a = 1, b = a %}{{ a }}{{ b }}{% set c = 3 %}{% endwith %}{{ a }}[{{ b }}{{ c }}]{% with %}{% set q = 1 %}{{ q }}{% endwith %}[{{ q }}]"),
+    ("block_standalone", "{% set x = 1 %}{% block b %}{{ x }}{% set y = 2 %}{% endblock %}[{{ y }}]{% for i in [1] %}{% block c %}[{{ i }}]{% endblock c %}{% block d scoped %}[{{ i }}]{% endblock %}{% endfor %}"),
+    # printf-style formatting
+    ("percent_format", "{{ '%s-%d' % ('a', 3) }} {{ '%.2f' % 2.5 }} {{ '%5s|%-5s|' % ('x', 'y') }} {{ 'v=%r' % ('q',) }} {{ '%(a)s/%(b)03d' % {'a': 'k', 'b': 7} }} {{ '%x %X %o %e %g %%' % (255, 255, 8, 12345.678, 0.0001) }} {{ '%s' % none }} {{ '%s' % [1, 2] }} {{ '%d' % 3.9 }} {{ '%+d % d' % (5, 5) }} {{ '%c%c' % (65, 'é') }} {{ '%.2s' % 'héllo' }}"),
+    ("format_filter", "{{ '%s, %s'|format('a', 'b') }} {{ '%(x)s!'|format(x=name) }} {{ '%05.1f'|format(3.14159) }}"),
+    # string and list methods
+    ("string_methods3", "{{ '42'.isdigit() }} {{ 'a1'.isdigit() }} {{ 'ab'.isalpha() }} {{ 'é'.isalpha() }} {{ ' \\t'.isspace() }} {{ ''.isspace() }} {{ 'AB1'.isupper() }} {{ 'ab'.islower() }} {{ '1'.islower() }} {{ 'a1'.isalnum() }} {{ '7'.zfill(3) }} {{ '-7'.zfill(4) }} [{{ 'x'.center(4) }}] [{{ 'ab'.center(5, '*') }}] [{{ 'x'.ljust(3) }}] [{{ 'x'.rjust(3, '.') }}] {{ 'a.b.c'.rfind('.') }} {{ 'a.b'.rfind('z') }} {{ 'abc'.index('c') }} {{ 'abca'.rindex('a') }}"),
+    ("string_methods4", "{{ 'a=b=c'.partition('=') }} {{ 'a=b=c'.rpartition('=') }} {{ 'abc'.partition('x') }} {{ 'abc'.rpartition('x') }} {{ 'prefix_x'.removeprefix('prefix_') }} {{ 'x.json'.removesuffix('.json') }} {{ 'x'.removesuffix('y') }} {{ 'aBc Éa'.swapcase() }} {{ 'x,y,z'.rsplit(',', 1) }} {{ '  a b  c '.rsplit(none, 1) }} {{ 'a b c'.rsplit(maxsplit=0) }} {{ 'a\\nb\\r\\nc\\rd'.splitlines() }} {{ 'a\\nb\\n'.splitlines(true) }}"),
+    ("list_methods", "{{ [1, 2, 2].index(2) }} {{ [1, 2, 2].count(2) }} {{ ['a', 'b'].count('c') }} {{ msgs|map(attribute='role')|list|count }}"),
+    # tests, min/max/sort/dictsort options, round, namespace printing
+    ("tests_escaped_filter_test", "{{ name is escaped }} {{ '<'|e is escaped }} {{ 'x'|safe is escaped }} {{ 3 is filter }} {{ 'upper' is filter }} {{ 'nosuch' is filter }} {{ 'odd' is test }} {{ 'upper' is test }}"),
+    ("minmax_sort_options", "{{ ['a', 'B']|max }} {{ ['a', 'B']|max(case_sensitive=true) }} {{ ['b', 'A']|min }} {{ msgs|max(attribute='role') }} {{ msgs|min(attribute='content') }} {{ ['b', 'A', 'c']|sort(case_sensitive=true) }} {{ ['b', 'A', 'c']|sort }} {{ {'b': 1, 'a': 2}|dictsort(by='value') }} {{ {'b': 1, 'A': 2}|dictsort(case_sensitive=true) }} {{ {'b': 1, 'A': 2}|dictsort(reverse=true) }}"),
+    ("round_methods", "{{ 2.5|round }} {{ 3.5|round }} {{ -2.5|round }} {{ 2.675|round(2) }} {{ 1.25|round(1, 'floor') }} {{ 1.21|round(1, 'ceil') }} {{ 5|round }} {{ 5|round(1, 'ceil') }} {{ 0.125|round(2) }}"),
+    ("namespace_print", "{% set ns = namespace(a=1, b=[1, 'x']) %}{{ ns }}"),
     # loop helpers
     ("loop_cycle_depth", "{% for x in items %}{{ loop.cycle('odd', 'even') }}{{ loop.depth }}{{ loop.depth0 }} {% endfor %}"),
     ("loop_prev_next_first_last", "{% for m in msgs %}{% if not loop.first %}{{ loop.previtem.role }}>{% endif %}{{ m.role }}{% if loop.nextitem is defined %}>{{ loop.nextitem.role }}{% endif %}{% if loop.last %}!{% endif %} {% endfor %}"),
@@ -171,6 +186,13 @@ ERROR_CASES = [
     ("break_outside_loop", "{% break %}"),
     ("continue_in_macro_outside_loop", "{% for x in [1] %}{% macro m() %}{% continue %}{% endmacro %}{% endfor %}"),
     ("break_in_for_else", "{% for x in [] %}{% else %}{% break %}{% endfor %}"),
+    ("block_defined_twice", "{% block b %}{% endblock %}{% block b %}{% endblock %}"),
+    ("with_bad_target", "{% with 1 = 2 %}{% endwith %}"),
+    ("percent_too_few", "{{ '%s %s' % ('a',) }}"),
+    ("percent_too_many", "{{ '%s' % ('a', 'b') }}"),
+    ("percent_needs_number", "{{ '%d' % 'x' }}"),
+    ("index_not_found", "{{ 'abc'.index('z') }}"),
+    ("list_index_not_found", "{{ [1].index(2) }}"),
     ("loop_cycle_no_items", "{% for x in [1] %}{{ loop.cycle() }}{% endfor %}"),
 ]
 

@@ -135,6 +135,13 @@ static void test_methods_tables(void **state)
         snprintf(src, sizeof(src), "{{ x.%s() }}", jinja__str_methods[i].name);
         expect_known(src, "string has no method");
     }
+    check_sorted_unique("list methods", jinja__list_methods, jinja__n_list_methods,
+                        sizeof(jinja__list_methods[0]));
+    for (size_t i = 0; i < jinja__n_list_methods; i++) {
+        assert_non_null(jinja__list_methods[i].fn);
+        snprintf(src, sizeof(src), "{{ [1].%s(1) }}", jinja__list_methods[i].name);
+        expect_known(src, "list has no method");
+    }
     for (size_t i = 0; i < jinja__n_dict_methods; i++) {
         assert_non_null(jinja__dict_methods[i].fn);
         snprintf(src, sizeof(src), "{{ {'a': 1}.%s() }}", jinja__dict_methods[i].name);
