@@ -25,9 +25,11 @@
 #include <stdlib.h>
 #include <string.h>
 #ifndef TOKENIZER_NO_ICU
+#include <unicode/ubrk.h>
 #include <unicode/uchar.h>
 #include <unicode/unorm2.h>
 #include <unicode/ustring.h>
+#include <unicode/utext.h>
 #endif
 
 #include "engine/tokenizer/tok_internal.h"
@@ -300,12 +302,12 @@ static uint32_t xcda_base(uint32_t u)
 }
 
 /*
- * Longest prefix of s[0..n) the charsmap rewrites: *mlen its length (0: none), *repl and *rlen the
- * replacement. -EINVAL when the double array points outside itself or its strings (a malformed
- * charsmap; a well-formed one never does).
+ * Longest (first: shortest) prefix of s[0..n) the charsmap rewrites: *mlen its length (0: none),
+ * *repl and *rlen the replacement. -EINVAL when the double array points outside itself or its
+ * strings (a malformed charsmap; a well-formed one never does).
  */
-static int charsmap_match(const tok__charsmap *cm, const unsigned char *s, size_t n, size_t *mlen,
-                          const char **repl, size_t *rlen)
+static int charsmap_match(const tok__charsmap *cm, const unsigned char *s, size_t n, bool first,
+                          size_t *mlen, const char **repl, size_t *rlen)
 {
     *mlen = 0;
     if (cm->n_xcda == 0) {
@@ -330,6 +332,9 @@ static int charsmap_match(const tok__charsmap *cm, const unsigned char *s, size_
             }
             *mlen = i + 1;
             value = xcda(cm, node) & ((1U << 31) - 1);
+            if (first) {
+                break;
+            }
         }
     }
     if (*mlen == 0) {
@@ -499,7 +504,7 @@ static int ugm_normalize(const tokenizer *t, const char *s, size_t n, struct buf
             r = s + pos;
             rl = used;
         } else {
-            rc = charsmap_match(&t->charsmap, p, left, &used, &r, &rl);
+            rc = charsmap_match(&t->charsmap, p, left, false, &used, &r, &rl);
             if (rc) {
                 break;
             }
@@ -859,6 +864,76 @@ int tok__wordpiece_piece(const tokenizer *t, int32_t id, struct buf *out)
 
 /* ---------------------------------------------------------------- normalizers */
 
+/* HF tokenizers' Precompiled on one grapheme cluster (spm_precompiled's normalize_string): a
+ * cluster shorter than 6 bytes is replaced whole by the rule of the shortest key it starts with;
+ * otherwise (or when none matches) each code point by the shortest key it starts with, or kept. */
+static int precompiled_grapheme(const tok__charsmap *cm, const char *g, size_t gl, struct buf *out)
+{
+    size_t used = 0, rl = 0;
+    const char *r = NULL;
+    int rc = 0;
+    if (gl < 6) {
+        rc = charsmap_match(cm, (const unsigned char *)g, gl, true, &used, &r, &rl);
+        if (rc || used > 0) {
+            return rc ? rc : buf_append(out, r, rl);
+        }
+    }
+    for (size_t i = 0; i < gl && rc == 0;) {
+        int32_t cp;
+        size_t l = tok__utf8_next((const unsigned char *)g + i, gl - i, &cp);
+        rc = charsmap_match(cm, (const unsigned char *)g + i, l, true, &used, &r, &rl);
+        if (rc == 0) {
+            rc = used > 0 ? buf_append(out, r, rl) : buf_append(out, g + i, l);
+        }
+        i += l;
+    }
+    return rc;
+}
+
+/* HF Precompiled over s: grapheme clusters from ICU's character break iterator (without ICU,
+ * or for text ICU will not take, every code point is its own cluster). */
+static int precompiled_hf(const tok__charsmap *cm, const char *s, size_t n, struct buf *out)
+{
+    int rc = 0;
+#ifndef TOKENIZER_NO_ICU
+    UErrorCode ue = U_ZERO_ERROR;
+    UText *ut = n <= INT32_MAX ? utext_openUTF8(NULL, s, (int64_t)n, &ue) : NULL;
+    UBreakIterator *bi = ut && U_SUCCESS(ue) ? ubrk_open(UBRK_CHARACTER, "", NULL, 0, &ue) : NULL;
+    if (bi && U_SUCCESS(ue)) {
+        ubrk_setUText(bi, ut, &ue);
+    }
+    if (bi && U_SUCCESS(ue)) {
+        size_t a = 0;
+        for (int32_t b = ubrk_next(bi); b != UBRK_DONE && rc == 0; b = ubrk_next(bi)) {
+            size_t e = (size_t)b > n ? n : (size_t)b;
+            if (e > a) {
+                rc = precompiled_grapheme(cm, s + a, e - a, out);
+                a = e;
+            }
+        }
+        if (rc == 0 && a < n) {
+            rc = precompiled_grapheme(cm, s + a, n - a, out);
+        }
+        ubrk_close(bi);
+        utext_close(ut);
+        return rc;
+    }
+    if (bi) {
+        ubrk_close(bi);
+    }
+    if (ut) {
+        utext_close(ut);
+    }
+#endif
+    for (size_t i = 0; i < n && rc == 0;) {
+        int32_t cp;
+        size_t l = tok__utf8_next((const unsigned char *)s + i, n - i, &cp);
+        rc = precompiled_grapheme(cm, s + i, l, out);
+        i += l;
+    }
+    return rc;
+}
+
 static int norm_bert(const tok__norm *m, const char *s, size_t n, struct buf *out)
 {
     struct buf a, c;
@@ -972,21 +1047,7 @@ int tok__normalize_unicode(const tokenizer *t, const tok__norm *m, const char *s
         return buf_append(out, s + a, b - a);
     }
     case TOK_NORM_PRECOMPILED:
-        for (size_t i = 0; i < n && rc == 0;) {
-            size_t used = 0, rl = 0;
-            const char *r = NULL;
-            rc = charsmap_match(&t->charsmap, (const unsigned char *)s + i, n - i, &used, &r, &rl);
-            if (rc == 0 && used > 0) {
-                rc = buf_append(out, r, rl);
-                i += used;
-            } else if (rc == 0) {
-                int32_t cp;
-                size_t l = tok__utf8_next((const unsigned char *)s + i, n - i, &cp);
-                rc = buf_append(out, s + i, l);
-                i += l;
-            }
-        }
-        return rc;
+        return precompiled_hf(&t->charsmap, s, n, out);
     default:
         return buf_append(out, s, n);
     }

@@ -96,7 +96,8 @@ def build_charsmap(rules):
     """SentencePiece's precompiled charsmap for {source: replacement}: [u32 trie bytes]
     [XOR-compressed double array][NUL-terminated replacements]. A unit holds LCHECK (the byte
     leading to it) in bits 0-7, LEAF (a value below) in bit 8 and BASE in bits 10-30 (the next
-    node's index XOR this unit's index); a value unit (bit 31) sits at BASE ^ 0."""
+    node's index XOR this unit's index); a value unit (bit 31) sits at BASE ^ 0. Every node has
+    a base of its own (a walk checks labels only), and the array is whole 256-unit blocks."""
     strings = bytearray()
     offsets = {}
     trie = {}
@@ -110,6 +111,7 @@ def build_charsmap(rules):
         node[None] = offsets[dst]
     units = [0] * 1024
     used = {0}
+    bases = set()  # each node its own base, as darts-clone: a child is found by its label alone
 
     def free(i):
         while i >= len(units):
@@ -120,8 +122,9 @@ def build_charsmap(rules):
         kids = sorted(k for k in node if k is not None)
         slots = ([0] if None in node else []) + kids
         b = 256
-        while not all(free(b ^ c) for c in slots):
+        while b in bases or not all(free(b ^ c) for c in slots):
             b += 1
+        bases.add(b)
         for c in slots:
             used.add(b ^ c)
         return b

@@ -535,8 +535,8 @@ static void test_gguf_malformed(void **state)
 /* ---------------------------------------------------------------- Unigram / WordPiece */
 
 /* A SentencePiece precompiled charsmap for n (from, to) rules, built the way darts-clone lays
- * out a XOR-compressed double array: each node's children sit at BASE ^ byte, a value unit
- * (bit 31) at BASE ^ 0. *len receives the size; the caller frees. */
+ * out a XOR-compressed double array: each node's children sit at BASE ^ byte (each node its own
+ * BASE), a value unit (bit 31) at BASE ^ 0. *len receives the size; the caller frees. */
 #define CM_NODES 64
 #define CM_UNITS 1024
 typedef struct cm_build {
@@ -545,16 +545,18 @@ typedef struct cm_build {
     int n;
     uint32_t units[CM_UNITS];
     bool used[CM_UNITS];
+    bool base_used[CM_UNITS]; /* each node its own base: a walk checks labels only */
 } cm_build;
 
 static int cm_place(cm_build *b, int node)
 {
     for (int base = 1;; base++) {
-        bool ok = !(b->val[node] >= 0 && b->used[base]);
+        bool ok = !b->base_used[base] && !(b->val[node] >= 0 && b->used[base]);
         for (int c = 1; c < 256 && ok; c++) {
             ok = !(b->kid[node][c] && b->used[base ^ c]);
         }
         if (ok) {
+            b->base_used[base] = true;
             b->used[base] = b->val[node] >= 0 || b->used[base];
             for (int c = 1; c < 256; c++) {
                 if (b->kid[node][c]) {
@@ -1016,9 +1018,10 @@ static void test_hf_wordpiece_malformed(void **state)
 static void test_hf_unicode_normalizers(void **state)
 {
     (void)state;
-    static const char *const rules[][2] = {{"\xEF\xBC\xA1", "a"}, {"xy", "ab"}};
+    static const char *const rules[][2] = {
+        {"\xEF\xBC\xA1", "a"}, {"xy", "ab"}, {"\xEF\xBC\xA2", "b"}};
     size_t len = 0;
-    uint8_t *cm = make_charsmap(rules, 2, &len);
+    uint8_t *cm = make_charsmap(rules, 3, &len);
     char *b64 = base64(cm, len);
     size_t cap = strlen(b64) + 2048;
     char *json = malloc(cap);
@@ -1039,13 +1042,29 @@ static void test_hf_unicode_normalizers(void **state)
                " \xC3\x89"
                "COLE ",
                8, false, true, ecole, 1); /* NFD + StripAccents */
-    const int32_t ab[] = {2, 2};
+    const int32_t ab_unk[] = {2, 0};
+    /* HF's Precompiled goes grapheme by grapheme: the key "xy" spans two and never applies */
     expect_ids(t,
                "\xEF\xBC\xA1"
                "b xy",
-               7, false, true, ab, 2); /* the charsmap */
+               7, false, true, ab_unk, 2);
     const int32_t ist[] = {3};
     expect_ids(t, "\xC4\xB0stanbul", 9, false, true, ist, 1); /* İ → i + U+0307, stripped */
+    tokenizer_free(t);
+    /* a cluster shorter than 6 bytes is replaced whole by its first key's rule: "Ｂ" + U+0308
+     * becomes "b" (the mark goes); GGUF (llama.cpp) would keep the mark */
+    snprintf(json, cap,
+             "{\"model\":{\"type\":\"WordPiece\",\"unk_token\":\"[UNK]\",\"vocab\":{\"[UNK]\":0,"
+             "\"b\":1,\"ab\":2,\"xy\":3}},"
+             "\"normalizer\":{\"type\":\"Precompiled\",\"precompiled_charsmap\":\"%s\"},"
+             "\"pre_tokenizer\":{\"type\":\"WhitespaceSplit\"}}",
+             b64);
+    assert_int_equal(load_json(json, &t, err, sizeof(err)), 0);
+    const int32_t b_mark[] = {1, 3, 2};
+    expect_ids(t,
+               "\xEF\xBC\xA2\xCC\x88 xy \xEF\xBC\xA1"
+               "b",
+               13, false, true, b_mark, 3);
     tokenizer_free(t);
     free(json);
     free(b64);
