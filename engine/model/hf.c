@@ -1,9 +1,13 @@
 /*
- * Hugging Face directory loader: config.json (hyperparameters and architecture), every
- * *.safetensors file of the directory (shards included), tensor names mapped onto the GGUF names
- * model.h uses, tokenizer.json / tokenizer_config.json paths, the chat template and the BOS/EOS
- * texts. Matrices stay in the mappings; 1-D F16/BF16 tensors (norms, biases) are converted to
- * owned F32 copies so that model.h's "norms and biases are F32" holds for both formats.
+ * Hugging Face directory loader: config.json (hyperparameters, architecture and its features:
+ * Llama/Mistral/Mixtral, Qwen2/3, Qwen3-MoE, Phi-3, Gemma 2/3 text), every *.safetensors file of
+ * the directory (shards included), tensor names mapped onto the GGUF names model.h uses (gemma's
+ * four norms by their role, as llama.cpp's converter names them; one "blk.L.ffn_<kind>_exps.E"
+ * tensor per expert, which model.c binds in place of GGUF's stacked 3-D ones),
+ * tokenizer.json / tokenizer_config.json paths, the chat template and the BOS/EOS texts.
+ * Matrices stay in the mappings; 1-D F16/BF16 tensors (norms, biases) are converted to owned F32
+ * copies so that model.h's "norms and biases are F32" holds for both formats, and gemma's norms
+ * (HF stores w, its RMSNorm computes x (1 + w)) get their 1 added there, as the GGUF holds them.
  */
 #include <dirent.h>
 #include <errno.h>
