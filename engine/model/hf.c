@@ -701,6 +701,16 @@ static int hf_arch_features(model *m, const char *label, struct json_object *cfg
             return -EINVAL;
         }
         c->attn_scale = 1.0f / sqrtf((float)scalar);
+        int bidirectional = 0; /* EmbeddingGemma's encoder */
+        if (json_opt_bool(cfg, "use_bidirectional_attention", 0, &bidirectional, e, sizeof(e)) !=
+                0 ||
+            bidirectional) {
+            tandem_set_err(err, errlen, "%s: %s", label,
+                           bidirectional ? "use_bidirectional_attention: true (an embedding "
+                                           "model) is not supported"
+                                         : e);
+            return -EINVAL;
+        }
         if (!g2) {
             c->rope_base_swa = (float)local;
         }

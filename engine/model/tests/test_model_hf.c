@@ -707,6 +707,8 @@ static void test_hf_gemma(void **state)
         {GEMMA3, "\"layer_types\":[\"full_attention\",\"chunked_attention\"]", NULL,
          "layer_types[1]: expected \"sliding_attention\" or \"full_attention\""},
         {GEMMA3, "\"sliding_window_pattern\":0", NULL, "sliding_window_pattern: must be >= 1"},
+        {GEMMA3, "\"use_bidirectional_attention\":true", NULL,
+         "use_bidirectional_attention: true (an embedding model) is not supported"},
         {GEMMA2, "\"query_pre_attn_scalar\":-1", NULL, "query_pre_attn_scalar"},
         {GEMMA2, "\"final_logit_softcapping\":-3.0", NULL, "final_logit_softcapping: -3"},
         {GEMMA2, "\"attention_bias\":true", NULL, "attention_bias is true"},
