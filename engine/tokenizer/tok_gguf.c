@@ -155,16 +155,9 @@ static int gguf_ugm_wpm(const model_gguf_vocab *v, const tokenizer_gguf_extra *x
     if (t->kind == TOKENIZER_WORDPIECE) {
         t->wp_lowercase = x->lowercase != 0; /* absent (-1): on */
         t->wp_strip_accents = x->strip_accents >= 0 ? x->strip_accents != 0 : t->wp_lowercase;
-        t->dec_from = strdup("\xE2\x96\x81");
-        t->dec_to = strdup(" ");
-        if (!t->dec_from || !t->dec_to) {
-            return -ENOMEM;
-        }
-        t->dec_from_len = 3;
-        t->dec_to_len = 1;
-        t->strip_rule = TOK_STRIP_OUTPUT;
+        t->strip_rule = TOK_STRIP_OUTPUT; /* the first word's U+2581 */
         t->strip_n = 1;
-        return 0;
+        return spm_decoder(t);
     }
     t->uscores = calloc(v->n_tokens + 1, sizeof(*t->uscores));
     if (!t->uscores) {
