@@ -42,6 +42,21 @@ static inline size_t kc__packed_block_bytes(tdtype t)
     return t == TD_Q4_0 ? 16 + 4 * 32 : 16 + 8 * 32;
 }
 
+/* Up to KC_ATTN_TILE (query token, head) pairs of one sequence that read the same KV head,
+ * pair p over the keys [first[p], end[p]) (kc_attn_tile in kc_ops.c builds them). */
+#define KC_ATTN_TILE 8
+typedef struct kc__attn_tile {
+    int np;
+    const float *q[KC_ATTN_TILE];
+    float *out[KC_ATTN_TILE];
+    int32_t first[KC_ATTN_TILE], end[KC_ATTN_TILE];
+    const int32_t *block_table;
+    const void *k, *v; /* the layer's pools */
+    bool f16;
+    int32_t block_size, n_head_kv, hk, head_dim;
+    float scale, softcap;
+} kc__attn_tile;
+
 typedef struct kc__isa_ops {
     /* Y[t][r] for every token t and rows r in [r0, r1). */
     void (*mm_rows)(const kc__mm *a, int64_t r0, int64_t r1);
@@ -59,6 +74,11 @@ typedef struct kc__isa_ops {
      * Returns false (touching nothing) when this level has no kernel for hd; may be NULL. */
     bool (*attn_block)(const float *q, const void *kb, const void *vb, int cnt, int hd, bool f16,
                        float scale, float *m, float *l, float *acc);
+    /* A whole tile of queries (kc__attn_tile): each key and value row is loaded and converted
+     * once for all the pairs, the online softmax runs with one lane per pair. Each pair's result
+     * depends only on its own query, keys and values, not on the tile's other pairs. Returns
+     * false (touching nothing) when this level has no kernel for the head size; may be NULL. */
+    bool (*attn_tile)(const kc__attn_tile *t);
 } kc__isa_ops;
 
 extern const kc__isa_ops kc__ops_scalar;

@@ -2,10 +2,13 @@
  * them (see kc_cpu.c). Float weights: f32 FMA on 8 lanes, a scalar tail after the horizontal
  * sum. Q8_0/Q4_0: per 32-block maddubs/madd integer dot (sign trick) scaled by d_w * d_x. */
 #include <immintrin.h>
+#include <math.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "kernels/cpu/kc_internal.h"
+#include "kernels/cpu/kc_ops.h"
 #include "kernels/cpu/kc_mm_tiles.h"
 
 #define KC_INLINE       static inline __attribute__((always_inline))
@@ -765,6 +768,157 @@ static void kc_axpy_f16_avx2(float *y, float s, const uint16_t *x, int64_t n)
     }
 }
 
+/* e^x for x <= 0 (the softmax's exponents), ~1 ulp: x = n ln 2 + r with |r| <= ln 2 / 2 (ln 2
+ * split in two for an exact n ln 2), e^r by its degree-6 Taylor polynomial (error below r^7 / 7!
+ * = 1.2e-7), times 2^n through the exponent bits. Below -87.3 (and for -inf) the result is 0. */
+KC_INLINE __m256 kc_exp_neg(__m256 x)
+{
+    const __m256 lo = _mm256_set1_ps(-87.3f);
+    const __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+    x = _mm256_max_ps(x, lo);
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187045e-06f), r);
+    __m256 y = _mm256_set1_ps(1.0f / 720.0f);
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.0f / 120.0f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.0f / 24.0f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.0f / 6.0f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(0.5f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.0f));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.0f));
+    const __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_andnot_ps(under, _mm256_mul_ps(y, _mm256_castsi256_ps(e)));
+}
+
+/* The 8 horizontal sums of a[0..7], lane p = sum of a[p] (each in the same order). */
+KC_INLINE __m256 kc_hsum8x8(const __m256 a[8])
+{
+    const __m256 s01 = _mm256_hadd_ps(a[0], a[1]), s23 = _mm256_hadd_ps(a[2], a[3]);
+    const __m256 s45 = _mm256_hadd_ps(a[4], a[5]), s67 = _mm256_hadd_ps(a[6], a[7]);
+    const __m256 s0123 = _mm256_hadd_ps(s01, s23), s4567 = _mm256_hadd_ps(s45, s67);
+    /* lanes: [a0 a1 a2 a3 | a0 a1 a2 a3] halves of the low / high 128 bits of each */
+    const __m256 lo = _mm256_permute2f128_ps(s0123, s4567, 0x20);
+    const __m256 hi = _mm256_permute2f128_ps(s0123, s4567, 0x31);
+    return _mm256_add_ps(lo, hi);
+}
+
+KC_INLINE __m256 kc_kv8(const void *row, bool f16, int d)
+{
+    return f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + d)))
+               : _mm256_loadu_ps((const float *)row + d);
+}
+
+/*
+ * A tile of up to 8 (token, head) pairs against one KV head: per KV block, the scores of every
+ * key for all pairs (one lane each; the key row is read once), the block's max per lane, the
+ * correction, e^(s - m) by kc_exp_neg, then the values folded into each pair's accumulator with
+ * the value row read once per 8 dims. Lanes outside a pair's key range contribute exact zeros.
+ */
+static bool kc_attn_tile_avx2(const kc__attn_tile *t)
+{
+    const int hd = t->head_dim, bs = t->block_size, np = t->np;
+    if (hd % 8 != 0 || hd > KC_ATTN_MAX_HEAD_DIM || np < 1 || np > 8) {
+        return false;
+    }
+    const size_t esz = t->f16 ? 2 : 4;
+    _Alignas(32) float acc[8][KC_ATTN_MAX_HEAD_DIM];
+    _Alignas(32) float sc[KC_ATTN_MAX_BLOCK][8];
+    _Alignas(32) float lanes_first[8], lanes_end[8];
+    int32_t lo = INT32_MAX, hi = 0;
+    for (int p = 0; p < 8; p++) {
+        const bool on = p < np;
+        lanes_first[p] = on ? (float)t->first[p] : 0.0f;
+        lanes_end[p] = on ? (float)t->end[p] : 0.0f; /* an empty range for unused lanes */
+        if (on) {
+            lo = t->first[p] < lo ? t->first[p] : lo;
+            hi = t->end[p] > hi ? t->end[p] : hi;
+        }
+        memset(acc[p], 0, sizeof(float) * (size_t)hd);
+    }
+    const __m256 vfirst = _mm256_load_ps(lanes_first), vend = _mm256_load_ps(lanes_end);
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    __m256 m = ninf, l = _mm256_setzero_ps();
+    for (int32_t b = lo / bs; b * bs < hi; b++) {
+        const int32_t j0 = b * bs > lo ? b * bs : lo;
+        const int32_t j1 = (b + 1) * bs < hi ? (b + 1) * bs : hi;
+        const size_t base =
+            (((size_t)t->block_table[b] * (size_t)t->n_head_kv + (size_t)t->hk) * (size_t)bs) *
+            (size_t)hd * esz;
+        const uint8_t *kb = (const uint8_t *)t->k + base, *vb = (const uint8_t *)t->v + base;
+        __m256 bmax = ninf;
+        for (int32_t j = j0; j < j1; j++) {
+            const void *kr = kb + (size_t)(j - b * bs) * (size_t)hd * esz;
+            __m256 dot[8];
+            for (int p = 0; p < 8; p++) {
+                dot[p] = _mm256_setzero_ps();
+            }
+            for (int d = 0; d < hd; d += 8) {
+                const __m256 kv = kc_kv8(kr, t->f16, d);
+                for (int p = 0; p < np; p++) {
+                    dot[p] = _mm256_fmadd_ps(_mm256_loadu_ps(t->q[p] + d), kv, dot[p]);
+                }
+            }
+            __m256 s = _mm256_mul_ps(kc_hsum8x8(dot), _mm256_set1_ps(t->scale));
+            if (t->softcap != 0.0f) {
+                _Alignas(32) float tmp[8];
+                _mm256_store_ps(tmp, s);
+                for (int p = 0; p < 8; p++) {
+                    tmp[p] = tanhf(tmp[p] * (1.0f / t->softcap)) * t->softcap;
+                }
+                s = _mm256_load_ps(tmp);
+            }
+            const __m256 jf = _mm256_set1_ps((float)j);
+            const __m256 in = _mm256_and_ps(_mm256_cmp_ps(jf, vfirst, _CMP_GE_OQ),
+                                            _mm256_cmp_ps(jf, vend, _CMP_LT_OQ));
+            s = _mm256_blendv_ps(ninf, s, in);
+            _mm256_store_ps(sc[j - j0], s);
+            bmax = _mm256_max_ps(bmax, s);
+        }
+        /* lanes whose block max rose rescale what they have; -inf - -inf stays untouched */
+        const __m256 up = _mm256_cmp_ps(bmax, m, _CMP_GT_OQ);
+        const __m256 corr =
+            _mm256_blendv_ps(_mm256_set1_ps(1.0f), kc_exp_neg(_mm256_sub_ps(m, bmax)), up);
+        m = _mm256_blendv_ps(m, bmax, up);
+        l = _mm256_mul_ps(l, corr);
+        _Alignas(32) float cf[8];
+        _mm256_store_ps(cf, corr);
+        for (int32_t j = j0; j < j1; j++) {
+            /* e^(s - m); lanes with no key yet (m = -inf) or outside their range give 0 */
+            const __m256 s = _mm256_load_ps(sc[j - j0]);
+            const __m256 valid = _mm256_cmp_ps(s, ninf, _CMP_GT_OQ);
+            const __m256 e = _mm256_and_ps(valid, kc_exp_neg(_mm256_sub_ps(s, m)));
+            l = _mm256_add_ps(l, e);
+            _mm256_store_ps(sc[j - j0], e);
+        }
+        for (int d = 0; d < hd; d += 8) {
+            __m256 a[8];
+            for (int p = 0; p < np; p++) {
+                a[p] = _mm256_mul_ps(_mm256_load_ps(acc[p] + d), _mm256_set1_ps(cf[p]));
+            }
+            for (int32_t j = j0; j < j1; j++) {
+                const __m256 vv = kc_kv8(vb + (size_t)(j - b * bs) * (size_t)hd * esz, t->f16, d);
+                for (int p = 0; p < np; p++) {
+                    a[p] = _mm256_fmadd_ps(_mm256_broadcast_ss(&sc[j - j0][p]), vv, a[p]);
+                }
+            }
+            for (int p = 0; p < np; p++) {
+                _mm256_store_ps(acc[p] + d, a[p]);
+            }
+        }
+    }
+    _Alignas(32) float lf[8];
+    _mm256_store_ps(lf, l);
+    for (int p = 0; p < np; p++) {
+        const __m256 inv = _mm256_set1_ps(1.0f / lf[p]);
+        for (int d = 0; d < hd; d += 8) {
+            _mm256_storeu_ps(t->out[p] + d, _mm256_mul_ps(_mm256_load_ps(acc[p] + d), inv));
+        }
+    }
+    return true;
+}
+
 static void kc_quant_q8_avx2(const float *x, td_block_q8_0 *y, int64_t k)
 {
     const __m256 sign = _mm256_set1_ps(-0.0f);
@@ -863,4 +1017,5 @@ const kc__isa_ops kc__ops_avx2 = {
     .dot_f16 = kc_dot_f16_avx2,
     .axpy_f32 = kc_axpy_f32_avx2,
     .axpy_f16 = kc_axpy_f16_avx2,
+    .attn_tile = kc_attn_tile_avx2,
 };

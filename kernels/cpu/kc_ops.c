@@ -233,10 +233,61 @@ static void kc_attn_one(const kc_attn_task *t, const kc_attn_seq *s, int32_t i, 
     }
 }
 
+/* Pairs [k0, k0 + np) of sequence s and KV head hk, numbered token-major (pair k: token k / G,
+ * head hk * G + k % G with G query heads per KV head), as one kc__attn_tile. false: the level
+ * has no tile kernel for them. */
+static bool kc_attn_tile(const kc_attn_task *t, const kc_attn_seq *s, int hk, int64_t k0, int np)
+{
+    const kc_paged_kv *kv = t->kv;
+    const int G = t->n_head / kv->n_head_kv;
+    kc__attn_tile tile = {.np = np,
+                          .block_table = s->block_table,
+                          .k = kv->k,
+                          .v = kv->v,
+                          .f16 = kv->f16,
+                          .block_size = kv->block_size,
+                          .n_head_kv = kv->n_head_kv,
+                          .hk = hk,
+                          .head_dim = kv->head_dim,
+                          .scale = t->scale,
+                          .softcap = t->softcap};
+    for (int p = 0; p < np; p++) {
+        const int64_t i = (k0 + p) / G;
+        const int h = hk * G + (int)((k0 + p) % G);
+        const int32_t n_keys = s->start_pos + (int32_t)i + 1;
+        tile.q[p] = s->q + i * t->q_stride + (int64_t)h * kv->head_dim;
+        tile.out[p] = s->out + i * t->o_stride + (int64_t)h * kv->head_dim;
+        tile.first[p] = t->window > 0 && n_keys > t->window ? n_keys - t->window : 0;
+        tile.end[p] = n_keys;
+    }
+    return t->ops->attn_tile(&tile);
+}
+
 static void kc_attn_worker(void *arg, int ith, int nth)
 {
     const kc_attn_task *t = arg;
     int64_t item = 0;
+    if (t->ops->attn_tile && t->kv->head_dim % 8 == 0) {
+        /* tiles of up to KC_ATTN_TILE pairs sharing a KV head: in decode the heads of a GQA
+         * group, in prefill consecutive tokens too */
+        const int G = t->n_head / t->kv->n_head_kv;
+        for (int si = 0; si < t->n_seqs; si++) {
+            const kc_attn_seq *s = &t->seqs[si];
+            const int64_t n_pairs = (int64_t)s->n_new * G;
+            for (int hk = 0; hk < t->kv->n_head_kv; hk++) {
+                for (int64_t k0 = 0; k0 < n_pairs; k0 += KC_ATTN_TILE, item++) {
+                    const int np = n_pairs - k0 < KC_ATTN_TILE ? (int)(n_pairs - k0) : KC_ATTN_TILE;
+                    if (item % nth == ith && !kc_attn_tile(t, s, hk, k0, np)) {
+                        for (int p = 0; p < np; p++) {
+                            kc_attn_one(t, s, (int32_t)((k0 + p) / G),
+                                        hk * G + (int)((k0 + p) % G));
+                        }
+                    }
+                }
+            }
+        }
+        return;
+    }
     for (int si = 0; si < t->n_seqs; si++) {
         const kc_attn_seq *s = &t->seqs[si];
         for (int32_t i = 0; i < s->n_new; i++) {
