@@ -325,6 +325,13 @@ static int bind_experts(model *m, int il, const char *kind, int64_t ne0, int64_t
             return rc;
         }
     }
+    char extra[96];
+    snprintf(extra, sizeof(extra), "blk.%d.ffn_%s_exps.%d.weight", il, kind, ne);
+    if (model_find_tensor(m, extra)) {
+        tandem_set_err(err, errlen, "%s: tensor '%s' found but the model has %d experts", m->path,
+                       extra, ne);
+        return -EINVAL;
+    }
     return 0;
 }
 
@@ -715,12 +722,26 @@ static int gguf_swa_pattern(model *m, const gguf_ctx *g, const char *a, int def_
     const gguf_kv *kv = gguf_find_kv(g, key);
     priv->swa_pattern = def_pattern;
     if (kv && kv->type == GGUF_TYPE_ARRAY) {
-        if (kv->arr_type != GGUF_TYPE_BOOL || kv->n != (uint64_t)m->cfg.n_layer) {
-            tandem_set_err(err, errlen, "%s: %s must be %d bools (one per layer)", m->path, key,
-                           m->cfg.n_layer);
+        /* bools, or (as llama.cpp's get_arr also takes) 32-bit integers, one per layer */
+        const gguf_type t = kv->arr_type;
+        const size_t esz = t == GGUF_TYPE_BOOL ? 1 : 4;
+        if ((t != GGUF_TYPE_BOOL && t != GGUF_TYPE_INT32 && t != GGUF_TYPE_UINT32) ||
+            kv->n != (uint64_t)m->cfg.n_layer) {
+            tandem_set_err(err, errlen,
+                           "%s: %s must hold %d bools or 32-bit integers (one per layer)", m->path,
+                           key, m->cfg.n_layer);
             return -EINVAL;
         }
-        priv->swa_layers = kv->data;
+        uint8_t *flags = model__alloc(m, (size_t)m->cfg.n_layer);
+        if (!flags) {
+            tandem_set_err(err, errlen, "%s: out of memory", m->path);
+            return -ENOMEM;
+        }
+        for (int il = 0; il < m->cfg.n_layer; il++) {
+            const uint8_t *e = kv->data + (size_t)il * esz;
+            flags[il] = esz == 1 ? e[0] != 0 : (e[0] | e[1] | e[2] | e[3]) != 0;
+        }
+        priv->swa_layers = flags;
         return 0;
     }
     return gguf_hparam(m, g, a, "attention.sliding_window_pattern", def_pattern, &priv->swa_pattern,
