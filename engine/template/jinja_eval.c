@@ -71,6 +71,14 @@ static char TUPLE_MARK;
 /* The `loop` objects of for loops carry this marker: they have the method cycle(). */
 static char LOOP_MARK;
 
+/* groupby's tuples carry this marker (see jinja__mark_group). */
+static char GROUP_MARK;
+
+void jinja__mark_group(struct json_object *arr)
+{
+    json_object_set_userdata(arr, &GROUP_MARK, NULL);
+}
+
 /* Markup strings carry this marker (see jinja__mark_safe). */
 static char SAFE_MARK;
 
@@ -842,6 +850,13 @@ int jinja__get_member(struct rs *rs, const struct jnode *at, const struct jv *ob
         return jinja__fail(rs, at, -EINVAL, "undefined value has no attribute '%s'", name);
     case VT_MACRO:
         return macro_member(rs, obj, name, out);
+    case VT_LIST: /* groupby's tuples: grouper and list */
+        *out = jv_undef(NULL, at);
+        if (json_object_get_userdata(obj->j) == &GROUP_MARK &&
+            (strcmp(name, "grouper") == 0 || strcmp(name, "list") == 0)) {
+            *out = jv_ref(json_object_array_get_idx(obj->j, name[0] == 'l'));
+        }
+        return 0;
     case VT_DICT:
     case VT_NS: {
         struct json_object *j = NULL;

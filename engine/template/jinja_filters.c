@@ -1365,6 +1365,389 @@ static int filter_indent(struct rs *rs, const struct jnode *at, const struct jv 
     return jinja__new_buf_str(rs, at, &b, out);
 }
 
+/* ---- text and grouping filters -------------------------------------------------------------- */
+
+/* forceescape: HTML-escape str(v) even when it is Markup already. */
+static int filter_forceescape(struct rs *rs, const struct jnode *at, const struct jv *v,
+                              struct json_object *items, const struct args *a, struct jv *out)
+{
+    (void)items, (void)a;
+    struct jv sv = {0};
+    int rc = jinja__to_str(rs, at, v, &sv);
+    if (rc) {
+        return rc;
+    }
+    struct jv plain = sv;
+    struct json_object *copy = NULL;
+    if (jinja__is_safe(&sv)) { /* a plain copy, so that it is escaped */
+        size_t n;
+        const char *s = jv_str(&sv, &n);
+        copy = json_object_new_string_len(s, (int)n);
+        if (!copy) {
+            jv_put(&sv);
+            return jinja__oom(rs);
+        }
+        plain = jv_own(copy);
+    }
+    struct buf b;
+    buf_init(&b, rs->lim.max_output);
+    rc = jinja__append_escaped(rs, at, &plain, &b);
+    json_object_put(copy);
+    jv_put(&sv);
+    if (rc) {
+        buf_free(&b);
+        return rc;
+    }
+    rc = jinja__new_buf_str(rs, at, &b, out);
+    if (!rc) {
+        jinja__mark_safe(out->j);
+    }
+    return rc;
+}
+
+/* truncate(length=255, killwords=False, end='...', leeway=5), as Jinja2 (lengths in code
+ * points). */
+static int filter_truncate(struct rs *rs, const struct jnode *at, const struct jv *v,
+                           struct json_object *items, const struct args *a, struct jv *out)
+{
+    (void)items;
+    int64_t length = 255, leeway = 5;
+    const char *end = "...";
+    size_t en = 3;
+    const struct jv *lv = jinja__arg(a, 0, "length"), *kv = jinja__arg(a, 1, "killwords");
+    const struct jv *ev = jinja__arg(a, 2, "end"), *wv = jinja__arg(a, 3, "leeway");
+    int rc = lv ? jinja__want_int(rs, at, lv, "truncate length", &length) : 0;
+    if (!rc && ev) {
+        rc = jinja__want_str(rs, at, ev, "truncate end", &end, &en);
+    }
+    if (!rc && wv && jv_type(wv) != VT_NONE) {
+        rc = jinja__want_int(rs, at, wv, "truncate leeway", &leeway);
+    }
+    struct jv sv = {0};
+    if (!rc) {
+        rc = jinja__to_str(rs, at, v, &sv);
+    }
+    if (rc) {
+        return rc;
+    }
+    size_t en_chars = jinja__u8_count(end, en);
+    if (length < (int64_t)en_chars || leeway < 0) {
+        jv_put(&sv);
+        return jinja__fail(rs, at, -EINVAL, "truncate: length must be at least the end's");
+    }
+    size_t n;
+    const char *s = jv_str(&sv, &n);
+    if ((int64_t)jinja__u8_count(s, n) <= length + leeway) {
+        *out = sv;
+        return 0;
+    }
+    size_t keep = 0; /* bytes of the first length - len(end) characters */
+    for (int64_t c = 0; keep < n && c < length - (int64_t)en_chars; c++) {
+        keep += jinja__u8_len((const unsigned char *)s, n, keep);
+    }
+    if (!(kv && jv_truthy(kv))) { /* rsplit(" ", 1)[0]: drop the last partial word */
+        for (size_t k = keep; k-- > 0;) {
+            if (s[k] == ' ') {
+                keep = k;
+                break;
+            }
+        }
+    }
+    struct buf b;
+    buf_init(&b, rs->lim.max_output);
+    rc = jinja__buf_add(rs, at, &b, s, keep);
+    if (!rc) {
+        rc = jinja__buf_add(rs, at, &b, end, en);
+    }
+    jv_put(&sv);
+    if (rc) {
+        buf_free(&b);
+        return rc;
+    }
+    return jinja__new_buf_str(rs, at, &b, out);
+}
+
+/* wordcount: runs of word characters (letters, digits, _ and any non-ASCII non-space). */
+static int filter_wordcount(struct rs *rs, const struct jnode *at, const struct jv *v,
+                            struct json_object *items, const struct args *a, struct jv *out)
+{
+    (void)items, (void)a;
+    struct jv sv = {0};
+    int rc = jinja__to_str(rs, at, v, &sv);
+    if (rc) {
+        return rc;
+    }
+    size_t n;
+    const char *s = jv_str(&sv, &n);
+    int64_t words = 0;
+    bool in_word = false;
+    for (size_t i = 0; i < n;) {
+        size_t l = jinja__u8_len((const unsigned char *)s, n, i);
+        unsigned long c = jinja__u8_decode((const unsigned char *)s + i, l);
+        bool w = c >= 0x80 ? !jinja__isspace(c)
+                           : (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') ||
+                                 c == '_';
+        words += w && !in_word;
+        in_word = w;
+        i += l;
+    }
+    jv_put(&sv);
+    return jinja__new_int(rs, words, out);
+}
+
+/* center(width=80): str(v).center(width). */
+static int filter_center(struct rs *rs, const struct jnode *at, const struct jv *v,
+                         struct json_object *items, const struct args *a, struct jv *out)
+{
+    (void)items;
+    struct jv sv = {0};
+    int rc = jinja__to_str(rs, at, v, &sv);
+    if (rc) {
+        return rc;
+    }
+    struct args ca = {0};
+    const struct jv *wv = jinja__arg(a, 0, "width");
+    struct json_object *w80 = wv ? NULL : json_object_new_int(80);
+    if (!wv && !w80) {
+        jv_put(&sv);
+        return jinja__oom(rs);
+    }
+    ca.pos[0] = wv ? *wv : jv_own(w80); /* borrowed views */
+    ca.n_pos = 1;
+    rc = jinja__call_method(rs, at, &sv, "center", &ca, out);
+    json_object_put(w80);
+    jv_put(&sv);
+    return rc;
+}
+
+/* batch(linecount, fill_with=None) and slice(slices, fill_with=None): lists of lists. */
+static int filter_batch_slice(struct rs *rs, const struct jnode *at, struct json_object *items,
+                              const struct args *a, bool slice, struct jv *out)
+{
+    int64_t k = 0;
+    int rc = jinja__want_int(rs, at, jinja__arg(a, 0, slice ? "slices" : "linecount"),
+                             slice ? "slices" : "linecount", &k);
+    if (rc) {
+        return rc;
+    }
+    if (k <= 0 || k > 1000000) {
+        return jinja__fail(rs, at, -EINVAL, "%s must be positive", slice ? "slices" : "linecount");
+    }
+    const struct jv *fill = jinja__arg(a, 1, "fill_with");
+    if (fill && jv_type(fill) == VT_NONE) {
+        fill = NULL;
+    }
+    size_t n = json_object_array_length(items), size = (size_t)k;
+    size_t groups = slice ? size : (n + size - 1) / size;
+    rc = jinja__count_iterations(rs, at, n + groups);
+    struct json_object *arr = rc ? NULL : json_object_new_array();
+    if (!rc && !arr) {
+        rc = jinja__oom(rs);
+    }
+    size_t per = slice ? n / size : size, extra = slice ? n % size : 0, offset = 0;
+    for (size_t g = 0; !rc && g < groups; g++) {
+        size_t start = slice ? offset + g * per : g * size;
+        if (slice && g < extra) {
+            offset++;
+        }
+        size_t end = slice ? offset + (g + 1) * per : (start + size < n ? start + size : n);
+        struct json_object *grp = json_object_new_array();
+        rc = grp && json_object_array_add(arr, grp) == 0 ? 0
+                                                         : (json_object_put(grp), jinja__oom(rs));
+        for (size_t i = start; !rc && i < end; i++) {
+            struct json_object *e = json_object_array_get_idx(items, i);
+            if (json_object_array_add(grp, e ? json_object_get(e) : NULL) != 0) {
+                json_object_put(e);
+                rc = jinja__oom(rs);
+            }
+        }
+        bool pad = fill && (slice ? g >= extra : end - start < size);
+        for (size_t i = slice ? 0 : end - start; !rc && pad && i < (slice ? 1 : size); i++) {
+            struct json_object *j = jv_to_json(fill);
+            if (json_object_array_add(grp, j) != 0) {
+                json_object_put(j);
+                rc = jinja__oom(rs);
+            }
+        }
+    }
+    if (rc) {
+        json_object_put(arr);
+        return rc;
+    }
+    *out = jv_own(arr);
+    return 0;
+}
+
+static int filter_batch(struct rs *rs, const struct jnode *at, const struct jv *v,
+                        struct json_object *items, const struct args *a, struct jv *out)
+{
+    (void)v;
+    return filter_batch_slice(rs, at, items, a, false, out);
+}
+
+static int filter_slice(struct rs *rs, const struct jnode *at, const struct jv *v,
+                        struct json_object *items, const struct args *a, struct jv *out)
+{
+    (void)v;
+    return filter_batch_slice(rs, at, items, a, true, out);
+}
+
+/* groupby(attribute, default=None, case_sensitive=False): (grouper, list) tuples, sorted by the
+ * attribute; the grouper is the first item's value (its own case), each tuple also has the
+ * attributes grouper and list. */
+static int filter_groupby(struct rs *rs, const struct jnode *at, const struct jv *v,
+                          struct json_object *items, const struct args *a, struct jv *out)
+{
+    (void)v;
+    const char *attr;
+    size_t an;
+    int rc =
+        jinja__want_str(rs, at, jinja__arg(a, 0, "attribute"), "groupby attribute", &attr, &an);
+    if (rc) {
+        return rc;
+    }
+    const struct jv *dv = jinja__arg(a, 1, "default"), *cv = jinja__arg(a, 2, "case_sensitive");
+    bool cs = cv && jv_truthy(cv);
+    size_t n = json_object_array_length(items);
+    struct json_object *pairs = json_object_new_array(); /* [key, item] */
+    rc = pairs ? 0 : jinja__oom(rs);
+    for (size_t i = 0; !rc && i < n; i++) {
+        struct jv item = jv_own(json_object_array_get_idx(items, i)); /* borrowed view */
+        struct jv key = {0};
+        rc = jinja__get_member(rs, at, &item, attr, &key);
+        if (!rc && jv_type(&key) == VT_UNDEF && dv) {
+            key = jv_copy(dv);
+        }
+        struct json_object *p = rc ? NULL : json_object_new_array();
+        if (!rc && (!p || json_object_array_add(pairs, p) != 0)) {
+            json_object_put(p);
+            rc = jinja__oom(rs);
+        }
+        if (!rc && jv_type(&key) == VT_UNDEF) {
+            rc = jinja__fail(rs, at, -EINVAL, "groupby: an item has no attribute '%s'", attr);
+        }
+        if (!rc && (json_object_array_add(p, jv_to_json(&key)) != 0 ||
+                    json_object_array_add(p, item.j ? json_object_get(item.j) : NULL) != 0)) {
+            rc = jinja__oom(rs);
+        }
+        jv_put(&key);
+    }
+    struct jv sorted = {0};
+    if (!rc) {
+        rc = sort_list(rs, at, pairs, NULL, 0, false, cs, &sorted);
+    }
+    json_object_put(pairs);
+    struct json_object *groups = rc ? NULL : json_object_new_array();
+    if (!rc && !groups) {
+        rc = jinja__oom(rs);
+    }
+    struct sort_ctx sc = {.rs = rs, .at = at, .case_sensitive = cs, .elem = 0};
+    struct json_object *list = NULL;
+    size_t m = rc ? 0 : json_object_array_length(sorted.j);
+    for (size_t i = 0; !rc && i < m; i++) {
+        struct json_object *p = json_object_array_get_idx(sorted.j, i);
+        if (i == 0 || sort_cmp(&sc, json_object_array_get_idx(sorted.j, i - 1), p) != 0) {
+            struct json_object *g = json_object_new_array();
+            list = json_object_new_array();
+            struct json_object *key = json_object_array_get_idx(p, 0);
+            if (!g || !list || json_object_array_add(groups, g) != 0) {
+                json_object_put(g);
+                json_object_put(list);
+                rc = jinja__oom(rs);
+                break;
+            }
+            if (json_object_array_add(g, key ? json_object_get(key) : NULL) != 0 ||
+                json_object_array_add(g, list) != 0) {
+                rc = jinja__oom(rs);
+                break;
+            }
+            jinja__mark_group(g);
+        }
+        struct json_object *item = json_object_array_get_idx(p, 1);
+        if (json_object_array_add(list, item ? json_object_get(item) : NULL) != 0) {
+            json_object_put(item);
+            rc = jinja__oom(rs);
+        }
+    }
+    if (!rc) {
+        rc = sc.rc;
+    }
+    jv_put(&sorted);
+    if (rc) {
+        json_object_put(groups);
+        return rc;
+    }
+    *out = jv_own(groups);
+    return 0;
+}
+
+/* striptags: tags and comments removed, whitespace runs collapsed to one space, the basic
+ * entities unescaped (Markup.striptags). */
+static int filter_striptags(struct rs *rs, const struct jnode *at, const struct jv *v,
+                            struct json_object *items, const struct args *a, struct jv *out)
+{
+    (void)items, (void)a;
+    struct jv sv = {0};
+    int rc = jinja__to_str(rs, at, v, &sv);
+    if (rc) {
+        return rc;
+    }
+    size_t n;
+    const char *s = jv_str(&sv, &n);
+    static const char *const ents[][2] = {{"&amp;", "&"},        {"&lt;", "<"},    {"&gt;", ">"},
+                                          {"&#34;", "\""},       {"&quot;", "\""}, {"&#39;", "'"},
+                                          {"&nbsp;", "\xc2\xa0"}};
+    struct buf b;
+    buf_init(&b, rs->lim.max_output);
+    bool space = false;
+    for (size_t i = 0; !rc && i < n;) {
+        if (n - i >= 4 && memcmp(s + i, "<!--", 4) == 0) {
+            const char *e = memmem(s + i + 4, n - i - 4, "-->", 3);
+            if (e) {
+                i = (size_t)(e - s) + 3;
+                continue;
+            }
+        }
+        if (s[i] == '<') {
+            const char *e = memchr(s + i, '>', n - i);
+            if (e) {
+                i = (size_t)(e - s) + 1;
+                continue;
+            }
+        }
+        size_t l = jinja__u8_len((const unsigned char *)s, n, i);
+        if (jinja__isspace(jinja__u8_decode((const unsigned char *)s + i, l))) {
+            space = b.len > 0;
+            i += l;
+            continue;
+        }
+        if (space) {
+            rc = jinja__buf_add(rs, at, &b, " ", 1);
+            space = false;
+        }
+        const char *rep = NULL;
+        size_t used = l;
+        for (size_t k = 0; s[i] == '&' && k < ARRAY_SIZE(ents); k++) {
+            size_t el = strlen(ents[k][0]);
+            if (n - i >= el && memcmp(s + i, ents[k][0], el) == 0) {
+                rep = ents[k][1];
+                used = el;
+                break;
+            }
+        }
+        if (!rc) {
+            rc = rep ? jinja__buf_adds(rs, at, &b, rep) : jinja__buf_add(rs, at, &b, s + i, l);
+        }
+        i += used;
+    }
+    jv_put(&sv);
+    if (rc) {
+        buf_free(&b);
+        return rc;
+    }
+    return jinja__new_buf_str(rs, at, &b, out);
+}
+
 /* format(*args, **kwargs): str(v) % args (or % kwargs, as a mapping). */
 static int filter_format(struct rs *rs, const struct jnode *at, const struct jv *v,
                          struct json_object *items, const struct args *a, struct jv *out)
@@ -1406,7 +1789,9 @@ static int filter_format(struct rs *rs, const struct jnode *at, const struct jv 
  * JF_FALSY_EMPTY: map and the select family treat a falsy operand as empty, as Jinja2 does. */
 const struct jinja__filter jinja__filters[] = {
     {"abs", filter_abs, 0},
+    {"batch", filter_batch, JF_ITEMS},
     {"capitalize", filter_capitalize, 0},
+    {"center", filter_center, 0},
     {"count", filter_length, 0},
     {"d", filter_default, 0},
     {"default", filter_default, 0},
@@ -1415,7 +1800,9 @@ const struct jinja__filter jinja__filters[] = {
     {"escape", filter_escape, 0},
     {"first", filter_first, JF_ITEMS},
     {"float", filter_float, 0},
+    {"forceescape", filter_forceescape, 0},
     {"format", filter_format, 0},
+    {"groupby", filter_groupby, JF_ITEMS},
     {"indent", filter_indent, JF_ITEMS},
     {"int", filter_int, 0},
     {"items", filter_items, 0},
@@ -1435,14 +1822,18 @@ const struct jinja__filter jinja__filters[] = {
     {"safe", filter_safe, 0},
     {"select", filter_select, JF_ITEMS | JF_FALSY_EMPTY},
     {"selectattr", filter_selectattr, JF_ITEMS | JF_FALSY_EMPTY},
+    {"slice", filter_slice, JF_ITEMS},
     {"sort", filter_sort, JF_ITEMS},
     {"string", filter_string, 0},
+    {"striptags", filter_striptags, 0},
     {"sum", filter_sum, JF_ITEMS},
     {"title", filter_title, 0},
     {"tojson", filter_tojson, 0},
     {"trim", filter_trim, 0},
+    {"truncate", filter_truncate, 0},
     {"unique", filter_unique, JF_ITEMS},
     {"upper", filter_upper, 0},
+    {"wordcount", filter_wordcount, 0},
 };
 const size_t jinja__n_filters = ARRAY_SIZE(jinja__filters);
 

@@ -331,6 +331,9 @@ int jinja__oom(struct rs *rs);
 void jinja__mark_tuple(struct json_object *arr);
 bool jinja__is_tuple(struct json_object *arr);
 
+/* groupby's (grouper, list) tuples: also have the attributes grouper and list. */
+void jinja__mark_group(struct json_object *arr);
+
 /* Markup (markupsafe) strings: what the safe and escape filters return. Python's Markup + str
  * HTML-escapes the str, which templates relying on `'text'|safe + value` see even without
  * autoescape. Mark only a string object the renderer created (never one of the context). */
