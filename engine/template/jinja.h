@@ -10,16 +10,26 @@
  *
  * Supported: {{ }}, {% %}, {# #}, whitespace control (-, +, trim_blocks, lstrip_blocks), raw,
  * if/elif/else, for (else, `if` filter, tuple unpacking, loop.index/index0/revindex/revindex0/
- * first/last/length/previtem/nextitem, break/continue), set (names, tuples, namespace attributes,
- * set blocks), macro (positional and keyword parameters with defaults), generation blocks;
- * operators and/or/not, == != < > <= >= (chained), in / not in, is / is not, + - * / // % **, ~,
- * `a if c else b`; literals; attribute, subscript and slice access (negative indices, [::-1]);
- * the filters and tests of the tables in jinja_filters.c, the string/dict methods and globals of
- * those in jinja_methods.c: raise_exception(msg), strftime_now(fmt), range(), namespace(), dict().
+ * first/last/length/previtem/nextitem/depth/depth0/cycle(), break/continue), set (names, tuples,
+ * namespace attributes, set blocks), with, macro (defaults that may name earlier parameters,
+ * keyword arguments, varargs/kwargs/caller bound as Jinja2 binds them, recursion, closures over
+ * the defining scope, name/arguments/catch_* attributes), call blocks (`{% call(x) m() %}`,
+ * caller(...) with arguments), filter blocks (`{% filter a(x)|b %}`), standalone blocks (rendered
+ * in place), generation blocks; operators and/or/not, == != < > <= >= (chained), in / not in,
+ * is / is not, + - * / // % **, str % args (printf-style), ~, `a if c else b`; literals;
+ * attribute, subscript and slice access (negative indices, [::-1]); Markup strings (safe/escape;
+ * Markup + str escapes the str, as in Jinja2); the filters and tests of the tables in
+ * jinja_filters.c, the string/dict/list methods and globals of those in jinja_methods.c:
+ * raise_exception(msg), strftime_now(fmt), range(), namespace(), dict().
  *
- * Known differences from Python: case mapping (upper/lower/title/capitalize) covers ASCII,
- * Latin-1, Latin Extended-A, Greek and Cyrillic one-to-one (no ß → SS, other scripts unchanged);
- * integers are 64-bit (overflow is an error); str % args and str.format are not supported.
+ * Not supported: template inheritance and loading (extends, include, import), loop.changed and
+ * recursive loops, cycler/joiner, str.format, dict keys other than strings, and the filters attr,
+ * filesizeformat, pprint, random, urlencode, urlize, wordwrap and xmlattr.
+ *
+ * Known differences from Python: case mapping (upper/lower/title/capitalize/swapcase/casefold)
+ * covers ASCII, Latin-1, Latin Extended-A, Greek and Cyrillic one-to-one (no ß → SS, other scripts
+ * unchanged); str.isalpha and friends know those letters, CJK, kana and Hangul, and ASCII digits;
+ * integers are 64-bit (overflow is an error); Markup-ness is kept by safe, escape and + only.
  *
  * Errors (syntax, type, undefined attribute, limits) are returned with a message
  * "line L column C: ..." naming the position in the template. Bad templates and bad context
