@@ -23,8 +23,8 @@
  * raise_exception(msg), strftime_now(fmt), range(), namespace(), dict().
  *
  * Not supported: template inheritance and loading (extends, include, import), loop.changed and
- * recursive loops, cycler/joiner, str.format, dict keys other than strings, and the filters attr,
- * filesizeformat, pprint, random, urlencode, urlize, wordwrap and xmlattr.
+ * recursive loops, cycler/joiner, str.format, dict keys other than strings and integers, and the
+ * filters attr, filesizeformat, pprint, random, urlencode, urlize, wordwrap and xmlattr.
  *
  * Known differences from Python: case mapping (upper/lower/title/capitalize/swapcase/casefold)
  * covers ASCII, Latin-1, Latin Extended-A, Greek and Cyrillic one-to-one (no ß → SS, other scripts

@@ -71,6 +71,51 @@ static char TUPLE_MARK;
 /* The `loop` objects of for loops carry this marker: they have the method cycle(). */
 static char LOOP_MARK;
 
+int jinja__dict_key(struct rs *rs, const struct jnode *at, const struct jv *key, char buf[32],
+                    const char **out)
+{
+    if (jv_type(key) == VT_STR) {
+        *out = json_object_get_string(key->j);
+        return 0;
+    }
+    if (jv_is_int(key)) {
+        snprintf(buf, 32, "%c%lld", JINJA_INT_KEY, (long long)jv_int(key));
+        *out = buf;
+        return 0;
+    }
+    return jinja__fail(rs, at, -EINVAL, "dict keys must be strings or integers, got %s",
+                       jv_type_name(key));
+}
+
+bool jinja__int_key(const char *k, int64_t *value)
+{
+    if (k[0] != JINJA_INT_KEY || k[1] == '\0') {
+        return false;
+    }
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(k + 1, &end, 10);
+    if (errno || *end != '\0') {
+        return false;
+    }
+    *value = v;
+    return true;
+}
+
+int jinja__key_value(struct rs *rs, const char *k, struct jv *out)
+{
+    int64_t v;
+    if (jinja__int_key(k, &v)) {
+        return jinja__new_int(rs, v, out);
+    }
+    struct json_object *j = json_object_new_string(k);
+    if (!j) {
+        return jinja__oom(rs);
+    }
+    *out = jv_own(j);
+    return 0;
+}
+
 /* groupby's tuples carry this marker (see jinja__mark_group). */
 static char GROUP_MARK;
 
@@ -399,7 +444,12 @@ static int append_repr(struct rs *rs, const struct jnode *at, struct json_object
                 rc = jinja__buf_adds(rs, at, b, ", ");
             }
             first = false;
-            if (!rc) {
+            int64_t ik;
+            if (!rc && jinja__int_key(key, &ik)) {
+                char digits[24];
+                snprintf(digits, sizeof(digits), "%lld", (long long)ik);
+                rc = jinja__buf_adds(rs, at, b, digits);
+            } else if (!rc) {
                 rc = append_str_repr(rs, at, key, strlen(key), b);
             }
             if (!rc) {
@@ -753,11 +803,12 @@ int jinja__iter_items(struct rs *rs, const struct jnode *at, const struct jv *v,
         json_object_object_foreach(v->j, key, val)
         {
             (void)val;
-            struct json_object *k = json_object_new_string(key);
-            if (!k || json_object_array_add(arr, k) != 0) {
-                json_object_put(k);
+            struct jv k = {0};
+            int rc = jinja__key_value(rs, key, &k);
+            if (rc || json_object_array_add(arr, k.j) != 0) {
+                jv_put(&k);
                 json_object_put(arr);
-                return jinja__oom(rs);
+                return rc ? rc : jinja__oom(rs);
             }
         }
         *out = arr;
@@ -892,8 +943,11 @@ static int get_item(struct rs *rs, const struct jnode *at, const struct jv *obj,
     if (t == VT_UNDEF) {
         return jinja__get_member(rs, at, obj, "[]", out);
     }
-    if ((t == VT_DICT || t == VT_NS) && jv_type(key) == VT_STR) {
-        return jinja__get_member(rs, at, obj, json_object_get_string(key->j), out);
+    if ((t == VT_DICT || t == VT_NS) && (jv_type(key) == VT_STR || jv_is_int(key))) {
+        char buf[32];
+        const char *k = NULL;
+        int rc = jinja__dict_key(rs, at, key, buf, &k);
+        return rc ? rc : jinja__get_member(rs, at, obj, k, out);
     }
     if ((t == VT_LIST || t == VT_STR) && jv_is_int(key)) {
         size_t idx;
@@ -1064,10 +1118,14 @@ int jinja__contains(struct rs *rs, const struct jnode *at, const struct jv *need
         return 0;
     }
     case VT_DICT:
-    case VT_NS:
-        *out = jv_type(needle) == VT_STR &&
-               json_object_object_get_ex(hay->j, json_object_get_string(needle->j), NULL);
+    case VT_NS: {
+        char buf[32];
+        const char *k = NULL;
+        *out = (jv_type(needle) == VT_STR || jv_is_int(needle)) &&
+               jinja__dict_key(rs, at, needle, buf, &k) == 0 &&
+               json_object_object_get_ex(hay->j, k, NULL);
         return 0;
+    }
     default:
         return jinja__fail(rs, at, -EINVAL, "argument of 'in' is %s, not a container",
                            jv_type_name(hay));
@@ -1740,11 +1798,12 @@ static int eval_container(struct rs *rs, struct frame *f, const struct jnode *n,
     int rc = 0;
     for (size_t i = 0; !rc && i < n->n_items; i += dict ? 2 : 1) {
         struct jv k = {0}, v = {0};
+        char kbuf[32];
+        const char *key = NULL;
         if (dict) {
             rc = eval(rs, f, n->items[i], &k);
-            if (!rc && jv_type(&k) != VT_STR) {
-                rc = jinja__fail(rs, n->items[i], -EINVAL, "dict keys must be strings, got %s",
-                                 jv_type_name(&k));
+            if (!rc) {
+                rc = jinja__dict_key(rs, n->items[i], &k, kbuf, &key);
             }
         }
         if (!rc) {
@@ -1752,8 +1811,7 @@ static int eval_container(struct rs *rs, struct frame *f, const struct jnode *n,
         }
         if (!rc) {
             struct json_object *j = jv_to_json(&v);
-            int add = dict ? json_object_object_add(c, json_object_get_string(k.j), j)
-                           : json_object_array_add(c, j);
+            int add = dict ? json_object_object_add(c, key, j) : json_object_array_add(c, j);
             if (add != 0) {
                 json_object_put(j);
                 rc = jinja__oom(rs);

@@ -165,7 +165,12 @@ static int append_json(struct rs *rs, const struct jnode *at, struct json_object
             if (!rc && indent >= 0) {
                 rc = json_newline(rs, at, indent, level + 1, b);
             }
-            if (!rc) {
+            int64_t ik;
+            if (!rc && jinja__int_key(keys[i], &ik)) { /* json.dumps writes int keys as strings */
+                char digits[24];
+                snprintf(digits, sizeof(digits), "\"%lld\"", (long long)ik);
+                rc = jinja__buf_adds(rs, at, b, digits);
+            } else if (!rc) {
                 rc = append_json_str(rs, at, keys[i], strlen(keys[i]), b);
             }
             if (!rc) {

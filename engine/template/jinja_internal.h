@@ -331,6 +331,18 @@ int jinja__oom(struct rs *rs);
 void jinja__mark_tuple(struct json_object *arr);
 bool jinja__is_tuple(struct json_object *arr);
 
+/* Dict keys: json objects hold string keys, so an integer key (a boolean counts as 0 or 1, as in
+ * Python) is stored as JINJA_INT_KEY followed by its decimal digits: Seed-OSS indexes a table
+ * {0: 0, 512: 128, ...} by numbers. jinja__dict_key gives the stored key of a key value (a
+ * string's own bytes, or the encoding written into buf) or -EINVAL for another type;
+ * jinja__int_key tells whether a stored key is an encoded integer (and which); jinja__key_value
+ * gives the value of a stored key (a new string or integer). */
+#define JINJA_INT_KEY '\x01'
+int jinja__dict_key(struct rs *rs, const struct jnode *at, const struct jv *key, char buf[32],
+                    const char **out);
+bool jinja__int_key(const char *k, int64_t *value);
+int jinja__key_value(struct rs *rs, const char *k, struct jv *out);
+
 /* groupby's (grouper, list) tuples: also have the attributes grouper and list. */
 void jinja__mark_group(struct json_object *arr);
 

@@ -1015,8 +1015,10 @@ static int method_get(struct rs *rs, const struct jnode *at, const struct jv *ob
         return jinja__fail(rs, at, -EINVAL, "get needs a key");
     }
     struct json_object *j = NULL;
-    if (jv_type(k) == VT_STR &&
-        json_object_object_get_ex(obj->j, json_object_get_string(k->j), &j)) {
+    char buf[32];
+    const char *key = NULL;
+    if ((jv_type(k) == VT_STR || jv_is_int(k)) && jinja__dict_key(rs, at, k, buf, &key) == 0 &&
+        json_object_object_get_ex(obj->j, key, &j)) {
         *out = jv_ref(j);
     } else {
         *out = def ? jv_copy(def) : jv_ref(NULL);
@@ -1037,7 +1039,12 @@ static int dict_list(struct rs *rs, const struct jv *obj, char what, struct jv *
         if (what == 'v') {
             e = val ? json_object_get(val) : NULL;
         } else {
-            k = json_object_new_string(key);
+            struct jv kv = {0};
+            if (jinja__key_value(rs, key, &kv) != 0) {
+                json_object_put(arr);
+                return -ENOMEM;
+            }
+            k = kv.j;
             e = k;
             if (k && what == 'i') {
                 e = json_object_new_array();

@@ -159,6 +159,7 @@ CASES = [
     ("filters_text", "{{ 'hello world foo'|truncate(9) }}|{{ 'hello world foo'|truncate(9, true) }}|{{ 'hello world foo'|truncate(11, false, '..', 0) }}|{{ 'short'|truncate(255) }}|{{ 'héllo wörld foo bar'|truncate(12) }}|{{ 'a b  c\\nd_e é'|wordcount }}|{{ 'x'|center(5) }}|{{ 'a <b>c</b>  d<!-- x -->e &amp; f'|striptags }}|{{ '<x>'|forceescape }}|{{ '<x>'|safe|forceescape }}"),
     ("filters_batch_slice", "{{ [1, 2, 3, 4, 5]|batch(2)|list }} {{ [1, 2, 3, 4, 5]|batch(2, 0)|list }} {{ [1, 2, 3, 4, 5]|slice(2)|list }} {{ [1, 2, 3, 4, 5]|slice(3, 'x')|list }} {{ []|batch(3)|list }} {{ items|slice(5)|list }}"),
     ("filter_groupby", "{% for g in msgs|groupby('role') %}{{ g.grouper }}:{{ g.list|length }};{% endfor %}{% for k, v in [{'k': 'B'}, {'k': 'a'}, {'k': 'b'}]|groupby('k') %}{{ k }}{{ v|length }}{% endfor %}{% for k, v in [{'k': 'B'}, {'k': 'b'}]|groupby('k', case_sensitive=true) %}{{ k }}{% endfor %}{{ [{'x': 2}, {}]|groupby('x', default=1)|map(attribute='grouper')|list }}"),
+    ("dict_int_keys", "{% set d = {0: 'a', 512: 'b', 'x': 1} %}{{ d[512] }} {{ d.get(0) }} {{ d.get(7, 'n') }} {{ 0 in d }} {{ 1 in d }} {{ d|tojson }} {{ d }} {% for k in d %}{{ k + 1 if k is number else k }},{% endfor %} {{ d.items()|list }} {{ {2: 'b', 1: 'a'}|dictsort }} {{ {1: 2}.keys()|list }} {{ d|length }}"),
     # loop helpers
     ("loop_cycle_depth", "{% for x in items %}{{ loop.cycle('odd', 'even') }}{{ loop.depth }}{{ loop.depth0 }} {% endfor %}"),
     ("loop_prev_next_first_last", "{% for m in msgs %}{% if not loop.first %}{{ loop.previtem.role }}>{% endif %}{{ m.role }}{% if loop.nextitem is defined %}>{{ loop.nextitem.role }}{% endif %}{% if loop.last %}!{% endif %} {% endfor %}"),
@@ -189,6 +190,7 @@ ERROR_CASES = [
     ("break_outside_loop", "{% break %}"),
     ("continue_in_macro_outside_loop", "{% for x in [1] %}{% macro m() %}{% continue %}{% endmacro %}{% endfor %}"),
     ("break_in_for_else", "{% for x in [] %}{% else %}{% break %}{% endfor %}"),
+    ("dict_unhashable_key", "{{ {[1]: 2} }}"),
     ("block_defined_twice", "{% block b %}{% endblock %}{% block b %}{% endblock %}"),
     ("with_bad_target", "{% with 1 = 2 %}{% endwith %}"),
     ("percent_too_few", "{{ '%s %s' % ('a',) }}"),

@@ -9,10 +9,10 @@
 # tests/templates/: tokenizer_config-shaped files holding the real chat templates of Gemma 2/7B,
 # Phi-3/3.5/4, Mistral v0.2/v1/v3/v7/Nemo/Small 3.2/Devstral, Qwen 2.5/QwQ/Qwen3, Llama 3.2/3.3,
 # DeepSeek R1-distill/V2/V3.1/Coder, Command-R (plain and tool_use), Command-R7B, Granite 3.0/3.3,
-# Hermes 3, Functionary v3.1/v3.2, Firefunction v2, Kimi K2, gpt-oss and Nemotron Nano v2 (each
-# names its "model" and "source"), plus four written here (Llama 3.1 with tools and date_string,
-# Llama 3.2-style strftime_now with the date pinned by now_epoch, Mistral-style tool calls with
-# raise_exception, one built on macros). lenml renders those with
+# Hermes 3, Functionary v3.1/v3.2, Firefunction v2, Kimi K2, gpt-oss, Nemotron Nano v2 and
+# Seed-OSS (each names its "model" and "source"), plus four written here (Llama 3.1 with tools
+# and date_string, Llama 3.2-style strftime_now with the date pinned by now_epoch, Mistral-style
+# tool calls with raise_exception, one built on macros). lenml renders those with
 # tests/render_lenml_templates.mjs.
 #
 # usage: vs_lenml.sh PATH/TO/tandem-render-chat REPO_ROOT      (exit 77 = skipped)
