@@ -28,7 +28,8 @@ static int vocab_alloc(genvocab *v, size_t n, bool scores)
     if (v->tokens == NULL || v->lens == NULL || v->types == NULL || (scores && v->scores == NULL)) {
         return -ENOMEM;
     }
-    v->bos = v->eos = v->pad = v->unk = -1;
+    v->bos = v->eos = v->pad = v->unk = v->sep = -1;
+    v->lowercase = v->strip_accents = -1;
     return 0;
 }
 
@@ -83,6 +84,7 @@ void genvocab_free(genvocab *v)
     free(v->scores);
     free(v->merges);
     free(v->chat_template);
+    free(v->charsmap);
     free(v->tokenizer_json);
     free(v->tokenizer_config_json);
     memset(v, 0, sizeof(*v));
@@ -1051,6 +1053,320 @@ static int hf_specials(genvocab *v, struct json_object *tok, struct json_object 
     return 0;
 }
 
+/* ---- Unigram and WordPiece ------------------------------------------------------------- */
+
+/* The first step of the given type in a normalizer / pre-tokenizer tree (the node itself or,
+ * recursively, an element of its `list` array), or NULL. */
+static struct json_object *find_step(struct json_object *n, const char *list, const char *type)
+{
+    if (n == NULL || !json_object_is_type(n, json_type_object)) {
+        return NULL;
+    }
+    struct json_object *t = json_get(n, "type");
+    if (t != NULL && json_object_is_type(t, json_type_string) &&
+        strcmp(json_object_get_string(t), type) == 0) {
+        return n;
+    }
+    struct json_object *arr = json_get(n, list);
+    for (size_t i = 0; arr != NULL && json_object_is_type(arr, json_type_array) &&
+                       i < json_object_array_length(arr);
+         i++) {
+        struct json_object *f = find_step(json_object_array_get_idx(arr, i), list, type);
+        if (f != NULL) {
+            return f;
+        }
+    }
+    return NULL;
+}
+
+/* Standard base64 (padding optional) into *out (malloc'd); -EINVAL for other characters. */
+static int b64_decode(const char *s, size_t n, uint8_t **out, size_t *len)
+{
+    static const char alpha[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    uint8_t *o = malloc(n / 4 * 3 + 3);
+    if (o == NULL) {
+        return -ENOMEM;
+    }
+    uint32_t acc = 0;
+    int bits = 0;
+    size_t k = 0, i = 0;
+    for (; i < n && s[i] != '='; i++) {
+        const char *p = s[i] != '\0' ? strchr(alpha, s[i]) : NULL;
+        if (p == NULL) {
+            free(o);
+            return -EINVAL;
+        }
+        acc = (acc << 6) | (uint32_t)(p - alpha);
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            o[k++] = (uint8_t)(acc >> bits);
+        }
+    }
+    for (; i < n; i++) {
+        if (s[i] != '=') {
+            free(o);
+            return -EINVAL;
+        }
+    }
+    *out = o;
+    *len = k;
+    return 0;
+}
+
+/* The special token the post-processor's "single" template ends with (BertProcessing and
+ * RobertaProcessing: their sep), or NULL. */
+static const char *post_last_special(struct json_object *post)
+{
+    if (post == NULL || !json_object_is_type(post, json_type_object)) {
+        return NULL;
+    }
+    struct json_object *sep = json_get(post, "sep[0]");
+    if (sep != NULL && json_object_is_type(sep, json_type_string)) {
+        return json_object_get_string(sep);
+    }
+    struct json_object *procs = json_get(post, "processors");
+    if (procs != NULL && json_object_is_type(procs, json_type_array)) {
+        const char *last = NULL;
+        for (size_t i = 0; i < json_object_array_length(procs); i++) {
+            const char *s = post_last_special(json_object_array_get_idx(procs, i));
+            last = s != NULL ? s : last;
+        }
+        return last;
+    }
+    struct json_object *single = json_get(post, "single");
+    size_t n = single != NULL && json_object_is_type(single, json_type_array)
+                   ? json_object_array_length(single)
+                   : 0;
+    struct json_object *id =
+        n > 0 ? json_get(json_object_array_get_idx(single, n - 1), "SpecialToken.id") : NULL;
+    return id != NULL && json_object_is_type(id, json_type_string) ? json_object_get_string(id)
+                                                                   : NULL;
+}
+
+/* Tokens and types of a Unigram (vocab [[piece, score], ...]) or WordPiece ({piece: id})
+ * model plus the added tokens, by id. */
+static int hf_vocab_ugm_wpm(genvocab *v, struct json_object *tok, const char *tpath,
+                            int64_t min_vocab, bool ugm, char *err, size_t errlen)
+{
+    struct json_object *vocab = json_get(tok, "model.vocab");
+    struct json_object *added = json_get(tok, "added_tokens");
+    if (vocab == NULL || !json_object_is_type(vocab, ugm ? json_type_array : json_type_object)) {
+        tandem_set_err(err, errlen, "%s: model.vocab: expected %s", tpath,
+                       ugm ? "an array of [piece, score]" : "an object");
+        return -EINVAL;
+    }
+    if (added != NULL && !json_object_is_type(added, json_type_array)) {
+        tandem_set_err(err, errlen, "%s: added_tokens: expected an array", tpath);
+        return -EINVAL;
+    }
+    size_t n_model =
+        ugm ? json_object_array_length(vocab) : (size_t)json_object_object_length(vocab);
+    int64_t max_id = ugm ? (int64_t)n_model - 1 : -1;
+    if (!ugm) {
+        json_object_object_foreach(vocab, key, val)
+        {
+            int64_t id = json_object_get_int64(val);
+            if (!json_object_is_type(val, json_type_int) || id < 0 ||
+                id >= (int64_t)GENV_MAX_TOKENS) {
+                tandem_set_err(err, errlen, "%s: model.vocab[\"%s\"]: bad token id", tpath, key);
+                return -EINVAL;
+            }
+            max_id = id > max_id ? id : max_id;
+        }
+    }
+    size_t n_added = added != NULL ? json_object_array_length(added) : 0;
+    for (size_t i = 0; i < n_added; i++) {
+        struct json_object *idv = json_get(json_object_array_get_idx(added, i), "id");
+        struct json_object *content = json_get(json_object_array_get_idx(added, i), "content");
+        int64_t id = idv != NULL ? json_object_get_int64(idv) : -1;
+        if (idv == NULL || !json_object_is_type(idv, json_type_int) || id < 0 ||
+            id >= (int64_t)GENV_MAX_TOKENS || content == NULL ||
+            !json_object_is_type(content, json_type_string)) {
+            tandem_set_err(err, errlen, "%s: added_tokens[%zu]: bad id or content", tpath, i);
+            return -EINVAL;
+        }
+        max_id = id > max_id ? id : max_id;
+    }
+    if (max_id < 0 || n_model > GENV_MAX_TOKENS) {
+        tandem_set_err(err, errlen, "%s: model.vocab: no tokens (or too many)", tpath);
+        return -EINVAL;
+    }
+    if ((size_t)max_id + 1 > 2 * (n_model + n_added) + GENV_MAX_GAP) {
+        tandem_set_err(err, errlen, "%s: model.vocab: ids too sparse (a sparse vocabulary)", tpath);
+        return -EINVAL;
+    }
+    size_t n = (size_t)(max_id + 1);
+    if (min_vocab > (int64_t)n) {
+        n = (size_t)min_vocab;
+    }
+    int rc = vocab_alloc(v, n, ugm);
+    if (rc < 0) {
+        return rc;
+    }
+    int64_t unk_id = -1;
+    bool bf = false;
+    if (ugm) {
+        struct json_object *u = json_get(tok, "model.unk_id");
+        struct json_object *b = json_get(tok, "model.byte_fallback");
+        unk_id = u != NULL && json_object_is_type(u, json_type_int) ? json_object_get_int64(u) : -1;
+        unk_id = unk_id < (int64_t)n_model ? unk_id : -1;
+        bf = b != NULL && json_object_is_type(b, json_type_boolean) && json_object_get_boolean(b);
+        for (size_t i = 0; i < n_model; i++) {
+            struct json_object *e = json_object_array_get_idx(vocab, i);
+            struct json_object *p = json_get(e, "[0]"), *sc = json_get(e, "[1]");
+            if (!json_object_is_type(e, json_type_array) || json_object_array_length(e) != 2 ||
+                p == NULL || !json_object_is_type(p, json_type_string) || sc == NULL ||
+                !(json_object_is_type(sc, json_type_double) ||
+                  json_object_is_type(sc, json_type_int))) {
+                tandem_set_err(err, errlen, "%s: model.vocab[%zu]: expected [piece, score]", tpath,
+                               i);
+                return -EINVAL;
+            }
+            const char *ps = json_object_get_string(p);
+            size_t pl = (size_t)json_object_get_string_len(p);
+            int32_t type = (int64_t)i == unk_id          ? GENV_UNKNOWN
+                           : bf && is_byte_token(ps, pl) ? GENV_BYTE
+                                                         : GENV_NORMAL;
+            rc = set_token(v, i, ps, pl, type);
+            if (rc < 0) {
+                return rc;
+            }
+            v->scores[i] = (float)json_object_get_double(sc);
+        }
+        v->unk = unk_id;
+    } else {
+        json_object_object_foreach(vocab, k2, v2)
+        {
+            rc = set_token(v, (size_t)json_object_get_int64(v2), k2, strlen(k2), GENV_NORMAL);
+            if (rc < 0) {
+                return rc;
+            }
+        }
+    }
+    for (size_t i = 0; i < n_added; i++) {
+        struct json_object *a = json_object_array_get_idx(added, i);
+        struct json_object *content = json_get(a, "content");
+        struct json_object *special = json_get(a, "special");
+        int64_t id = json_object_get_int64(json_get(a, "id"));
+        const char *c = json_object_get_string(content);
+        size_t clen = (size_t)json_object_get_string_len(content);
+        bool is_special =
+            (special != NULL && json_object_get_boolean(special)) || looks_special(c, clen);
+        int32_t type = id == unk_id ? GENV_UNKNOWN : is_special ? GENV_CONTROL : GENV_USER_DEFINED;
+        rc = set_token(v, (size_t)id, c, clen, type);
+        if (rc < 0) {
+            return rc;
+        }
+    }
+    return fill_pads(v);
+}
+
+/* model.type "Unigram" → "t5", "WordPiece" → "bert" (see genvocab.h). */
+static int from_ugm_wpm(genvocab *v, struct json_object *tok, struct json_object *cfg,
+                        const char *tpath, const char *cpath, int64_t min_vocab, bool ugm,
+                        char *err, size_t errlen)
+{
+    snprintf(v->model, sizeof(v->model), "%s", ugm ? "t5" : "bert");
+    snprintf(v->pre, sizeof(v->pre), "default");
+    int rc = hf_vocab_ugm_wpm(v, tok, tpath, min_vocab, ugm, err, errlen);
+    int64_t unk = v->unk;
+    if (rc == 0) {
+        rc = hf_specials(v, tok, cfg, cpath, err, errlen);
+    }
+    if (rc < 0) {
+        return rc;
+    }
+    struct json_object *norm = json_get(tok, "normalizer");
+    struct json_object *pre = json_get(tok, "pre_tokenizer");
+    const char *last = post_last_special(json_get(tok, "post_processor"));
+    strmap map = {0};
+    rc = strmap_build(&map, v);
+    if (rc < 0) {
+        return rc;
+    }
+    int64_t last_id = lookup(&map, last);
+    free(map.ids);
+    if (ugm) {
+        v->unk = unk >= 0 ? unk : v->unk;
+        struct json_object *ae = cfg != NULL ? json_get(cfg, "add_eos_token") : NULL;
+        if (ae == NULL || !json_object_is_type(ae, json_type_boolean)) {
+            v->add_eos = v->eos >= 0 && last_id == v->eos;
+        }
+        struct json_object *pc =
+            json_get(find_step(norm, "normalizers", "Precompiled"), "precompiled_charsmap");
+        if (pc != NULL && json_object_is_type(pc, json_type_string) &&
+            json_object_get_string_len(pc) > 0) {
+            rc = b64_decode(json_object_get_string(pc), (size_t)json_object_get_string_len(pc),
+                            &v->charsmap, &v->charsmap_len);
+            if (rc == -EINVAL) {
+                tandem_set_err(err, errlen, "%s: normalizer.precompiled_charsmap: not base64",
+                               tpath);
+            }
+            if (rc < 0) {
+                return rc;
+            }
+        }
+        struct json_object *meta = find_step(pre, "pretokenizers", "Metaspace");
+        struct json_object *scheme = json_get(meta, "prepend_scheme");
+        struct json_object *aps = json_get(meta, "add_prefix_space");
+        if (scheme != NULL && json_object_is_type(scheme, json_type_string)) {
+            v->add_space_prefix = strcmp(json_object_get_string(scheme), "never") != 0;
+        } else {
+            v->add_space_prefix = meta != NULL && (aps == NULL || json_object_get_boolean(aps));
+        }
+        const char *ns =
+            norm != NULL ? json_object_to_json_string_ext(norm, JSON_C_TO_STRING_PLAIN) : "";
+        v->remove_extra_ws = find_step(pre, "pretokenizers", "WhitespaceSplit") != NULL ||
+                             strstr(ns, "\" {2,}\"") != NULL;
+        return 0;
+    }
+    v->sep = last_id;
+    v->add_sep = last_id >= 0;
+    v->add_eos = false;
+    struct json_object *bn = find_step(norm, "normalizers", "BertNormalizer");
+    if (bn != NULL) {
+        struct json_object *lc = json_get(bn, "lowercase"), *sa = json_get(bn, "strip_accents");
+        v->lowercase = lc == NULL || json_object_get_boolean(lc) ? 1 : 0;
+        v->strip_accents = sa == NULL || json_object_is_type(sa, json_type_null)
+                               ? -1
+                               : (json_object_get_boolean(sa) ? 1 : 0);
+    } else {
+        v->lowercase = find_step(norm, "normalizers", "Lowercase") != NULL;
+        v->strip_accents = find_step(norm, "normalizers", "StripAccents") != NULL;
+    }
+    /* convert_hf_to_gguf.py BertModel: "##x" → "x", other non-control x → "▁x" */
+    for (size_t i = 0; i < v->n_tokens; i++) {
+        if (v->types[i] == GENV_CONTROL) {
+            continue;
+        }
+        char *t = v->tokens[i];
+        size_t l = v->lens[i];
+        if (l >= 2 && t[0] == '#' && t[1] == '#') {
+            if (l == 2) {
+                tandem_set_err(err, errlen, "%s: model.vocab: token %zu \"##\" has no GGUF form",
+                               tpath, i);
+                return -EINVAL;
+            }
+            memmove(t, t + 2, l - 1);
+            v->lens[i] = (uint32_t)(l - 2);
+        } else {
+            char *p = malloc(l + 4);
+            if (p == NULL) {
+                return -ENOMEM;
+            }
+            p[0] = '\xE2'; /* U+2581 */
+            p[1] = '\x96';
+            p[2] = '\x81';
+            memcpy(p + 3, t, l + 1); /* with its NUL */
+            free(t);
+            v->tokens[i] = p;
+            v->lens[i] = (uint32_t)(l + 3);
+        }
+    }
+    return 0;
+}
+
 /* Converts the already parsed documents; tpath / cpath name them in messages. */
 static int from_parsed(genvocab *v, struct json_object *tok, struct json_object *cfg,
                        const char *tpath, const char *cpath, const char *pre_override,
@@ -1065,9 +1381,15 @@ static int from_parsed(genvocab *v, struct json_object *tok, struct json_object 
         return -EINVAL;
     }
     struct json_object *type = json_get(tok, "model.type");
-    if (type == NULL || !json_object_is_type(type, json_type_string) ||
-        strcmp(json_object_get_string(type), "BPE") != 0) {
-        tandem_set_err(err, errlen, "%s: model.type: only BPE tokenizers are supported", tpath);
+    const char *ts = type != NULL && json_object_is_type(type, json_type_string)
+                         ? json_object_get_string(type)
+                         : "";
+    if (strcmp(ts, "Unigram") == 0 || strcmp(ts, "WordPiece") == 0) {
+        return from_ugm_wpm(v, tok, cfg, tpath, cpath, min_vocab, ts[0] == 'U', err, errlen);
+    }
+    if (strcmp(ts, "BPE") != 0) {
+        tandem_set_err(err, errlen, "%s: model.type: BPE, Unigram or WordPiece tokenizers only",
+                       tpath);
         return -EINVAL;
     }
     struct json_object *bf = json_get(tok, "model.byte_fallback");

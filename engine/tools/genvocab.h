@@ -19,6 +19,16 @@
  *     tokens 4 (with U+2581
  *     turned into spaces, as convert_hf_to_gguf.py does), 1 otherwise. add_space_prefix is true
  *     when the normalizer prepends U+2581 (llama2), false otherwise (gemma3).
+ *   - Unigram (T5, XLM-R, ALBERT): "t5" with the vocabulary's scores (ids as in model.vocab),
+ *     types (model.unk_id 2, <0xXX> with byte_fallback 6, special added tokens 3, other added
+ *     tokens 4, 1 otherwise), the Precompiled normalizer's charsmap (base64-decoded), and
+ *     add_space_prefix / remove_extra_whitespaces as the tokenizer.json implies them (Metaspace
+ *     prepending; WhitespaceSplit or a Replace of " {2,}"). add_eos when the post-processor's
+ *     template ends with the eos token.
+ *   - WordPiece (BERT): "bert" with convert_hf_to_gguf.py's phantom-space tokens (control
+ *     tokens as they are, "##x" → "x", any other x → "▁x"), the separator (BertProcessing's sep
+ *     or the template's last special token) added after the text, and lowercase/strip_accents
+ *     from the BertNormalizer.
  * bos/eos/pad ids come from tokenizer_config.json; without a bos_token, bos is the special token
  * the post-processor template starts with, else pad (real Qwen GGUFs carry bos =
  * <|endoftext|> = pad), else eos. add_bos_token comes from the config, else from whether the
@@ -49,20 +59,29 @@ enum {
 #define GENV_MAX_GAP 65536
 
 typedef struct genvocab {
-    char model[16];             /* GGUF tokenizer.ggml.model: "gpt2" or "llama" */
+    char model[16];             /* GGUF tokenizer.ggml.model: "gpt2", "llama", "t5" or "bert" */
     char pre[32];               /* tokenizer.ggml.pre */
     size_t n_tokens;            /* tokens, lens, types (and scores) have n_tokens entries */
     char **tokens;              /* token text by id (may contain NUL bytes: use lens) */
     uint32_t *lens;             /* byte length of each token */
     int32_t *types;             /* GENV_* */
-    float *scores;              /* per token, only for model "llama"; NULL for "gpt2" */
+    float *scores;              /* per token, only for "llama" and "t5"; NULL otherwise */
     size_t n_merges;            /* merges entries */
     char **merges;              /* "a b" strings (gpt2 only; NUL-terminated) */
     int64_t bos, eos, pad, unk; /* token ids, -1 when absent */
     bool add_bos, add_eos;
-    bool add_space_prefix; /* llama model only */
-    char *chat_template;   /* NULL when absent */
-    char *tokenizer_json;  /* the HF tokenizer.json text (copied or synthesized) */
+    bool add_space_prefix; /* llama and t5 models only */
+    /* t5 / bert only: the GGUF writer emits these as tokenizer.ggml.precompiled_charsmap (u8
+     * array), remove_extra_whitespaces, seperator_token_id + add_sep_token,
+     * normalizer.lowercase / normalizer.strip_accents */
+    uint8_t *charsmap; /* NULL when the tokenizer has no Precompiled normalizer */
+    size_t charsmap_len;
+    bool remove_extra_ws;
+    int64_t sep; /* -1 when absent */
+    bool add_sep;
+    int lowercase, strip_accents; /* 0/1, -1 when absent */
+    char *chat_template;          /* NULL when absent */
+    char *tokenizer_json;         /* the HF tokenizer.json text (copied or synthesized) */
     size_t tokenizer_json_len;
     char *tokenizer_config_json; /* the HF tokenizer_config.json text (copied or synthesized) */
     size_t tokenizer_config_json_len;

