@@ -71,9 +71,9 @@ typedef struct genvocab {
     int64_t bos, eos, pad, unk; /* token ids, -1 when absent */
     bool add_bos, add_eos;
     bool add_space_prefix; /* llama and t5 models only */
-    /* t5 / bert only: the GGUF writer emits these as tokenizer.ggml.precompiled_charsmap (u8
-     * array), remove_extra_whitespaces, seperator_token_id + add_sep_token,
-     * normalizer.lowercase / normalizer.strip_accents */
+    /* t5 / bert only, for the GGUF keys tokenizer.ggml.precompiled_charsmap (u8 array),
+     * remove_extra_whitespaces, seperator_token_id + add_sep_token, normalizer.lowercase /
+     * normalizer.strip_accents (tandem-genmodel does not write them yet) */
     uint8_t *charsmap; /* NULL when the tokenizer has no Precompiled normalizer */
     size_t charsmap_len;
     bool remove_extra_ws;
