@@ -606,7 +606,10 @@ static const char *tok_desc(const struct tok *t)
 
 static int fail_tok(struct parser *p, const struct tok *t, const char *what)
 {
-    return fail_at(p, t->line, t->col, -EINVAL, "expected %s, got '%s'", what, tok_desc(t));
+    /* names and operators are quoted; the descriptions of the others are words or quoted */
+    bool quote = t->type == T_NAME || t->type == T_OP;
+    return fail_at(p, t->line, t->col, -EINVAL, "expected %s, got %s%s%s", what, quote ? "'" : "",
+                   tok_desc(t), quote ? "'" : "");
 }
 
 static int expect_op(struct parser *p, const char *op)

@@ -181,6 +181,35 @@ static void test_syntax_errors_name_position(void **state)
     expect_error("{{ 99999999999999999999 }}", NULL, -EINVAL, "out of range");
     expect_error("{% set 1 = 2 %}", NULL, -EINVAL, "variable name");
     expect_error("{{ x | }}", NULL, -EINVAL, "filter name");
+    expect_error("{{ 1 + }}", NULL, -EINVAL, "expected an expression, got '}}'");
+    expect_error("{% if %}", NULL, -EINVAL, "got '%}'");
+    /* call, filter, with and block statements */
+    expect_error("{% call %}x{% endcall %}", NULL, -EINVAL,
+                 "line 1 column 9: expected an expression");
+    expect_error("{% call(1) m() %}x{% endcall %}", NULL, -EINVAL,
+                 "line 1 column 9: macro parameters must be names");
+    expect_error("{% call foo %}x{% endcall %}", NULL, -EINVAL,
+                 "line 1 column 9: expected a macro call after 'call'");
+    expect_error("{% macro m() %}{{ caller() }}{% endmacro %}\n{% call m() %}x", NULL, -EINVAL,
+                 "line 2 column 15: block not closed: expected '{% endcall %}'");
+    expect_error("x\n{% endcall %}", NULL, -EINVAL,
+                 "line 2 column 4: unknown or misplaced statement");
+    expect_error("{% filter | %}x{% endfilter %}", NULL, -EINVAL,
+                 "line 1 column 11: expected filter name, got '|'");
+    expect_error("{% filter upper %}x", NULL, -EINVAL, "expected '{% endfilter %}'");
+    expect_error("{% with a %}{% endwith %}", NULL, -EINVAL, "line 1 column 11: expected '='");
+    expect_error("{% block %}{% endblock %}", NULL, -EINVAL,
+                 "line 1 column 10: expected block name");
+    expect_error("{% block b %}{% endblock %}\n{% block b %}{% endblock %}", NULL, -EINVAL,
+                 "line 2 column 10: block 'b' defined twice");
+    expect_error("{% macro m(a, a) %}{% endmacro %}", NULL, -EINVAL,
+                 "line 1 column 15: duplicate parameter 'a'");
+    expect_error("{% macro m(caller) %}{{ caller() }}{% endmacro %}", NULL, -EINVAL,
+                 "line 1 column 12: the special 'caller' parameter");
+    expect_error("{% for x in [1] %}{% endfor %}{% break %}", NULL, -EINVAL,
+                 "line 1 column 34: 'break' outside a loop");
+    expect_error("{% for x in [1] %}{% macro m() %}{% continue %}{% endmacro %}{% endfor %}", NULL,
+                 -EINVAL, "'continue' outside a loop");
 }
 
 static void test_render_errors_name_position(void **state)
@@ -204,6 +233,25 @@ static void test_render_errors_name_position(void **state)
     expect_error("{{ range(1, 2, 0) }}", NULL, -EINVAL, "step cannot be zero");
     expect_error("{{ 'abc'[::0] }}", NULL, -EINVAL, "slice step cannot be zero");
     expect_error("{{ undefined_thing + 1 }}", NULL, -EINVAL, "'undefined_thing' is undefined");
+    /* macros and call blocks */
+    expect_error("{% macro m(a) %}{{ a }}{% endmacro %}\n{{ m(1, 2) }}", NULL, -EINVAL,
+                 "line 2 column 5: macro 'm' takes not more than 1 argument(s)");
+    expect_error("{% macro m(a) %}{% endmacro %}{{ m(z=1) }}", NULL, -EINVAL,
+                 "macro 'm' takes no keyword argument 'z'");
+    expect_error("{% macro m(a, b) %}{{ b.x }}{% endmacro %}{{ m(1) }}", NULL, -EINVAL,
+                 "parameter 'b' was not provided");
+    expect_error("{% macro m() %}x{% endmacro %}{% call m() %}y{% endcall %}", NULL, -EINVAL,
+                 "macro 'm' was called from a call block but never calls caller()");
+    expect_error("{% macro m() %}{{ caller() }}{% endmacro %}{{ m() }}", NULL, -EINVAL,
+                 "line 1 column 19: No caller defined");
+    expect_error("{% call range(3) %}x{% endcall %}", NULL, -EINVAL,
+                 "a call block needs a macro, got a global function");
+    expect_error("{% call nosuch() %}x{% endcall %}", NULL, -EINVAL, "'nosuch' is undefined");
+    expect_error("{% filter nosuch %}x{% endfilter %}", NULL, -EINVAL, "unknown filter 'nosuch'");
+    expect_error("{{ '%d' % 'x' }}", NULL, -EINVAL, "%d format: a number is required, not string");
+    expect_error("{{ '%s %s' % (1,) }}", NULL, -EINVAL, "not enough arguments for format string");
+    expect_error("{{ {[1]: 2} }}", NULL, -EINVAL,
+                 "dict keys must be strings or integers, got list");
 }
 
 static void test_raise_exception(void **state)
@@ -328,6 +376,20 @@ static void test_hostile_input(void **state)
         "}}%}#}",
         "{{ 'a' 'b }}",
         "{% for a, in x %}{% endfor %}",
+        "{% call %}",
+        "{% call() %}{% endcall %}",
+        "{% call(a, a) m() %}{% endcall %}",
+        "{% filter %}{% endfilter %}",
+        "{% filter upper| %}{% endfilter %}",
+        "{% with a = %}",
+        "{% with a = 1, %}{% endwith %}",
+        "{% block %}",
+        "{% endblock %}{% endwith %}{% endfilter %}{% endcall %}",
+        "{% macro m() %}{{ caller(caller) }}{% endmacro %}{% call m() %}{{ caller }}{% endcall %}",
+        "{% macro m() %}{% call m() %}{% endcall %}{% endmacro %}{{ m() }}",
+        "{%macro m()%}{{caller()}}{%endmacro%}{%call m()%}{%call m()%}{%endcall%}{%endcall%}",
+        "{{ '%' % 1 }}{{ '%(' % {} }}{{ '%*d' % 1 }}{{ '%.999999f' % 1 }}{{ '%99999999s' % 1 }}",
+        "{{ 'x'.center(99999999999) }}{{ 'x'.zfill(-5) }}{{ [1]|batch(0) }}{{ 'x'|truncate(1) }}",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         jinja_template *t = jinja_compile(bad[i], strlen(bad[i]), err, sizeof(err));
