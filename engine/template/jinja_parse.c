@@ -1922,15 +1922,22 @@ static int parse_statement(struct parser *p, struct jnode **out)
         }
         return expect_end(p);
     }
-    if (strcmp(k, "generation") == 0) { /* HF's assistant-mask marker: renders its body */
+    if (strcmp(k, "generation") == 0) {
+        /* HF's assistant-mask marker, a call block in transformers: renders its body in a scope
+         * of its own, where a loop around it is out of reach */
         static const char *const ends[] = {"endgeneration"};
-        int rc = expect_end(p);
+        struct jnode *n = new_node(p, JN_WITH, kw);
+        int rc = n ? expect_end(p) : oom(p);
         if (!rc) {
-            rc = parse_body(p, out, ends, 1);
+            int loop_depth = p->loop_depth;
+            p->loop_depth = 0;
+            rc = parse_body(p, &n->c, ends, 1);
+            p->loop_depth = loop_depth;
         }
         if (rc) {
             return rc;
         }
+        *out = n;
         advance(p);
         advance(p);
         return expect_end(p);

@@ -8,8 +8,24 @@ usage: python3 gen_jinja_cases.py > jinja_cases.json   (needs the jinja2 module)
 import json
 import sys
 
-from jinja2.ext import loopcontrols
+from jinja2 import nodes
+from jinja2.ext import Extension, loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+
+class AssistantTracker(Extension):
+    """transformers' {% generation %} tag (chat_template_utils.py): outside
+    return_assistant_tokens_mask it renders its body."""
+    tags = {"generation"}
+
+    def parse(self, parser):
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(["name:endgeneration"], drop_needle=True)
+        call = self.call_method("_render_assistant", [], [], lineno=lineno)
+        return nodes.CallBlock(call, [], [], body).set_lineno(lineno)
+
+    def _render_assistant(self, caller):
+        return caller()
 
 CTX = {
     "name": "World", "n": 7, "f": 2.5, "t": True, "fl": False, "nothing": None,
@@ -160,6 +176,7 @@ CASES = [
     ("filters_batch_slice", "{{ [1, 2, 3, 4, 5]|batch(2)|list }} {{ [1, 2, 3, 4, 5]|batch(2, 0)|list }} {{ [1, 2, 3, 4, 5]|slice(2)|list }} {{ [1, 2, 3, 4, 5]|slice(3, 'x')|list }} {{ []|batch(3)|list }} {{ items|slice(5)|list }}"),
     ("filter_groupby", "{% for g in msgs|groupby('role') %}{{ g.grouper }}:{{ g.list|length }};{% endfor %}{% for k, v in [{'k': 'B'}, {'k': 'a'}, {'k': 'b'}]|groupby('k') %}{{ k }}{{ v|length }}{% endfor %}{% for k, v in [{'k': 'B'}, {'k': 'b'}]|groupby('k', case_sensitive=true) %}{{ k }}{% endfor %}{{ [{'x': 2}, {}]|groupby('x', default=1)|map(attribute='grouper')|list }}"),
     ("dict_int_keys", "{% set d = {0: 'a', 512: 'b', 'x': 1} %}{{ d[512] }} {{ d.get(0) }} {{ d.get(7, 'n') }} {{ 0 in d }} {{ 1 in d }} {{ d|tojson }} {{ d }} {% for k in d %}{{ k + 1 if k is number else k }},{% endfor %} {{ d.items()|list }} {{ {2: 'b', 1: 'a'}|dictsort }} {{ {1: 2}.keys()|list }} {{ d|length }}"),
+    ("generation_block", "{% for m in msgs %}{% if m.role == 'assistant' %}{% generation %}<{{ m.content }}>{% set inner = 1 %}{% endgeneration %}{% else %}{{ m.role }}{% endif %}{% endfor %}\n  {%- generation -%}\n  x {{ inner is defined }}{% set top = 1 %}\n  {%- endgeneration %}{{ top is defined }}"),
     # loop helpers
     ("loop_cycle_depth", "{% for x in items %}{{ loop.cycle('odd', 'even') }}{{ loop.depth }}{{ loop.depth0 }} {% endfor %}"),
     ("loop_prev_next_first_last", "{% for m in msgs %}{% if not loop.first %}{{ loop.previtem.role }}>{% endif %}{{ m.role }}{% if loop.nextitem is defined %}>{{ loop.nextitem.role }}{% endif %}{% if loop.last %}!{% endif %} {% endfor %}"),
@@ -190,6 +207,7 @@ ERROR_CASES = [
     ("break_outside_loop", "{% break %}"),
     ("continue_in_macro_outside_loop", "{% for x in [1] %}{% macro m() %}{% continue %}{% endmacro %}{% endfor %}"),
     ("break_in_for_else", "{% for x in [] %}{% else %}{% break %}{% endfor %}"),
+    ("break_in_generation", "{% for x in [1] %}{% generation %}{% break %}{% endgeneration %}{% endfor %}"),
     ("dict_unhashable_key", "{{ {[1]: 2} }}"),
     ("block_defined_twice", "{% block b %}{% endblock %}{% block b %}{% endblock %}"),
     ("with_bad_target", "{% with 1 = 2 %}{% endwith %}"),
@@ -203,7 +221,7 @@ ERROR_CASES = [
 
 
 def main():
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols, AssistantTracker])
     env.filters["tojson"] = lambda x, ensure_ascii=False, indent=None, separators=None, sort_keys=False: json.dumps(
         x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
     env.globals["strftime_now"] = lambda fmt: "26 Jul 2024"

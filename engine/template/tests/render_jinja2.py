@@ -12,9 +12,25 @@ import datetime
 import json
 import sys
 
+from jinja2 import nodes
 from jinja2.exceptions import TemplateError
-from jinja2.ext import loopcontrols
+from jinja2.ext import Extension, loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+
+class AssistantTracker(Extension):
+    """transformers' {% generation %} tag: outside return_assistant_tokens_mask it renders its
+    body."""
+    tags = {"generation"}
+
+    def parse(self, parser):
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(["name:endgeneration"], drop_needle=True)
+        call = self.call_method("_render_assistant", [], [], lineno=lineno)
+        return nodes.CallBlock(call, [], [], body).set_lineno(lineno)
+
+    def _render_assistant(self, caller):
+        return caller()
 
 
 class Raised(Exception):
@@ -55,7 +71,7 @@ def main():
         cfg = json.load(open(cfg_path, encoding="utf-8"))
         src = cfg.get("chat_template")
         env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                            extensions=[loopcontrols])
+                                            extensions=[loopcontrols, AssistantTracker])
         env.filters["tojson"] = tojson
         env.globals["raise_exception"] = raise_exception
         env.globals["strftime_now"] = lambda fmt: now.strftime(fmt)
