@@ -25,6 +25,7 @@
 #define GGUF_W_MAX_VALUE ((size_t)1 << 34) /* cap on one serialized value */
 
 enum {
+    GW_T_U8 = 0,
     GW_T_U32 = 4,
     GW_T_I32 = 5,
     GW_T_F32 = 6,
@@ -250,6 +251,11 @@ static int gw_set_arr_fixed(gguf_writer *w, const char *key, uint32_t elem_type,
 int gguf_writer_set_arr_f32(gguf_writer *w, const char *key, const float *vals, size_t n)
 {
     return gw_set_arr_fixed(w, key, GW_T_F32, vals, sizeof(float), n);
+}
+
+int gguf_writer_set_arr_u8(gguf_writer *w, const char *key, const uint8_t *vals, size_t n)
+{
+    return gw_set_arr_fixed(w, key, GW_T_U8, vals, 1, n);
 }
 
 int gguf_writer_set_arr_i32(gguf_writer *w, const char *key, const int32_t *vals, size_t n)

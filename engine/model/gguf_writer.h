@@ -42,6 +42,7 @@ int gguf_writer_set_arr_str(gguf_writer *w, const char *key, const char *const *
                             const uint32_t *lens, size_t n);
 int gguf_writer_set_arr_f32(gguf_writer *w, const char *key, const float *vals, size_t n);
 int gguf_writer_set_arr_i32(gguf_writer *w, const char *key, const int32_t *vals, size_t n);
+int gguf_writer_set_arr_u8(gguf_writer *w, const char *key, const uint8_t *vals, size_t n);
 
 /*
  * Adds a tensor (GGUF dims: ne[0] innermost). name: 1..64 bytes, unique. type: any ggml type id

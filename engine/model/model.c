@@ -1083,10 +1083,32 @@ static int gguf_vocab(model *m, const gguf_ctx *g, char *err, size_t errlen)
     rc =
         rc ? rc
            : vocab_flag(m, g, "tokenizer.ggml.add_space_prefix", &v->add_space_prefix, err, errlen);
+    rc = rc ? rc : vocab_id(m, g, "tokenizer.ggml.seperator_token_id", &v->sep_id, err, errlen);
+    rc = rc ? rc : vocab_flag(m, g, "tokenizer.ggml.add_sep_token", &v->add_sep, err, errlen);
+    rc = rc ? rc
+            : vocab_flag(m, g, "tokenizer.ggml.remove_extra_whitespaces",
+                         &v->remove_extra_whitespaces, err, errlen);
+    rc = rc ? rc
+            : vocab_flag(m, g, "tokenizer.ggml.normalizer.lowercase", &v->lowercase, err, errlen);
+    rc = rc ? rc
+            : vocab_flag(m, g, "tokenizer.ggml.normalizer.strip_accents", &v->strip_accents, err,
+                         errlen);
     rc = rc ? rc
             : gguf_opt_cstr(m, g, "tokenizer.chat_template", &m->chat_template, false, err, errlen);
     if (rc != 0) {
         return rc;
+    }
+    kv = gguf_find_kv(g, "tokenizer.ggml.precompiled_charsmap");
+    if (kv) {
+        if (kv->type != GGUF_TYPE_ARRAY ||
+            (kv->arr_type != GGUF_TYPE_UINT8 && kv->arr_type != GGUF_TYPE_INT8)) {
+            tandem_set_err(err, errlen,
+                           "%s: tokenizer.ggml.precompiled_charsmap must be an array of bytes",
+                           m->path);
+            return -EINVAL;
+        }
+        v->precompiled_charsmap = kv->data;
+        v->charsmap_len = (size_t)kv->n;
     }
     if (v->bos_id >= 0) {
         m->bos_token = strndup(v->tokens[v->bos_id].s, v->tokens[v->bos_id].len);
@@ -1197,7 +1219,10 @@ model *model_load(const char *path, char *err, size_t errlen)
     }
     m->priv = priv;
     m->vocab.bos_id = m->vocab.eos_id = m->vocab.unk_id = m->vocab.pad_id = m->vocab.eot_id = -1;
+    m->vocab.sep_id = -1;
     m->vocab.add_bos = m->vocab.add_eos = m->vocab.add_space_prefix = -1;
+    m->vocab.add_sep = m->vocab.remove_extra_whitespaces = -1;
+    m->vocab.lowercase = m->vocab.strip_accents = -1;
     int rc;
     if (S_ISDIR(st.st_mode)) {
         rc = model__load_hf(m, err, errlen);

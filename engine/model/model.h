@@ -183,9 +183,9 @@ typedef struct model_str {
  * directories the loader sets `hf_tokenizer_json` instead and leaves this zeroed.
  */
 typedef struct model_gguf_vocab {
-    const char
-        *model;      /* tokenizer.ggml.model: "llama" (SPM) or "gpt2" (BPE), NUL-terminated copy */
-    const char *pre; /* tokenizer.ggml.pre or NULL, NUL-terminated copy */
+    const char *model; /* tokenizer.ggml.model: "llama" (SPM), "gpt2" (BPE), "t5" (Unigram), "bert"
+                          (WordPiece); a NUL-terminated copy */
+    const char *pre;   /* tokenizer.ggml.pre or NULL, NUL-terminated copy */
     size_t n_tokens;
     const model_str *tokens;    /* [n_tokens] */
     const float *scores;        /* [n_tokens] or NULL */
@@ -196,6 +196,13 @@ typedef struct model_gguf_vocab {
     int32_t bos_id, eos_id, unk_id, pad_id, eot_id; /* -1 when absent */
     int add_bos, add_eos; /* -1 when absent (tokenizer default), else 0/1 */
     int add_space_prefix; /* -1 when absent */
+    /* "t5" (Unigram) and "bert" (WordPiece) keys, -1 / NULL when absent:
+     * tokenizer.ggml.precompiled_charsmap (u8/i8 array, borrowed), remove_extra_whitespaces,
+     * add_sep_token, seperator_token_id (sic), normalizer.lowercase / strip_accents */
+    const uint8_t *precompiled_charsmap;
+    size_t charsmap_len;
+    int remove_extra_whitespaces, add_sep, lowercase, strip_accents;
+    int32_t sep_id;
 } model_gguf_vocab;
 
 typedef struct model {

@@ -428,7 +428,17 @@ int tokenizer_from_model(const model *m, tokenizer **out, char *err, size_t errl
         return tandem_fail(err, errlen, -EINVAL, "no model");
     }
     if (m->format == MODEL_FORMAT_GGUF) {
-        return tokenizer_load_gguf(&m->vocab, out, err, errlen);
+        const model_gguf_vocab *v = &m->vocab;
+        tokenizer_gguf_extra x;
+        tokenizer_gguf_extra_init(&x);
+        x.precompiled_charsmap = v->precompiled_charsmap;
+        x.charsmap_len = v->charsmap_len;
+        x.remove_extra_whitespaces = v->remove_extra_whitespaces;
+        x.add_sep = v->add_sep;
+        x.sep_id = v->sep_id;
+        x.lowercase = v->lowercase;
+        x.strip_accents = v->strip_accents;
+        return tokenizer_load_gguf_ext(v, &x, out, err, errlen);
     }
     if (!m->hf_tokenizer_json) {
         return tandem_fail(err, errlen, -ENOENT, "%s: no tokenizer.json", m->path ? m->path : "");

@@ -444,6 +444,28 @@ static int set_tokenizer(gguf_writer *w, const genvocab *v)
     if (rc == 0 && v->chat_template != NULL) {
         rc = gguf_writer_set_str(w, "tokenizer.chat_template", v->chat_template);
     }
+    /* Unigram / WordPiece keys, as convert_hf_to_gguf writes them */
+    const bool t5 = strcmp(v->model, "t5") == 0, bert = strcmp(v->model, "bert") == 0;
+    if (rc == 0 && t5 && v->charsmap != NULL) {
+        rc = gguf_writer_set_arr_u8(w, "tokenizer.ggml.precompiled_charsmap", v->charsmap,
+                                    v->charsmap_len);
+    }
+    if (rc == 0 && t5) {
+        rc = gguf_writer_set_bool(w, "tokenizer.ggml.remove_extra_whitespaces", v->remove_extra_ws);
+    }
+    if (rc == 0 && (t5 || bert) && v->sep >= 0) {
+        rc = gguf_writer_set_u32(w, "tokenizer.ggml.seperator_token_id", (uint32_t)v->sep);
+        if (rc == 0) {
+            rc = gguf_writer_set_bool(w, "tokenizer.ggml.add_sep_token", v->add_sep);
+        }
+    }
+    if (rc == 0 && bert && v->lowercase >= 0) {
+        rc = gguf_writer_set_bool(w, "tokenizer.ggml.normalizer.lowercase", v->lowercase != 0);
+    }
+    if (rc == 0 && bert && v->strip_accents >= 0) {
+        rc = gguf_writer_set_bool(w, "tokenizer.ggml.normalizer.strip_accents",
+                                  v->strip_accents != 0);
+    }
     return rc;
 }
 

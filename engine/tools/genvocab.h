@@ -73,7 +73,7 @@ typedef struct genvocab {
     bool add_space_prefix; /* llama and t5 models only */
     /* t5 / bert only, for the GGUF keys tokenizer.ggml.precompiled_charsmap (u8 array),
      * remove_extra_whitespaces, seperator_token_id + add_sep_token, normalizer.lowercase /
-     * normalizer.strip_accents (tandem-genmodel does not write them yet) */
+     * normalizer.strip_accents (tandem-genmodel writes them) */
     uint8_t *charsmap; /* NULL when the tokenizer has no Precompiled normalizer */
     size_t charsmap_len;
     bool remove_extra_ws;

@@ -45,6 +45,7 @@ typedef struct spec {
     int n_expert, n_ff_exp; /* MoE: expert_count (experts used: 2), qwen3moe's hidden size */
     bool phi3_split;        /* phi3 with attn_q/k/v instead of attn_qkv */
     bool swa_i32;           /* <arch>.attention.sliding_window_pattern as an i32 array */
+    int t5_keys;            /* 1: the Unigram / WordPiece tokenizer keys; 2: a bad charsmap */
 } spec;
 
 static spec base_spec(const char *arch)
@@ -145,6 +146,20 @@ static void write_model(const spec *s, const char *path)
     }
     if (s->str_key) {
         assert_int_equal(gguf_writer_set_str(w, s->str_key, "x"), 0);
+    }
+    if (s->t5_keys == 1) {
+        const uint8_t map[5] = {1, 2, 3, 4, 5};
+        assert_int_equal(gguf_writer_set_arr_u8(w, "tokenizer.ggml.precompiled_charsmap", map, 5),
+                         0);
+        assert_int_equal(gguf_writer_set_bool(w, "tokenizer.ggml.remove_extra_whitespaces", true),
+                         0);
+        assert_int_equal(gguf_writer_set_u32(w, "tokenizer.ggml.seperator_token_id", 3), 0);
+        assert_int_equal(gguf_writer_set_bool(w, "tokenizer.ggml.add_sep_token", false), 0);
+        assert_int_equal(gguf_writer_set_bool(w, "tokenizer.ggml.normalizer.lowercase", true), 0);
+    } else if (s->t5_keys == 2) {
+        const float map[2] = {1.0f, 2.0f};
+        assert_int_equal(gguf_writer_set_arr_f32(w, "tokenizer.ggml.precompiled_charsmap", map, 2),
+                         0);
     }
     for (size_t i = 0; i < sizeof(s->kv) / sizeof(s->kv[0]) && s->kv[i].key; i++) {
         snprintf(key, sizeof(key), "%s.%s", s->arch, s->kv[i].key);
@@ -1068,6 +1083,34 @@ static void test_truncated_model(void **state)
     close(fd);
 }
 
+/* The keys only "t5" / "bert" vocabularies use reach model_gguf_vocab (tokenizer_from_model
+ * hands them to the tokenizer); absent ones are -1 / NULL. */
+static void test_unigram_wordpiece_keys(void **state)
+{
+    (void)state;
+    spec s = base_spec("llama");
+    s.t5_keys = 1;
+    model *m = load_ok_path(&s, "t5keys.gguf");
+    const model_gguf_vocab *v = &m->vocab;
+    assert_int_equal(v->charsmap_len, 5);
+    assert_int_equal(v->precompiled_charsmap[4], 5);
+    assert_int_equal(v->remove_extra_whitespaces, 1);
+    assert_int_equal(v->sep_id, 3);
+    assert_int_equal(v->add_sep, 0);
+    assert_int_equal(v->lowercase, 1);
+    assert_int_equal(v->strip_accents, -1);
+    model_free(m);
+    s = base_spec("llama");
+    m = load_ok_path(&s, "not5keys.gguf");
+    assert_null(m->vocab.precompiled_charsmap);
+    assert_int_equal(m->vocab.sep_id, -1);
+    assert_int_equal(m->vocab.remove_extra_whitespaces, -1);
+    model_free(m);
+    s = base_spec("llama");
+    s.t5_keys = 2;
+    load_bad(&s, "tokenizer.ggml.precompiled_charsmap must be an array of bytes");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1081,6 +1124,7 @@ int main(void)
         cmocka_unit_test(test_gemma),
         cmocka_unit_test(test_phi3),
         cmocka_unit_test(test_moe),
+        cmocka_unit_test(test_unigram_wordpiece_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

