@@ -147,7 +147,7 @@ static bool hf_to_gguf(model_arch a, const char *hf, char *out, size_t outlen)
     return false;
 }
 
-void model__hf_name(const char *gguf_name, char *out, size_t outlen)
+void model__hf_name(model_arch arch, const char *gguf_name, char *out, size_t outlen)
 {
     out[0] = '\0';
     for (size_t i = 0; i < ARRAY_SIZE(hf_global_names); i++) {
@@ -161,21 +161,26 @@ void model__hf_name(const char *gguf_name, char *out, size_t outlen)
     if (!rest) {
         return;
     }
-    for (size_t i = 0; i < ARRAY_SIZE(hf_layer_names); i++) {
-        if (strcmp(rest, hf_layer_names[i].gguf) == 0) {
-            snprintf(out, outlen, "model.layers.%d.%s", layer, hf_layer_names[i].hf);
-            return;
-        }
-    }
-    for (size_t i = 0; i < ARRAY_SIZE(hf_gemma_names); i++) {
+    /* the names that differ by architecture first */
+    const bool gemma = arch == MODEL_ARCH_GEMMA2 || arch == MODEL_ARCH_GEMMA3;
+    for (size_t i = 0; gemma && i < ARRAY_SIZE(hf_gemma_names); i++) {
         if (strcmp(rest, hf_gemma_names[i].gguf) == 0) {
             snprintf(out, outlen, "model.layers.%d.%s", layer, hf_gemma_names[i].hf);
             return;
         }
     }
-    /* experts, by qwen3moe's names (the architecture is not known here); the stacked GGUF
-     * name stands for expert 0 */
-    for (size_t i = 0; i < 3; i++) {
+    const bool mixtral = arch == MODEL_ARCH_LLAMA;
+    if (strcmp(rest, "ffn_gate_inp.weight") == 0) {
+        snprintf(out, outlen, "model.layers.%d.%s", layer,
+                 mixtral ? "block_sparse_moe.gate.weight" : "mlp.gate.weight");
+        return;
+    }
+    if (arch == MODEL_ARCH_PHI3 && strcmp(rest, "ffn_up.weight") == 0) {
+        snprintf(out, outlen, "model.layers.%d.mlp.gate_up_proj.weight", layer);
+        return;
+    }
+    /* experts (qwen3moe's names, or Mixtral's); the stacked GGUF name stands for expert 0 */
+    for (size_t i = mixtral ? 3 : 0; i < (mixtral ? 6u : 3u); i++) {
         char stacked[32], one[32];
         snprintf(stacked, sizeof(stacked), "ffn_%s_exps.weight", hf_expert_names[i].kind);
         snprintf(one, sizeof(one), "ffn_%s_exps.", hf_expert_names[i].kind);
@@ -184,6 +189,12 @@ void model__hf_name(const char *gguf_name, char *out, size_t outlen)
         if (strcmp(rest, stacked) == 0 || (tail && strcmp(tail, "weight") == 0)) {
             snprintf(out, outlen, "model.layers.%d.%s%d%s", layer, hf_expert_names[i].prefix, e,
                      hf_expert_names[i].suffix);
+            return;
+        }
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(hf_layer_names); i++) {
+        if (strcmp(rest, hf_layer_names[i].gguf) == 0) {
+            snprintf(out, outlen, "model.layers.%d.%s", layer, hf_layer_names[i].hf);
             return;
         }
     }

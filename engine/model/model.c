@@ -208,7 +208,7 @@ static void missing_tensor(const model *m, const char *name, char *err, size_t e
 {
     char hf[160] = "";
     if (m->format == MODEL_FORMAT_HF) {
-        model__hf_name(name, hf, sizeof(hf));
+        model__hf_name(m->cfg.arch, name, hf, sizeof(hf));
     }
     if (hf[0]) {
         tandem_set_err(err, errlen, "%s: missing tensor '%s' (Hugging Face name '%s')", m->path,

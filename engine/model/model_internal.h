@@ -39,8 +39,10 @@ char *model__strndup(model *m, const char *s, size_t len);
 int model__load_hf(model *m, char *err, size_t errlen);
 
 /* The Hugging Face name of a tensor given its GGUF name ("blk.3.attn_q.weight" ->
- * "model.layers.3.self_attn.q_proj.weight") into out, for messages; "" when there is none. */
-void model__hf_name(const char *gguf_name, char *out, size_t outlen);
+ * "model.layers.3.self_attn.q_proj.weight") in architecture arch's checkpoints (gemma's norms,
+ * phi3's fused matrices, qwen3moe's or Mixtral's experts) into out, for messages; "" when there
+ * is none. */
+void model__hf_name(model_arch arch, const char *gguf_name, char *out, size_t outlen);
 
 /*
  * Shared by both loaders once m->cfg (but n_vocab), m->tensors and m->n_tensors are set: checks

@@ -719,6 +719,9 @@ static void test_hf_gemma(void **state)
         {GEMMA2, "", "model.layers.0.post_attention_layernorm.weight",
          "missing tensor 'blk.0.post_attention_norm.weight' (Hugging Face name "
          "'model.layers.0.post_attention_layernorm.weight')"},
+        {GEMMA3, "", "model.layers.1.pre_feedforward_layernorm.weight",
+         "missing tensor 'blk.1.ffn_norm.weight' (Hugging Face name "
+         "'model.layers.1.pre_feedforward_layernorm.weight')"},
     };
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
         a = (arch_spec){.arch = bad[i].arch,
