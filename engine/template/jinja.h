@@ -16,15 +16,16 @@
  * the defining scope, name/arguments/catch_* attributes), call blocks (`{% call(x) m() %}`,
  * caller(...) with arguments), filter blocks (`{% filter a(x)|b %}`), standalone blocks (rendered
  * in place), generation blocks; operators and/or/not, == != < > <= >= (chained), in / not in,
- * is / is not, + - * / // % **, str % args (printf-style), ~, `a if c else b`; literals;
- * attribute, subscript and slice access (negative indices, [::-1]); Markup strings (safe/escape;
- * Markup + str escapes the str, as in Jinja2); the filters and tests of the tables in
+ * is / is not, + - * / // % **, str % args (printf-style) and str.format, ~, `a if c else b`;
+ * literals; attribute, subscript and slice access (negative indices, [::-1]); Markup strings
+ * (safe/escape; Markup + str escapes the str, as in Jinja2); the filters and tests of the tables in
  * jinja_filters.c, the string/dict/list methods and globals of those in jinja_methods.c:
  * raise_exception(msg), strftime_now(fmt), range(), namespace(), dict().
  *
  * Not supported: template inheritance and loading (extends, include, import), loop.changed and
- * recursive loops, cycler/joiner, str.format, dict keys other than strings and integers, and the
- * filters attr, filesizeformat, pprint, random, urlencode, urlize, wordwrap and xmlattr.
+ * recursive loops, cycler/joiner, nested str.format fields ({:{w}}), dict keys other than
+ * strings and integers, and the filters attr, filesizeformat, pprint, random, urlencode, urlize,
+ * wordwrap and xmlattr.
  *
  * Known differences from Python: case mapping (upper/lower/title/capitalize/swapcase/casefold)
  * covers ASCII, Latin-1, Latin Extended-A, Greek and Cyrillic one-to-one (no ß → SS, other scripts

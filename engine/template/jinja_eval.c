@@ -1261,7 +1261,7 @@ int jinja__format_percent(struct rs *rs, const struct jnode *at, const char *f, 
             i = (size_t)(close - f) + 1;
         }
         bool left = false, plus = false, space = false, zero = false, alt = false;
-        for (; !rc && i < fn && strchr("-+ 0#", f[i]); i++) {
+        for (; !rc && i < fn && f[i] && strchr("-+ 0#", f[i]); i++) {
             left |= f[i] == '-';
             plus |= f[i] == '+';
             space |= f[i] == ' ';
@@ -1326,7 +1326,7 @@ int jinja__format_percent(struct rs *rs, const struct jnode *at, const char *f, 
                 rc = append_padded(rs, at, &b, sb.data ? sb.data : "", sl, width, left);
             }
             buf_free(&sb);
-        } else if (strchr("diuoxXeEfFgGc", conv)) {
+        } else if (conv && strchr("diuoxXeEfFgGc", conv)) {
             if (!jv_is_num(v) && !(conv == 'c' && jv_type(v) == VT_STR)) {
                 rc = jinja__fail(rs, at, -EINVAL, "%%%c format: a number is required, not %s", conv,
                                  jv_type_name(v));

@@ -962,6 +962,363 @@ static int method_swapcase(struct rs *rs, const struct jnode *at, const struct j
     return jinja__new_buf_str(rs, at, &b, out);
 }
 
+/* ---- str.format ----------------------------------------------------------------------------- */
+
+/* The parts of a format spec [[fill]align][sign][#][0][width][,|_][.precision][type]. */
+struct fmt_spec {
+    char fill[5]; /* one UTF-8 character */
+    char align;   /* < > ^ = or 0 (the type's default) */
+    char sign;    /* + - space */
+    bool alt, zero;
+    int64_t width, prec; /* prec -1: none */
+    char group;          /* , _ or 0 */
+    char type;           /* 0 when absent */
+};
+
+static int parse_spec(struct rs *rs, const struct jnode *at, const char *s, size_t n,
+                      struct fmt_spec *sp)
+{
+    memset(sp, 0, sizeof(*sp));
+    strcpy(sp->fill, " ");
+    sp->sign = '-';
+    sp->prec = -1;
+    size_t i = 0;
+    size_t l = n ? jinja__u8_len((const unsigned char *)s, n, 0) : 0;
+    if (n > l && s[l] && strchr("<>^=", s[l])) {
+        memcpy(sp->fill, s, l < 4 ? l : 4);
+        sp->fill[l < 4 ? l : 4] = '\0';
+        sp->align = s[l];
+        i = l + 1;
+    } else if (n > 0 && s[0] && strchr("<>^=", s[0])) {
+        sp->align = s[0];
+        i = 1;
+    }
+    if (i < n && s[i] && strchr("+- ", s[i])) {
+        sp->sign = s[i++];
+    }
+    if (i < n && s[i] == '#') {
+        sp->alt = true;
+        i++;
+    }
+    if (i < n && s[i] == '0') {
+        sp->zero = true;
+        i++;
+    }
+    for (; i < n && s[i] >= '0' && s[i] <= '9' && sp->width < 100000; i++) {
+        sp->width = sp->width * 10 + (s[i] - '0');
+    }
+    if (i < n && (s[i] == ',' || s[i] == '_')) {
+        sp->group = s[i++];
+    }
+    if (i < n && s[i] == '.') {
+        sp->prec = 0;
+        for (i++; i < n && s[i] >= '0' && s[i] <= '9' && sp->prec < 1000; i++) {
+            sp->prec = sp->prec * 10 + (s[i] - '0');
+        }
+    }
+    if (i < n) {
+        sp->type = s[i++];
+    }
+    if (i < n || (sp->type && !strchr("sdbcoxXeEfFgGn%", sp->type))) {
+        return jinja__fail(rs, at, -EINVAL, "invalid format specifier");
+    }
+    return 0;
+}
+
+/* Digits with a separator every three from the right (the integer part only). */
+static void group_digits(char *num, size_t cap, char sep)
+{
+    char *start = num + (num[0] == '-' || num[0] == '+' || num[0] == ' ');
+    size_t len = strcspn(start, ".eE%");
+    size_t seps = len > 3 ? (len - 1) / 3 : 0;
+    size_t total = strlen(num);
+    if (seps == 0 || total + seps + 1 > cap) {
+        return;
+    }
+    memmove(start + len + seps, start + len, strlen(start + len) + 1);
+    for (size_t k = len, out = len + seps, done = 0; k > 0; done++) {
+        if (done > 0 && done % 3 == 0) {
+            start[--out] = sep;
+        }
+        start[--out] = start[--k];
+    }
+}
+
+/* format(v, spec) appended to b, for strings, numbers and (with an empty spec) anything. */
+static int format_value(struct rs *rs, const struct jnode *at, const struct jv *v, const char *spec,
+                        size_t sn, struct buf *b)
+{
+    struct fmt_spec sp;
+    int rc = parse_spec(rs, at, spec, sn, &sp);
+    if (rc) {
+        return rc;
+    }
+    enum vtype t = jv_type(v);
+    bool number = jv_is_num(v) && !(t == VT_BOOL && sn == 0); /* a bool formats as an int */
+    char num[512];
+    struct buf body;
+    buf_init(&body, rs->lim.max_output);
+    if (!number) {
+        if (sp.type && sp.type != 's') {
+            return jinja__fail(rs, at, -EINVAL, "format code '%c' for %s", sp.type,
+                               jv_type_name(v));
+        }
+        if (sn > 0 && t != VT_STR && t != VT_BOOL) {
+            return jinja__fail(rs, at, -EINVAL, "unsupported format string for %s",
+                               jv_type_name(v));
+        }
+        rc = jinja__append_str(rs, at, v, &body);
+        if (!rc && sp.prec >= 0) { /* precision truncates, in code points */
+            size_t k = 0;
+            for (int64_t c = 0; k < body.len && c < sp.prec; c++) {
+                k += jinja__u8_len((const unsigned char *)body.data, body.len, k);
+            }
+            body.len = k;
+        }
+    } else {
+        bool integral = jv_is_int(v) && (sp.type == 0 || strchr("dbcoxXn", sp.type));
+        /* the float branch below only sees e E f F g G n % (or no type) */
+        if (sp.type == 's' || (!integral && sp.type && strchr("bcdoxX", sp.type))) {
+            return jinja__fail(rs, at, -EINVAL, "format code '%c' for %s", sp.type,
+                               jv_type_name(v));
+        }
+        if (integral && sp.type == 'c') {
+            char u[4];
+            rc = jinja__buf_add(rs, at, &body, u, tandem_utf8_put(u, (unsigned long)jv_int(v)));
+        } else if (integral) {
+            long long x = (long long)jv_int(v);
+            unsigned long long ux = x < 0 ? 0ull - (unsigned long long)x : (unsigned long long)x;
+            char digits[80];
+            if (sp.type == 'b') {
+                size_t k = sizeof(digits) - 1;
+                digits[k] = '\0';
+                do {
+                    digits[--k] = (char)('0' + (ux & 1));
+                    ux >>= 1;
+                } while (ux);
+                memmove(digits, digits + k, sizeof(digits) - k);
+            } else {
+                snprintf(digits, sizeof(digits),
+                         sp.type == 'o'   ? "%llo"
+                         : sp.type == 'x' ? "%llx"
+                         : sp.type == 'X' ? "%llX"
+                                          : "%llu",
+                         ux);
+            }
+            const char *prefix = !sp.alt          ? ""
+                                 : sp.type == 'b' ? "0b"
+                                 : sp.type == 'o' ? "0o"
+                                 : sp.type == 'x' ? "0x"
+                                 : sp.type == 'X' ? "0X"
+                                                  : "";
+            snprintf(num, sizeof(num), "%s%s%s",
+                     x < 0            ? "-"
+                     : sp.sign == '+' ? "+"
+                     : sp.sign == ' ' ? " "
+                                      : "",
+                     prefix, digits);
+        } else {
+            double d = jv_num(v);
+            char ty = sp.type ? sp.type : 'g';
+            int prec = sp.prec < 0 ? 6 : (int)(sp.prec > 300 ? 300 : sp.prec);
+            if (!sp.type && sp.prec < 0) {
+                jinja__fmt_float(d, num); /* repr */
+            } else if (ty == '%') {
+                snprintf(num, sizeof(num), "%.*f%%", prec, d * 100.0);
+            } else {
+                char f[8] = {'%', '.', '*', ty == 'n' ? 'g' : ty, '\0'};
+                snprintf(num, sizeof(num), f, prec, d);
+                if (!sp.type && !strpbrk(num, ".eEn")) { /* general format keeps a decimal */
+                    strcat(num, ".0");
+                }
+            }
+            if (d >= 0 && num[0] != '-' && (sp.sign == '+' || sp.sign == ' ')) {
+                memmove(num + 1, num, strlen(num) + 1);
+                num[0] = sp.sign;
+            }
+        }
+        if (!rc && !(integral && sp.type == 'c')) {
+            if (sp.group) {
+                group_digits(num, sizeof(num), sp.group);
+            }
+            rc = jinja__buf_adds(rs, at, &body, num);
+        }
+    }
+    if (rc) {
+        buf_free(&body);
+        return rc;
+    }
+    /* pad to the width */
+    const char *bd = body.data ? body.data : "";
+    size_t chars = jinja__u8_count(bd, body.len);
+    size_t pad = sp.width > (int64_t)chars ? (size_t)sp.width - chars : 0;
+    char align = sp.align ? sp.align : sp.zero && number ? '=' : number ? '>' : '<';
+    const char *fill = sp.zero && !sp.align ? "0" : sp.fill;
+    size_t left = align == '>' || align == '=' ? pad : align == '^' ? pad / 2 : 0;
+    size_t sign_len = align == '=' && body.len > 0 && bd[0] && strchr("+- ", bd[0]) ? 1 : 0;
+    if (pad > rs->lim.max_output) {
+        rc = jinja__fail(rs, at, -E2BIG, "format width exceeds the output limit");
+    }
+    if (!rc && sign_len) {
+        rc = jinja__buf_add(rs, at, b, bd, 1);
+    }
+    for (size_t k = 0; !rc && k < left; k++) {
+        rc = jinja__buf_adds(rs, at, b, fill);
+    }
+    if (!rc && body.len > sign_len) {
+        rc = jinja__buf_add(rs, at, b, bd + sign_len, body.len - sign_len);
+    }
+    for (size_t k = left; !rc && k < pad; k++) {
+        rc = jinja__buf_adds(rs, at, b, fill);
+    }
+    buf_free(&body);
+    return rc;
+}
+
+/* str.format(*args, **kwargs): {} {0} {name} with .attr and [key] lookups, !r/!s, and a format
+ * spec (no nested fields). */
+static int method_format(struct rs *rs, const struct jnode *at, const struct jv *obj,
+                         const struct args *a, struct jv *out)
+{
+    size_t n;
+    const char *s = jv_str(obj, &n);
+    struct buf b;
+    buf_init(&b, rs->lim.max_output);
+    int rc = 0, auto_idx = 0;
+    bool manual = false;
+    for (size_t i = 0; !rc && i < n;) {
+        if ((s[i] == '{' || s[i] == '}') && i + 1 < n && s[i + 1] == s[i]) {
+            rc = jinja__buf_add(rs, at, &b, s + i, 1);
+            i += 2;
+            continue;
+        }
+        if (s[i] == '}') {
+            rc = jinja__fail(rs, at, -EINVAL, "single '}' encountered in format string");
+            break;
+        }
+        if (s[i] != '{') {
+            size_t j = i;
+            while (j < n && s[j] != '{' && s[j] != '}') {
+                j++;
+            }
+            rc = jinja__buf_add(rs, at, &b, s + i, j - i);
+            i = j;
+            continue;
+        }
+        const char *close = memchr(s + i, '}', n - i);
+        const char *inner = memchr(s + i + 1, '{', close ? (size_t)(close - s) - i - 1 : 0);
+        if (!close || inner) {
+            rc = jinja__fail(rs, at, -EINVAL,
+                             close ? "nested format fields are not supported"
+                                   : "single '{' encountered in format string");
+            break;
+        }
+        const char *f = s + i + 1;
+        size_t fl = (size_t)(close - f);
+        i = (size_t)(close - s) + 1;
+        size_t name_len = strcspn(f, "!:.[");
+        name_len = name_len < fl ? name_len : fl;
+        size_t rest = name_len; /* .attr / [key] chain up to ! or : */
+        while (rest < fl && f[rest] != '!' && f[rest] != ':') {
+            rest++;
+        }
+        struct jv v = {0};
+        char key[128];
+        if (name_len >= sizeof(key) || rest - name_len >= sizeof(key)) {
+            rc = jinja__fail(rs, at, -EINVAL, "format field name too long");
+            break;
+        }
+        memcpy(key, f, name_len);
+        key[name_len] = '\0';
+        const struct jv *src = NULL;
+        if (name_len == 0 || (key[0] >= '0' && key[0] <= '9')) {
+            bool is_auto = name_len == 0;
+            if ((is_auto && manual) || (!is_auto && auto_idx > 0)) {
+                rc = jinja__fail(rs, at, -EINVAL,
+                                 "cannot switch between automatic and manual field numbering");
+                break;
+            }
+            manual = !is_auto;
+            long idx = is_auto ? auto_idx++ : strtol(key, NULL, 10);
+            src = idx < a->n_pos ? &a->pos[idx] : NULL;
+            if (!src) {
+                rc =
+                    jinja__fail(rs, at, -EINVAL, "format: replacement index %ld out of range", idx);
+                break;
+            }
+        } else {
+            src = jinja__arg(a, -1, key);
+            if (!src) {
+                rc = jinja__fail(rs, at, -EINVAL, "format: no argument named '%s'", key);
+                break;
+            }
+        }
+        v = jv_copy(src);
+        for (size_t k = name_len; !rc && k < rest;) { /* .attr and [key] */
+            bool dot = f[k] == '.';
+            size_t e = k + 1;
+            while (e < rest && (dot ? f[e] != '.' && f[e] != '[' : f[e] != ']')) {
+                e++;
+            }
+            memcpy(key, f + k + 1, e - k - 1);
+            key[e - k - 1] = '\0';
+            struct jv next = {0};
+            if (!dot && jv_type(&v) == VT_LIST && key[0] >= '0' && key[0] <= '9') {
+                long idx = strtol(key, NULL, 10);
+                next = jv_ref(json_object_array_get_idx(v.j, (size_t)idx));
+                if ((size_t)idx >= json_object_array_length(v.j)) {
+                    rc = jinja__fail(rs, at, -EINVAL, "format: list index out of range");
+                }
+            } else {
+                rc = jinja__get_member(rs, at, &v, key, &next);
+            }
+            jv_put(&v);
+            v = next;
+            k = dot ? e : e + 1;
+        }
+        if (!rc && rest < fl && f[rest] == '!') { /* conversion */
+            char conv = rest + 1 < fl ? f[rest + 1] : 0;
+            struct buf cb;
+            buf_init(&cb, rs->lim.max_output);
+            if (conv == 's') {
+                rc = jinja__append_str(rs, at, &v, &cb);
+            } else if (conv == 'r' || conv == 'a') {
+                struct json_object *one = json_object_new_array();
+                rc = one ? 0 : jinja__oom(rs);
+                if (!rc) { /* repr of a one-element list, without its brackets */
+                    json_object_array_add(one, jv_to_json(&v));
+                    struct jv lv = jv_own(one);
+                    rc = jinja__append_str(rs, at, &lv, &cb);
+                    json_object_put(one);
+                    if (!rc && cb.len >= 2) {
+                        memmove(cb.data, cb.data + 1, cb.len - 2);
+                        cb.len -= 2;
+                    }
+                }
+            } else {
+                rc = jinja__fail(rs, at, -EINVAL, "format: unknown conversion");
+            }
+            jv_put(&v);
+            if (!rc) {
+                rc = jinja__new_buf_str(rs, at, &cb, &v);
+            } else {
+                buf_free(&cb);
+            }
+            rest += 2;
+        }
+        if (!rc) {
+            const char *spec = rest < fl && f[rest] == ':' ? f + rest + 1 : "";
+            rc = format_value(rs, at, &v, spec, rest < fl ? fl - rest - 1 : 0, &b);
+        }
+        jv_put(&v);
+    }
+    if (rc) {
+        buf_free(&b);
+        return rc;
+    }
+    return jinja__new_buf_str(rs, at, &b, out);
+}
+
 /* Sorted by strcmp. */
 const struct jinja__method jinja__str_methods[] = {
     {"capitalize", method_capitalize},
@@ -970,6 +1327,7 @@ const struct jinja__method jinja__str_methods[] = {
     {"count", method_count},
     {"endswith", method_endswith},
     {"find", method_find},
+    {"format", method_format},
     {"index", method_index},
     {"isalnum", method_isalnum},
     {"isalpha", method_isalpha},

@@ -163,6 +163,9 @@ CASES = [
     # printf-style formatting
     ("percent_format", "{{ '%s-%d' % ('a', 3) }} {{ '%.2f' % 2.5 }} {{ '%5s|%-5s|' % ('x', 'y') }} {{ 'v=%r' % ('q',) }} {{ '%(a)s/%(b)03d' % {'a': 'k', 'b': 7} }} {{ '%x %X %o %e %g %%' % (255, 255, 8, 12345.678, 0.0001) }} {{ '%s' % none }} {{ '%s' % [1, 2] }} {{ '%d' % 3.9 }} {{ '%+d % d' % (5, 5) }} {{ '%c%c' % (65, 'é') }} {{ '%.2s' % 'héllo' }}"),
     ("format_filter", "{{ '%s, %s'|format('a', 'b') }} {{ '%(x)s!'|format(x=name) }} {{ '%05.1f'|format(3.14159) }}"),
+    ("str_format", "{{ '{} and {}'.format('a', 1) }}|{{ '{0}{name}{0}'.format('z', name='n') }}|{{ '{{x}} {}'.format(true) }}|{{ '{:>6}|{:<6}|{:^7}|{:*^7}'.format('ab', 'cd', 'ef', 'gh') }}|{{ '{:05d}|{:+d}|{: d}|{:,}|{:_}'.format(42, 5, 5, 1234567, -1234567) }}|{{ '{:x}|{:#x}|{:#b}|{:o}|{:c}'.format(255, 255, 5, 8, 65) }}"),
+    ("str_format_floats", "{{ '{:.2f}|{:10.3f}|{:e}|{:.3g}|{}'.format(3.14159, 2.5, 12345.678, 0.000123456, 1.5) }}|{{ '{:.1%}|{:g}|{:.3}|{:08.2f}|{:-^10.1f}'.format(0.256, 100000000.0, 2.0, -3.14159, 7.25) }}|{{ '{:.2f}'.format(2) }}"),
+    ("str_format_fields", "{{ '{0[role]}|{1[1]}|{x!r}|{x!s}|{y!r:>8}'.format(msgs[1], [1, 2], x='q', y='w') }}|{{ '{:.2}|{:5}|{}|{}|{:d}|{:>6}'.format('héllo', 'é', none, [1, 'a'], true, false) }}|{{ '[{:3}][{:>2}]'.format('', '') }}"),
     # string and list methods
     ("string_methods3", "{{ '42'.isdigit() }} {{ 'a1'.isdigit() }} {{ 'ab'.isalpha() }} {{ 'é'.isalpha() }} {{ ' \\t'.isspace() }} {{ ''.isspace() }} {{ 'AB1'.isupper() }} {{ 'ab'.islower() }} {{ '1'.islower() }} {{ 'a1'.isalnum() }} {{ '7'.zfill(3) }} {{ '-7'.zfill(4) }} [{{ 'x'.center(4) }}] [{{ 'ab'.center(5, '*') }}] [{{ 'x'.ljust(3) }}] [{{ 'x'.rjust(3, '.') }}] {{ 'a.b.c'.rfind('.') }} {{ 'a.b'.rfind('z') }} {{ 'abc'.index('c') }} {{ 'abca'.rindex('a') }}"),
     ("string_methods4", "{{ 'a=b=c'.partition('=') }} {{ 'a=b=c'.rpartition('=') }} {{ 'abc'.partition('x') }} {{ 'abc'.rpartition('x') }} {{ 'prefix_x'.removeprefix('prefix_') }} {{ 'x.json'.removesuffix('.json') }} {{ 'x'.removesuffix('y') }} {{ 'aBc Éa'.swapcase() }} {{ 'x,y,z'.rsplit(',', 1) }} {{ '  a b  c '.rsplit(none, 1) }} {{ 'a b c'.rsplit(maxsplit=0) }} {{ 'a\\nb\\r\\nc\\rd'.splitlines() }} {{ 'a\\nb\\n'.splitlines(true) }}"),
@@ -208,6 +211,12 @@ ERROR_CASES = [
     ("continue_in_macro_outside_loop", "{% for x in [1] %}{% macro m() %}{% continue %}{% endmacro %}{% endfor %}"),
     ("break_in_for_else", "{% for x in [] %}{% else %}{% break %}{% endfor %}"),
     ("break_in_generation", "{% for x in [1] %}{% generation %}{% break %}{% endgeneration %}{% endfor %}"),
+    ("format_switch_numbering", "{{ '{}{1}'.format(1, 2) }}"),
+    ("format_single_brace", "{{ '{'.format(1) }}"),
+    ("format_bad_code", "{{ '{:d}'.format('x') }}"),
+    ("format_float_as_int", "{{ '{:d}'.format(2.5) }}"),
+    ("format_int_as_str", "{{ '{:s}'.format(2) }}"),
+    ("format_missing_arg", "{{ '{} {}'.format(1) }}"),
     ("dict_unhashable_key", "{{ {[1]: 2} }}"),
     ("block_defined_twice", "{% block b %}{% endblock %}{% block b %}{% endblock %}"),
     ("with_bad_target", "{% with 1 = 2 %}{% endwith %}"),
