@@ -20,12 +20,11 @@
  * literals; attribute, subscript and slice access (negative indices, [::-1]); Markup strings
  * (safe/escape; Markup + str escapes the str, as in Jinja2); the filters and tests of the tables in
  * jinja_filters.c, the string/dict/list methods and globals of those in jinja_methods.c:
- * raise_exception(msg), strftime_now(fmt), range(), namespace(), dict().
+ * raise_exception(msg), strftime_now(fmt), range(), namespace(), dict(), cycler(), joiner().
  *
  * Not supported: template inheritance and loading (extends, include, import), loop.changed and
- * recursive loops, cycler/joiner, nested str.format fields ({:{w}}), dict keys other than
- * strings and integers, and the filters attr, filesizeformat, pprint, random, urlencode, urlize,
- * wordwrap and xmlattr.
+ * recursive loops, nested str.format fields ({:{w}}), dict keys other than strings and integers,
+ * and the filters attr, filesizeformat, pprint, random, urlencode, urlize, wordwrap and xmlattr.
  *
  * Known differences from Python: case mapping (upper/lower/title/capitalize/swapcase/casefold)
  * covers ASCII, Latin-1, Latin Extended-A, Greek and Cyrillic one-to-one (no ß → SS, other scripts

@@ -116,6 +116,23 @@ int jinja__key_value(struct rs *rs, const char *k, struct jv *out)
     return 0;
 }
 
+/* cycler and joiner objects carry one of these (see jinja__mark_obj). */
+static char OBJ_MARKS[2];
+
+void jinja__mark_obj(struct json_object *obj, int kind)
+{
+    json_object_set_userdata(obj, &OBJ_MARKS[kind - 1], NULL);
+}
+
+int jinja__obj_kind(const struct jv *v)
+{
+    if (v->kind != JV_NS) {
+        return 0;
+    }
+    void *u = json_object_get_userdata(v->j);
+    return u == &OBJ_MARKS[0] ? JO_CYCLER : u == &OBJ_MARKS[1] ? JO_JOINER : 0;
+}
+
 /* groupby's tuples carry this marker (see jinja__mark_group). */
 static char GROUP_MARK;
 
@@ -1739,6 +1756,49 @@ static int loop_cycle(struct rs *rs, const struct jnode *at, const struct jv *lo
     return 0;
 }
 
+/* cycler.next() (the current item, then advance) and cycler.reset(). */
+static int cycler_call(struct rs *rs, const struct jnode *at, const struct jv *c, const char *name,
+                       struct jv *out)
+{
+    struct json_object *items = NULL, *pos = NULL;
+    json_object_object_get_ex(c->j, "items", &items);
+    json_object_object_get_ex(c->j, "pos", &pos);
+    size_t n = json_object_array_length(items);
+    int64_t p = json_object_get_int64(pos);
+    if (strcmp(name, "reset") == 0) {
+        p = 0;
+        *out = jv_ref(NULL);
+    } else if (strcmp(name, "next") == 0) {
+        *out = jv_ref(json_object_array_get_idx(items, (size_t)p));
+        p = (p + 1) % (int64_t)n;
+    } else {
+        return jinja__fail(rs, at, -EINVAL, "cycler has no method '%s'", name);
+    }
+    struct json_object *cur = json_object_array_get_idx(items, (size_t)p);
+    if (json_object_object_add(c->j, "pos", json_object_new_int64(p)) != 0 ||
+        json_object_object_add(c->j, "current", cur ? json_object_get(cur) : NULL) != 0) {
+        jv_put(out);
+        return jinja__oom(rs);
+    }
+    return 0;
+}
+
+/* Calling a joiner: "" the first time, its separator after. */
+static int joiner_call(struct rs *rs, const struct jv *j, struct jv *out)
+{
+    struct json_object *used = NULL, *sep = NULL;
+    json_object_object_get_ex(j->j, "used", &used);
+    json_object_object_get_ex(j->j, "sep", &sep);
+    if (!json_object_get_boolean(used)) {
+        if (json_object_object_add(j->j, "used", json_object_new_boolean(1)) != 0) {
+            return jinja__oom(rs);
+        }
+        return jinja__new_str(rs, NULL, "", 0, out);
+    }
+    *out = jv_ref(sep);
+    return 0;
+}
+
 static int eval_call(struct rs *rs, struct frame *f, const struct jnode *n, struct jv *out)
 {
     const struct jnode *callee = n->a;
@@ -1754,6 +1814,9 @@ static int eval_call(struct rs *rs, struct frame *f, const struct jnode *n, stru
         if (!rc && jv_type(&obj) == VT_DICT && json_object_get_userdata(obj.j) == &LOOP_MARK &&
             strcmp(callee->str, "cycle") == 0) {
             rc = loop_cycle(rs, n, &obj, &a, out);
+            args_free(&a);
+        } else if (!rc && jinja__obj_kind(&obj) == JO_CYCLER) {
+            rc = cycler_call(rs, n, &obj, callee->str, out);
             args_free(&a);
         } else if (!rc) {
             rc = jinja__call_method(rs, n, &obj, callee->str, &a, out);
@@ -1771,6 +1834,8 @@ static int eval_call(struct rs *rs, struct frame *f, const struct jnode *n, stru
     if (!rc) {
         if (fn.kind == JV_MACRO) {
             rc = call_macro(rs, n, &fn, &a, out);
+        } else if (jinja__obj_kind(&fn) == JO_JOINER) {
+            rc = joiner_call(rs, &fn, out);
         } else if (fn.kind == JV_FUNC) {
             const struct jinja__global *g = jinja__global_find(fn.name);
             TANDEM_ASSERT(g != NULL);

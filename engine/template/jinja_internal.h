@@ -343,6 +343,12 @@ int jinja__dict_key(struct rs *rs, const struct jnode *at, const struct jv *key,
 bool jinja__int_key(const char *k, int64_t *value);
 int jinja__key_value(struct rs *rs, const char *k, struct jv *out);
 
+/* cycler() and joiner() objects: namespaces whose json (cycler: items, pos, current; joiner:
+ * sep, used) their methods update; jinja__obj_kind tells them apart (0 for other objects). */
+enum { JO_CYCLER = 1, JO_JOINER = 2 };
+void jinja__mark_obj(struct json_object *obj, int kind);
+int jinja__obj_kind(const struct jv *v);
+
 /* groupby's (grouper, list) tuples: also have the attributes grouper and list. */
 void jinja__mark_group(struct json_object *arr);
 

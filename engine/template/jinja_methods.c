@@ -1649,6 +1649,67 @@ static int global_dict(struct rs *rs, const struct jnode *at, const struct args 
 }
 
 /* namespace(...): the one mutable value ({% set ns.x = ... %}). */
+/* cycler(*items): an object whose next() returns the items in turn; current, reset(). */
+static int global_cycler(struct rs *rs, const struct jnode *at, const struct args *a,
+                         struct jv *out)
+{
+    if (a->n_pos == 0) {
+        return jinja__fail(rs, at, -EINVAL, "cycler needs at least one item");
+    }
+    struct json_object *c = json_object_new_object(), *items = json_object_new_array();
+    int rc = c && items ? 0 : jinja__oom(rs);
+    for (int i = 0; !rc && i < a->n_pos; i++) {
+        struct json_object *j = jv_to_json(&a->pos[i]);
+        if (json_object_array_add(items, j) != 0) {
+            json_object_put(j);
+            rc = jinja__oom(rs);
+        }
+    }
+    if (!rc) {
+        jinja__mark_tuple(items);
+        struct json_object *first = json_object_array_get_idx(items, 0);
+        if (json_object_object_add(c, "items", items) != 0) {
+            rc = jinja__oom(rs);
+        } else {
+            items = NULL; /* c owns it */
+            if (json_object_object_add(c, "pos", json_object_new_int64(0)) != 0 ||
+                json_object_object_add(c, "current", first ? json_object_get(first) : NULL)) {
+                rc = jinja__oom(rs);
+            }
+        }
+    }
+    json_object_put(items);
+    if (rc) {
+        json_object_put(c);
+        return rc;
+    }
+    jinja__mark_obj(c, JO_CYCLER);
+    *out = (struct jv){.kind = JV_NS, .j = c};
+    return 0;
+}
+
+/* joiner(sep=', '): a callable that returns "" the first time and sep after. */
+static int global_joiner(struct rs *rs, const struct jnode *at, const struct args *a,
+                         struct jv *out)
+{
+    const char *sep = ", ";
+    size_t sn = 2;
+    const struct jv *sv = jinja__arg(a, 0, "sep");
+    int rc = sv ? jinja__want_str(rs, at, sv, "joiner separator", &sep, &sn) : 0;
+    if (rc) {
+        return rc;
+    }
+    struct json_object *j = json_object_new_object();
+    if (!j || json_object_object_add(j, "sep", json_object_new_string_len(sep, (int)sn)) != 0 ||
+        json_object_object_add(j, "used", json_object_new_boolean(0)) != 0) {
+        json_object_put(j);
+        return jinja__oom(rs);
+    }
+    jinja__mark_obj(j, JO_JOINER);
+    *out = (struct jv){.kind = JV_NS, .j = j};
+    return 0;
+}
+
 static int global_namespace(struct rs *rs, const struct jnode *at, const struct args *a,
                             struct jv *out)
 {
@@ -1691,7 +1752,9 @@ static int global_strftime_now(struct rs *rs, const struct jnode *at, const stru
 
 /* Sorted by strcmp. A variable of the same name shadows a global. */
 const struct jinja__global jinja__globals[] = {
+    {"cycler", global_cycler},
     {"dict", global_dict},
+    {"joiner", global_joiner},
     {"namespace", global_namespace},
     {"raise_exception", global_raise_exception},
     {"range", global_range},

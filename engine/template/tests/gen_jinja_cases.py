@@ -180,6 +180,7 @@ CASES = [
     ("filter_groupby", "{% for g in msgs|groupby('role') %}{{ g.grouper }}:{{ g.list|length }};{% endfor %}{% for k, v in [{'k': 'B'}, {'k': 'a'}, {'k': 'b'}]|groupby('k') %}{{ k }}{{ v|length }}{% endfor %}{% for k, v in [{'k': 'B'}, {'k': 'b'}]|groupby('k', case_sensitive=true) %}{{ k }}{% endfor %}{{ [{'x': 2}, {}]|groupby('x', default=1)|map(attribute='grouper')|list }}"),
     ("dict_int_keys", "{% set d = {0: 'a', 512: 'b', 'x': 1} %}{{ d[512] }} {{ d.get(0) }} {{ d.get(7, 'n') }} {{ 0 in d }} {{ 1 in d }} {{ d|tojson }} {{ d }} {% for k in d %}{{ k + 1 if k is number else k }},{% endfor %} {{ d.items()|list }} {{ {2: 'b', 1: 'a'}|dictsort }} {{ {1: 2}.keys()|list }} {{ d|length }}"),
     ("generation_block", "{% for m in msgs %}{% if m.role == 'assistant' %}{% generation %}<{{ m.content }}>{% set inner = 1 %}{% endgeneration %}{% else %}{{ m.role }}{% endif %}{% endfor %}\n  {%- generation -%}\n  x {{ inner is defined }}{% set top = 1 %}\n  {%- endgeneration %}{{ top is defined }}"),
+    ("cycler_joiner", "{% set c = cycler('a', 'b') %}{{ c.next() }}{{ c.next() }}{{ c.next() }}{{ c.current }}{{ c.reset() }}{{ c.current }}{% for x in items %}{{ c.next() }}{% endfor %}{{ c.items }} {% set j = joiner(' | ') %}{% for x in items %}{{ j() }}{{ x }}{% endfor %}{% set k = joiner() %}[{{ k() }}{{ k() }}{{ k() }}]{% macro m() %}{{ c.next() }}{% endmacro %}{{ m() }}{{ m() }}"),
     # loop helpers
     ("loop_cycle_depth", "{% for x in items %}{{ loop.cycle('odd', 'even') }}{{ loop.depth }}{{ loop.depth0 }} {% endfor %}"),
     ("loop_prev_next_first_last", "{% for m in msgs %}{% if not loop.first %}{{ loop.previtem.role }}>{% endif %}{{ m.role }}{% if loop.nextitem is defined %}>{{ loop.nextitem.role }}{% endif %}{% if loop.last %}!{% endif %} {% endfor %}"),
@@ -216,6 +217,7 @@ ERROR_CASES = [
     ("format_bad_code", "{{ '{:d}'.format('x') }}"),
     ("format_float_as_int", "{{ '{:d}'.format(2.5) }}"),
     ("format_int_as_str", "{{ '{:s}'.format(2) }}"),
+    ("cycler_empty", "{{ cycler().next() }}"),
     ("format_missing_arg", "{{ '{} {}'.format(1) }}"),
     ("dict_unhashable_key", "{{ {[1]: 2} }}"),
     ("block_defined_twice", "{% block b %}{% endblock %}{% block b %}{% endblock %}"),
