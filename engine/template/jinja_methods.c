@@ -1306,9 +1306,13 @@ static int method_format(struct rs *rs, const struct jnode *at, const struct jv 
             }
             rest += 2;
         }
+        if (!rc && rest < fl && f[rest] != ':') {
+            rc = jinja__fail(rs, at, -EINVAL, "expected ':' after conversion specifier");
+        }
         if (!rc) {
-            const char *spec = rest < fl && f[rest] == ':' ? f + rest + 1 : "";
-            rc = format_value(rs, at, &v, spec, rest < fl ? fl - rest - 1 : 0, &b);
+            bool has_spec = rest < fl;
+            rc = format_value(rs, at, &v, has_spec ? f + rest + 1 : "",
+                              has_spec ? fl - rest - 1 : 0, &b);
         }
         jv_put(&v);
     }

@@ -217,6 +217,7 @@ ERROR_CASES = [
     ("format_bad_code", "{{ '{:d}'.format('x') }}"),
     ("format_float_as_int", "{{ '{:d}'.format(2.5) }}"),
     ("format_int_as_str", "{{ '{:s}'.format(2) }}"),
+    ("format_junk_after_conversion", "{{ '{x!rZ}'.format(x=1) }}"),
     ("cycler_empty", "{{ cycler().next() }}"),
     ("format_missing_arg", "{{ '{} {}'.format(1) }}"),
     ("dict_unhashable_key", "{{ {[1]: 2} }}"),
