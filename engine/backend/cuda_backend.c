@@ -661,18 +661,18 @@ static int32_t cuda_create_ctx(const backend *b)
     return (int32_t)(ctx > INT32_MAX ? INT32_MAX : ctx);
 }
 
-/* The architectures the CUDA kernels implement: llama / qwen2 / qwen3 with full rotary
- * dimensions (model.h's newer features run on the CPU backend only, for now). */
+/* The architectures the CUDA kernels implement: llama / qwen2 / qwen3 and phi3 (its fused
+ * matrices are row views; partial rotary dims rotate the first n_rot of each head); gemma's
+ * features, sliding windows and experts run on the CPU backend only, for now. */
 static int cuda_check_arch(const model *m, char *err, size_t errlen)
 {
     const model_config *c = &m->cfg;
     const char *what = NULL;
-    if (c->arch != MODEL_ARCH_LLAMA && c->arch != MODEL_ARCH_QWEN2 && c->arch != MODEL_ARCH_QWEN3) {
+    if (c->arch != MODEL_ARCH_LLAMA && c->arch != MODEL_ARCH_QWEN2 && c->arch != MODEL_ARCH_QWEN3 &&
+        c->arch != MODEL_ARCH_PHI3) {
         what = model_arch_name(c->arch);
     } else if (c->n_expert > 0) {
         what = "mixture of experts";
-    } else if (c->n_rot != c->head_dim) {
-        what = "partial rotary dimensions";
     } else if (c->n_swa > 0) {
         what = "sliding-window attention";
     }

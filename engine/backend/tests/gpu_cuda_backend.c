@@ -90,6 +90,18 @@ static const tm_spec k_specs[] = {
      .n_vocab = 90,
      .tied = false,
      .seed = 3},
+    /* partial rotary dims (phi3's Phi-4-mini style): 8 of 16 rotated */
+    {.arch = MODEL_ARCH_QWEN2,
+     .n_layer = 2,
+     .n_embd = 64,
+     .n_head = 4,
+     .n_head_kv = 2,
+     .head_dim = 16,
+     .n_ff = 96,
+     .n_vocab = 83,
+     .tied = false,
+     .seed = 4,
+     .n_rot = 8},
 };
 
 static const char *arch_name(model_arch a)
