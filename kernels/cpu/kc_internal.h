@@ -79,6 +79,8 @@ typedef struct kc__isa_ops {
      * depends only on its own query, keys and values, not on the tile's other pairs. Returns
      * false (touching nothing) when this level has no kernel for the head size; may be NULL. */
     bool (*attn_tile)(const kc__attn_tile *t);
+    /* y = silu(gate) * up (kc_swiglu); may be NULL (the scalar loop). */
+    void (*swiglu)(const float *gate, const float *up, float *y, int64_t n);
 } kc__isa_ops;
 
 extern const kc__isa_ops kc__ops_scalar;

@@ -919,6 +919,27 @@ static bool kc_attn_tile_avx2(const kc__attn_tile *t)
     return true;
 }
 
+/* silu(g) * u with sigmoid(g) from e = e^-|g| (kc_exp_neg's range): 1 / (1 + e) for g >= 0,
+ * e / (1 + e) below; the tail as the scalar level. */
+static void kc_swiglu_avx2(const float *gate, const float *up, float *y, int64_t n)
+{
+    const __m256 one = _mm256_set1_ps(1.0f);
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 g = _mm256_loadu_ps(gate + i);
+        const __m256 e = kc_exp_neg(_mm256_or_ps(g, sign));
+        const __m256 r = _mm256_div_ps(one, _mm256_add_ps(one, e));
+        const __m256 pos = _mm256_cmp_ps(g, _mm256_setzero_ps(), _CMP_GE_OQ);
+        const __m256 sig = _mm256_blendv_ps(_mm256_mul_ps(e, r), r, pos);
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(g, sig), _mm256_loadu_ps(up + i)));
+    }
+    for (; i < n; i++) {
+        const float g = gate[i];
+        y[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
 static void kc_quant_q8_avx2(const float *x, td_block_q8_0 *y, int64_t k)
 {
     const __m256 sign = _mm256_set1_ps(-0.0f);
@@ -1018,4 +1039,5 @@ const kc__isa_ops kc__ops_avx2 = {
     .axpy_f32 = kc_axpy_f32_avx2,
     .axpy_f16 = kc_axpy_f16_avx2,
     .attn_tile = kc_attn_tile_avx2,
+    .swiglu = kc_swiglu_avx2,
 };

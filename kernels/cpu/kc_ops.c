@@ -94,6 +94,11 @@ void kc_rope_apply(float *x, int n_heads, int head_dim, int n_rot, const float *
 
 void kc_swiglu(const float *gate, const float *up, float *y, int64_t n)
 {
+    const kc__isa_ops *ops = kc__ops();
+    if (ops->swiglu) {
+        ops->swiglu(gate, up, y, n);
+        return;
+    }
     for (int64_t i = 0; i < n; i++) {
         const float g = gate[i];
         y[i] = g / (1.0f + expf(-g)) * up[i];

@@ -193,6 +193,40 @@ static void test_rope_yarn(void **state)
     assert_true(worst_excess < 1e-6);
 }
 
+/* SwiGLU at every ISA level over silu's whole range (both signs, the exp's underflow, zeros,
+ * infinities) against double, and in place. */
+static void test_swiglu_isa(void **state)
+{
+    (void)state;
+    enum { N = 203 };
+    float g[N], u[N], y[N];
+    for (int i = 0; i < N; i++) {
+        g[i] = (float)(i - 101) * 0.9f; /* -90.9 .. 90.9 */
+        u[i] = 0.5f + frand();
+    }
+    g[0] = -INFINITY;
+    g[1] = INFINITY;
+    g[2] = -0.0f;
+    kc_isa best = kc_isa_best();
+    for (int isa = KC_ISA_SCALAR; isa <= (int)best; isa++) {
+        assert_int_equal(kc_isa_set((kc_isa)isa), 0);
+        kc_swiglu(g, u, y, N);
+        for (int i = 1; i < N; i++) {
+            const double want = (double)g[i] / (1.0 + exp(-(double)g[i])) * u[i];
+            if (isinf(want) ? y[i] != want : !(fabs(y[i] - want) <= 2e-6 * (1.0 + fabs(want)))) {
+                fail_msg("isa %s swiglu(%g): %g vs %g", kc_isa_name((kc_isa)isa), (double)g[i],
+                         (double)y[i], want);
+            }
+        }
+        assert_true(isnan(y[0])); /* -inf / (1 + inf), as the scalar formula gives */
+        float in[N];
+        memcpy(in, g, sizeof(in));
+        kc_swiglu(in, u, in, N);
+        assert_memory_equal(in + 1, y + 1, sizeof(float) * (N - 1));
+    }
+    assert_int_equal(kc_isa_set(best), 0);
+}
+
 /* GeGLU and soft-capping against double evaluations of their formulas. */
 static void test_geglu_softcap(void **state)
 {
@@ -403,6 +437,7 @@ int main(void)
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_rope_yarn),
         cmocka_unit_test(test_geglu_softcap),
+        cmocka_unit_test(test_swiglu_isa),
         cmocka_unit_test(test_embed_row),
         cmocka_unit_test(test_attention),
     };
