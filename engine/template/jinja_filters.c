@@ -546,18 +546,20 @@ static int filter_default(struct rs *rs, const struct jnode *at, const struct jv
     return 0;
 }
 
-/* safe: Markup(str(v)), a new string object (the operand may be the context's). */
-static int filter_safe(struct rs *rs, const struct jnode *at, const struct jv *v,
-                       struct json_object *items, const struct args *a, struct jv *out)
+/* Markup of v: v itself when it is Markup already, else a new string object (the operand may
+ * be the context's) of what append writes (str(v), or it escaped). */
+static int markup_of(struct rs *rs, const struct jnode *at, const struct jv *v,
+                     int (*append)(struct rs *, const struct jnode *, const struct jv *,
+                                   struct buf *),
+                     struct jv *out)
 {
-    (void)items, (void)a;
     if (jinja__is_safe(v)) {
         *out = jv_copy(v);
         return 0;
     }
     struct buf b;
     buf_init(&b, rs->lim.max_output);
-    int rc = jinja__append_str(rs, at, v, &b);
+    int rc = append(rs, at, v, &b);
     if (rc) {
         buf_free(&b);
         return rc;
@@ -567,6 +569,14 @@ static int filter_safe(struct rs *rs, const struct jnode *at, const struct jv *v
         jinja__mark_safe(out->j);
     }
     return rc;
+}
+
+/* safe: Markup(str(v)). */
+static int filter_safe(struct rs *rs, const struct jnode *at, const struct jv *v,
+                       struct json_object *items, const struct args *a, struct jv *out)
+{
+    (void)items, (void)a;
+    return markup_of(rs, at, v, jinja__append_str, out);
 }
 
 static int filter_string(struct rs *rs, const struct jnode *at, const struct jv *v,
@@ -669,28 +679,13 @@ static int filter_replace(struct rs *rs, const struct jnode *at, const struct jv
     return rc;
 }
 
-/* escape, e: HTML-escapes str(v) as markupsafe does. */
-/* escape/e: a Markup string of str(v) with & < > " ' escaped; Markup is returned as is. */
+/* escape/e: a Markup string of str(v) with & < > " ' escaped, as markupsafe does; Markup is
+ * returned as is. */
 static int filter_escape(struct rs *rs, const struct jnode *at, const struct jv *v,
                          struct json_object *items, const struct args *a, struct jv *out)
 {
     (void)items, (void)a;
-    if (jinja__is_safe(v)) {
-        *out = jv_copy(v);
-        return 0;
-    }
-    struct buf b;
-    buf_init(&b, rs->lim.max_output);
-    int rc = jinja__append_escaped(rs, at, v, &b);
-    if (rc) {
-        buf_free(&b);
-        return rc;
-    }
-    rc = jinja__new_buf_str(rs, at, &b, out);
-    if (!rc) {
-        jinja__mark_safe(out->j);
-    }
-    return rc;
+    return markup_of(rs, at, v, jinja__append_escaped, out);
 }
 
 static int filter_upper(struct rs *rs, const struct jnode *at, const struct jv *v,

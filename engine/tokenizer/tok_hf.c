@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "engine/tokenizer/tok_internal.h"
+#include "lib/base64.h"
 #include "lib/common.h"
 #include "lib/err.h"
 #include "lib/json.h"
@@ -139,41 +140,6 @@ static int add_sequence(hf_ctx *c, struct json_object *n, const char *key, const
     return 0;
 }
 
-/* Standard base64 (padding optional) → *out (malloc'd). -EINVAL for other characters. */
-static int base64_decode(const char *s, size_t n, uint8_t **out, size_t *len)
-{
-    uint8_t *o = malloc(n / 4 * 3 + 3);
-    if (!o) {
-        return -ENOMEM;
-    }
-    uint32_t acc = 0;
-    int bits = 0;
-    size_t k = 0, i = 0;
-    for (; i < n && s[i] != '='; i++) {
-        const char *a = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-        const char *p = s[i] ? strchr(a, s[i]) : NULL;
-        if (!p) {
-            free(o);
-            return -EINVAL;
-        }
-        acc = (acc << 6) | (uint32_t)(p - a);
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            o[k++] = (uint8_t)(acc >> bits);
-        }
-    }
-    for (; i < n; i++) {
-        if (s[i] != '=') {
-            free(o);
-            return -EINVAL;
-        }
-    }
-    *out = o;
-    *len = k;
-    return 0;
-}
-
 static int add_norm(hf_ctx *c, struct json_object *n, const char *field)
 {
     tokenizer *t = c->t;
@@ -243,8 +209,8 @@ static int add_norm(hf_ctx *c, struct json_object *n, const char *field)
         }
         uint8_t *bin = NULL;
         size_t bin_len = 0;
-        rc = base64_decode(json_object_get_string(pc), (size_t)json_object_get_string_len(pc), &bin,
-                           &bin_len);
+        rc = tandem_base64_decode(json_object_get_string(pc),
+                                  (size_t)json_object_get_string_len(pc), &bin, &bin_len);
         if (rc == -EINVAL) {
             return hf_fail(c, -EINVAL, f, "not valid base64");
         }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/base64.h"
 #include "lib/buf.h"
 #include "lib/err.h"
 #include "lib/json.h"
@@ -819,6 +820,39 @@ static int merge_parts(struct json_object *m, const char **a, size_t *la, const 
     return -EINVAL;
 }
 
+/* Raises *max_id to the largest token id of a {piece: id} vocab object (NULL: none) and of the
+ * added_tokens array (NULL: none), checking every id and added token. */
+static int max_token_id(struct json_object *vocab, struct json_object *added, const char *tpath,
+                        int64_t *max_id, char *err, size_t errlen)
+{
+    if (vocab != NULL) {
+        json_object_object_foreach(vocab, key, val)
+        {
+            int64_t id = json_object_get_int64(val);
+            if (!json_object_is_type(val, json_type_int) || id < 0 ||
+                id >= (int64_t)GENV_MAX_TOKENS) {
+                tandem_set_err(err, errlen, "%s: model.vocab[\"%s\"]: bad token id", tpath, key);
+                return -EINVAL;
+            }
+            *max_id = id > *max_id ? id : *max_id;
+        }
+    }
+    size_t n_added = added != NULL ? json_object_array_length(added) : 0;
+    for (size_t i = 0; i < n_added; i++) {
+        struct json_object *idv = json_get(json_object_array_get_idx(added, i), "id");
+        struct json_object *content = json_get(json_object_array_get_idx(added, i), "content");
+        int64_t id = idv != NULL ? json_object_get_int64(idv) : -1;
+        if (idv == NULL || !json_object_is_type(idv, json_type_int) || id < 0 ||
+            id >= (int64_t)GENV_MAX_TOKENS || content == NULL ||
+            !json_object_is_type(content, json_type_string)) {
+            tandem_set_err(err, errlen, "%s: added_tokens[%zu]: bad id or content", tpath, i);
+            return -EINVAL;
+        }
+        *max_id = id > *max_id ? id : *max_id;
+    }
+    return 0;
+}
+
 static int hf_tokens(genvocab *v, struct json_object *tok, const char *tpath, int64_t min_vocab,
                      char *err, size_t errlen)
 {
@@ -833,29 +867,11 @@ static int hf_tokens(genvocab *v, struct json_object *tok, const char *tpath, in
         return -EINVAL;
     }
     int64_t max_id = -1;
-    json_object_object_foreach(vocab, key, val)
-    {
-        (void)key;
-        int64_t id = json_object_get_int64(val);
-        if (!json_object_is_type(val, json_type_int) || id < 0 || id >= (int64_t)GENV_MAX_TOKENS) {
-            tandem_set_err(err, errlen, "%s: model.vocab[\"%s\"]: bad token id", tpath, key);
-            return -EINVAL;
-        }
-        max_id = id > max_id ? id : max_id;
+    int rc = max_token_id(vocab, added, tpath, &max_id, err, errlen);
+    if (rc != 0) {
+        return rc;
     }
-    size_t n_added = added != NULL ? json_object_array_length(added) : 0;
-    for (size_t i = 0; i < n_added; i++) {
-        struct json_object *idv = json_get(json_object_array_get_idx(added, i), "id");
-        struct json_object *content = json_get(json_object_array_get_idx(added, i), "content");
-        int64_t id = idv != NULL ? json_object_get_int64(idv) : -1;
-        if (idv == NULL || !json_object_is_type(idv, json_type_int) || id < 0 ||
-            id >= (int64_t)GENV_MAX_TOKENS || content == NULL ||
-            !json_object_is_type(content, json_type_string)) {
-            tandem_set_err(err, errlen, "%s: added_tokens[%zu]: bad id or content", tpath, i);
-            return -EINVAL;
-        }
-        max_id = id > max_id ? id : max_id;
-    }
+    const size_t n_added = added != NULL ? json_object_array_length(added) : 0;
     if (max_id < 0) {
         tandem_set_err(err, errlen, "%s: model.vocab: no tokens", tpath);
         return -EINVAL;
@@ -875,7 +891,7 @@ static int hf_tokens(genvocab *v, struct json_object *tok, const char *tpath, in
     if (min_vocab > (int64_t)n) {
         n = (size_t)min_vocab;
     }
-    int rc = vocab_alloc(v, n, strcmp(v->model, "llama") == 0);
+    rc = vocab_alloc(v, n, strcmp(v->model, "llama") == 0);
     if (rc < 0) {
         return rc;
     }
@@ -1079,41 +1095,6 @@ static struct json_object *find_step(struct json_object *n, const char *list, co
     return NULL;
 }
 
-/* Standard base64 (padding optional) into *out (malloc'd); -EINVAL for other characters. */
-static int b64_decode(const char *s, size_t n, uint8_t **out, size_t *len)
-{
-    static const char alpha[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    uint8_t *o = malloc(n / 4 * 3 + 3);
-    if (o == NULL) {
-        return -ENOMEM;
-    }
-    uint32_t acc = 0;
-    int bits = 0;
-    size_t k = 0, i = 0;
-    for (; i < n && s[i] != '='; i++) {
-        const char *p = s[i] != '\0' ? strchr(alpha, s[i]) : NULL;
-        if (p == NULL) {
-            free(o);
-            return -EINVAL;
-        }
-        acc = (acc << 6) | (uint32_t)(p - alpha);
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            o[k++] = (uint8_t)(acc >> bits);
-        }
-    }
-    for (; i < n; i++) {
-        if (s[i] != '=') {
-            free(o);
-            return -EINVAL;
-        }
-    }
-    *out = o;
-    *len = k;
-    return 0;
-}
-
 /* The special token the post-processor's "single" template ends with (BertProcessing and
  * RobertaProcessing: their sep), or NULL. */
 static const char *post_last_special(struct json_object *post)
@@ -1163,31 +1144,11 @@ static int hf_vocab_ugm_wpm(genvocab *v, struct json_object *tok, const char *tp
     size_t n_model =
         ugm ? json_object_array_length(vocab) : (size_t)json_object_object_length(vocab);
     int64_t max_id = ugm ? (int64_t)n_model - 1 : -1;
-    if (!ugm) {
-        json_object_object_foreach(vocab, key, val)
-        {
-            int64_t id = json_object_get_int64(val);
-            if (!json_object_is_type(val, json_type_int) || id < 0 ||
-                id >= (int64_t)GENV_MAX_TOKENS) {
-                tandem_set_err(err, errlen, "%s: model.vocab[\"%s\"]: bad token id", tpath, key);
-                return -EINVAL;
-            }
-            max_id = id > max_id ? id : max_id;
-        }
+    int rc = max_token_id(ugm ? NULL : vocab, added, tpath, &max_id, err, errlen);
+    if (rc != 0) {
+        return rc;
     }
-    size_t n_added = added != NULL ? json_object_array_length(added) : 0;
-    for (size_t i = 0; i < n_added; i++) {
-        struct json_object *idv = json_get(json_object_array_get_idx(added, i), "id");
-        struct json_object *content = json_get(json_object_array_get_idx(added, i), "content");
-        int64_t id = idv != NULL ? json_object_get_int64(idv) : -1;
-        if (idv == NULL || !json_object_is_type(idv, json_type_int) || id < 0 ||
-            id >= (int64_t)GENV_MAX_TOKENS || content == NULL ||
-            !json_object_is_type(content, json_type_string)) {
-            tandem_set_err(err, errlen, "%s: added_tokens[%zu]: bad id or content", tpath, i);
-            return -EINVAL;
-        }
-        max_id = id > max_id ? id : max_id;
-    }
+    const size_t n_added = added != NULL ? json_object_array_length(added) : 0;
     if (max_id < 0 || n_model > GENV_MAX_TOKENS) {
         tandem_set_err(err, errlen, "%s: model.vocab: no tokens (or too many)", tpath);
         return -EINVAL;
@@ -1200,7 +1161,7 @@ static int hf_vocab_ugm_wpm(genvocab *v, struct json_object *tok, const char *tp
     if (min_vocab > (int64_t)n) {
         n = (size_t)min_vocab;
     }
-    int rc = vocab_alloc(v, n, ugm);
+    rc = vocab_alloc(v, n, ugm);
     if (rc < 0) {
         return rc;
     }
@@ -1297,8 +1258,9 @@ static int from_ugm_wpm(genvocab *v, struct json_object *tok, struct json_object
             json_get(find_step(norm, "normalizers", "Precompiled"), "precompiled_charsmap");
         if (pc != NULL && json_object_is_type(pc, json_type_string) &&
             json_object_get_string_len(pc) > 0) {
-            rc = b64_decode(json_object_get_string(pc), (size_t)json_object_get_string_len(pc),
-                            &v->charsmap, &v->charsmap_len);
+            rc = tandem_base64_decode(json_object_get_string(pc),
+                                      (size_t)json_object_get_string_len(pc), &v->charsmap,
+                                      &v->charsmap_len);
             if (rc == -EINVAL) {
                 tandem_set_err(err, errlen, "%s: normalizer.precompiled_charsmap: not base64",
                                tpath);
