@@ -37,9 +37,44 @@ typedef struct kc__mm {
  */
 #define KC__PACK_ROWS 8
 
+/*
+ * Packed K-quants, per group of 8 rows and per 256-element super-block (the integer dot of a
+ * 32-element group is then a few vector ops per (token, 8 rows), no horizontal sums):
+ *   Q4_K, Q5_K: f16 d[8] | f16 dmin[8] | u8 sc[8 groups][8 rows] | u8 mn[4][8 rows][2] (the mins
+ *               of groups 2p and 2p + 1) | qs[8 groups][4 sub-steps][32] | Q5_K: qh[8 groups][32]
+ *   Q6_K:       f16 d[8] | i8 sc[8 groups][8 rows][2] (the scales of the group's two halves) |
+ *               ql[8 groups][4 sub-steps][32] | qh[8 groups][2][32]
+ * Sub-step j of a group: byte 4r + b holds row r's element 4j + b of the group in its low nibble
+ * and element 16 + 4j + b in its high nibble (Q6_K: the low four of its six bits). Q5_K qh byte
+ * 4r + b: bit j is the fifth bit of element 4j + b, bit 4 + j that of element 16 + 4j + b. Q6_K qh
+ * vector h, byte 4r + b: bits 0-1, 2-3, 4-5, 6-7 are the high two bits of elements 8h + b,
+ * 16 + 8h + b, 8h + 4 + b and 16 + 8h + 4 + b. Padding rows are all zero (d = 0).
+ */
+#define KC__PKK_D     0
+#define KC__PKK_DMIN  16
+#define KC__PKK_SC    32
+#define KC__PKK_MN    96
+#define KC__PKK_QS    160
+#define KC__PKK_Q5_QH (KC__PKK_QS + 1024)
+#define KC__PKK_Q6_SC 16
+#define KC__PKK_Q6_QL 144
+#define KC__PKK_Q6_QH (KC__PKK_Q6_QL + 1024)
+
+/* Bytes of one packed block (32 elements for Q8_0/Q4_0, 256 for the K types) of 8 rows. */
 static inline size_t kc__packed_block_bytes(tdtype t)
 {
-    return t == TD_Q4_0 ? 16 + 4 * 32 : 16 + 8 * 32;
+    switch (t) {
+    case TD_Q4_0:
+        return 16 + 4 * 32;
+    case TD_Q4_K:
+        return KC__PKK_Q5_QH;
+    case TD_Q5_K:
+        return KC__PKK_Q5_QH + 8 * 32;
+    case TD_Q6_K:
+        return KC__PKK_Q6_QH + 8 * 64;
+    default: /* Q8_0 */
+        return 16 + 8 * 32;
+    }
 }
 
 /* Up to KC_ATTN_TILE (query token, head) pairs of one sequence that read the same KV head,

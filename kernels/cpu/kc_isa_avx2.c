@@ -653,10 +653,16 @@ KC_ROWS_FN(kc_rows_q6_k_dec, kc_tile_k, RMKD, NTKD, TD_Q6_K)
 KC_ROWS_FN(kc_rows_iq4_xs, kc_tile_k, RMK, NTK, TD_IQ4_XS)
 KC_ROWS_FN(kc_rows_iq4_xs_dec, kc_tile_k, RMKD, NTKD, TD_IQ4_XS)
 
-/* A K type's case: the 2-row decode tiles for a few tokens, the 1 x 4 prompt tiles otherwise. */
+#define KC_PKK_VNNI 0
+#include "kernels/cpu/kc_pk_k.h"
+
+/* A K type's case: the packed kernel for a prepared weight; otherwise the 2-row decode tiles for
+ * a few tokens, the 1 x 4 prompt tiles for more. */
 #define KC_K_CASE(T, rows)                                                                         \
     case T:                                                                                        \
-        if (a->n <= KC_PF_MAX_N) {                                                                 \
+        if (a->packed) {                                                                           \
+            kc_rows_pkk(a, r0, r1);                                                                \
+        } else if (a->n <= KC_PF_MAX_N) {                                                          \
             rows##_dec(a, r0, r1);                                                                 \
         } else {                                                                                   \
             rows(a, r0, r1);                                                                       \

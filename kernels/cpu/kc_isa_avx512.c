@@ -324,6 +324,9 @@ static void kc_rows_pk_q4(const kc__mm *a, int64_t r0, int64_t r1)
     kc_rows_pk(a, 1, r0, r1);
 }
 
+#define KC_PKK_VNNI 1
+#include "kernels/cpu/kc_pk_k.h"
+
 KC_ROWS_FN(kc_rows_f32, kc_tile_float, RMF, NTF, TD_F32)
 KC_ROWS_FN(kc_rows_f32_dec, kc_tile_float, RMDEC, NTF, TD_F32)
 KC_ROWS_FN(kc_rows_f16, kc_tile_float, RMF, NTF, TD_F16)
@@ -359,6 +362,15 @@ static void kc_mm_rows_avx512(const kc__mm *a, int64_t r0, int64_t r1)
             kc_rows_pk_q4(a, r0, r1);
         } else {
             kc_rows_q4(a, r0, r1);
+        }
+        break;
+    case TD_Q4_K:
+    case TD_Q5_K:
+    case TD_Q6_K:
+        if (a->packed) {
+            kc_rows_pkk(a, r0, r1);
+        } else {
+            kc__ops_avx2.mm_rows(a, r0, r1);
         }
         break;
     default: /* the other quantized types: the AVX2 kernels (every AVX-512 CPU has AVX2) */

@@ -34,7 +34,7 @@ const kc__isa_ops *kc__ops(void)
 /* Types kc_weight_prepare repacks for the packed AVX2 / AVX-512 kernels. */
 static bool kc_is_packable(tdtype t)
 {
-    return t == TD_Q8_0 || t == TD_Q4_0;
+    return t == TD_Q8_0 || t == TD_Q4_0 || t == TD_Q4_K || t == TD_Q5_K || t == TD_Q6_K;
 }
 
 size_t kc_matmul_wsize(const kc_weight *w, int64_t n)
@@ -52,15 +52,102 @@ size_t kc_matmul_wsize(const kc_weight *w, int64_t n)
     }
 }
 
+/* One packed Q8_0/Q4_0 block ib of the 8 rows at rows[] (NULL: a padding row). */
+static void kc_pack_legacy(tdtype t, const uint8_t *const rows[KC__PACK_ROWS], int64_t ib,
+                           uint8_t *dst)
+{
+    const int nsub = t == TD_Q4_0 ? 4 : 8;
+    uint16_t d[KC__PACK_ROWS] = {0};
+    for (int r = 0; r < KC__PACK_ROWS; r++) {
+        const uint8_t *src = rows[r];
+        for (int j = 0; j < nsub; j++) {
+            for (int b = 0; b < 4; b++) {
+                uint8_t v;
+                if (!src) {
+                    v = t == TD_Q4_0 ? 0x88 : 0x80; /* weight 0 */
+                } else if (t == TD_Q4_0) {
+                    v = ((const td_block_q4_0 *)src)[ib].qs[4 * j + b];
+                } else {
+                    v = (uint8_t)(((const td_block_q8_0 *)src)[ib].qs[4 * j + b] ^ 0x80);
+                }
+                dst[16 + 32 * j + 4 * r + b] = v;
+            }
+        }
+        if (src) {
+            d[r] = t == TD_Q4_0 ? ((const td_block_q4_0 *)src)[ib].d
+                                : ((const td_block_q8_0 *)src)[ib].d;
+        }
+    }
+    memcpy(dst, d, sizeof(d));
+}
+
+/* One packed Q4_K/Q5_K/Q6_K super-block ib of the 8 rows at rows[] (kc_internal.h's layout);
+ * dst is zeroed, so padding rows (NULL) stay zero. */
+static void kc_pack_k(tdtype t, const uint8_t *const rows[KC__PACK_ROWS], int64_t ib, uint8_t *dst)
+{
+    const size_t bsz = td_block_bytes(t);
+    for (int r = 0; r < KC__PACK_ROWS; r++) {
+        if (!rows[r]) {
+            continue;
+        }
+        const uint8_t *blk = rows[r] + (size_t)ib * bsz;
+        int8_t q8[TD_QKK];
+        uint8_t q[TD_QKK]; /* unsigned: 0..15, 0..31, 0..63 */
+        kc__k_quants(t, blk, q8);
+        for (int i = 0; i < TD_QKK; i++) {
+            q[i] = (uint8_t)(t == TD_Q6_K ? q8[i] + 32 : q8[i]);
+        }
+        uint16_t d;
+        if (t == TD_Q6_K) {
+            const td_block_q6_k *b = (const td_block_q6_k *)blk;
+            d = b->d;
+            for (int h = 0; h < 16; h++) {
+                dst[KC__PKK_Q6_SC + 16 * (h / 2) + 2 * r + h % 2] = (uint8_t)b->scales[h];
+            }
+        } else {
+            const td_block_q4_k *b = (const td_block_q4_k *)blk; /* Q5_K: same header */
+            uint8_t sc[8], mn[8];
+            kc__k4_scales(b->scales, sc, mn);
+            d = b->d;
+            memcpy(dst + KC__PKK_DMIN + 2 * r, &b->dmin, sizeof(b->dmin));
+            for (int g = 0; g < 8; g++) {
+                dst[KC__PKK_SC + 8 * g + r] = sc[g];
+                dst[KC__PKK_MN + 16 * (g / 2) + 2 * r + g % 2] = mn[g];
+            }
+        }
+        memcpy(dst + KC__PKK_D + 2 * r, &d, sizeof(d));
+        const size_t qs = t == TD_Q6_K ? KC__PKK_Q6_QL : KC__PKK_QS;
+        for (int g = 0; g < 8; g++) {
+            const uint8_t *e = q + 32 * g;
+            for (int j = 0; j < 4; j++) {
+                for (int b = 0; b < 4; b++) {
+                    const int lo = 4 * j + b, hi = 16 + 4 * j + b;
+                    const size_t at = 4 * (size_t)r + (size_t)b;
+                    dst[qs + 128 * g + 32 * j + at] = (uint8_t)((e[lo] & 15) | (e[hi] & 15) << 4);
+                    if (t == TD_Q5_K) {
+                        dst[KC__PKK_Q5_QH + 32 * g + at] |=
+                            (uint8_t)(((e[lo] >> 4) & 1) << j | ((e[hi] >> 4) & 1) << (4 + j));
+                    } else if (t == TD_Q6_K) {
+                        const int sh = 4 * (j % 2);
+                        dst[KC__PKK_Q6_QH + 64 * g + 32 * (j / 2) + at] |=
+                            (uint8_t)((e[lo] >> 4) << sh | (e[hi] >> 4) << (sh + 2));
+                    }
+                }
+            }
+        }
+    }
+}
+
 int kc_weight_prepare(kc_weight *w)
 {
-    /* AVX-512 (VNNI) and AVX2 both have packed kernels for the two types */
+    /* AVX-512 (VNNI) and AVX2 both have packed kernels for these types */
     const bool packs = kc_isa_active() >= KC_ISA_AVX2;
-    if (!kc_is_packable(w->type) || w->packed || !packs || w->k <= 0 || w->k % TD_QK != 0 ||
+    const int64_t be = td_block_elems(w->type);
+    if (!kc_is_packable(w->type) || w->packed || !packs || w->k <= 0 || w->k % be != 0 ||
         w->m <= 0) {
         return 0;
     }
-    const int64_t nb = w->k / TD_QK;
+    const int64_t nb = w->k / be;
     const int64_t ng = (w->m + KC__PACK_ROWS - 1) / KC__PACK_ROWS;
     const size_t bb = kc__packed_block_bytes(w->type);
     const size_t bytes = (size_t)ng * (size_t)nb * bb;
@@ -70,33 +157,19 @@ int kc_weight_prepare(kc_weight *w)
     }
     memset(p, 0, (bytes + 63) / 64 * 64);
     const size_t rb = td_row_bytes(w->type, w->k);
-    const int nsub = w->type == TD_Q4_0 ? 4 : 8;
     for (int64_t g = 0; g < ng; g++) {
+        const uint8_t *rows[KC__PACK_ROWS];
+        for (int r = 0; r < KC__PACK_ROWS; r++) {
+            const int64_t row = g * KC__PACK_ROWS + r;
+            rows[r] = row < w->m ? (const uint8_t *)w->data + (size_t)row * rb : NULL;
+        }
         for (int64_t ib = 0; ib < nb; ib++) {
             uint8_t *dst = p + ((size_t)g * (size_t)nb + (size_t)ib) * bb;
-            uint16_t d[KC__PACK_ROWS] = {0};
-            for (int r = 0; r < KC__PACK_ROWS; r++) {
-                const int64_t row = g * KC__PACK_ROWS + r;
-                const uint8_t *src = (const uint8_t *)w->data + (size_t)row * rb;
-                for (int j = 0; j < nsub; j++) {
-                    for (int b = 0; b < 4; b++) {
-                        uint8_t v;
-                        if (row >= w->m) {
-                            v = w->type == TD_Q4_0 ? 0x88 : 0x80; /* weight 0 */
-                        } else if (w->type == TD_Q4_0) {
-                            v = ((const td_block_q4_0 *)src)[ib].qs[4 * j + b];
-                        } else {
-                            v = (uint8_t)(((const td_block_q8_0 *)src)[ib].qs[4 * j + b] ^ 0x80);
-                        }
-                        dst[16 + 32 * j + 4 * r + b] = v;
-                    }
-                }
-                if (row < w->m) {
-                    d[r] = w->type == TD_Q4_0 ? ((const td_block_q4_0 *)src)[ib].d
-                                              : ((const td_block_q8_0 *)src)[ib].d;
-                }
+            if (be == TD_QKK) {
+                kc_pack_k(w->type, rows, ib, dst);
+            } else {
+                kc_pack_legacy(w->type, rows, ib, dst);
             }
-            memcpy(dst, d, sizeof(d));
         }
     }
     w->packed = p;

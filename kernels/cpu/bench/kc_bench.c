@@ -2,13 +2,14 @@
  * Matmul microbenchmark (not a test): GB/s of weights streamed and GFLOP/s for the projection
  * shapes of the ~30M (dim 512, ffn 1536) and ~250M (dim 1024, ffn 2816) models, at n = 1 (decode)
  * and n = 512 (prompt), for every weight type, on 1 and 2 threads, at the active ISA level
- * (TANDEM_CPU_ISA lowers it). Q8_0/Q4_0 weights are repacked (kc_weight_prepare) as the
- * backend does.
- *   usage: kc_bench [min_seconds_per_case]
+ * (TANDEM_CPU_ISA lowers it). Q8_0/Q4_0/Q4_K/Q5_K/Q6_K weights are repacked (kc_weight_prepare) as
+ * the backend does. usage: kc_bench [min_seconds_per_case [type,type,...]]
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "kernels/cpu/kc_convert.h"
 #include "kernels/cpu/kc_cpu.h"
@@ -16,9 +17,25 @@
 #include "kernels/cpu/kc_pool.h"
 #include "lib/clock.h"
 
+/* Whether name is one of the comma-separated entries of list. */
+static bool kc_bench_listed(const char *list, const char *name)
+{
+    const size_t len = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *end = strchr(p, ',');
+        const size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n == len && strncasecmp(p, name, n) == 0) {
+            return true;
+        }
+        p += n + (end ? 1 : 0);
+    }
+    return false;
+}
+
 int main(int argc, char **argv)
 {
     double min_s = argc > 1 ? strtod(argv[1], NULL) : 0.2;
+    const char *only = argc > 2 ? argv[2] : NULL; /* comma-separated type names, e.g. q4_K,q6_K */
     static const int64_t shapes[][2] = {{512, 512},   {512, 1536},  {1536, 512},
                                         {1024, 1024}, {1024, 2816}, {2816, 1024}};
     static const tdtype types[] = {TD_F32,  TD_F16,  TD_BF16, TD_Q8_0,   TD_Q4_0,
@@ -60,6 +77,9 @@ int main(int argc, char **argv)
             break;
         }
         for (size_t ti = 0; ti < sizeof(types) / sizeof(types[0]); ti++) {
+            if (only && !kc_bench_listed(only, td_name(types[ti]))) {
+                continue;
+            }
             for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++) {
                 for (size_t ni = 0; ni < 2; ni++) {
                     kc_weight wt = {

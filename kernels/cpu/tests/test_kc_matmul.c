@@ -5,6 +5,7 @@
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -18,6 +19,9 @@
 #include "kernels/cpu/kc_pool.h"
 
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+/* Extreme inputs: every quant and 6-bit scale at its maximum (Q6_K scales at -128), every
+ * activation 1.0 (all Q8_K quants -127): the largest integer sums the kernels can meet. */
+static bool g_extreme;
 
 static float frand(void)
 {
@@ -57,7 +61,11 @@ static void fill_blocks(tdtype t, uint8_t *dst, int64_t k)
     const int64_t nb = k / td_block_elems(t);
     for (size_t i = 0; i < (size_t)nb * bb; i++) {
         frand();
-        dst[i] = (uint8_t)(g_rng >> 24);
+        dst[i] = g_extreme ? 0xFF : (uint8_t)(g_rng >> 24);
+        if (g_extreme && t == TD_Q6_K && i % bb >= offsetof(td_block_q6_k, scales) &&
+            i % bb < offsetof(td_block_q6_k, d)) {
+            dst[i] = 0x80;
+        }
     }
     for (int64_t b = 0; b < nb; b++) {
         for (const int *f = f16_fields(t); *f >= 0; f++) {
@@ -214,7 +222,7 @@ static void check_case(kc_pool *pool1, kc_pool *pool2, tdtype t, int64_t k, int6
     assert_non_null(ref);
     assert_non_null(mag);
     for (int64_t i = 0; i < nmax * k; i++) {
-        x[i] = frand();
+        x[i] = g_extreme ? 1.0f : frand();
     }
     kc_weight wt = {.type = t, .k = k, .m = m, .data = w};
     if (pack) {
@@ -280,8 +288,12 @@ static void test_matmul_all_isas(void **state)
             tdtype t = types[ti];
             bool quant = td_is_quant(t);
             if (td_block_elems(t) == TD_QKK) {
-                check_case(pool1, pool2, t, 256, 19, false);
-                check_case(pool1, pool2, t, 768, 37, false);
+                const bool packable = t == TD_Q4_K || t == TD_Q5_K || t == TD_Q6_K;
+                for (int pack = 0; pack <= (packable ? 1 : 0); pack++) {
+                    check_case(pool1, pool2, t, 256, 19, pack);
+                    check_case(pool1, pool2, t, 768, 37, pack);
+                    check_case(pool1, pool2, t, 512, 48, pack);
+                }
                 continue;
             }
             for (int pack = 0; pack <= (t == TD_Q8_0 || t == TD_Q4_0 ? 1 : 0); pack++) {
@@ -295,6 +307,31 @@ static void test_matmul_all_isas(void **state)
             }
         }
     }
+    assert_int_equal(kc_isa_set(best), 0);
+    kc_pool_free(pool1);
+    kc_pool_free(pool2);
+}
+
+/* The K-quant kernels (packed and not) at the extremes of their integer ranges. */
+static void test_matmul_k_extremes(void **state)
+{
+    (void)state;
+    kc_pool *pool1 = kc_pool_new(1, false);
+    kc_pool *pool2 = kc_pool_new(2, false);
+    assert_non_null(pool1);
+    assert_non_null(pool2);
+    static const tdtype types[] = {TD_Q2_K, TD_Q3_K, TD_Q4_K, TD_Q5_K, TD_Q6_K, TD_IQ4_XS};
+    kc_isa best = kc_isa_best();
+    g_extreme = true;
+    for (int isa = KC_ISA_SCALAR; isa <= (int)best; isa++) {
+        assert_int_equal(kc_isa_set((kc_isa)isa), 0);
+        for (size_t ti = 0; ti < sizeof(types) / sizeof(types[0]); ti++) {
+            for (int pack = 0; pack <= 1; pack++) {
+                check_case(pool1, pool2, types[ti], 512, 24, pack);
+            }
+        }
+    }
+    g_extreme = false;
     assert_int_equal(kc_isa_set(best), 0);
     kc_pool_free(pool1);
     kc_pool_free(pool2);
@@ -508,9 +545,10 @@ static void test_conversions(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_conversions),       cmocka_unit_test(test_matmul_bad_args),
-        cmocka_unit_test(test_matmul_all_isas),   cmocka_unit_test(test_matmul_multi),
-        cmocka_unit_test(test_quantize_all_isas), cmocka_unit_test(test_quantize_q8k_all_isas),
+        cmocka_unit_test(test_conversions),           cmocka_unit_test(test_matmul_bad_args),
+        cmocka_unit_test(test_matmul_all_isas),       cmocka_unit_test(test_matmul_k_extremes),
+        cmocka_unit_test(test_matmul_multi),          cmocka_unit_test(test_quantize_all_isas),
+        cmocka_unit_test(test_quantize_q8k_all_isas),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,329 @@
+/*
+ * Packed Q4_K / Q5_K / Q6_K matmul (kc_weight_prepare's 8-row interleave, see kc_internal.h),
+ * included by kc_isa_avx2.c (KC_PKK_VNNI 0) and kc_isa_avx512.c (KC_PKK_VNNI 1) after they
+ * define KC_INLINE, KC_PF_MAX_N, KC_PF_DIST and kc_h2f. Defines
+ *   static void kc_rows_pkk(const kc__mm *a, int64_t r0, int64_t r1)    r0 a multiple of 8
+ *
+ * Each ymm lane is one of 8 rows and the activation bytes of a sub-step are broadcast to all
+ * lanes, so a 32-element group of 8 rows costs 8 byte dot products per token and no horizontal
+ * sum. Per group the integer sum is scaled by each row's 6-bit (Q6_K: 8-bit, per half) scale, in
+ * integers: without VNNI maddubs pairs add up in int16 (as many as fit: 16 products of 15 x 127
+ * for Q4_K, 8 of 31 x 127 for Q5_K, 4 of 63 x 127 for Q6_K) and one madd applies the scale;
+ * with VNNI vpdpbusd sums each row's group in int32 and vpmulld applies it. Both give the same
+ * exact integers. The mins of Q4_K/Q5_K and Q6_K's offset of 32 come from the activations'
+ * 16-element sums (bsums), as in kc_k_block. Every (row, token) pair gets the same operations
+ * whatever the tile, so results do not depend on n.
+ */
+#ifndef TANDEM_KERNELS_CPU_KC_PK_K_H
+#define TANDEM_KERNELS_CPU_KC_PK_K_H
+
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/cpu/kc_internal.h"
+#include "kernels/cpu/kc_mm_tiles.h"
+
+#define KC_PKK_NT 2 /* tokens per prompt tile (2 groups of 8 rows x 2 tokens) */
+
+KC_INLINE __m256i kc_pkk_bcast(const int8_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, sizeof(v));
+    return _mm256_set1_epi32(v);
+}
+
+/* Sub-step j of group grp of a packed super-block: the quants of elements 4j + b (*wl) and
+ * 16 + 4j + b (*wh) of every row, as unsigned bytes. */
+KC_INLINE void kc_pkk_weights(tdtype ty, const uint8_t *blk, int grp, int j, __m256i *wl,
+                              __m256i *wh)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const size_t qs = ty == TD_Q6_K ? KC__PKK_Q6_QL : KC__PKK_QS;
+    const __m256i raw = _mm256_loadu_si256((const __m256i *)(blk + qs + 128 * grp + 32 * j));
+    __m256i l = _mm256_and_si256(raw, m4);
+    __m256i h = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+    if (ty == TD_Q5_K) { /* bit j (low) and 4 + j (high) to bit 4; 16-bit shifts, masked per byte */
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + KC__PKK_Q5_QH + 32 * grp));
+        const __m256i b4 = _mm256_set1_epi8(0x10);
+        l = _mm256_or_si256(l, _mm256_and_si256(_mm256_slli_epi16(qh, 4 - j), b4));
+        h = _mm256_or_si256(h, _mm256_and_si256(_mm256_srli_epi16(qh, j), b4));
+    } else if (ty == TD_Q6_K) { /* two bits to bits 4-5 */
+        const __m256i qh =
+            _mm256_loadu_si256((const __m256i *)(blk + KC__PKK_Q6_QH + 64 * grp + 32 * (j / 2)));
+        const __m256i b45 = _mm256_set1_epi8(0x30);
+        if (j % 2 == 0) {
+            l = _mm256_or_si256(l, _mm256_and_si256(_mm256_slli_epi16(qh, 4), b45));
+            h = _mm256_or_si256(h, _mm256_and_si256(_mm256_slli_epi16(qh, 2), b45));
+        } else {
+            l = _mm256_or_si256(l, _mm256_and_si256(qh, b45));
+            h = _mm256_or_si256(h, _mm256_and_si256(_mm256_srli_epi16(qh, 2), b45));
+        }
+    }
+    *wl = l;
+    *wh = h;
+}
+
+#if KC_PKK_VNNI
+/* The 8 rows' scales of one half as int32 (sc: 8 bytes of unsigned Q4_K/Q5_K scales). */
+KC_INLINE __m256i kc_pkk_scale32(const uint8_t *sc)
+{
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)sc));
+}
+#else
+/* 16 int16: each of 8 bytes twice (the lanes of a row's two maddubs pair sums). */
+KC_INLINE __m256i kc_pkk_dup16(__m128i v8)
+{
+    const __m128i idx = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    return _mm256_cvtepu8_epi16(_mm_shuffle_epi8(v8, idx));
+}
+#endif
+
+/* Rows r0 .. r0 + 8 ng - 1 (ng groups of 8) x tokens [t0, t0 + nt). */
+KC_INLINE void kc_tile_pkk(const kc__mm *a, tdtype ty, int64_t r0, int ng, int64_t t0, int nt)
+{
+    const int64_t nb = a->k / TD_QKK;
+    const size_t bb = kc__packed_block_bytes(ty);
+    const bool q6 = ty == TD_Q6_K;
+    const uint8_t *gp[2];
+    const td_block_q8_k *xr[KC_PKK_NT];
+    __m256 acc[KC_PKK_NT][2];
+    const bool pf = a->n <= KC_PF_MAX_N;
+    for (int g = 0; g < ng; g++) {
+        gp[g] = a->packed + (size_t)(r0 / KC__PACK_ROWS + g) * (size_t)nb * bb;
+    }
+    for (int t = 0; t < nt; t++) {
+        xr[t] = a->xqk + (t0 + t) * nb;
+        for (int g = 0; g < ng; g++) {
+            acc[t][g] = _mm256_setzero_ps();
+        }
+    }
+    for (int64_t ib = 0; ib < nb; ib++) {
+        const uint8_t *blk[2];
+        __m256i isum[KC_PKK_NT][2];
+        for (int g = 0; g < ng; g++) {
+            blk[g] = gp[g] + (size_t)ib * bb;
+            if (pf) {
+                for (size_t off = 0; off < bb; off += 64) {
+                    _mm_prefetch((const char *)blk[g] + KC_PF_DIST + off, _MM_HINT_T0);
+                }
+            }
+            for (int t = 0; t < nt; t++) {
+                isum[t][g] = _mm256_setzero_si256();
+            }
+        }
+        for (int grp = 0; grp < 8; grp++) {
+            const int8_t *xg[KC_PKK_NT];
+            for (int t = 0; t < nt; t++) {
+                xg[t] = xr[t][ib].qs + 32 * grp;
+            }
+#if KC_PKK_VNNI
+            __m256i scl[2], sch[2];
+            for (int g = 0; g < ng; g++) {
+                if (q6) { /* bytes lo0 hi0 lo1 hi1 ...: even bytes, then odd ones */
+                    const __m128i v = _mm_shuffle_epi8(
+                        _mm_loadu_si128((const __m128i *)(blk[g] + KC__PKK_Q6_SC + 16 * grp)),
+                        _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15));
+                    scl[g] = _mm256_cvtepi8_epi32(v);
+                    sch[g] = _mm256_cvtepi8_epi32(_mm_srli_si128(v, 8));
+                } else {
+                    scl[g] = kc_pkk_scale32(blk[g] + KC__PKK_SC + 8 * grp);
+                    sch[g] = scl[g];
+                }
+            }
+            __m256i gl[KC_PKK_NT][2], gh[KC_PKK_NT][2];
+            for (int t = 0; t < nt; t++) {
+                for (int g = 0; g < ng; g++) {
+                    gl[t][g] = _mm256_setzero_si256();
+                    gh[t][g] = _mm256_setzero_si256();
+                }
+            }
+            for (int j = 0; j < 4; j++) {
+                __m256i wl[2], wh[2];
+                for (int g = 0; g < ng; g++) {
+                    kc_pkk_weights(ty, blk[g], grp, j, &wl[g], &wh[g]);
+                }
+                for (int t = 0; t < nt; t++) {
+                    const __m256i xl = kc_pkk_bcast(xg[t] + 4 * j);
+                    const __m256i xh = kc_pkk_bcast(xg[t] + 16 + 4 * j);
+                    for (int g = 0; g < ng; g++) {
+                        gl[t][g] = _mm256_dpbusd_epi32(gl[t][g], wl[g], xl);
+                        gh[t][g] = _mm256_dpbusd_epi32(gh[t][g], wh[g], xh);
+                    }
+                }
+            }
+            for (int t = 0; t < nt; t++) {
+                for (int g = 0; g < ng; g++) {
+                    __m256i s;
+                    if (q6) {
+                        s = _mm256_add_epi32(_mm256_mullo_epi32(gl[t][g], scl[g]),
+                                             _mm256_mullo_epi32(gh[t][g], sch[g]));
+                    } else {
+                        s = _mm256_mullo_epi32(_mm256_add_epi32(gl[t][g], gh[t][g]), scl[g]);
+                    }
+                    isum[t][g] = _mm256_add_epi32(isum[t][g], s);
+                }
+            }
+#else
+            __m256i scl[2], sch[2];
+            for (int g = 0; g < ng; g++) {
+                if (q6) { /* int16 lo0 hi0 lo1 hi1 ...: each row's lo (hi) scale in both lanes */
+                    const __m256i v = _mm256_cvtepi8_epi16(
+                        _mm_loadu_si128((const __m128i *)(blk[g] + KC__PKK_Q6_SC + 16 * grp)));
+                    const __m128i il =
+                        _mm_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13);
+                    const __m128i ih =
+                        _mm_setr_epi8(2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15);
+                    scl[g] = _mm256_shuffle_epi8(v, _mm256_set_m128i(il, il));
+                    sch[g] = _mm256_shuffle_epi8(v, _mm256_set_m128i(ih, ih));
+                } else {
+                    scl[g] = kc_pkk_dup16(
+                        _mm_loadl_epi64((const __m128i *)(blk[g] + KC__PKK_SC + 8 * grp)));
+                    sch[g] = scl[g];
+                }
+            }
+            /* int16 pair sums: Q4_K both halves together, Q5_K each half, Q6_K two sub-steps */
+            __m256i sl[KC_PKK_NT][2], sh[KC_PKK_NT][2];
+            for (int t = 0; t < nt; t++) {
+                for (int g = 0; g < ng; g++) {
+                    sl[t][g] = _mm256_setzero_si256();
+                    sh[t][g] = _mm256_setzero_si256();
+                }
+            }
+            for (int j = 0; j < 4; j++) {
+                __m256i wl[2], wh[2];
+                for (int g = 0; g < ng; g++) {
+                    kc_pkk_weights(ty, blk[g], grp, j, &wl[g], &wh[g]);
+                }
+                for (int t = 0; t < nt; t++) {
+                    const __m256i xl = kc_pkk_bcast(xg[t] + 4 * j);
+                    const __m256i xh = kc_pkk_bcast(xg[t] + 16 + 4 * j);
+                    for (int g = 0; g < ng; g++) {
+                        const __m256i pl = _mm256_maddubs_epi16(wl[g], xl);
+                        const __m256i ph = _mm256_maddubs_epi16(wh[g], xh);
+                        if (ty == TD_Q4_K) {
+                            sl[t][g] = _mm256_add_epi16(sl[t][g], _mm256_add_epi16(pl, ph));
+                        } else {
+                            sl[t][g] = _mm256_add_epi16(sl[t][g], pl);
+                            sh[t][g] = _mm256_add_epi16(sh[t][g], ph);
+                        }
+                    }
+                }
+                if (ty == TD_Q4_K || (q6 && j % 2 == 0)) {
+                    continue;
+                }
+                if (q6 || j == 3) {
+                    for (int t = 0; t < nt; t++) {
+                        for (int g = 0; g < ng; g++) {
+                            const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(sl[t][g], scl[g]),
+                                                               _mm256_madd_epi16(sh[t][g], sch[g]));
+                            isum[t][g] = _mm256_add_epi32(isum[t][g], s);
+                            sl[t][g] = _mm256_setzero_si256();
+                            sh[t][g] = _mm256_setzero_si256();
+                        }
+                    }
+                }
+            }
+            if (ty == TD_Q4_K) {
+                for (int t = 0; t < nt; t++) {
+                    for (int g = 0; g < ng; g++) {
+                        isum[t][g] =
+                            _mm256_add_epi32(isum[t][g], _mm256_madd_epi16(sl[t][g], scl[g]));
+                    }
+                }
+            }
+#endif
+        }
+        for (int g = 0; g < ng; g++) {
+            const __m256 dw =
+                _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk[g] + KC__PKK_D)));
+            for (int t = 0; t < nt; t++) {
+                const td_block_q8_k *xb = &xr[t][ib];
+                __m256i is = isum[t][g];
+                if (q6) { /* sum (q - 32) x sc = sum q x sc - 32 sum sc bsum, per half */
+                    __m256i c = _mm256_setzero_si256();
+                    for (int grp = 0; grp < 8; grp++) {
+                        const __m256i sc = _mm256_cvtepi8_epi16(
+                            _mm_loadu_si128((const __m128i *)(blk[g] + KC__PKK_Q6_SC + 16 * grp)));
+                        int32_t bs2;
+                        memcpy(&bs2, xb->bsums + 2 * grp, sizeof(bs2));
+                        c = _mm256_add_epi32(c, _mm256_madd_epi16(sc, _mm256_set1_epi32(bs2)));
+                    }
+                    is = _mm256_sub_epi32(is, _mm256_slli_epi32(c, 5));
+                }
+                acc[t][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is),
+                                            _mm256_mul_ps(dw, _mm256_set1_ps(xb->d)), acc[t][g]);
+                if (!q6) { /* minus dmin x sum_g mn_g x (bsum 2g + bsum 2g+1) */
+                    const __m256i bs = _mm256_loadu_si256((const __m256i *)xb->bsums);
+                    /* int32 lanes 0, 1, 4, 5: the group sums of pairs 0 .. 3 */
+                    const __m256i bg = _mm256_hadd_epi16(bs, bs);
+                    __m256i ms = _mm256_setzero_si256();
+                    for (int p = 0; p < 4; p++) {
+                        const __m256i mn = _mm256_cvtepu8_epi16(
+                            _mm_loadu_si128((const __m128i *)(blk[g] + KC__PKK_MN + 16 * p)));
+                        const __m256i pair =
+                            _mm256_permutevar8x32_epi32(bg, _mm256_set1_epi32(p % 2 + 4 * (p / 2)));
+                        ms = _mm256_add_epi32(ms, _mm256_madd_epi16(mn, pair));
+                    }
+                    const __m256 dm =
+                        _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk[g] + KC__PKK_DMIN)));
+                    acc[t][g] =
+                        _mm256_fmadd_ps(_mm256_cvtepi32_ps(ms),
+                                        _mm256_mul_ps(dm, _mm256_set1_ps(-xb->d)), acc[t][g]);
+                }
+            }
+        }
+    }
+    for (int g = 0; g < ng; g++) {
+        const int64_t row = r0 + (int64_t)g * KC__PACK_ROWS;
+        const int64_t valid = a->m - row < KC__PACK_ROWS ? a->m - row : KC__PACK_ROWS;
+        for (int t = 0; t < nt; t++) {
+            float out[KC__PACK_ROWS];
+            _mm256_storeu_ps(out, acc[t][g]);
+            memcpy(a->y + (t0 + t) * a->m + row, out, sizeof(float) * (size_t)valid);
+        }
+    }
+}
+
+/* One type's rows [r0, r1): 2 groups of 8 rows at a time, KC_PKK_NT tokens (one in decode). */
+KC_INLINE void kc_rows_pkk_t(const kc__mm *a, tdtype ty, int64_t r0, int64_t r1)
+{
+    for (int64_t tb = 0; tb < a->n; tb += KC_TB) {
+        const int64_t te = tb + KC_TB < a->n ? tb + KC_TB : a->n;
+        for (int64_t r = r0; r < r1; r += 2 * KC__PACK_ROWS) {
+            const bool two = r + KC__PACK_ROWS < r1;
+            int64_t t = tb;
+            for (; t + KC_PKK_NT <= te; t += KC_PKK_NT) {
+                if (two) {
+                    kc_tile_pkk(a, ty, r, 2, t, KC_PKK_NT);
+                } else {
+                    kc_tile_pkk(a, ty, r, 1, t, KC_PKK_NT);
+                }
+            }
+            for (; t < te; t++) {
+                if (two) {
+                    kc_tile_pkk(a, ty, r, 2, t, 1);
+                } else {
+                    kc_tile_pkk(a, ty, r, 1, t, 1);
+                }
+            }
+        }
+    }
+}
+
+static void kc_rows_pkk(const kc__mm *a, int64_t r0, int64_t r1)
+{
+    switch (a->type) {
+    case TD_Q4_K:
+        kc_rows_pkk_t(a, TD_Q4_K, r0, r1);
+        break;
+    case TD_Q5_K:
+        kc_rows_pkk_t(a, TD_Q5_K, r0, r1);
+        break;
+    default:
+        kc_rows_pkk_t(a, TD_Q6_K, r0, r1);
+        break;
+    }
+}
+
+#endif
