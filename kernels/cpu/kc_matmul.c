@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "kernels/cpu/kc_convert.h"
 #include "kernels/cpu/kc_cpu.h"
@@ -50,6 +51,37 @@ size_t kc_matmul_wsize(const kc_weight *w, int64_t n)
     default:
         return (size_t)n * (size_t)(w->k / TD_QKK) * sizeof(td_block_q8_k);
     }
+}
+
+static bool kc_weight_ok(const kc_weight *w)
+{
+    return td_supported(w->type) && w->k > 0 && w->m > 0 && td_row_bytes(w->type, w->k) != 0;
+}
+
+/*
+ * Memory for weights that decode streams (zeroed if zero): buffers of 2 MiB and more are aligned to
+ * 2 MiB and asked for transparent huge pages (MADV_HUGEPAGE; the common THP setting is "madvise"),
+ * so streaming them takes a TLB miss per 2 MiB instead of per 4 KiB.
+ */
+static void *kc_stream_alloc(size_t bytes, bool zero)
+{
+    const size_t huge = (size_t)2 << 20;
+    const bool big = bytes >= huge;
+    const size_t align = big ? huge : 64;
+    const size_t size = (bytes + 63) / 64 * 64;
+    void *p = NULL;
+    if (posix_memalign(&p, align, size) != 0) { /* unlike aligned_alloc, any size */
+        return NULL;
+    }
+#if defined(MADV_HUGEPAGE)
+    if (big) {
+        (void)madvise(p, size, MADV_HUGEPAGE); /* advice only: fine if THP is off */
+    }
+#endif
+    if (zero) {
+        memset(p, 0, size);
+    }
+    return p;
 }
 
 /* One packed Q8_0/Q4_0 block ib of the 8 rows at rows[] (NULL: a padding row). */
@@ -140,6 +172,17 @@ static void kc_pack_k(tdtype t, const uint8_t *const rows[KC__PACK_ROWS], int64_
 
 int kc_weight_prepare(kc_weight *w)
 {
+    if (!td_is_quant(w->type) && !w->packed && kc_weight_ok(w)) {
+        /* float weights: the same rows, in memory decode streams faster */
+        const size_t bytes = td_row_bytes(w->type, w->k) * (size_t)w->m;
+        void *c = kc_stream_alloc(bytes, false);
+        if (!c) {
+            return -ENOMEM;
+        }
+        memcpy(c, w->data, bytes);
+        w->packed = c;
+        return 0;
+    }
     /* AVX-512 (VNNI) and AVX2 both have packed kernels for these types */
     const bool packs = kc_isa_active() >= KC_ISA_AVX2;
     const int64_t be = td_block_elems(w->type);
@@ -151,11 +194,10 @@ int kc_weight_prepare(kc_weight *w)
     const int64_t ng = (w->m + KC__PACK_ROWS - 1) / KC__PACK_ROWS;
     const size_t bb = kc__packed_block_bytes(w->type);
     const size_t bytes = (size_t)ng * (size_t)nb * bb;
-    uint8_t *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    uint8_t *p = kc_stream_alloc(bytes, true);
     if (!p) {
         return -ENOMEM;
     }
-    memset(p, 0, (bytes + 63) / 64 * 64);
     const size_t rb = td_row_bytes(w->type, w->k);
     for (int64_t g = 0; g < ng; g++) {
         const uint8_t *rows[KC__PACK_ROWS];
@@ -270,11 +312,6 @@ static void kc_mm_worker(void *arg, int ith, int nth)
     }
 }
 
-static bool kc_weight_ok(const kc_weight *w)
-{
-    return td_supported(w->type) && w->k > 0 && w->m > 0 && td_row_bytes(w->type, w->k) != 0;
-}
-
 int kc_matmul_multi(kc_pool *pool, const kc_weight *const *ws, float *const *ys, int nw,
                     const float *x, int64_t n, void *wsp, size_t wsp_bytes)
 {
@@ -317,18 +354,19 @@ int kc_matmul_multi(kc_pool *pool, const kc_weight *const *ws, float *const *ys,
         }
     }
     for (int i = 0; i < nw; i++) {
+        const bool float_copy = ws[i]->packed && !td_is_quant(ws[i]->type);
         t.mm[i] = (kc__mm){.type = ws[i]->type,
                            .k = ws[i]->k,
                            .m = ws[i]->m,
                            .n = n,
-                           .w = ws[i]->data,
+                           .w = float_copy ? ws[i]->packed : ws[i]->data,
                            .w_row_bytes = td_row_bytes(ws[i]->type, ws[i]->k),
                            .x = x,
                            .xq = t.xq,
                            .xq1 = t.xq1,
                            .xqk = t.xqk,
                            .xsum = t.xsum,
-                           .packed = ws[i]->packed,
+                           .packed = float_copy ? NULL : ws[i]->packed,
                            .y = ys[i]};
         t.m_total += ws[i]->m;
     }

@@ -23,15 +23,20 @@ typedef struct kc_weight {
     int64_t k;        /* elements per row (a multiple of TD_QK for Q8_0/Q4_0) */
     int64_t m;        /* rows (outputs) */
     const void *data; /* m * td_row_bytes(type, k) bytes, borrowed */
-    void *packed;     /* kc_weight_prepare's interleaved copy, or NULL */
+    void *packed;     /* kc_weight_prepare's copy (interleaved for quantized types), or NULL */
 } kc_weight;
 
 /*
- * Optional load-time repacking: for Q8_0/Q4_0 weights when the active level is AVX2 or AVX-512,
- * builds an interleaved copy (8 rows per group, same size as the original) that
- * the kernels use for both decode and prompt processing; other types and levels need nothing. The
- * result of a matmul with a prepared weight may differ in the last bits from an unprepared one, but
- * is still independent of n and of the thread count. 0 or -ENOMEM. Free with kc_weight_release.
+ * Optional load-time preparation, in memory aligned to and advised for transparent huge pages
+ * when 2 MiB or more (decode streams every weight once per token; with 4 KiB pages it took a TLB
+ * miss every 4 KiB and ran at 55-60 % of the read bandwidth for F16/BF16):
+ *   - F32/F16/BF16: a copy of the rows, used instead of data; results are bit-identical.
+ *   - Q8_0/Q4_0/Q4_K/Q5_K/Q6_K when the active level is AVX2 or AVX-512: an interleaved copy (8
+ *     rows per group, kc_internal.h) that the kernels use for decode and prompts. Results may
+ *     differ in the last bits from an unprepared weight, and stay independent of n and of the
+ *     thread count.
+ * data stays borrowed and unchanged (other users, e.g. an embedding lookup of a tied output
+ * matrix, read it). 0 or -ENOMEM. Free with kc_weight_release.
  */
 int kc_weight_prepare(kc_weight *w);
 

@@ -296,7 +296,7 @@ static void test_matmul_all_isas(void **state)
                 }
                 continue;
             }
-            for (int pack = 0; pack <= (t == TD_Q8_0 || t == TD_Q4_0 ? 1 : 0); pack++) {
+            for (int pack = 0; pack <= (t == TD_Q8_0 || t == TD_Q4_0 || !quant ? 1 : 0); pack++) {
                 check_case(pool1, pool2, t, 64, 19, pack);
                 check_case(pool1, pool2, t, 160, 37, pack);
                 check_case(pool1, pool2, t, 32, 8, pack);
@@ -310,6 +310,40 @@ static void test_matmul_all_isas(void **state)
     assert_int_equal(kc_isa_set(best), 0);
     kc_pool_free(pool1);
     kc_pool_free(pool2);
+}
+
+/* A prepared float weight is a copy (2 MiB and more: in huge-page-advised memory) and gives the
+ * same bits as the original. */
+static void test_prepare_float_copy(void **state)
+{
+    (void)state;
+    static const tdtype types[] = {TD_F32, TD_F16, TD_BF16};
+    const int64_t k = 1024, m = 1100, n = 3; /* 4.3 MiB of F32, 2.1 MiB of F16 */
+    float *x = malloc(sizeof(float) * (size_t)(n * k));
+    float *y0 = malloc(sizeof(float) * (size_t)(n * m));
+    float *y1 = malloc(sizeof(float) * (size_t)(n * m));
+    assert_non_null(x);
+    assert_non_null(y0);
+    assert_non_null(y1);
+    for (int64_t i = 0; i < n * k; i++) {
+        x[i] = frand();
+    }
+    for (size_t ti = 0; ti < sizeof(types) / sizeof(types[0]); ti++) {
+        kc_weight w = {.type = types[ti], .k = k, .m = m, .data = make_weights(types[ti], k, m)};
+        assert_int_equal(kc_matmul(NULL, &w, x, n, y0, NULL, 0), 0);
+        assert_int_equal(kc_weight_prepare(&w), 0);
+        assert_non_null(w.packed);
+        assert_ptr_not_equal(w.packed, w.data);
+        assert_memory_equal(w.packed, w.data, td_row_bytes(w.type, k) * (size_t)m);
+        assert_int_equal(kc_matmul(NULL, &w, x, n, y1, NULL, 0), 0);
+        assert_memory_equal(y0, y1, sizeof(float) * (size_t)(n * m));
+        kc_weight_release(&w);
+        assert_null(w.packed);
+        free((void *)w.data);
+    }
+    free(x);
+    free(y0);
+    free(y1);
 }
 
 /* The K-quant kernels (packed and not) at the extremes of their integer ranges. */
@@ -545,10 +579,10 @@ static void test_conversions(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_conversions),           cmocka_unit_test(test_matmul_bad_args),
-        cmocka_unit_test(test_matmul_all_isas),       cmocka_unit_test(test_matmul_k_extremes),
-        cmocka_unit_test(test_matmul_multi),          cmocka_unit_test(test_quantize_all_isas),
-        cmocka_unit_test(test_quantize_q8k_all_isas),
+        cmocka_unit_test(test_conversions),        cmocka_unit_test(test_matmul_bad_args),
+        cmocka_unit_test(test_matmul_all_isas),    cmocka_unit_test(test_matmul_k_extremes),
+        cmocka_unit_test(test_prepare_float_copy), cmocka_unit_test(test_matmul_multi),
+        cmocka_unit_test(test_quantize_all_isas),  cmocka_unit_test(test_quantize_q8k_all_isas),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
