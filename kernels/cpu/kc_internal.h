@@ -24,6 +24,7 @@ typedef struct kc__mm {
     const td_block_q8_1 *xq1; /* [n][k / TD_QK] Q8_1 (Q4_1, Q5_1) */
     const td_block_q8_k *xqk; /* [n][k / TD_QKK] Q8_K (K-quants, IQ4_XS) */
     const int32_t *xsum;      /* [n][k / TD_QK] sums of each xq block's quants (Q8_0 only) */
+    const uint16_t *xb;       /* [n][k] BF16 activations (BF16 weights, kc_bf16_dot_active) */
     const uint8_t *packed;    /* kc_weight.packed (KC__PACK_ROWS-row interleaved) or NULL */
     float *y;                 /* [n][m] */
 } kc__mm;
@@ -155,6 +156,13 @@ static inline const void *kc__mm_xq(const kc__mm *a, int64_t t)
     }
     return a->xq + t * (a->k / TD_QK);
 }
+
+#if defined(__x86_64__)
+/* kc_isa_avx512bf16.c: BF16 rows against a->xb with vdpbf16ps, and the activations' rounding to
+ * BF16 (nearest even). Only when kc_bf16_dot_active(). */
+void kc__bf16_rows(const kc__mm *a, int64_t r0, int64_t r1);
+void kc__cvt_bf16_row(const float *x, uint16_t *y, int64_t k);
+#endif
 
 /* Table of the active ISA level. */
 const kc__isa_ops *kc__ops(void);

@@ -348,7 +348,11 @@ static void kc_mm_rows_avx512(const kc__mm *a, int64_t r0, int64_t r1)
         kc_rows_f16(a, r0, r1);
         break;
     case TD_BF16:
-        kc_rows_bf16(a, r0, r1);
+        if (a->xb) {
+            kc__bf16_rows(a, r0, r1);
+        } else {
+            kc_rows_bf16(a, r0, r1);
+        }
         break;
     case TD_Q8_0:
         if (a->packed) {

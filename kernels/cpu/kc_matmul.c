@@ -38,8 +38,20 @@ static bool kc_is_packable(tdtype t)
     return t == TD_Q8_0 || t == TD_Q4_0 || t == TD_Q4_K || t == TD_Q5_K || t == TD_Q6_K;
 }
 
+bool kc_bf16_dot_active(void)
+{
+#if defined(__x86_64__)
+    return kc_isa_active() == KC_ISA_AVX512 && kc_cpu_features_get()->avx512bf16;
+#else
+    return false;
+#endif
+}
+
 size_t kc_matmul_wsize(const kc_weight *w, int64_t n)
 {
+    if (w->type == TD_BF16 && n > 0 && w->k > 0 && kc_bf16_dot_active()) {
+        return (size_t)n * (size_t)w->k * sizeof(uint16_t);
+    }
     if (!td_is_quant(w->type) || n <= 0 || w->k <= 0) {
         return 0;
     }
@@ -233,6 +245,7 @@ typedef struct kc_mm_task {
     td_block_q8_0 *xq; /* quantized activations (one of three, or none) */
     td_block_q8_1 *xq1;
     td_block_q8_k *xqk;
+    uint16_t *xb;  /* BF16 activations */
     int32_t *xsum; /* [n][nb] block sums of xq */
     bool quantize; /* workers quantize (split by token, then a barrier) */
     int64_t chunk; /* rows per chunk (a multiple of KC_ROW_ALIGN) */
@@ -246,6 +259,12 @@ static void kc_quantize_rows(const kc_mm_task *t, int64_t i0, int64_t step)
     const kc__mm *a0 = &t->mm[0];
     const int64_t nb = a0->k / TD_QK;
     for (int64_t i = i0; i < a0->n; i += step) {
+#if defined(__x86_64__)
+        if (t->xb) {
+            kc__cvt_bf16_row(a0->x + i * a0->k, t->xb + i * a0->k, a0->k);
+            continue;
+        }
+#endif
         if (t->xqk) {
             t->ops->quant_q8k(a0->x + i * a0->k, t->xqk + i * (a0->k / TD_QKK), a0->k);
             continue;
@@ -344,7 +363,9 @@ int kc_matmul_multi(kc_pool *pool, const kc_weight *const *ws, float *const *ys,
     }
     kc_mm_task t = {.nw = nw, .ops = kc__ops(), .pool = pool};
     if (need > 0) { /* the layouts of kc_matmul_wsize */
-        if (xtype == TD_Q8_0) {
+        if (xtype == TD_BF16) {
+            t.xb = wsp;
+        } else if (xtype == TD_Q8_0) {
             t.xsum = wsp;
             t.xq = (td_block_q8_0 *)(t.xsum + n * (ws[0]->k / TD_QK));
         } else if (xtype == TD_Q8_1) {
@@ -366,6 +387,7 @@ int kc_matmul_multi(kc_pool *pool, const kc_weight *const *ws, float *const *ys,
                            .xq1 = t.xq1,
                            .xqk = t.xqk,
                            .xsum = t.xsum,
+                           .xb = t.xb,
                            .packed = float_copy ? NULL : ws[i]->packed,
                            .y = ys[i]};
         t.m_total += ws[i]->m;

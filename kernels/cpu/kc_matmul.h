@@ -12,6 +12,7 @@
 #ifndef TANDEM_KERNELS_CPU_KC_MATMUL_H
 #define TANDEM_KERNELS_CPU_KC_MATMUL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -43,7 +44,15 @@ int kc_weight_prepare(kc_weight *w);
 /* Frees what kc_weight_prepare allocated (packed becomes NULL). */
 void kc_weight_release(kc_weight *w);
 
-/* Workspace bytes kc_matmul needs for n tokens (0 for float types). */
+/*
+ * Whether BF16 weights are multiplied with activations rounded to BF16 (vdpbf16ps: the AVX-512
+ * level on a CPU with AVX512_BF16, as ggml does there) rather than with F32 activations. Results
+ * of BF16 matmuls then follow ggml's rounding; they still never depend on n or the threads.
+ */
+bool kc_bf16_dot_active(void);
+
+/* Workspace bytes kc_matmul needs for n tokens (0 for F32/F16, and for BF16 unless
+ * kc_bf16_dot_active()). */
 size_t kc_matmul_wsize(const kc_weight *w, int64_t n);
 
 /*

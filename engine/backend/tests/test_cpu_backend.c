@@ -19,7 +19,9 @@
 
 #include "engine/backend/tests/backend_test_model.h"
 #include "engine/core/backend.h"
+#include "kernels/cpu/kc_convert.h"
 #include "kernels/cpu/kc_cpu.h"
+#include "kernels/cpu/kc_matmul.h"
 
 #define BLOCK   4
 #define NBLOCKS 64
@@ -44,7 +46,8 @@ static void ref_rmsnorm(const double *x, const model_tensor *w, double *y, int n
     }
 }
 
-/* y[m] = W x; for Q8_0/Q4_0 weights x goes through Q8_0 like the backend's activations. */
+/* y[m] = W x; for Q8_0/Q4_0 weights x goes through Q8_0 like the backend's activations, for
+ * BF16 through BF16 where the backend does that (kc_bf16_dot_active). */
 static void ref_mm(const model_tensor *w, const double *x, int k, int m, double *y)
 {
     float *xf = malloc(sizeof(float) * (size_t)k);
@@ -59,6 +62,11 @@ static void ref_mm(const model_tensor *w, const double *x, int k, int m, double 
     if (w->type == TD_Q8_0 || w->type == TD_Q4_0) {
         kc_quantize_row_q8_0(xf, xq, k);
         assert_int_equal(kc_dequantize_row(TD_Q8_0, xq, xf, k), 0);
+    }
+    if (w->type == TD_BF16 && kc_bf16_dot_active()) { /* activations rounded to BF16 */
+        for (int i = 0; i < k; i++) {
+            xf[i] = kc_bf16_to_f32(kc_f32_to_bf16(xf[i]));
+        }
     }
     size_t rb = td_row_bytes(w->type, k);
     for (int r = 0; r < m; r++) {

@@ -23,6 +23,7 @@
 #include "engine/backend/tp_backend.h"
 #include "engine/core/backend.h"
 #include "engine/model/shard.h"
+#include "kernels/cpu/kc_matmul.h"
 
 #define BLOCK   4
 #define NBLOCKS 48
@@ -141,8 +142,15 @@ static void check_tp(const tm_spec *sp, int tp, kv_dtype dt)
     print_message("    %s %s tp %d kv %s: max |dlogit| %.3g (scale %.3g)\n",
                   model_arch_name(sp->arch), td_name(sp->wtype), tp,
                   dt == KV_DTYPE_F16 ? "f16" : "f32", worst, scale);
-    /* only the order of the row-parallel sums differs */
-    if (worst > 2e-5 * fmax(1.0, scale)) {
+    /* only the order of the row-parallel sums differs; a last-bit difference can then move a
+     * value rounded on both sides a whole step: a cached K/V in an F16 cache (2^-11; seen:
+     * 2.6e-5 x scale with the AVX-512 kernels), an activation where BF16 matmuls round them to
+     * BF16 (kc_bf16_dot_active, 2^-8) */
+    double tol = dt == KV_DTYPE_F16 ? 1e-4 : 2e-5;
+    if (sp->wtype == TD_BF16 && kc_bf16_dot_active()) {
+        tol = 5e-3;
+    }
+    if (worst > tol * fmax(1.0, scale)) {
         fail_msg("tp %d logits differ by %g (scale %g)", tp, worst, scale);
     }
     free(one);

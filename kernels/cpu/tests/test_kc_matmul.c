@@ -174,6 +174,11 @@ static void reference(tdtype t, const void *w, int64_t k, int64_t m, const float
             dequant_act(kc_vec_dot_type(t), xq, xr, k);
         } else {
             memcpy(xr, x + ti * k, sizeof(float) * (size_t)k);
+            if (t == TD_BF16 && kc_bf16_dot_active()) { /* rounded like ggml's activations */
+                for (int64_t i = 0; i < k; i++) {
+                    xr[i] = kc_bf16_to_f32(kc_f32_to_bf16(xr[i]));
+                }
+            }
         }
         for (int64_t r = 0; r < m; r++) {
             assert_int_equal(kc_dequantize_row(t, (const uint8_t *)w + (size_t)r * rb, wr, k), 0);
@@ -330,13 +335,16 @@ static void test_prepare_float_copy(void **state)
     }
     for (size_t ti = 0; ti < sizeof(types) / sizeof(types[0]); ti++) {
         kc_weight w = {.type = types[ti], .k = k, .m = m, .data = make_weights(types[ti], k, m)};
-        assert_int_equal(kc_matmul(NULL, &w, x, n, y0, NULL, 0), 0);
+        const size_t ws = kc_matmul_wsize(&w, n); /* BF16 activations on AVX512_BF16 */
+        void *wsp = ws ? malloc(ws) : NULL;
+        assert_int_equal(kc_matmul(NULL, &w, x, n, y0, wsp, ws), 0);
         assert_int_equal(kc_weight_prepare(&w), 0);
         assert_non_null(w.packed);
         assert_ptr_not_equal(w.packed, w.data);
         assert_memory_equal(w.packed, w.data, td_row_bytes(w.type, k) * (size_t)m);
-        assert_int_equal(kc_matmul(NULL, &w, x, n, y1, NULL, 0), 0);
+        assert_int_equal(kc_matmul(NULL, &w, x, n, y1, wsp, ws), 0);
         assert_memory_equal(y0, y1, sizeof(float) * (size_t)(n * m));
+        free(wsp);
         kc_weight_release(&w);
         assert_null(w.packed);
         free((void *)w.data);
@@ -385,6 +393,9 @@ static void test_matmul_multi(void **state)
         x[i] = frand();
     }
     size_t ws = (size_t)n * (k / TD_QK) * (sizeof(td_block_q8_0) + sizeof(int32_t));
+    if (ws < (size_t)(n * k) * sizeof(uint16_t)) { /* BF16 activations (kc_bf16_dot_active) */
+        ws = (size_t)(n * k) * sizeof(uint16_t);
+    }
     void *wsp = malloc(ws);
     assert_non_null(wsp);
     for (size_t ti = 0; ti <= sizeof(types) / sizeof(types[0]); ti++) {
