@@ -285,6 +285,172 @@ KC_INLINE void kc_tile_pkk(const kc__mm *a, tdtype ty, int64_t r0, int ng, int64
     }
 }
 
+#if KC_PKK_VNNI
+/* Two 32-byte vectors (the same field of groups of rows 0-7 and 8-15) as one zmm. */
+KC_INLINE __m512i kc_pkk_ld2(const uint8_t *p0, const uint8_t *p1)
+{
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)p0)),
+                              _mm256_loadu_si256((const __m256i *)p1), 1);
+}
+
+/* Two 16-byte vectors as one ymm. */
+KC_INLINE __m256i kc_pkk_ld2h(const uint8_t *p0, const uint8_t *p1)
+{
+    return _mm256_set_m128i(_mm_loadu_si128((const __m128i *)p1),
+                            _mm_loadu_si128((const __m128i *)p0));
+}
+
+/* kc_pkk_weights for 16 rows: the groups at b0 (rows 0-7) and b1 (rows 8-15) in one zmm. */
+KC_INLINE void kc_pkk_weights16(tdtype ty, const uint8_t *b0, const uint8_t *b1, int grp, int j,
+                                __m512i *wl, __m512i *wh)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const size_t qs = (ty == TD_Q6_K ? KC__PKK_Q6_QL : KC__PKK_QS) + 128 * (size_t)grp + 32 * j;
+    const __m512i raw = kc_pkk_ld2(b0 + qs, b1 + qs);
+    __m512i l = _mm512_and_si512(raw, m4);
+    __m512i h = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+    if (ty == TD_Q5_K) {
+        const size_t o = KC__PKK_Q5_QH + 32 * (size_t)grp;
+        const __m512i qh = kc_pkk_ld2(b0 + o, b1 + o);
+        const __m512i b4 = _mm512_set1_epi8(0x10);
+        l = _mm512_or_si512(l, _mm512_and_si512(_mm512_slli_epi16(qh, 4 - j), b4));
+        h = _mm512_or_si512(h, _mm512_and_si512(_mm512_srli_epi16(qh, j), b4));
+    } else if (ty == TD_Q6_K) {
+        const size_t o = KC__PKK_Q6_QH + 64 * (size_t)grp + 32 * (j / 2);
+        const __m512i qh = kc_pkk_ld2(b0 + o, b1 + o);
+        const __m512i b45 = _mm512_set1_epi8(0x30);
+        if (j % 2 == 0) {
+            l = _mm512_or_si512(l, _mm512_and_si512(_mm512_slli_epi16(qh, 4), b45));
+            h = _mm512_or_si512(h, _mm512_and_si512(_mm512_slli_epi16(qh, 2), b45));
+        } else {
+            l = _mm512_or_si512(l, _mm512_and_si512(qh, b45));
+            h = _mm512_or_si512(h, _mm512_and_si512(_mm512_srli_epi16(qh, 2), b45));
+        }
+    }
+    *wl = l;
+    *wh = h;
+}
+
+/* kc_tile_pkk with ng = 2 in zmm registers (lanes 0-7: rows r0.., 8-15: rows r0 + 8..): half
+ * the instructions. Every lane does what the ymm tile does for its row, so the results are the
+ * same bits. */
+KC_INLINE void kc_tile_pkk16(const kc__mm *a, tdtype ty, int64_t r0, int64_t t0, int nt)
+{
+    const int64_t nb = a->k / TD_QKK;
+    const size_t bb = kc__packed_block_bytes(ty);
+    const bool q6 = ty == TD_Q6_K;
+    const uint8_t *gp0 = a->packed + (size_t)(r0 / KC__PACK_ROWS) * (size_t)nb * bb;
+    const uint8_t *gp1 = gp0 + (size_t)nb * bb;
+    const td_block_q8_k *xr[KC_PKK_NT];
+    __m512 acc[KC_PKK_NT];
+    const bool pf = a->n <= KC_PF_MAX_N;
+    for (int t = 0; t < nt; t++) {
+        xr[t] = a->xqk + (t0 + t) * nb;
+        acc[t] = _mm512_setzero_ps();
+    }
+    for (int64_t ib = 0; ib < nb; ib++) {
+        const uint8_t *b0 = gp0 + (size_t)ib * bb, *b1 = gp1 + (size_t)ib * bb;
+        if (pf) {
+            for (size_t off = 0; off < bb; off += 64) {
+                _mm_prefetch((const char *)b0 + KC_PF_DIST + off, _MM_HINT_T0);
+                _mm_prefetch((const char *)b1 + KC_PF_DIST + off, _MM_HINT_T0);
+            }
+        }
+        __m512i isum[KC_PKK_NT];
+        for (int t = 0; t < nt; t++) {
+            isum[t] = _mm512_setzero_si512();
+        }
+        for (int grp = 0; grp < 8; grp++) {
+            __m512i scl, sch;
+            if (q6) {
+                const __m128i ev =
+                    _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+                const size_t o = KC__PKK_Q6_SC + 16 * (size_t)grp;
+                const __m128i v0 = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(b0 + o)), ev);
+                const __m128i v1 = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(b1 + o)), ev);
+                scl = _mm512_cvtepi8_epi32(_mm_unpacklo_epi64(v0, v1));
+                sch = _mm512_cvtepi8_epi32(_mm_unpackhi_epi64(v0, v1));
+            } else {
+                const size_t o = KC__PKK_SC + 8 * (size_t)grp;
+                scl = _mm512_cvtepu8_epi32(
+                    _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)(b0 + o)),
+                                       _mm_loadl_epi64((const __m128i *)(b1 + o))));
+                sch = scl;
+            }
+            __m512i gl[KC_PKK_NT], gh[KC_PKK_NT];
+            for (int t = 0; t < nt; t++) {
+                gl[t] = _mm512_setzero_si512();
+                gh[t] = _mm512_setzero_si512();
+            }
+            for (int j = 0; j < 4; j++) {
+                __m512i wl, wh;
+                kc_pkk_weights16(ty, b0, b1, grp, j, &wl, &wh);
+                for (int t = 0; t < nt; t++) {
+                    const int8_t *xg = xr[t][ib].qs + 32 * grp;
+                    int32_t vl, vh;
+                    memcpy(&vl, xg + 4 * j, sizeof(vl));
+                    memcpy(&vh, xg + 16 + 4 * j, sizeof(vh));
+                    gl[t] = _mm512_dpbusd_epi32(gl[t], wl, _mm512_set1_epi32(vl));
+                    gh[t] = _mm512_dpbusd_epi32(gh[t], wh, _mm512_set1_epi32(vh));
+                }
+            }
+            for (int t = 0; t < nt; t++) {
+                __m512i v;
+                if (q6) {
+                    v = _mm512_add_epi32(_mm512_mullo_epi32(gl[t], scl),
+                                         _mm512_mullo_epi32(gh[t], sch));
+                } else {
+                    v = _mm512_mullo_epi32(_mm512_add_epi32(gl[t], gh[t]), scl);
+                }
+                isum[t] = _mm512_add_epi32(isum[t], v);
+            }
+        }
+        const __m512 dw = _mm512_cvtph_ps(kc_pkk_ld2h(b0 + KC__PKK_D, b1 + KC__PKK_D));
+        for (int t = 0; t < nt; t++) {
+            const td_block_q8_k *xb = &xr[t][ib];
+            __m512i is = isum[t];
+            if (q6) {
+                __m512i c = _mm512_setzero_si512();
+                for (int grp = 0; grp < 8; grp++) {
+                    const size_t o = KC__PKK_Q6_SC + 16 * (size_t)grp;
+                    const __m512i sc = _mm512_cvtepi8_epi16(kc_pkk_ld2h(b0 + o, b1 + o));
+                    int32_t bs2;
+                    memcpy(&bs2, xb->bsums + 2 * grp, sizeof(bs2));
+                    c = _mm512_add_epi32(c, _mm512_madd_epi16(sc, _mm512_set1_epi32(bs2)));
+                }
+                is = _mm512_sub_epi32(is, _mm512_slli_epi32(c, 5));
+            }
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is),
+                                     _mm512_mul_ps(dw, _mm512_set1_ps(xb->d)), acc[t]);
+            if (!q6) {
+                const __m256i bs = _mm256_loadu_si256((const __m256i *)xb->bsums);
+                const __m256i bg = _mm256_hadd_epi16(bs, bs);
+                __m512i ms = _mm512_setzero_si512();
+                for (int p = 0; p < 4; p++) {
+                    const size_t o = KC__PKK_MN + 16 * (size_t)p;
+                    const __m512i mn = _mm512_cvtepu8_epi16(kc_pkk_ld2h(b0 + o, b1 + o));
+                    const __m256i pair =
+                        _mm256_permutevar8x32_epi32(bg, _mm256_set1_epi32(p % 2 + 4 * (p / 2)));
+                    ms = _mm512_add_epi32(ms, _mm512_madd_epi16(mn, _mm512_broadcast_i64x4(pair)));
+                }
+                const __m512 dm =
+                    _mm512_cvtph_ps(kc_pkk_ld2h(b0 + KC__PKK_DMIN, b1 + KC__PKK_DMIN));
+                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ms),
+                                         _mm512_mul_ps(dm, _mm512_set1_ps(-xb->d)), acc[t]);
+            }
+        }
+    }
+    const int64_t valid = a->m - r0 < 16 ? a->m - r0 : 16;
+    const __mmask16 mask = (__mmask16)((1u << valid) - 1u);
+    for (int t = 0; t < nt; t++) {
+        _mm512_mask_storeu_ps(a->y + (t0 + t) * a->m + r0, mask, acc[t]);
+    }
+}
+#define KC_PKK_TILE2(a, ty, r, t, nt) kc_tile_pkk16(a, ty, r, t, nt)
+#else
+#define KC_PKK_TILE2(a, ty, r, t, nt) kc_tile_pkk(a, ty, r, 2, t, nt)
+#endif
+
 /* One type's rows [r0, r1): 2 groups of 8 rows at a time, KC_PKK_NT tokens (one in decode). */
 KC_INLINE void kc_rows_pkk_t(const kc__mm *a, tdtype ty, int64_t r0, int64_t r1)
 {
@@ -295,14 +461,14 @@ KC_INLINE void kc_rows_pkk_t(const kc__mm *a, tdtype ty, int64_t r0, int64_t r1)
             int64_t t = tb;
             for (; t + KC_PKK_NT <= te; t += KC_PKK_NT) {
                 if (two) {
-                    kc_tile_pkk(a, ty, r, 2, t, KC_PKK_NT);
+                    KC_PKK_TILE2(a, ty, r, t, KC_PKK_NT);
                 } else {
                     kc_tile_pkk(a, ty, r, 1, t, KC_PKK_NT);
                 }
             }
             for (; t < te; t++) {
                 if (two) {
-                    kc_tile_pkk(a, ty, r, 2, t, 1);
+                    KC_PKK_TILE2(a, ty, r, t, 1);
                 } else {
                     kc_tile_pkk(a, ty, r, 1, t, 1);
                 }
