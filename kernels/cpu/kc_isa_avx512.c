@@ -325,6 +325,7 @@ static void kc_rows_pk_q4(const kc__mm *a, int64_t r0, int64_t r1)
 }
 
 #define KC_PKK_VNNI 1
+#define KC_PKK_NT   4
 #include "kernels/cpu/kc_pk_k.h"
 
 KC_ROWS_FN(kc_rows_f32, kc_tile_float, RMF, NTF, TD_F32)

@@ -24,7 +24,9 @@
 #include "kernels/cpu/kc_internal.h"
 #include "kernels/cpu/kc_mm_tiles.h"
 
+#ifndef KC_PKK_NT
 #define KC_PKK_NT 2 /* tokens per prompt tile (2 groups of 8 rows x 2 tokens) */
+#endif
 
 KC_INLINE __m256i kc_pkk_bcast(const int8_t *p)
 {
