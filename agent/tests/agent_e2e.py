@@ -178,9 +178,12 @@ def run_local_mode(a):
     events = [ln[6:] for ln in raw.splitlines() if ln.startswith("data: ")]
     check(events and events[-1] == "[DONE]", "stream ends with [DONE]: %r" % events[-2:])
     check(any('"usage"' in e and '"prompt_tokens"' in e for e in events), "stream has usage")
-    # x-request-timeout ends a request the engine has not finished: 504, and the engine stops it
-    st, data, _ = completion(a, "time me out", {"max_tokens": 230, "ignore_eos": True},
-                             {"x-request-timeout": "5ms"})
+    # x-request-timeout ends a request the engine has not finished: 504, and the engine stops it.
+    # 16 choices of 230 tokens against 1 ms: a fast host ran 230 tokens of this tiny model in
+    # under the 5 ms this used to allow
+    st, data, _ = completion(a, "time me out", {"max_tokens": 230, "ignore_eos": True, "n": 16,
+                                                "temperature": 1.0, "seed": 1},
+                             {"x-request-timeout": "1ms"})
     check(st == 504 and b"x-request-timeout" in data, "x-request-timeout: %d %r" % (st, data[:200]))
     running = a.wait_metric("vllm:num_requests_running", lambda v: v == 0, 50, 0.05)
     check(running == 0, "the timed-out request still runs in the engine: %r" % running)
