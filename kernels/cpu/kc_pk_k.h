@@ -12,7 +12,8 @@
  * with VNNI vpdpbusd sums each row's group in int32 and vpmulld applies it. Both give the same
  * exact integers. The mins of Q4_K/Q5_K and Q6_K's offset of 32 come from the activations'
  * 16-element sums (bsums), as in kc_k_block. Every (row, token) pair gets the same operations
- * whatever the tile, so results do not depend on n.
+ * whatever the tile, so results do not depend on n. With VNNI (the AVX-512 level) two 8-row
+ * groups share zmm registers (kc_tile_pkk16), and that level sets KC_PKK_NT to 4 tokens.
  */
 #ifndef TANDEM_KERNELS_CPU_KC_PK_K_H
 #define TANDEM_KERNELS_CPU_KC_PK_K_H
