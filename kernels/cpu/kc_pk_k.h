@@ -7,13 +7,13 @@
  * Each ymm lane is one of 8 rows and the activation bytes of a sub-step are broadcast to all
  * lanes, so a 32-element group of 8 rows costs 8 byte dot products per token and no horizontal
  * sum. Per group the integer sum is scaled by each row's 6-bit (Q6_K: 8-bit, per half) scale, in
- * integers: without VNNI maddubs pairs add up in int16 (as many as fit: 16 products of 15 x 127
- * for Q4_K, 8 of 31 x 127 for Q5_K, 4 of 63 x 127 for Q6_K) and one madd applies the scale;
- * with VNNI vpdpbusd sums each row's group in int32 and vpmulld applies it. Both give the same
- * exact integers. The mins of Q4_K/Q5_K and Q6_K's offset of 32 come from the activations'
+ * integers: without VNNI (the ymm tile) maddubs pairs add up in int16 (as many as fit: 16 products
+ * of 15 x 127 for Q4_K, 8 of 31 x 127 for Q5_K, 4 of 63 x 127 for Q6_K) and one madd applies the
+ * scale; with VNNI vpdpbusd sums each row's group in int32 and vpmulld applies it. Both give the
+ * same exact integers. The mins of Q4_K/Q5_K and Q6_K's offset of 32 come from the activations'
  * 16-element sums (bsums), as in kc_k_block. Every (row, token) pair gets the same operations
- * whatever the tile, so results do not depend on n. With VNNI (the AVX-512 level) two 8-row
- * groups share zmm registers (kc_tile_pkk16), and that level sets KC_PKK_NT to 4 tokens.
+ * whatever the tile, so results do not depend on n. With VNNI (the AVX-512 level) the tile's two
+ * 8-row groups share zmm registers, and that level sets KC_PKK_NT to 4 tokens.
  */
 #ifndef TANDEM_KERNELS_CPU_KC_PK_K_H
 #define TANDEM_KERNELS_CPU_KC_PK_K_H
@@ -67,20 +67,13 @@ KC_INLINE void kc_pkk_weights(tdtype ty, const uint8_t *blk, int grp, int j, __m
     *wh = h;
 }
 
-#if KC_PKK_VNNI
-/* The 8 rows' scales of one half as int32 (sc: 8 bytes of unsigned Q4_K/Q5_K scales). */
-KC_INLINE __m256i kc_pkk_scale32(const uint8_t *sc)
-{
-    return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)sc));
-}
-#else
+#if !KC_PKK_VNNI
 /* 16 int16: each of 8 bytes twice (the lanes of a row's two maddubs pair sums). */
 KC_INLINE __m256i kc_pkk_dup16(__m128i v8)
 {
     const __m128i idx = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
     return _mm256_cvtepu8_epi16(_mm_shuffle_epi8(v8, idx));
 }
-#endif
 
 /* Rows r0 .. r0 + 8 ng - 1 (ng groups of 8) x tokens [t0, t0 + nt). */
 KC_INLINE void kc_tile_pkk(const kc__mm *a, tdtype ty, int64_t r0, int ng, int64_t t0, int nt)
@@ -120,54 +113,6 @@ KC_INLINE void kc_tile_pkk(const kc__mm *a, tdtype ty, int64_t r0, int ng, int64
             for (int t = 0; t < nt; t++) {
                 xg[t] = xr[t][ib].qs + 32 * grp;
             }
-#if KC_PKK_VNNI
-            __m256i scl[2], sch[2];
-            for (int g = 0; g < ng; g++) {
-                if (q6) { /* bytes lo0 hi0 lo1 hi1 ...: even bytes, then odd ones */
-                    const __m128i v = _mm_shuffle_epi8(
-                        _mm_loadu_si128((const __m128i *)(blk[g] + KC__PKK_Q6_SC + 16 * grp)),
-                        _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15));
-                    scl[g] = _mm256_cvtepi8_epi32(v);
-                    sch[g] = _mm256_cvtepi8_epi32(_mm_srli_si128(v, 8));
-                } else {
-                    scl[g] = kc_pkk_scale32(blk[g] + KC__PKK_SC + 8 * grp);
-                    sch[g] = scl[g];
-                }
-            }
-            __m256i gl[KC_PKK_NT][2], gh[KC_PKK_NT][2];
-            for (int t = 0; t < nt; t++) {
-                for (int g = 0; g < ng; g++) {
-                    gl[t][g] = _mm256_setzero_si256();
-                    gh[t][g] = _mm256_setzero_si256();
-                }
-            }
-            for (int j = 0; j < 4; j++) {
-                __m256i wl[2], wh[2];
-                for (int g = 0; g < ng; g++) {
-                    kc_pkk_weights(ty, blk[g], grp, j, &wl[g], &wh[g]);
-                }
-                for (int t = 0; t < nt; t++) {
-                    const __m256i xl = kc_pkk_bcast(xg[t] + 4 * j);
-                    const __m256i xh = kc_pkk_bcast(xg[t] + 16 + 4 * j);
-                    for (int g = 0; g < ng; g++) {
-                        gl[t][g] = _mm256_dpbusd_epi32(gl[t][g], wl[g], xl);
-                        gh[t][g] = _mm256_dpbusd_epi32(gh[t][g], wh[g], xh);
-                    }
-                }
-            }
-            for (int t = 0; t < nt; t++) {
-                for (int g = 0; g < ng; g++) {
-                    __m256i s;
-                    if (q6) {
-                        s = _mm256_add_epi32(_mm256_mullo_epi32(gl[t][g], scl[g]),
-                                             _mm256_mullo_epi32(gh[t][g], sch[g]));
-                    } else {
-                        s = _mm256_mullo_epi32(_mm256_add_epi32(gl[t][g], gh[t][g]), scl[g]);
-                    }
-                    isum[t][g] = _mm256_add_epi32(isum[t][g], s);
-                }
-            }
-#else
             __m256i scl[2], sch[2];
             for (int g = 0; g < ng; g++) {
                 if (q6) { /* int16 lo0 hi0 lo1 hi1 ...: each row's lo (hi) scale in both lanes */
@@ -235,7 +180,6 @@ KC_INLINE void kc_tile_pkk(const kc__mm *a, tdtype ty, int64_t r0, int ng, int64
                     }
                 }
             }
-#endif
         }
         for (int g = 0; g < ng; g++) {
             const __m256 dw =
@@ -288,7 +232,7 @@ KC_INLINE void kc_tile_pkk(const kc__mm *a, tdtype ty, int64_t r0, int ng, int64
     }
 }
 
-#if KC_PKK_VNNI
+#else
 /* Two 32-byte vectors (the same field of groups of rows 0-7 and 8-15) as one zmm. */
 KC_INLINE __m512i kc_pkk_ld2(const uint8_t *p0, const uint8_t *p1)
 {
@@ -334,16 +278,15 @@ KC_INLINE void kc_pkk_weights16(tdtype ty, const uint8_t *b0, const uint8_t *b1,
     *wh = h;
 }
 
-/* kc_tile_pkk with ng = 2 in zmm registers (lanes 0-7: rows r0.., 8-15: rows r0 + 8..): half
- * the instructions. Every lane does what the ymm tile does for its row, so the results are the
- * same bits. */
-KC_INLINE void kc_tile_pkk16(const kc__mm *a, tdtype ty, int64_t r0, int64_t t0, int nt)
+/* The tile in zmm registers: lanes 0-7 are rows r0.., lanes 8-15 rows r0 + 8.. (ng = 2), or a
+ * second copy of the first group that is never stored (ng = 1, the last group of a matrix). */
+KC_INLINE void kc_tile_pkk(const kc__mm *a, tdtype ty, int64_t r0, int ng, int64_t t0, int nt)
 {
     const int64_t nb = a->k / TD_QKK;
     const size_t bb = kc__packed_block_bytes(ty);
     const bool q6 = ty == TD_Q6_K;
     const uint8_t *gp0 = a->packed + (size_t)(r0 / KC__PACK_ROWS) * (size_t)nb * bb;
-    const uint8_t *gp1 = gp0 + (size_t)nb * bb;
+    const uint8_t *gp1 = ng == 2 ? gp0 + (size_t)nb * bb : gp0;
     const td_block_q8_k *xr[KC_PKK_NT];
     __m512 acc[KC_PKK_NT];
     const bool pf = a->n <= KC_PF_MAX_N;
@@ -443,15 +386,12 @@ KC_INLINE void kc_tile_pkk16(const kc__mm *a, tdtype ty, int64_t r0, int64_t t0,
             }
         }
     }
-    const int64_t valid = a->m - r0 < 16 ? a->m - r0 : 16;
+    const int64_t valid = a->m - r0 < 8 * ng ? a->m - r0 : 8 * ng;
     const __mmask16 mask = (__mmask16)((1u << valid) - 1u);
     for (int t = 0; t < nt; t++) {
         _mm512_mask_storeu_ps(a->y + (t0 + t) * a->m + r0, mask, acc[t]);
     }
 }
-#define KC_PKK_TILE2(a, ty, r, t, nt) kc_tile_pkk16(a, ty, r, t, nt)
-#else
-#define KC_PKK_TILE2(a, ty, r, t, nt) kc_tile_pkk(a, ty, r, 2, t, nt)
 #endif
 
 /* One type's rows [r0, r1): 2 groups of 8 rows at a time, KC_PKK_NT tokens (one in decode). */
@@ -464,14 +404,14 @@ KC_INLINE void kc_rows_pkk_t(const kc__mm *a, tdtype ty, int64_t r0, int64_t r1)
             int64_t t = tb;
             for (; t + KC_PKK_NT <= te; t += KC_PKK_NT) {
                 if (two) {
-                    KC_PKK_TILE2(a, ty, r, t, KC_PKK_NT);
+                    kc_tile_pkk(a, ty, r, 2, t, KC_PKK_NT);
                 } else {
                     kc_tile_pkk(a, ty, r, 1, t, KC_PKK_NT);
                 }
             }
             for (; t < te; t++) {
                 if (two) {
-                    KC_PKK_TILE2(a, ty, r, t, 1);
+                    kc_tile_pkk(a, ty, r, 2, t, 1);
                 } else {
                     kc_tile_pkk(a, ty, r, 1, t, 1);
                 }
