@@ -4,6 +4,10 @@
  * and n = 512 (prompt), for every weight type, on 1 and 2 threads, at the active ISA level
  * (TANDEM_CPU_ISA lowers it). Q8_0/Q4_0/Q4_K/Q5_K/Q6_K weights are repacked (kc_weight_prepare) as
  * the backend does. usage: kc_bench [min_seconds_per_case [type,type,...]]
+ *
+ * kc_bench --stream [type,type,...] instead decodes (n = 1) through the projections of the
+ * ~290M model's 20 layers, each matrix its own prepared copy (far more bytes than any cache), as
+ * a token's decode does: GB/s of weights streamed from memory, to set against tandem-membw.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -32,10 +36,72 @@ static bool kc_bench_listed(const char *list, const char *name)
     return false;
 }
 
+/* --stream: n = 1 through 20 layers of the large shape, best of 5 sweeps after a warm-up. */
+static int kc_bench_stream(const char *only, const uint8_t *w, const float *x, float *y, void *wsp)
+{
+    enum { LAYERS = 20, PER_LAYER = 7, NMAT = LAYERS * PER_LAYER };
+    static const int64_t layer[PER_LAYER][2] = {{1024, 1024}, {1024, 256},  {1024, 256},
+                                                {1024, 1024}, {1024, 2816}, {1024, 2816},
+                                                {2816, 1024}};
+    static const tdtype types[] = {TD_F32,  TD_F16,  TD_BF16, TD_Q8_0,
+                                   TD_Q4_0, TD_Q4_K, TD_Q5_K, TD_Q6_K};
+    static kc_weight wts[NMAT];
+    printf("isa %s, stream: n=1 through %d matrices\n", kc_isa_name(kc_isa_active()), NMAT);
+    printf("%-5s %2s %8s %10s %9s\n", "type", "th", "MiB", "us/token", "GB/s");
+    for (int th = 1; th <= 2; th++) {
+        kc_pool *pool = kc_pool_new(th, true);
+        if (!pool) {
+            return 1;
+        }
+        for (size_t ti = 0; ti < sizeof(types) / sizeof(types[0]); ti++) {
+            if (only && !kc_bench_listed(only, td_name(types[ti]))) {
+                continue;
+            }
+            size_t bytes = 0;
+            int ready = 0;
+            for (; ready < NMAT; ready++) {
+                const int64_t *sh = layer[ready % PER_LAYER];
+                wts[ready] = (kc_weight){.type = types[ti], .k = sh[0], .m = sh[1], .data = w};
+                if (kc_weight_prepare(&wts[ready]) != 0) {
+                    break;
+                }
+                bytes += td_row_bytes(types[ti], sh[0]) * (size_t)sh[1];
+            }
+            double best = 0;
+            for (int rep = 0; ready == NMAT && rep < 6; rep++) {
+                const double t0 = tandem_now_s();
+                for (int i = 0; i < NMAT; i++) {
+                    kc_matmul(pool, &wts[i], x, 1, y, wsp, kc_matmul_wsize(&wts[i], 1));
+                }
+                const double dt = tandem_now_s() - t0;
+                best = rep == 1 || (rep > 1 && dt < best) ? dt : best;
+            }
+            for (int i = 0; i < ready; i++) {
+                kc_weight_release(&wts[i]);
+            }
+            if (ready < NMAT) {
+                kc_pool_free(pool);
+                fprintf(stderr, "out of memory\n");
+                return 1;
+            }
+            printf("%-5s %2d %8.1f %10.1f %9.2f\n", td_name(types[ti]), th,
+                   (double)bytes / 1048576.0, best * 1e6, (double)bytes / best * 1e-9);
+        }
+        kc_pool_free(pool);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    double min_s = argc > 1 ? strtod(argv[1], NULL) : 0.2;
-    const char *only = argc > 2 ? argv[2] : NULL; /* comma-separated type names, e.g. q4_K,q6_K */
+    const bool stream = argc > 1 && strcmp(argv[1], "--stream") == 0;
+    if (stream) {
+        argc--;
+        argv++;
+    }
+    double min_s = !stream && argc > 1 ? strtod(argv[1], NULL) : 0.2;
+    const char *only =
+        !stream && argc > 2 ? argv[2] : NULL; /* comma-separated type names, e.g. q4_K,q6_K */
     static const int64_t shapes[][2] = {{512, 512},   {512, 1536},  {1536, 512},
                                         {1024, 1024}, {1024, 2816}, {2816, 1024}};
     static const tdtype types[] = {TD_F32,  TD_F16,  TD_BF16, TD_Q8_0,   TD_Q4_0,
@@ -67,6 +133,14 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < (size_t)kmax * (size_t)mmax * 2; i++) {
         uint16_t *p = (uint16_t *)w + i;
         *p = (uint16_t)((*p & 0x83FF) | 0x3000);
+    }
+    if (stream) {
+        const int rc = kc_bench_stream(argc > 1 ? argv[1] : NULL, w, x, y, wsp);
+        free(x);
+        free(y);
+        free(w);
+        free(wsp);
+        return rc;
     }
     printf("isa %s\n", kc_isa_name(kc_isa_active()));
     printf("%-5s %5s %5s %4s %2s %10s %9s %9s\n", "type", "k", "m", "n", "th", "us/call", "GB/s",
