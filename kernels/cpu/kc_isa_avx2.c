@@ -250,8 +250,9 @@ KC_INLINE void kc_tile_pk(const kc__mm *a, int q8, int64_t r0, int ng, int64_t t
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const __m256i bias = _mm256_set1_epi8((char)0x80);
     const __m256i ones = _mm256_set1_epi16(1);
+    size_t sb = bb; /* bytes from one block of a group to its next */
     for (int g = 0; g < ng; g++) {
-        gp[g] = a->packed + (size_t)(r0 / KC__PACK_ROWS + g) * (size_t)nb * bb;
+        gp[g] = kc__packed_group(a, r0 + g * KC__PACK_ROWS, nb, bb, &sb);
     }
     for (int t = 0; t < nt; t++) {
         xr[t] = a->xq + (t0 + t) * nb;
@@ -269,7 +270,7 @@ KC_INLINE void kc_tile_pk(const kc__mm *a, int q8, int64_t r0, int ng, int64_t t
         }
         if (pf) {
             for (int g = 0; g < ng; g++) {
-                const char *p = (const char *)gp[g] + ib * (int64_t)bb + KC_PF_DIST;
+                const char *p = (const char *)gp[g] + ib * (int64_t)sb + KC_PF_DIST;
                 for (size_t off = 0; off < bb; off += 64) {
                     _mm_prefetch(p + off, _MM_HINT_T0);
                 }
@@ -279,7 +280,7 @@ KC_INLINE void kc_tile_pk(const kc__mm *a, int q8, int64_t r0, int ng, int64_t t
             __m256i w0[2], w1[2]; /* Q4_0: low / high nibbles; Q8_0: w / |w| */
             for (int g = 0; g < ng; g++) {
                 const __m256i raw =
-                    _mm256_loadu_si256((const __m256i *)(gp[g] + ib * bb + 16 + 32 * j));
+                    _mm256_loadu_si256((const __m256i *)(gp[g] + ib * sb + 16 + 32 * j));
                 if (q8) {
                     w0[g] = _mm256_xor_si256(raw, bias);
                     w1[g] = _mm256_abs_epi8(w0[g]);
@@ -307,7 +308,7 @@ KC_INLINE void kc_tile_pk(const kc__mm *a, int q8, int64_t r0, int ng, int64_t t
             }
         }
         for (int g = 0; g < ng; g++) {
-            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(gp[g] + ib * bb)));
+            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(gp[g] + ib * sb)));
             for (int t = 0; t < nt; t++) {
                 const __m256i isum = q8 ? s[t][g]
                                         : _mm256_sub_epi32(_mm256_madd_epi16(s[t][g], ones),

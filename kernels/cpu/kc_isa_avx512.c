@@ -196,8 +196,9 @@ KC_INLINE void kc_tile_pk(const kc__mm *a, int q4, int64_t r0, int ng, int64_t t
     __m256 acc[NTP][2];
     const bool pf = a->n <= KC_PF_MAX_N;
     const __m256i lo = _mm256_set1_epi8(0x0F);
+    size_t sb = bb; /* bytes from one block of a group to its next */
     for (int g = 0; g < ng; g++) {
-        gp[g] = a->packed + (size_t)(r0 / KC__PACK_ROWS + g) * (size_t)nb * bb;
+        gp[g] = kc__packed_group(a, r0 + g * KC__PACK_ROWS, nb, bb, &sb);
     }
     for (int t = 0; t < nt; t++) {
         xr[t] = a->xq + (t0 + t) * nb;
@@ -216,7 +217,7 @@ KC_INLINE void kc_tile_pk(const kc__mm *a, int q4, int64_t r0, int ng, int64_t t
         }
         if (pf) {
             for (int g = 0; g < ng; g++) {
-                const char *p = (const char *)gp[g] + ib * (int64_t)bb + KC_PF_DIST;
+                const char *p = (const char *)gp[g] + ib * (int64_t)sb + KC_PF_DIST;
                 for (size_t off = 0; off < bb; off += 64) {
                     _mm_prefetch(p + off, _MM_HINT_T0);
                 }
@@ -227,7 +228,7 @@ KC_INLINE void kc_tile_pk(const kc__mm *a, int q4, int64_t r0, int ng, int64_t t
                 __m256i wl[2], wh[2];
                 for (int g = 0; g < ng; g++) {
                     const __m256i raw =
-                        _mm256_loadu_si256((const __m256i *)(gp[g] + ib * bb + 16 + 32 * j));
+                        _mm256_loadu_si256((const __m256i *)(gp[g] + ib * sb + 16 + 32 * j));
                     wl[g] = _mm256_and_si256(raw, lo);
                     wh[g] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), lo);
                 }
@@ -246,7 +247,7 @@ KC_INLINE void kc_tile_pk(const kc__mm *a, int q4, int64_t r0, int ng, int64_t t
             for (int j = 0; j < 8; j++) {
                 __m256i wv[2];
                 for (int g = 0; g < ng; g++) {
-                    wv[g] = _mm256_loadu_si256((const __m256i *)(gp[g] + ib * bb + 16 + 32 * j));
+                    wv[g] = _mm256_loadu_si256((const __m256i *)(gp[g] + ib * sb + 16 + 32 * j));
                 }
                 for (int t = 0; t < nt; t++) {
                     int32_t xb;
@@ -259,7 +260,7 @@ KC_INLINE void kc_tile_pk(const kc__mm *a, int q4, int64_t r0, int ng, int64_t t
             }
         }
         for (int g = 0; g < ng; g++) {
-            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(gp[g] + ib * bb)));
+            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(gp[g] + ib * sb)));
             for (int t = 0; t < nt; t++) {
                 const __m256 dwx = _mm256_mul_ps(dw, _mm256_set1_ps(kc_h2f(xr[t][ib].d)));
                 acc[t][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t][g]), dwx, acc[t][g]);

@@ -218,7 +218,7 @@ int kc_weight_prepare(kc_weight *w)
             rows[r] = row < w->m ? (const uint8_t *)w->data + (size_t)row * rb : NULL;
         }
         for (int64_t ib = 0; ib < nb; ib++) {
-            uint8_t *dst = p + ((size_t)g * (size_t)nb + (size_t)ib) * bb;
+            uint8_t *dst = p + kc__packed_offset(g, ib, ng, nb, bb);
             if (be == TD_QKK) {
                 kc_pack_k(w->type, rows, ib, dst);
             } else {

@@ -85,8 +85,9 @@ KC_INLINE void kc_tile_pkk(const kc__mm *a, tdtype ty, int64_t r0, int ng, int64
     const td_block_q8_k *xr[KC_PKK_NT];
     __m256 acc[KC_PKK_NT][2];
     const bool pf = a->n <= KC_PF_MAX_N;
+    size_t sb = bb; /* bytes from one block of a group to its next */
     for (int g = 0; g < ng; g++) {
-        gp[g] = a->packed + (size_t)(r0 / KC__PACK_ROWS + g) * (size_t)nb * bb;
+        gp[g] = kc__packed_group(a, r0 + g * KC__PACK_ROWS, nb, bb, &sb);
     }
     for (int t = 0; t < nt; t++) {
         xr[t] = a->xqk + (t0 + t) * nb;
@@ -98,7 +99,7 @@ KC_INLINE void kc_tile_pkk(const kc__mm *a, tdtype ty, int64_t r0, int ng, int64
         const uint8_t *blk[2];
         __m256i isum[KC_PKK_NT][2];
         for (int g = 0; g < ng; g++) {
-            blk[g] = gp[g] + (size_t)ib * bb;
+            blk[g] = gp[g] + (size_t)ib * sb;
             if (pf) {
                 for (size_t off = 0; off < bb; off += 64) {
                     _mm_prefetch((const char *)blk[g] + KC_PF_DIST + off, _MM_HINT_T0);
@@ -285,8 +286,9 @@ KC_INLINE void kc_tile_pkk(const kc__mm *a, tdtype ty, int64_t r0, int ng, int64
     const int64_t nb = a->k / TD_QKK;
     const size_t bb = kc__packed_block_bytes(ty);
     const bool q6 = ty == TD_Q6_K;
-    const uint8_t *gp0 = a->packed + (size_t)(r0 / KC__PACK_ROWS) * (size_t)nb * bb;
-    const uint8_t *gp1 = ng == 2 ? gp0 + (size_t)nb * bb : gp0;
+    size_t sb; /* bytes from one block of a group to its next */
+    const uint8_t *gp0 = kc__packed_group(a, r0, nb, bb, &sb);
+    const uint8_t *gp1 = ng == 2 ? gp0 + bb : gp0;
     const td_block_q8_k *xr[KC_PKK_NT];
     __m512 acc[KC_PKK_NT];
     const bool pf = a->n <= KC_PF_MAX_N;
@@ -295,7 +297,7 @@ KC_INLINE void kc_tile_pkk(const kc__mm *a, tdtype ty, int64_t r0, int ng, int64
         acc[t] = _mm512_setzero_ps();
     }
     for (int64_t ib = 0; ib < nb; ib++) {
-        const uint8_t *b0 = gp0 + (size_t)ib * bb, *b1 = gp1 + (size_t)ib * bb;
+        const uint8_t *b0 = gp0 + (size_t)ib * sb, *b1 = gp1 + (size_t)ib * sb;
         if (pf) {
             for (size_t off = 0; off < bb; off += 64) {
                 _mm_prefetch((const char *)b0 + KC_PF_DIST + off, _MM_HINT_T0);
