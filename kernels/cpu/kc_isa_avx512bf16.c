@@ -13,7 +13,7 @@
 #define KC_INLINE   static inline __attribute__((always_inline))
 #define KC_PF_MAX_N 4    /* prefetch weights when the matmul has at most this many tokens */
 #define KC_PF_DIST  8192 /* bytes ahead (the thread's rows are contiguous) */
-#define RMB         4    /* tile: rows */
+#define RMB         4    /* tile: rows (decode: 1, one linear stream as kc_isa_avx512.c's RMDEC) */
 #define NTB         4    /* tile: tokens (16 accumulators, 4 activations, 1 weight) */
 
 void kc__cvt_bf16_row(const float *x, uint16_t *y, int64_t k)
@@ -84,8 +84,13 @@ KC_INLINE void kc_tile_bf16(const kc__mm *a, tdtype ty, int64_t r0, int nr, int6
 }
 
 KC_ROWS_FN(kc_rows_bf16_dp, kc_tile_bf16, RMB, NTB, TD_BF16)
+KC_ROWS_FN(kc_rows_bf16_dec, kc_tile_bf16, 1, NTB, TD_BF16)
 
 void kc__bf16_rows(const kc__mm *a, int64_t r0, int64_t r1)
 {
-    kc_rows_bf16_dp(a, r0, r1);
+    if (a->n <= KC_PF_MAX_N) {
+        kc_rows_bf16_dec(a, r0, r1);
+    } else {
+        kc_rows_bf16_dp(a, r0, r1);
+    }
 }
