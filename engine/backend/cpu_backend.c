@@ -63,6 +63,7 @@ struct backend {
     float *rope_swa; /* the same for sliding-window layers when they rotate otherwise, or NULL */
     /* RoPE scaling (model.h): ggml rope's freq_scale, ext_factor, attn_factor and YaRN's ramp */
     float rope_freq_scale, rope_ext_factor, rope_attn_factor, rope_corr_dims[2];
+    const float *rope_freqs; /* per-pair divisors for this context (model_rope_freqs) or NULL */
     float rope_swa_freq_scale, rope_swa_corr_dims[2];
     float attn_scale; /* model_config.attn_scale, or 1 / sqrt(head_dim) when it is 0 */
     /* MoE scratch: router probabilities [T][n_expert], each token's chosen experts and weights
@@ -247,6 +248,8 @@ static backend *cpu_create(const model *m, const backend_config *cfg, char *err,
     b->rope_freq_scale = model_rope_freq_scale(c);
     b->rope_ext_factor = model_rope_ext_factor(c);
     b->rope_attn_factor = model_rope_attn_factor(c);
+    b->rope_freqs =
+        model_rope_freqs(c, cfg->max_model_len > 0 ? cfg->max_model_len : c->n_ctx_train);
     if (b->rope_ext_factor != 0.0f) {
         kc_rope_yarn_corr_dims(c->n_rot, c->rope_yarn_orig_ctx, c->rope_base,
                                c->rope_yarn_beta_fast, c->rope_yarn_beta_slow, b->rope_corr_dims);
@@ -258,7 +261,7 @@ static backend *cpu_create(const model *m, const backend_config *cfg, char *err,
     b->rope_swa_freq_scale = c->rope_swa_scaled ? b->rope_freq_scale : 1.0f;
     const bool swa_rope = any_swa && (c->rope_base_swa != c->rope_base ||
                                       b->rope_swa_freq_scale != b->rope_freq_scale ||
-                                      (!c->rope_swa_scaled && c->rope_freqs));
+                                      (!c->rope_swa_scaled && b->rope_freqs));
     if (swa_rope && b->rope_ext_factor != 0.0f) {
         kc_rope_yarn_corr_dims(c->n_rot, c->rope_yarn_orig_ctx, c->rope_base_swa,
                                c->rope_yarn_beta_fast, c->rope_yarn_beta_slow,
@@ -556,12 +559,12 @@ static void cpu_tok_one(const cpu_tok_task *tt, int32_t t)
             const model_config *c = &b->m->cfg;
             if (tt->layer == 0) {
                 kc_rope_cache_yarn(b->rope + (int64_t)t * b->n_rot, b->n_rot, b->tok_pos[t],
-                                   c->rope_base, b->rope_freq_scale, c->rope_freqs,
+                                   c->rope_base, b->rope_freq_scale, b->rope_freqs,
                                    b->rope_ext_factor, b->rope_attn_factor, b->rope_corr_dims);
                 if (b->rope_swa) {
                     kc_rope_cache_yarn(b->rope_swa + (int64_t)t * b->n_rot, b->n_rot, b->tok_pos[t],
                                        c->rope_base_swa, b->rope_swa_freq_scale,
-                                       c->rope_swa_scaled ? c->rope_freqs : NULL,
+                                       c->rope_swa_scaled ? b->rope_freqs : NULL,
                                        b->rope_ext_factor, b->rope_attn_factor,
                                        b->rope_swa_corr_dims);
                 }

@@ -62,7 +62,7 @@ struct backend {
     tdtype embd_type;
     float *out_norm;
     kcu_rope_scaling rope; /* RoPE scaling (model.h); .d_freq_factors aliases d_rope_freqs */
-    float *d_rope_freqs;   /* Llama 3's divisors on the device [n_rot / 2], or NULL */
+    float *d_rope_freqs;   /* RoPE divisors (model_rope_freqs) on the device [n_rot / 2], or NULL */
     /* device scratch, T rows */
     float *x, *xn, *q, *k, *v, *att, *tmp, *gate, *up;
     float *logits; /* [max_seqs][n_out] */
@@ -637,7 +637,10 @@ static int cuda_upload_rope(backend *b, char *err, size_t errlen)
         kc_rope_yarn_corr_dims(c->n_rot, c->rope_yarn_orig_ctx, c->rope_base,
                                c->rope_yarn_beta_fast, c->rope_yarn_beta_slow, b->rope.corr_dims);
     }
-    if (!c->rope_freqs || b->n_rot < 2) {
+    /* LongRoPE's short or long factors by the context, Llama 3's divisors, or none */
+    const float *freqs =
+        model_rope_freqs(c, b->cfg.max_model_len > 0 ? b->cfg.max_model_len : c->n_ctx_train);
+    if (!freqs || b->n_rot < 2) {
         return 0;
     }
     const size_t bytes = sizeof(float) * (size_t)(b->n_rot / 2);
@@ -645,7 +648,7 @@ static int cuda_upload_rope(backend *b, char *err, size_t errlen)
     if (!b->d_rope_freqs) {
         return -ENOMEM;
     }
-    if (kcu_h2d(b->ctx, b->d_rope_freqs, c->rope_freqs, bytes) != 0 || kcu_sync(b->ctx) != 0) {
+    if (kcu_h2d(b->ctx, b->d_rope_freqs, freqs, bytes) != 0 || kcu_sync(b->ctx) != 0) {
         return tandem_fail(err, errlen, -EIO, "cuda backend: cannot upload rope_freqs: %s",
                            kcu_last_error());
     }

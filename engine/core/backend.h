@@ -30,6 +30,7 @@ typedef struct backend_config {
     bool pin_threads;         /* pin worker threads to cores */
     int device;               /* device ordinal for accelerator backends (0) */
     bool enforce_eager;       /* no CUDA graphs: every step launched op by op (vLLM's flag) */
+    int32_t max_model_len;    /* the context, which picks LongRoPE's factors (0: n_ctx_train) */
     /* Tensor parallelism (engine/core/tp.h). tp: set for one rank's backend, which then holds a
      * shard (engine/model/shard.h), sums its row-parallel outputs with tp->comm and writes only
      * logits columns [vocab_begin, vocab_end); NULL: the whole model. tp_size / tp_inner: read by

@@ -632,6 +632,7 @@ engine *engine_new(const model *m, const tokenizer *tok, const engine_config *cf
         .n_threads = c->n_threads,
         .pin_threads = c->pin_threads,
         .enforce_eager = c->enforce_eager,
+        .max_model_len = c->max_model_len,
         .tp_size = tp > 1 ? tp : 0,
         .tp_inner = tp > 1 ? inner : NULL,
     };

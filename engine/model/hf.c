@@ -376,6 +376,101 @@ static int hf_rope_scaling(model *m, const char *label, struct json_object *s, c
     return 0;
 }
 
+/* One of LongRoPE's factor lists (rope_scaling.long_factor / short_factor): n positive finite
+ * numbers, copied into model memory. */
+static int hf_rope_factor_list(model *m, const char *label, struct json_object *s, const char *key,
+                               int n, const float **out, char *err, size_t errlen)
+{
+    struct json_object *list = NULL;
+    char e[192];
+    if (json_get_array(s, key, &list, e, sizeof(e)) != 0) {
+        tandem_set_err(err, errlen, "%s: rope_scaling.%s (type longrope): %s", label, key, e);
+        return -EINVAL;
+    }
+    if (json_object_array_length(list) != (size_t)n) {
+        tandem_set_err(err, errlen,
+                       "%s: rope_scaling.%s (type longrope) has %zu values, expected %d (the "
+                       "rotary dims / 2)",
+                       label, key, json_object_array_length(list), n);
+        return -EINVAL;
+    }
+    float *f = model__alloc(m, sizeof(float) * (size_t)n);
+    if (!f) {
+        tandem_set_err(err, errlen, "%s: out of memory", label);
+        return -ENOMEM;
+    }
+    for (int i = 0; i < n; i++) {
+        struct json_object *v = json_object_array_get_idx(list, (size_t)i);
+        const bool num =
+            json_object_is_type(v, json_type_double) || json_object_is_type(v, json_type_int);
+        const double d = num ? json_object_get_double(v) : NAN;
+        if (!(d > 0.0 && d < 1e30)) {
+            tandem_set_err(err, errlen,
+                           "%s: rope_scaling.%s[%d] (type longrope) must be a positive number",
+                           label, key, i);
+            return -EINVAL;
+        }
+        f[i] = (float)d;
+    }
+    *out = f;
+    return 0;
+}
+
+/*
+ * rope_scaling of type longrope (or its old name su: Phi-3 / Phi-3.5 / Phi-4-mini), as
+ * transformers' _compute_longrope_parameters reads it: short_factor and long_factor (the rotary
+ * dims / 2 each); the original context from the config's original_max_position_embeddings (or
+ * rope_scaling's, transformers 5), the scale s = max_position_embeddings / that (without one:
+ * the original is max_position_embeddings and s is rope_scaling.factor); the magnitude
+ * attention_factor, else sqrt(1 + ln s / ln original) for s > 1, else 1. Which list applies is
+ * chosen by the context (model_rope_freqs). Called once n_rot is known.
+ */
+static int hf_rope_longrope(model *m, const char *label, struct json_object *cfg,
+                            struct json_object *s, char *err, size_t errlen)
+{
+    model_config *c = &m->cfg;
+    char e[192];
+    const int n = c->n_rot / 2;
+    if (n < 1) {
+        tandem_set_err(err, errlen, "%s: rope_scaling (type longrope) needs rotary dims", label);
+        return -EINVAL;
+    }
+    int rc = hf_rope_factor_list(m, label, s, "short_factor", n, &c->rope_freqs, err, errlen);
+    rc = rc ? rc
+            : hf_rope_factor_list(m, label, s, "long_factor", n, &c->rope_freqs_long, err, errlen);
+    if (rc != 0) {
+        return rc;
+    }
+    const char *okey = "original_max_position_embeddings";
+    struct json_object *in = json_get(cfg, okey) ? cfg : json_get(s, okey) ? s : NULL;
+    double orig = (double)c->n_ctx_train, scale = 0.0, attn = NAN;
+    if (in) {
+        rc = json_get_double(in, okey, &orig, e, sizeof(e));
+        scale = rc == 0 && orig > 0.0 ? (double)c->n_ctx_train / orig : 0.0;
+    } else {
+        rc = json_get_double(s, "factor", &scale, e, sizeof(e));
+    }
+    if (rc != 0 || !(orig >= 1.0 && orig < 1e9) || !(scale > 0.0 && scale < 1e9)) {
+        tandem_set_err(err, errlen, "%s: rope_scaling (type longrope): %s", label,
+                       rc ? e
+                          : "original_max_position_embeddings (or, without it, factor) must be "
+                            "a positive number");
+        return -EINVAL;
+    }
+    if (json_opt_double(s, "attention_factor", NAN, &attn, e, sizeof(e)) != 0 ||
+        (json_get(s, "attention_factor") && !(attn > 0.0 && attn < 1e6))) {
+        tandem_set_err(err, errlen, "%s: rope_scaling.attention_factor (type longrope): %s", label,
+                       json_get(s, "attention_factor") ? "must be a positive number" : e);
+        return -EINVAL;
+    }
+    if (isnan(attn)) {
+        attn = scale <= 1.0 ? 1.0 : sqrt(1.0 + log(scale) / log(orig));
+    }
+    c->rope_long_ctx = (int)orig;
+    c->rope_attn_factor = (float)attn;
+    return 0;
+}
+
 /* transformers' get_mscale: YaRN's magnitude 0.1 * mscale * ln(scale) + 1, 1 for scale <= 1. */
 static double hf_get_mscale(double scale, double mscale)
 {
@@ -795,6 +890,7 @@ static int hf_config(model *m, const char *label, struct json_object *cfg, char 
     /* transformers 5 writes rope_parameters in place of rope_theta and rope_scaling, per
      * attention type where they differ (gemma3: full_attention, sliding_attention) */
     struct json_object *scaling = NULL, *params = NULL, *full = NULL, *local = NULL;
+    struct json_object *longrope = NULL;
     rc = json_opt_object(cfg, "rope_parameters", NULL, &params, e, sizeof(e));
     rc = rc || !params ? rc : json_opt_object(params, "full_attention", NULL, &full, e, sizeof(e));
     rc = rc || !params ? rc
@@ -820,14 +916,17 @@ static int hf_config(model *m, const char *label, struct json_object *cfg, char 
             type = "default"; /* rope_parameters with only rope_theta */
         }
         if (!type || (strcmp(type, "default") != 0 && strcmp(type, "linear") != 0 &&
-                      strcmp(type, "llama3") != 0 && strcmp(type, "yarn") != 0)) {
+                      strcmp(type, "llama3") != 0 && strcmp(type, "yarn") != 0 &&
+                      strcmp(type, "longrope") != 0 && strcmp(type, "su") != 0)) {
             tandem_set_err(err, errlen,
                            "%s: rope_scaling type '%.32s' is not supported (null, 'default', "
-                           "'linear', 'llama3' or 'yarn')",
+                           "'linear', 'llama3', 'yarn' or 'longrope')",
                            label, type ? type : "(none)");
             return -EINVAL;
         }
-        if (strcmp(type, "yarn") == 0) {
+        if (strcmp(type, "longrope") == 0 || strcmp(type, "su") == 0) {
+            longrope = scaling; /* read once the rotary dims are known */
+        } else if (strcmp(type, "yarn") == 0) {
             rc = hf_rope_yarn(m, label, scaling, theta, err, errlen);
         } else if (strcmp(type, "default") != 0) {
             rc = hf_rope_scaling(m, label, scaling, type, theta, err, errlen);
@@ -850,6 +949,9 @@ static int hf_config(model *m, const char *label, struct json_object *cfg, char 
     c->rms_eps = (float)eps;
     c->tied_output = tie != 0;
     rc = hf_arch_features(m, label, cfg, theta, local, err, errlen);
+    if (rc == 0 && longrope) {
+        rc = hf_rope_longrope(m, label, cfg, longrope, err, errlen);
+    }
     return rc ? rc : model__check_config(m, label, err, errlen);
 }
 

@@ -441,19 +441,20 @@ static int bind_layer(model *m, int il, char *err, size_t errlen)
     return 0;
 }
 
-/* Llama 3's rope_freqs.weight (GGUF): n_rot / 2 F32 divisors, positive and finite. */
-static int bind_rope_freqs(model *m, char *err, size_t errlen)
+/* A GGUF table of RoPE divisors (rope_freqs / rope_factors_long / rope_factors_short .weight):
+ * n_rot / 2 F32 values, positive and finite; *out stays NULL when the tensor is absent. */
+static int bind_rope_table(model *m, const char *name, const float **out, char *err, size_t errlen)
 {
-    const model_tensor *t = model_find_tensor(m, "rope_freqs.weight");
+    const model_tensor *t = model_find_tensor(m, name);
     if (!t) {
         return 0;
     }
     const int64_t n = m->cfg.n_rot / 2;
     if (t->type != TD_F32 || t->ne[0] != n || t->ne[1] != 1 || !t->data) {
         tandem_set_err(err, errlen,
-                       "%s: tensor 'rope_freqs.weight' must be F32 of %lld elements (n_rot / 2), "
-                       "got %s {%lld, %lld}",
-                       m->path, (long long)n, td_name((uint32_t)t->type), (long long)t->ne[0],
+                       "%s: tensor '%s' must be F32 of %lld elements (n_rot / 2), got %s {%lld, "
+                       "%lld}",
+                       m->path, name, (long long)n, td_name((uint32_t)t->type), (long long)t->ne[0],
                        (long long)t->ne[1]);
         return -EINVAL;
     }
@@ -461,13 +462,48 @@ static int bind_rope_freqs(model *m, char *err, size_t errlen)
     for (int64_t i = 0; i < n; i++) {
         if (!(f[i] > 0.0f && f[i] < 1e30f)) {
             tandem_set_err(err, errlen,
-                           "%s: tensor 'rope_freqs.weight'[%lld] = %g is not a "
-                           "positive finite divisor",
-                           m->path, (long long)i, (double)f[i]);
+                           "%s: tensor '%s'[%lld] = %g is not a positive finite divisor", m->path,
+                           name, (long long)i, (double)f[i]);
             return -EINVAL;
         }
     }
-    m->cfg.rope_freqs = f;
+    *out = f;
+    return 0;
+}
+
+/* Llama 3's rope_freqs.weight, or LongRoPE's pair rope_factors_short / _long.weight (phi3 only,
+ * as llama.cpp loads them; both or neither, and not with rope_freqs). */
+static int bind_rope_freqs(model *m, char *err, size_t errlen)
+{
+    model_config *c = &m->cfg;
+    const float *freqs = NULL, *shrt = NULL, *lng = NULL;
+    int rc = bind_rope_table(m, "rope_freqs.weight", &freqs, err, errlen);
+    rc = rc ? rc : bind_rope_table(m, "rope_factors_short.weight", &shrt, err, errlen);
+    rc = rc ? rc : bind_rope_table(m, "rope_factors_long.weight", &lng, err, errlen);
+    if (rc != 0) {
+        return rc;
+    }
+    if (freqs) {
+        c->rope_freqs = freqs;
+    }
+    if (!shrt && !lng) {
+        return 0;
+    }
+    const char *name = lng ? "rope_factors_long.weight" : "rope_factors_short.weight";
+    if (c->arch != MODEL_ARCH_PHI3) {
+        tandem_set_err(err, errlen, "%s: tensor '%s' is not used by architecture %s", m->path, name,
+                       model_arch_name(c->arch));
+        return -EINVAL;
+    }
+    if (!shrt || !lng || freqs) {
+        tandem_set_err(err, errlen, "%s: tensor '%s' needs %s", m->path, name,
+                       freqs ? "no rope_freqs.weight beside it (LongRoPE or Llama 3 factors)"
+                       : lng ? "rope_factors_short.weight (LongRoPE has both)"
+                             : "rope_factors_long.weight (LongRoPE has both)");
+        return -EINVAL;
+    }
+    c->rope_freqs = shrt;
+    c->rope_freqs_long = lng;
     return 0;
 }
 
@@ -753,8 +789,8 @@ static int gguf_swa_pattern(model *m, const gguf_ctx *g, const char *a, int def_
  * scale, GeGLU, soft-capping, sliding windows and attention scale (1 / sqrt(n_embd / n_head)
  * for the 27B models, which llama.cpp recognises by their layer count, else 1 / sqrt(head
  * size)); the experts of llama (Mixtral) and qwen3moe. phi3's sliding_window is read and not
- * applied, as llama.cpp does ("Phi SWA is currently disabled"); so is LongRoPE's absence
- * checked (rope_factors_long / _short are load errors).
+ * applied, as llama.cpp does ("Phi SWA is currently disabled"); its LongRoPE switch point is
+ * rope.scaling.original_context_length.
  */
 static int gguf_arch_features(model *m, const gguf_ctx *g, const char *a, char *err, size_t errlen)
 {
@@ -793,14 +829,15 @@ static int gguf_arch_features(model *m, const gguf_ctx *g, const char *a, char *
     if (rc == 0 && arch == MODEL_ARCH_PHI3) {
         int ignored;
         rc = gguf_hparam(m, g, a, "attention.sliding_window", 0, &ignored, err, errlen);
-        static const char *const longrope[] = {"rope_factors_long.weight",
-                                               "rope_factors_short.weight"};
-        for (size_t i = 0; rc == 0 && i < ARRAY_SIZE(longrope); i++) {
-            if (gguf_find_tensor(g, longrope[i])) {
-                tandem_set_err(err, errlen, "%s: tensor '%s': LongRoPE scaling is not supported",
-                               m->path, longrope[i]);
-                rc = -EINVAL;
-            }
+        /* LongRoPE's switch point (llama.cpp's n_ctx_orig_yarn; the training context when
+         * absent); its factors are bound with the tensors (bind_rope_freqs) */
+        rc = rc ? rc
+                : gguf_hparam(m, g, a, "rope.scaling.original_context_length", c->n_ctx_train,
+                              &c->rope_long_ctx, err, errlen);
+        if (rc == 0 && c->rope_long_ctx < 1) {
+            tandem_set_err(err, errlen, "%s: %s.rope.scaling.original_context_length must be > 0",
+                           m->path, a);
+            rc = -EINVAL;
         }
     }
     if (rc == 0 && (arch == MODEL_ARCH_LLAMA || arch == MODEL_ARCH_QWEN3MOE)) {

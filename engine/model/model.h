@@ -84,9 +84,17 @@ typedef struct model_config {
      *    YaRN's magnitude 0.1 ln(rope_factor) + 1;
      *  - rope_attn_factor: GGUF's rope.scaling.attn_factor, an extra multiplier of cos and sin
      *    (llama.cpp applies it whatever the scaling type); HF YaRN: attention_factor (or the
-     *    mscale / mscale_all_dim ratio) over the default 0.1 ln(factor) + 1. 0 or 1: none. */
+     *    mscale / mscale_all_dim ratio) over the default 0.1 ln(factor) + 1. 0 or 1: none;
+     *  - LongRoPE (Phi-3 / Phi-3.5 / Phi-4-mini 128k; rope_freqs_long set): rope_freqs holds the
+     *    short factors and rope_freqs_long the long ones (GGUF rope_factors_short/long.weight,
+     *    HF rope_scaling short_factor/long_factor), each n_rot / 2 divisors; a context of more
+     *    than rope_long_ctx tokens (the original context length) uses the long ones
+     *    (model_rope_freqs), and rope_attn_factor carries the magnitude
+     *    sqrt(1 + ln(s) / ln(rope_long_ctx)), s = n_ctx_train / rope_long_ctx. */
     float rope_factor;
     const float *rope_freqs;
+    const float *rope_freqs_long;
+    int rope_long_ctx;
     int rope_yarn_orig_ctx;
     float rope_yarn_beta_fast, rope_yarn_beta_slow;
     float rope_attn_factor;
@@ -115,6 +123,16 @@ typedef struct model_config {
 static inline float model_rope_freq_scale(const model_config *c)
 {
     return c->rope_factor > 0.0f ? 1.0f / c->rope_factor : 1.0f;
+}
+
+/* The per-pair RoPE divisors for a context of n_ctx tokens (the engine's max_model_len): with
+ * LongRoPE the long factors when n_ctx exceeds the original context length, else the short ones,
+ * as llama.cpp chooses by its context size (transformers switches by the forward pass's longest
+ * position, vLLM by the batch's; a choice per context keeps a sequence's cached keys and any
+ * prefix-cache hit consistent); otherwise rope_freqs (Llama 3's, or NULL). */
+static inline const float *model_rope_freqs(const model_config *c, int64_t n_ctx)
+{
+    return c->rope_freqs_long && n_ctx > c->rope_long_ctx ? c->rope_freqs_long : c->rope_freqs;
 }
 
 /* ggml rope's ext_factor: 1 for YaRN, else 0 (llama_context's default for the scaling type). */

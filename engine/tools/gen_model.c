@@ -75,7 +75,13 @@ typedef struct gen_opts {
     double rope_base_swa;                      /* gemma3: local layers' RoPE base */
 } gen_opts;
 
-enum { ROPE_SCALING_NONE, ROPE_SCALING_LINEAR, ROPE_SCALING_LLAMA3, ROPE_SCALING_YARN };
+enum {
+    ROPE_SCALING_NONE,
+    ROPE_SCALING_LINEAR,
+    ROPE_SCALING_LLAMA3,
+    ROPE_SCALING_YARN,
+    ROPE_SCALING_LONGROPE /* phi3: original context ctx / factor, short and long factor lists */
+};
 enum { RECIPE_NONE, RECIPE_K_M }; /* Q4_K_M / Q5_K_M: see tensor_type */
 /* Llama 3.1's other rope_scaling values (its config.json) */
 #define LLAMA3_LOW_FREQ  1.0
@@ -476,6 +482,37 @@ static const char *arch_key(char *key, size_t len, const gen_opts *o, const char
     return key;
 }
 
+/* LongRoPE (phi3): the original context (ctx / factor) the long factors take over beyond. */
+static int64_t longrope_orig_ctx(const gen_opts *o)
+{
+    const int64_t orig = (int64_t)((double)o->ctx / o->rope_factor);
+    return orig > 0 ? orig : 1;
+}
+
+/* LongRoPE's magnitude as llama.cpp's converter writes it (rope.scaling.attn_factor) and
+ * transformers computes it: sqrt(1 + ln s / ln original), s = ctx / original, for s > 1. */
+static double longrope_attn_factor(const gen_opts *o)
+{
+    const double orig = (double)longrope_orig_ctx(o), s = (double)o->ctx / orig;
+    return s > 1.0 ? sqrt(1.0 + log(s) / log(orig)) : 1.0;
+}
+
+/* LongRoPE's factor lists, one per rotated pair: short ones near 1, long ones rising from 1 to
+ * about the factor (the shape of Phi-3.5's). Floats, so GGUF and config.json hold the same. */
+static void longrope_factors(const gen_opts *o, int longer, float *out, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const double t = n > 1 ? (double)i / (double)(n - 1) : 0.0;
+        out[i] =
+            (float)(longer ? 1.0 + (o->rope_factor - 1.0) * t * t + 0.125 * t : 1.0 + 0.25 * t);
+    }
+}
+
+static int64_t rot_dims(const gen_opts *o)
+{
+    return o->rotary_dim > 0 ? o->rotary_dim : o->head_dim;
+}
+
 /*
  * The architecture keys llama.cpp's converter writes: gemma2's sliding window and soft-caps
  * (always), gemma3's sliding window (unless every layer is global), local RoPE base and final
@@ -511,9 +548,15 @@ static int set_arch_hparams(gguf_writer *w, const gen_opts *o)
     if (rc == 0 && o->arch == ARCH_PHI3) {
         rc = gguf_writer_set_u32(w, arch_key(key, sizeof(key), o, "attention.sliding_window"), 0);
         if (rc == 0) {
+            const int lr = o->rope_scaling == ROPE_SCALING_LONGROPE;
             rc = gguf_writer_set_u32(
                 w, arch_key(key, sizeof(key), o, "rope.scaling.original_context_length"),
-                (uint32_t)o->ctx);
+                (uint32_t)(lr ? longrope_orig_ctx(o) : o->ctx));
+            if (rc == 0 && lr) {
+                rc = gguf_writer_set_f32(w,
+                                         arch_key(key, sizeof(key), o, "rope.scaling.attn_factor"),
+                                         (float)longrope_attn_factor(o));
+            }
         }
     }
     if (rc == 0 && is_moe(o)) {
@@ -593,9 +636,27 @@ static int set_hparams(gguf_writer *w, const gen_opts *o)
     return rc ? rc : set_arch_hparams(w, o);
 }
 
-/* Llama 3: the converter writes the frequency divisors as the tensor rope_freqs.weight. */
+/* Llama 3: the converter writes the frequency divisors as the tensor rope_freqs.weight;
+ * LongRoPE its two lists as rope_factors_long.weight and rope_factors_short.weight. */
 static int add_rope_freqs(gguf_writer *w, const gen_opts *o)
 {
+    if (o->rope_scaling == ROPE_SCALING_LONGROPE) {
+        const int64_t n = rot_dims(o) / 2;
+        float *f = malloc(sizeof(float) * (size_t)n);
+        if (!f) {
+            return -ENOMEM;
+        }
+        int64_t ne[1] = {n};
+        int rc = 0;
+        for (int longer = 1; rc == 0 && longer >= 0; longer--) {
+            longrope_factors(o, longer, f, n);
+            rc = gguf_writer_add_tensor(
+                w, longer ? "rope_factors_long.weight" : "rope_factors_short.weight", TD_F32, 1, ne,
+                f, sizeof(float) * (size_t)n);
+        }
+        free(f);
+        return rc;
+    }
     if (o->rope_scaling != ROPE_SCALING_LLAMA3) {
         return 0;
     }
@@ -901,7 +962,9 @@ static int hf_arch_config(const gen_opts *o, struct json_object *cfg)
         ADD("partial_rotary_factor",
             json_object_new_double(o->rotary_dim > 0 ? (double)o->rotary_dim / (double)o->head_dim
                                                      : 1.0));
-        ADD("original_max_position_embeddings", json_object_new_int64(o->ctx));
+        ADD("original_max_position_embeddings",
+            json_object_new_int64(o->rope_scaling == ROPE_SCALING_LONGROPE ? longrope_orig_ctx(o)
+                                                                           : o->ctx));
         ADD("sliding_window", NULL);
     } else if (o->arch == ARCH_QWEN3MOE) {
         ADD("num_experts", json_object_new_int64(o->experts));
@@ -956,7 +1019,22 @@ static int write_hf(const gen_opts *o, const genvocab *v, const tspec *specs, si
     json_object_object_add(cfg, "max_position_embeddings", json_object_new_int64(o->ctx));
     json_object_object_add(cfg, "rms_norm_eps", json_object_new_double(o->rms_eps));
     json_object_object_add(cfg, "rope_theta", json_object_new_double(o->rope_base));
-    if (o->rope_scaling != ROPE_SCALING_NONE) {
+    if (o->rope_scaling == ROPE_SCALING_LONGROPE) {
+        /* as Phi-3.5's config.json: type, the two lists, no factor */
+        struct json_object *rs = json_object_new_object();
+        json_object_object_add(rs, "type", json_object_new_string("longrope"));
+        const int64_t n = rot_dims(o) / 2;
+        float f[2048];
+        for (int longer = 1; longer >= 0 && n <= 2048; longer--) {
+            struct json_object *list = json_object_new_array();
+            longrope_factors(o, longer, f, n);
+            for (int64_t i = 0; i < n; i++) {
+                json_object_array_add(list, json_object_new_double((double)f[i]));
+            }
+            json_object_object_add(rs, longer ? "long_factor" : "short_factor", list);
+        }
+        json_object_object_add(cfg, "rope_scaling", rs);
+    } else if (o->rope_scaling != ROPE_SCALING_NONE) {
         const int llama3 = o->rope_scaling == ROPE_SCALING_LLAMA3;
         const int yarn = o->rope_scaling == ROPE_SCALING_YARN;
         struct json_object *rs = json_object_new_object();
@@ -1087,7 +1165,8 @@ static void usage(FILE *f)
                "  --tied                  tie the output to the token embedding\n"
                "  --seed S                (default 1)\n"
                "  --rope-base B           (default 10000)\n"
-               "  --rope-scaling linear:F|llama3:F|yarn:F\n"
+               "  --rope-scaling linear:F|llama3:F|yarn:F|longrope:F (phi3: original context\n"
+               "                          ctx / F, LongRoPE's short and long factors)\n"
                "                          RoPE scaling: linear by F, Llama 3.1's (factor F,\n"
                "                          low/high frequency factors 1/4, original context 8192),\n"
                "                          or YaRN (factor F, original context 4096, beta_fast\n"
@@ -1141,7 +1220,7 @@ static int parse_f64(const char *flag, const char *s, double *out)
     return 0;
 }
 
-/* --rope-scaling linear:F | llama3:F | yarn:F */
+/* --rope-scaling linear:F | llama3:F | yarn:F | longrope:F */
 static int parse_rope_scaling(const char *s, gen_opts *o)
 {
     const char *colon = strchr(s, ':');
@@ -1151,11 +1230,13 @@ static int parse_rope_scaling(const char *s, gen_opts *o)
         o->rope_scaling = ROPE_SCALING_LLAMA3;
     } else if (colon && (size_t)(colon - s) == 4 && strncmp(s, "yarn", 4) == 0) {
         o->rope_scaling = ROPE_SCALING_YARN;
+    } else if (colon && (size_t)(colon - s) == 8 && strncmp(s, "longrope", 8) == 0) {
+        o->rope_scaling = ROPE_SCALING_LONGROPE;
     } else {
-        fprintf(
-            stderr,
-            "tandem-genmodel: --rope-scaling: expected linear:F, llama3:F or yarn:F, got '%s'\n",
-            s);
+        fprintf(stderr,
+                "tandem-genmodel: --rope-scaling: expected linear:F, llama3:F, yarn:F or "
+                "longrope:F, got '%s'\n",
+                s);
         return -EINVAL;
     }
     return parse_f64("--rope-scaling", colon + 1, &o->rope_factor);
@@ -1353,6 +1434,9 @@ static const char *check_arch_opts(gen_opts *o)
     if (o->rope_base_swa != 0.0 && o->arch != ARCH_GEMMA3) {
         return "--rope-base-swa is for --arch gemma3";
     }
+    if (o->rope_scaling == ROPE_SCALING_LONGROPE && o->arch != ARCH_PHI3) {
+        return "--rope-scaling longrope:F is for --arch phi3 (llama.cpp's LongRoPE models)";
+    }
     if (o->rotary_dim && o->arch != ARCH_PHI3) {
         return "--rotary-dim is for --arch phi3";
     }
@@ -1366,8 +1450,9 @@ static const char *check_arch_opts(gen_opts *o)
         return "--rope-scaling llama3 is for --arch llama, qwen2, qwen3 and mixtral";
     }
     if (o->rope_scaling != ROPE_SCALING_NONE &&
-        (o->arch == ARCH_PHI3 || (gemma && o->rope_scaling != ROPE_SCALING_LINEAR))) {
-        return "--rope-scaling: phi3 takes none, gemma2/gemma3 linear only";
+        ((o->arch == ARCH_PHI3 && o->rope_scaling != ROPE_SCALING_LONGROPE) ||
+         (gemma && o->rope_scaling != ROPE_SCALING_LINEAR))) {
+        return "--rope-scaling: phi3 takes longrope only, gemma2/gemma3 linear only";
     }
     if (moe) {
         o->experts = o->experts ? o->experts : 4;

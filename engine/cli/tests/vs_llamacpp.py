@@ -7,7 +7,7 @@
 For every model of the matrix below (llama, qwen2, qwen3, gemma2, gemma3 (sliding windows, soft-
 capping), phi3 (partial rotary dims), qwen3moe and Mixtral (experts); F32, F16, BF16, Q8_0, Q4_0,
 Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K .. Q6_K, IQ4_XS and the Q4_K_M / Q5_K_M mixes; GQA and MHA; tied
-and untied output; Llama 3, linear and YaRN RoPE scaling) it writes a seeded random-weight GGUF
+and untied output; Llama 3, linear, YaRN and LongRoPE RoPE scaling) it writes a seeded random-weight GGUF
 with tandem-genmodel, then
 evaluates the same prompt and 32 teacher-forced tokens with
   * `tandem-engine generate --prompt-tokens P --teacher-tokens T --dump-logits A` (F32 KV cache),
@@ -89,6 +89,8 @@ MODELS = {
     "phi3-f32-gqa": ("phi3", "f32", 2, 128, 4, 2, 0, 256, False),
     "phi3-f32-partial-rotary": ("phi3", "f32", 2, 128, 4, 4, 0, 256, False),
     "phi3-q4_0-gqa": ("phi3", "q4_0", 2, 128, 4, 2, 0, 256, False),
+    "phi3-f32-longrope": ("phi3", "f32", 2, 128, 4, 2, 0, 256, False),
+    "phi3-f32-longrope-short": ("phi3", "f32", 2, 128, 4, 4, 0, 256, False),
     "qwen3moe-f32": ("qwen3moe", "f32", 2, 128, 4, 2, 32, 256, False),
     "qwen3moe-q8_0": ("qwen3moe", "q8_0", 2, 128, 4, 2, 32, 256, False),
     "mixtral-f32": ("mixtral", "f32", 2, 128, 4, 2, 0, 256, False),
@@ -110,10 +112,22 @@ EXTRA = {
                        "--rope-base-swa", "10000", "--rope-scaling", "linear:8"],
     "gemma3-q4_k_m-d256": ["--sliding-window", "12", "--final-softcap", "30"],
     "phi3-f32-partial-rotary": ["--rotary-dim", "24"],
+    # LongRoPE: llama.cpp's context (64 tokens asked, padded to 256) is past the original 32
+    # (long factors) and within the original 256 (short factors); both carry the magnitude
+    # sqrt(1 + ln s / ln original)
+    "phi3-f32-longrope": ["--ctx", "256", "--rope-scaling", "longrope:8"],
+    "phi3-f32-longrope-short": ["--ctx", "8192", "--rope-scaling", "longrope:32",
+                                "--rotary-dim", "24"],
     "qwen3moe-f32": ["--experts", "8", "--experts-used", "2", "--expert-ffn", "96"],
     "qwen3moe-q8_0": ["--experts", "8", "--experts-used", "3", "--expert-ffn", "64"],
     "mixtral-f32": ["--experts", "4", "--experts-used", "2"],
     "mixtral-q4_k-d256": ["--experts", "4", "--experts-used", "2"],
+}
+
+# tandem-engine flags per model: LongRoPE picks its factors by the context (--max-model-len), as
+# llama.cpp by its context size (256 here: it pads n_ctx to a multiple of 256)
+ENGINE_ARGS = {
+    "phi3-f32-longrope-short": ["--max-model-len", "256"],
 }
 
 # The quantized types beyond Q8_0/Q4_0 share Q8_0's reasoning: both engines quantise the
@@ -227,7 +241,7 @@ def main():
                         ",".join(map(str, prompt)), "--teacher-tokens",
                         ",".join(map(str, teacher)), "--n", str(N_TEACHER), "--dump-logits",
                         ours, "--kv-cache-dtype", "float32", "--threads", "1", "--device",
-                        device] + tp_args,
+                        device] + tp_args + ENGINE_ARGS.get(name, []),
                        check=True, stdout=subprocess.DEVNULL)
         jobs.append({"model": path, "tokens": ",".join(map(str, prompt)),
                      "teacher": ",".join(map(str, teacher)), "out": theirs, "threads": 1})
@@ -246,7 +260,8 @@ def main():
     # the GGUF file's logits.
     for name in ("llama-f32-gqa", "qwen3-f32-gqa-hd64", "llama-bf16-gqa", "llama-f32-rope-llama3",
                  "qwen2-f32-rope-yarn", "gemma2-f32-swa", "gemma3-f32-swa",
-                 "phi3-f32-partial-rotary", "qwen3moe-f32", "mixtral-f32"):
+                 "phi3-f32-partial-rotary", "phi3-f32-longrope", "phi3-f32-longrope-short",
+                 "qwen3moe-f32", "mixtral-f32"):
         if (only and name != only) or not any(c[0] == name for c in cases):
             continue
         arch, typ, layers, dim, heads, kv, hd, ffn, tied = MODELS[name]
@@ -265,7 +280,7 @@ def main():
         subprocess.run([engine, "generate", "--model", hf, "--prompt-tokens", job["tokens"],
                         "--teacher-tokens", job["teacher"], "--n", str(N_TEACHER),
                         "--dump-logits", ours_hf, "--kv-cache-dtype", "float32", "--threads",
-                        "1", "--device", device] + tp_args, check=True,
+                        "1", "--device", device] + tp_args + ENGINE_ARGS.get(name, []), check=True,
                        stdout=subprocess.DEVNULL)
         a = read_rows(ours_hf, vocab)
         b = read_rows(os.path.join(work, name + ".tandem.f32"), vocab)

@@ -36,6 +36,8 @@ typedef struct spec {
     uint32_t alignment;    /* writer alignment (0: 32) */
     int rope_freqs;        /* > 0: a rope_freqs.weight of that many F32 elements */
     float rope_freq0;      /* its first element (the rest are 2) */
+    int longrope;          /* LongRoPE tables written: 1 short (all 1.25), 2 long (all 3), 3 both */
+    int longrope_n;        /* their elements */
     struct {               /* "<arch>.<key>" keys: kind 's' (string), 'f' (f32), 'u' (u32) */
         const char *key;
         char kind;
@@ -192,6 +194,20 @@ static void write_model(const spec *s, const char *path)
         assert_int_equal(gguf_writer_add_tensor(w, "rope_freqs.weight", TD_F32, 1, ne, f,
                                                 sizeof(float) * (size_t)s->rope_freqs),
                          0);
+    }
+    for (int b = 1; b <= 2; b++) {
+        if (s->longrope & b) {
+            float f[64];
+            for (int i = 0; i < 64; i++) {
+                f[i] = b == 1 ? 1.25f : 3.0f;
+            }
+            int64_t ne[1] = {s->longrope_n};
+            assert_int_equal(gguf_writer_add_tensor(
+                                 w,
+                                 b == 1 ? "rope_factors_short.weight" : "rope_factors_long.weight",
+                                 TD_F32, 1, ne, f, sizeof(float) * (size_t)s->longrope_n),
+                             0);
+        }
     }
     if (s->vocab) {
         int n = s->n_tokens ? s->n_tokens : s->n_vocab;
@@ -934,6 +950,35 @@ static void test_phi3(void **state)
     s = base_spec("phi3");
     add_key(&s, "rope.dimension_count", 'u', 7);
     load_bad(&s, "rotary dimension 7 must be even");
+
+    /* LongRoPE (Phi-3.5): short factors up to the original context, long ones beyond */
+    s = base_spec("phi3");
+    add_key(&s, "rope.dimension_count", 'u', 8);
+    add_key(&s, "rope.scaling.original_context_length", 'u', 64);
+    add_key(&s, "rope.scaling.attn_factor", 'f', 1.1875);
+    s.longrope = 3;
+    s.longrope_n = 4;
+    m = load_ok_path(&s, "phi3lr.gguf");
+    const model_config *c = &m->cfg;
+    assert_int_equal(c->rope_long_ctx, 64);
+    assert_true(c->rope_attn_factor == 1.1875f);
+    assert_true(model_rope_attn_factor(c) == 1.1875f);
+    assert_true(model_rope_freqs(c, 64)[0] == 1.25f && model_rope_freqs(c, 64)[3] == 1.25f);
+    assert_true(model_rope_freqs(c, 65)[0] == 3.0f && model_rope_freqs(c, 65)[3] == 3.0f);
+    model_free(m);
+    s.longrope = 2;
+    load_bad(&s, "tensor 'rope_factors_long.weight' needs rope_factors_short.weight");
+    s.longrope = 3;
+    s.longrope_n = 8;
+    load_bad(&s, "tensor 'rope_factors_short.weight' must be F32 of 4 elements (n_rot / 2)");
+    s.longrope_n = 4;
+    s.rope_freqs = 4;
+    s.rope_freq0 = 1.0f;
+    load_bad(&s, "needs no rope_freqs.weight beside it");
+    s = base_spec("llama");
+    s.longrope = 3;
+    s.longrope_n = 8;
+    load_bad(&s, "tensor 'rope_factors_long.weight' is not used by architecture llama");
 }
 
 static void check_experts(const model *m, int n_expert, int64_t n_ff_exp)

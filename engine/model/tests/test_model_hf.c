@@ -390,10 +390,10 @@ static void test_hf_errors(void **state)
                "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,"
                "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"intermediate_size\":96,"
                "\"vocab_size\":40,\"max_position_embeddings\":512,"
-               "\"rope_scaling\":{\"rope_type\":\"longrope\",\"factor\":4.0}}");
+               "\"rope_scaling\":{\"rope_type\":\"dynamic\",\"factor\":4.0}}");
     assert_null(model_load(g_dir, err, sizeof(err)));
-    assert_non_null(strstr(err, "rope_scaling type 'longrope' is not supported (null, 'default', "
-                                "'linear', 'llama3' or 'yarn')"));
+    assert_non_null(strstr(err, "rope_scaling type 'dynamic' is not supported (null, 'default', "
+                                "'linear', 'llama3', 'yarn' or 'longrope')"));
     /* Llama 3.1's values: the high frequencies keep theirs, the low ones are divided by 8 */
     write_text(g_dir, "config.json",
                "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,"
@@ -771,7 +771,7 @@ static void test_hf_phi3(void **state)
     model_free(m);
     a.cfg = "\"rope_scaling\":{\"rope_type\":\"longrope\",\"long_factor\":[1.0],"
             "\"short_factor\":[1.0]}";
-    arch_bad(&a, "rope_scaling type 'longrope' is not supported");
+    arch_bad(&a, "rope_scaling.short_factor (type longrope) has 1 values, expected");
     a.cfg = "\"partial_rotary_factor\":1.5";
     arch_bad(&a, "partial_rotary_factor: must be in (0, 1]");
     a.cfg = "\"partial_rotary_factor\":0.1"; /* 1.6 -> 1 rotated dim */
@@ -982,6 +982,96 @@ static void yarn_bad(const char *rs, const char *want)
     }
 }
 
+/* config.json of write_rope_config with top-level fields added (top: ",\"k\":v" or ""). */
+static void write_rope_config_top(const char *rs, const char *top)
+{
+    char cfg[2048];
+    snprintf(cfg, sizeof(cfg),
+             "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,"
+             "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"intermediate_size\":96,"
+             "\"vocab_size\":40,\"max_position_embeddings\":16384,\"num_key_value_heads\":2,"
+             "\"rope_scaling\":%s%s}",
+             rs, top);
+    write_text(g_dir, "config.json", cfg);
+}
+
+static void longrope_bad(const char *rs, const char *top, const char *want)
+{
+    char err[512] = "";
+    write_rope_config_top(rs, top);
+    model *m = model_load(g_dir, err, sizeof(err));
+    if (m) {
+        model_free(m);
+        fail_msg("model_load should fail with \"%s\" for %s", want, rs);
+    }
+    if (!strstr(err, want)) {
+        fail_msg("error \"%s\" lacks \"%s\"", err, want);
+    }
+}
+
+/* rope_scaling of type longrope (Phi-3.5's config.json) or su, as transformers'
+ * _compute_longrope_parameters reads it: the two lists, the original context and the magnitude;
+ * the lists apply by the context (model_rope_freqs). */
+static void test_hf_longrope(void **state)
+{
+    (void)state;
+    hf_spec s = {0};
+    write_hf(&s);
+    static const char *const lists =
+        "\"short_factor\":[1,1.0,1.5,1,1,1,1,2],\"long_factor\":[2,2,2,2,2,2,2,4.5]";
+    char rs[512];
+    snprintf(rs, sizeof(rs), "{\"type\":\"longrope\",%s}", lists);
+    write_rope_config_top(rs, ",\"original_max_position_embeddings\":4096");
+    model *m = load_dir_ok();
+    const model_config *c = &m->cfg;
+    assert_int_equal(c->rope_long_ctx, 4096);
+    assert_true(c->rope_attn_factor == (float)sqrt(1.0 + log(4.0) / log(4096.0)));
+    assert_true(model_rope_attn_factor(c) == c->rope_attn_factor);
+    assert_true(model_rope_freqs(c, 4096)[2] == 1.5f && model_rope_freqs(c, 4096)[7] == 2.0f);
+    assert_true(model_rope_freqs(c, 4097)[0] == 2.0f && model_rope_freqs(c, 4097)[7] == 4.5f);
+    assert_true(model_rope_freq_scale(c) == 1.0f && model_rope_ext_factor(c) == 0.0f);
+    model_free(m);
+
+    /* the old name su; attention_factor given; no original: max_position_embeddings, and the
+     * scale is rope_scaling.factor (only the magnitude would use it) */
+    snprintf(rs, sizeof(rs), "{\"type\":\"su\",%s,\"factor\":2,\"attention_factor\":1.5}", lists);
+    write_rope_config_top(rs, "");
+    m = load_dir_ok();
+    c = &m->cfg;
+    assert_int_equal(c->rope_long_ctx, 16384);
+    assert_true(c->rope_attn_factor == 1.5f);
+    assert_true(model_rope_freqs(c, 16384)[7] == 2.0f);
+    model_free(m);
+
+    /* transformers 5: original_max_position_embeddings inside; a scale of 1: magnitude 1 */
+    snprintf(rs, sizeof(rs),
+             "{\"rope_type\":\"longrope\",%s,\"original_max_position_embeddings\":16384}", lists);
+    write_rope_config_top(rs, "");
+    m = load_dir_ok();
+    assert_int_equal(m->cfg.rope_long_ctx, 16384);
+    assert_true(m->cfg.rope_attn_factor == 1.0f);
+    model_free(m);
+
+    const char *top = ",\"original_max_position_embeddings\":4096";
+    longrope_bad("{\"type\":\"longrope\",\"short_factor\":[1,1,1,1,1,1,1],"
+                 "\"long_factor\":[2,2,2,2,2,2,2,2]}",
+                 top, "rope_scaling.short_factor (type longrope) has 7 values, expected 8");
+    longrope_bad("{\"type\":\"longrope\",\"short_factor\":[1,1,1,1,1,1,1,1]}", top,
+                 "rope_scaling.long_factor (type longrope)");
+    longrope_bad("{\"type\":\"longrope\",\"short_factor\":[1,1,1,1,1,1,1,1],"
+                 "\"long_factor\":[2,2,2,0,2,2,2,2]}",
+                 top, "rope_scaling.long_factor[3] (type longrope) must be a positive number");
+    longrope_bad("{\"type\":\"longrope\",\"short_factor\":[1,1,1,1,1,1,1,\"x\"],"
+                 "\"long_factor\":[2,2,2,2,2,2,2,2]}",
+                 top, "rope_scaling.short_factor[7] (type longrope) must be a positive number");
+    snprintf(rs, sizeof(rs), "{\"type\":\"longrope\",%s}", lists);
+    longrope_bad(rs, "", "rope_scaling (type longrope): factor");
+    longrope_bad(rs, ",\"original_max_position_embeddings\":0",
+                 "original_max_position_embeddings (or, without it, factor) must be a positive");
+    snprintf(rs, sizeof(rs), "{\"type\":\"longrope\",%s,\"attention_factor\":-1}", lists);
+    longrope_bad(rs, top, "rope_scaling.attention_factor (type longrope): must be a positive");
+}
+
 /* rope_scaling of type yarn as transformers' _compute_yarn_parameters reads it, mapped onto the
  * parameters its GGUF conversion gives llama.cpp; and every bad or missing field named. */
 static void test_hf_yarn(void **state)
@@ -1170,10 +1260,11 @@ static void test_safetensors(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_safetensors), cmocka_unit_test(test_hf_models),
-        cmocka_unit_test(test_hf_errors),   cmocka_unit_test(test_hf_yarn),
-        cmocka_unit_test(test_hf_gemma),    cmocka_unit_test(test_hf_phi3),
-        cmocka_unit_test(test_hf_moe),      cmocka_unit_test(test_hf_sliding_window),
+        cmocka_unit_test(test_safetensors),       cmocka_unit_test(test_hf_models),
+        cmocka_unit_test(test_hf_errors),         cmocka_unit_test(test_hf_yarn),
+        cmocka_unit_test(test_hf_longrope),       cmocka_unit_test(test_hf_gemma),
+        cmocka_unit_test(test_hf_phi3),           cmocka_unit_test(test_hf_moe),
+        cmocka_unit_test(test_hf_sliding_window),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
