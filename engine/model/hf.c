@@ -46,7 +46,11 @@ static const struct {
     {"mlp.up_proj.weight", "ffn_up.weight"},
     {"mlp.gate_up_proj.weight", "ffn_up.weight"}, /* phi3: gate rows, then up rows */
     {"mlp.down_proj.weight", "ffn_down.weight"},
-    {"mlp.gate.weight", "ffn_gate_inp.weight"},              /* qwen3moe router */
+    {"mlp.gate.weight", "ffn_gate_inp.weight"},                     /* qwen2moe / qwen3moe router */
+    {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"}, /* qwen2moe shared expert */
+    {"mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight"},
+    {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight"},
+    {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
     {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight"}, /* mixtral router */
 };
 
@@ -65,7 +69,7 @@ static const struct {
 static const struct {
     const char *prefix, *suffix, *kind;
 } hf_expert_names[] = {
-    {"mlp.experts.", ".gate_proj.weight", "gate"}, /* qwen3moe */
+    {"mlp.experts.", ".gate_proj.weight", "gate"}, /* qwen2moe, qwen3moe */
     {"mlp.experts.", ".up_proj.weight", "up"},
     {"mlp.experts.", ".down_proj.weight", "down"},
     {"block_sparse_moe.experts.", ".w1.weight", "gate"}, /* mixtral */
@@ -279,6 +283,7 @@ static int hf_arch(const char *label, struct json_object *cfg, model_arch *arch,
         {"Qwen2ForCausalLM", MODEL_ARCH_QWEN2},
         {"Qwen3ForCausalLM", MODEL_ARCH_QWEN3},
         {"Qwen3MoeForCausalLM", MODEL_ARCH_QWEN3MOE},
+        {"Qwen2MoeForCausalLM", MODEL_ARCH_QWEN2MOE},
         {"MixtralForCausalLM", MODEL_ARCH_LLAMA},
         {"Phi3ForCausalLM", MODEL_ARCH_PHI3},
         {"Gemma2ForCausalLM", MODEL_ARCH_GEMMA2},
@@ -289,6 +294,7 @@ static int hf_arch(const char *label, struct json_object *cfg, model_arch *arch,
         {"qwen2", MODEL_ARCH_QWEN2},
         {"qwen3", MODEL_ARCH_QWEN3},
         {"qwen3_moe", MODEL_ARCH_QWEN3MOE},
+        {"qwen2_moe", MODEL_ARCH_QWEN2MOE},
         {"phi3", MODEL_ARCH_PHI3},
         {"gemma2", MODEL_ARCH_GEMMA2},
         {"gemma3_text", MODEL_ARCH_GEMMA3},
@@ -646,7 +652,7 @@ static int hf_sliding_window(model *m, const char *label, struct json_object *cf
     char e[256];
     const bool gemma = is_gemma(c->arch);
     if (c->arch == MODEL_ARCH_QWEN2 || c->arch == MODEL_ARCH_QWEN3 ||
-        c->arch == MODEL_ARCH_QWEN3MOE) {
+        c->arch == MODEL_ARCH_QWEN3MOE || c->arch == MODEL_ARCH_QWEN2MOE) {
         int sliding = 0;
         if (json_opt_bool(cfg, "use_sliding_window", 0, &sliding, e, sizeof(e)) != 0 || sliding) {
             tandem_set_err(err, errlen, "%s: %s", label,
@@ -704,26 +710,34 @@ static int hf_experts(model *m, const char *label, struct json_object *cfg, char
     model_config *c = &m->cfg;
     char e[256];
     int rc = 0;
-    if (c->arch == MODEL_ARCH_QWEN3MOE) {
+    if (c->arch == MODEL_ARCH_QWEN3MOE || c->arch == MODEL_ARCH_QWEN2MOE) {
+        const bool q2 = c->arch == MODEL_ARCH_QWEN2MOE;
         int norm = 0, step = 1;
         struct json_object *dense;
         rc = json_get_int(cfg, "num_experts", &c->n_expert, e, sizeof(e));
         rc = rc ? rc : json_get_int(cfg, "num_experts_per_tok", &c->n_expert_used, e, sizeof(e));
         rc = rc ? rc : json_get_int(cfg, "moe_intermediate_size", &c->n_ff_exp, e, sizeof(e));
         rc = rc ? rc : json_opt_bool(cfg, "norm_topk_prob", 0, &norm, e, sizeof(e));
+        rc = rc || !q2 ? rc
+                       : json_get_int(cfg, "shared_expert_intermediate_size", &c->n_ff_shexp, e,
+                                      sizeof(e));
         rc = rc ? rc : json_opt_int(cfg, "decoder_sparse_step", 1, &step, e, sizeof(e));
         rc = rc ? rc : json_opt_array(cfg, "mlp_only_layers", NULL, &dense, e, sizeof(e));
         if (rc != 0) {
             tandem_set_err(err, errlen, "%s: %s", label, e);
             return -EINVAL;
         }
-        if (!norm) {
+        if (norm == q2) {
             tandem_set_err(err, errlen,
-                           "%s: norm_topk_prob: false (or absent) is not supported: the chosen "
-                           "experts' weights are renormalized, as llama.cpp does for qwen3moe",
+                           q2 ? "%s: norm_topk_prob: true is not supported: the chosen experts "
+                                "keep their probabilities, as llama.cpp computes qwen2moe"
+                              : "%s: norm_topk_prob: false (or absent) is not supported: the "
+                                "chosen experts' weights are renormalized, as llama.cpp does for "
+                                "qwen3moe",
                            label);
             return -EINVAL;
         }
+        c->expert_weights_raw = q2;
         if (step != 1 || (dense && json_object_array_length(dense) > 0)) {
             tandem_set_err(err, errlen,
                            "%s: %s: dense layers between the MoE layers are not "
@@ -882,7 +896,8 @@ static int hf_config(model *m, const char *label, struct json_object *cfg, char 
         return -EINVAL;
     }
     c->ffn_act = gemma ? MODEL_ACT_GELU_TANH : MODEL_ACT_SILU;
-    if (c->arch != MODEL_ARCH_QWEN2 && c->arch != MODEL_ARCH_QWEN3 && (attn_bias || mlp_bias)) {
+    if (c->arch != MODEL_ARCH_QWEN2 && c->arch != MODEL_ARCH_QWEN3 &&
+        c->arch != MODEL_ARCH_QWEN2MOE && (attn_bias || mlp_bias)) {
         tandem_set_err(err, errlen, "%s: %s is true, which is not supported for %s", label,
                        attn_bias ? "attention_bias" : "mlp_bias", model_arch_name(c->arch));
         return -EINVAL;
@@ -1136,7 +1151,9 @@ static int hf_tensors(model *m, char *err, size_t errlen)
             const size_t hl = strlen(st->name);
             const bool plus_one =
                 is_gemma(m->cfg.arch) && hl >= 11 && strcmp(st->name + hl - 11, "norm.weight") == 0;
-            if (t->n_dims == 1 && (t->type != TD_F32 || plus_one) &&
+            /* qwen2moe's shared_expert_gate is one row [1, hidden]: a vector like a norm */
+            const bool vec = t->n_dims == 1 || (t->n_dims == 2 && t->ne[1] == 1);
+            if (vec && (t->type != TD_F32 || plus_one) &&
                 (t->type == TD_F32 || t->type == TD_F16 || t->type == TD_BF16)) {
                 rc = to_f32(m, t, plus_one ? 1.0f : 0.0f);
                 if (rc != 0) {

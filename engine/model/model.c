@@ -39,6 +39,8 @@ const char *model_arch_name(model_arch a)
         return "gemma2";
     case MODEL_ARCH_GEMMA3:
         return "gemma3";
+    case MODEL_ARCH_QWEN2MOE:
+        return "qwen2moe";
     }
     return "unknown";
 }
@@ -188,6 +190,11 @@ int model__check_config(const model *m, const char *label, char *err, size_t err
                        "%s: experts: %d in all, %d per token, hidden size %d (want 1 <= used <= "
                        "count <= %d and a hidden size >= 1)",
                        label, c->n_expert, c->n_expert_used, c->n_ff_exp, MODEL_MAX_EXPERTS);
+        return -EINVAL;
+    }
+    if (c->arch == MODEL_ARCH_QWEN2MOE && (c->n_ff_shexp < 1 || c->n_ff_shexp > MODEL_MAX_DIM)) {
+        tandem_set_err(err, errlen, "%s: shared expert hidden size %d must be >= 1", label,
+                       c->n_ff_shexp);
         return -EINVAL;
     }
     if (!(c->rms_eps > 0.0f && c->rms_eps < 1.0f)) {
@@ -350,6 +357,9 @@ static int bind_layer(model *m, int il, char *err, size_t errlen)
     const bool qk_norm =
         a == MODEL_ARCH_QWEN3 || a == MODEL_ARCH_QWEN3MOE || a == MODEL_ARCH_GEMMA3;
     const bool moe = c->n_expert > 0;
+    const bool shexp = a == MODEL_ARCH_QWEN2MOE;
+    /* qwen2: q/k/v biases; qwen2moe: where the file has them (llama.cpp's optional biases) */
+    const int bias = a == MODEL_ARCH_QWEN2 ? T_REQ : a == MODEL_ARCH_QWEN2MOE ? T_OPT : T_NO;
     char name[96];
     snprintf(name, sizeof(name), "blk.%d.attn_qkv.weight", il);
     /* phi3: Q, K and V as one matrix (its checkpoints' qkv_proj), or three */
@@ -367,9 +377,9 @@ static int bind_layer(model *m, int il, char *err, size_t errlen)
         {"attn_q.weight", c->n_embd, q_dim, fused_qkv ? T_NO : T_REQ, &l->wq},
         {"attn_k.weight", c->n_embd, kv_dim, fused_qkv ? T_NO : T_REQ, &l->wk},
         {"attn_v.weight", c->n_embd, kv_dim, fused_qkv ? T_NO : T_REQ, &l->wv},
-        {"attn_q.bias", q_dim, 0, a == MODEL_ARCH_QWEN2 ? T_REQ : T_NO, &l->bq},
-        {"attn_k.bias", kv_dim, 0, a == MODEL_ARCH_QWEN2 ? T_REQ : T_NO, &l->bk},
-        {"attn_v.bias", kv_dim, 0, a == MODEL_ARCH_QWEN2 ? T_REQ : T_NO, &l->bv},
+        {"attn_q.bias", q_dim, 0, bias, &l->bq},
+        {"attn_k.bias", kv_dim, 0, bias, &l->bk},
+        {"attn_v.bias", kv_dim, 0, bias, &l->bv},
         {"attn_q_norm.weight", c->head_dim, 0, qk_norm ? T_REQ : T_NO, &l->q_norm},
         {"attn_k_norm.weight", c->head_dim, 0, qk_norm ? T_REQ : T_NO, &l->k_norm},
         {"attn_output.weight", q_dim, c->n_embd, T_REQ, &l->wo},
@@ -381,6 +391,10 @@ static int bind_layer(model *m, int il, char *err, size_t errlen)
          fused_up ? &up2 : &l->w_up},
         {"ffn_down.weight", c->n_ff, c->n_embd, moe ? T_NO : T_REQ, &l->w_down},
         {"post_ffw_norm.weight", c->n_embd, 0, gemma ? T_REQ : T_NO, &l->ffn_post_norm},
+        {"ffn_gate_inp_shexp.weight", c->n_embd, 0, shexp ? T_REQ : T_NO, &l->ffn_gate_inp_shexp},
+        {"ffn_gate_shexp.weight", c->n_embd, c->n_ff_shexp, shexp ? T_REQ : T_NO, &l->w_gate_shexp},
+        {"ffn_up_shexp.weight", c->n_embd, c->n_ff_shexp, shexp ? T_REQ : T_NO, &l->w_up_shexp},
+        {"ffn_down_shexp.weight", c->n_ff_shexp, c->n_embd, shexp ? T_REQ : T_NO, &l->w_down_shexp},
     };
     for (size_t i = 0; i < ARRAY_SIZE(specs); i++) {
         snprintf(name, sizeof(name), "blk.%d.%s", il, specs[i].suffix);
@@ -788,9 +802,9 @@ static int gguf_swa_pattern(model *m, const gguf_ctx *g, const char *a, int def_
  * What sets the architectures apart, from llama.cpp's load_arch_hparams: gemma's embedding
  * scale, GeGLU, soft-capping, sliding windows and attention scale (1 / sqrt(n_embd / n_head)
  * for the 27B models, which llama.cpp recognises by their layer count, else 1 / sqrt(head
- * size)); the experts of llama (Mixtral) and qwen3moe. phi3's sliding_window is read and not
- * applied, as llama.cpp does ("Phi SWA is currently disabled"); its LongRoPE switch point is
- * rope.scaling.original_context_length.
+ * size)); the experts of llama (Mixtral), qwen2moe (and its shared expert) and qwen3moe. phi3's
+ * sliding_window is read and not applied, as llama.cpp does ("Phi SWA is currently disabled"); its
+ * LongRoPE switch point is rope.scaling.original_context_length.
  */
 static int gguf_arch_features(model *m, const gguf_ctx *g, const char *a, char *err, size_t errlen)
 {
@@ -840,14 +854,15 @@ static int gguf_arch_features(model *m, const gguf_ctx *g, const char *a, char *
             rc = -EINVAL;
         }
     }
-    if (rc == 0 && (arch == MODEL_ARCH_LLAMA || arch == MODEL_ARCH_QWEN3MOE)) {
-        const bool need = arch == MODEL_ARCH_QWEN3MOE;
+    if (rc == 0 &&
+        (arch == MODEL_ARCH_LLAMA || arch == MODEL_ARCH_QWEN3MOE || arch == MODEL_ARCH_QWEN2MOE)) {
+        const bool need = arch != MODEL_ARCH_LLAMA;
         rc = gguf_hparam(m, g, a, "expert_count", need ? -1 : 0, &c->n_expert, err, errlen);
         rc = rc ? rc
                 : gguf_hparam(m, g, a, "expert_used_count", c->n_expert > 0 ? -1 : 0,
                               &c->n_expert_used, err, errlen);
         if (rc == 0 && c->n_expert > 0) {
-            /* Mixtral's experts are n_ff wide; qwen3moe says, or n_ff / n_expert_used */
+            /* Mixtral's experts are n_ff wide; qwen2moe / qwen3moe say, or n_ff / n_expert_used */
             const int def = arch == MODEL_ARCH_LLAMA
                                 ? c->n_ff
                                 : (c->n_expert_used > 0 ? c->n_ff / c->n_expert_used : 0);
@@ -861,6 +876,12 @@ static int gguf_arch_features(model *m, const gguf_ctx *g, const char *a, char *
                                m->path, a, (double)scale);
                 rc = -EINVAL;
             }
+        }
+        if (rc == 0 && arch == MODEL_ARCH_QWEN2MOE) {
+            /* llama.cpp's qwen2moe: no renormalization, a shared expert n_ff wide by default */
+            c->expert_weights_raw = true;
+            rc = gguf_hparam(m, g, a, "expert_shared_feed_forward_length", c->n_ff, &c->n_ff_shexp,
+                             err, errlen);
         }
         if (rc == 0 && need && c->n_expert == 0) {
             tandem_set_err(err, errlen, "%s: %s.expert_count must be > 0", m->path, a);
@@ -888,9 +909,9 @@ static int gguf_config(model *m, const gguf_ctx *g, char *err, size_t errlen)
     char a[32];
     snprintf(a, sizeof(a), "%.*s", (int)(arch.len < 31 ? arch.len : 31), arch.s);
     model_config *c = &m->cfg;
-    static const model_arch archs[] = {MODEL_ARCH_LLAMA,    MODEL_ARCH_QWEN2, MODEL_ARCH_QWEN3,
-                                       MODEL_ARCH_QWEN3MOE, MODEL_ARCH_PHI3,  MODEL_ARCH_GEMMA2,
-                                       MODEL_ARCH_GEMMA3};
+    static const model_arch archs[] = {MODEL_ARCH_LLAMA,    MODEL_ARCH_QWEN2,    MODEL_ARCH_QWEN3,
+                                       MODEL_ARCH_QWEN3MOE, MODEL_ARCH_QWEN2MOE, MODEL_ARCH_PHI3,
+                                       MODEL_ARCH_GEMMA2,   MODEL_ARCH_GEMMA3};
     size_t ai = 0;
     while (ai < ARRAY_SIZE(archs) && strcmp(a, model_arch_name(archs[ai])) != 0) {
         ai++;
@@ -898,7 +919,7 @@ static int gguf_config(model *m, const gguf_ctx *g, char *err, size_t errlen)
     if (ai == ARRAY_SIZE(archs) || arch.len != strlen(a)) {
         tandem_set_err(err, errlen,
                        "%s: general.architecture '%s' is not supported (supported: llama, qwen2, "
-                       "qwen3, qwen3moe, phi3, gemma2, gemma3)",
+                       "qwen3, qwen2moe, qwen3moe, phi3, gemma2, gemma3)",
                        m->path, a);
         return -EINVAL;
     }

@@ -33,6 +33,7 @@ typedef enum model_arch {
     MODEL_ARCH_PHI3,     /* fused QKV and gate/up matrices, NeoX RoPE (partial where set) */
     MODEL_ARCH_GEMMA2,   /* scaled embeddings, GeGLU, post-norms, soft-capping, SWA layers */
     MODEL_ARCH_GEMMA3,   /* gemma2's layout with q/k RMSNorm, local RoPE base on SWA layers */
+    MODEL_ARCH_QWEN2MOE, /* qwen2 attention, experts plus a gated shared expert */
 } model_arch;
 
 /* The feed-forward gate's activation: SwiGLU (silu) or GeGLU (gelu, tanh approximation). */
@@ -116,6 +117,11 @@ typedef struct model_config {
      * n_expert_used best experts (softmax of the router's logits, the top ones renormalized to
      * sum to 1), each a SwiGLU of hidden size n_ff_exp. */
     int n_expert, n_expert_used, n_ff_exp;
+    /* qwen2moe: the chosen experts keep their softmax probabilities (no renormalization, as
+     * llama.cpp and norm_topk_prob false), and a shared expert of hidden size n_ff_shexp is
+     * added to every token, scaled by sigmoid(ffn_gate_inp_shexp . x). */
+    bool expert_weights_raw;
+    int n_ff_shexp;
 } model_config;
 
 /* The angle multiplier of linear and YaRN RoPE scaling, as llama.cpp computes it: 1 / factor,
@@ -188,6 +194,9 @@ typedef struct model_layer {
      * {n_ff_exp, n_embd} down matrices (views into GGUF's stacked 3-D tensors) */
     const model_tensor *ffn_gate_inp;
     const model_tensor **exp_gate, **exp_up, **exp_down; /* [n_expert] */
+    /* qwen2moe's shared expert: its gate input [n_embd] and {n_embd, n_ff_shexp} gate / up,
+     * {n_ff_shexp, n_embd} down matrices; NULL elsewhere */
+    const model_tensor *ffn_gate_inp_shexp, *w_gate_shexp, *w_up_shexp, *w_down_shexp;
 } model_layer;
 
 /* A string with an explicit length (GGUF strings are not NUL-terminated and may hold any byte). */

@@ -266,7 +266,8 @@ static void write_model(const spec *s, const char *path)
             ADD("attn_k.weight", s->wtype, s->n_embd, kvd);
             ADD("attn_v.weight", s->wtype, s->n_embd, kvd);
         }
-        if (strcmp(s->arch, "qwen2") == 0) {
+        if (strcmp(s->arch, "qwen2") == 0 || (strcmp(s->arch, "qwen2moe") == 0 && l == 0)) {
+            /* qwen2moe: layer 0 only, its biases being optional */
             ADD("attn_q.bias", TD_F32, qd, 0);
             ADD("attn_k.bias", TD_F32, kvd, 0);
             ADD("attn_v.bias", TD_F32, kvd, 0);
@@ -290,6 +291,12 @@ static void write_model(const spec *s, const char *path)
             add3(w, s, name, s->wtype, s->n_embd, fe, s->n_expert);
             snprintf(name, sizeof(name), "blk.%d.ffn_down_exps.weight", l);
             add3(w, s, name, s->wtype, fe, s->n_embd, s->n_expert);
+            if (strcmp(s->arch, "qwen2moe") == 0) { /* the shared expert, n_ff wide */
+                ADD("ffn_gate_inp_shexp.weight", TD_F32, s->n_embd, 0);
+                ADD("ffn_gate_shexp.weight", s->wtype, s->n_embd, s->n_ff);
+                ADD("ffn_up_shexp.weight", s->wtype, s->n_embd, s->n_ff);
+                ADD("ffn_down_shexp.weight", s->wtype, s->n_ff, s->n_embd);
+            }
         } else if (phi3) {
             ADD("ffn_up.weight", s->wtype, s->n_embd, 2 * s->n_ff);
             ADD("ffn_down.weight", s->wtype, s->n_ff, s->n_embd);
@@ -664,7 +671,7 @@ static void test_errors(void **state)
     (void)state;
     spec s = base_spec("gptneox");
     load_bad(&s, "general.architecture 'gptneox' is not supported (supported: llama, qwen2, qwen3, "
-                 "qwen3moe, phi3, gemma2, gemma3)");
+                 "qwen2moe, qwen3moe, phi3, gemma2, gemma3)");
 
     s = base_spec("llama");
     s.skip = "blk.1.ffn_up.weight";
@@ -1057,6 +1064,44 @@ static void test_moe(void **state)
     load_bad(&s, "missing tensor 'blk.0.ffn_gate_inp.weight'");
     s = base_spec("qwen3moe"); /* no expert_count */
     load_bad(&s, "qwen3moe.expert_count");
+
+    /* qwen2moe: raw expert weights, the shared expert (n_ff wide unless the key says), optional
+     * q/k/v biases */
+    s = base_spec("qwen2moe");
+    s.n_expert = 4;
+    s.n_ff_exp = 32;
+    s.wtype = TD_Q8_0;
+    m = load_ok_path(&s, "qwen2moe.gguf");
+    const model_config *c = &m->cfg;
+    assert_int_equal(c->arch, MODEL_ARCH_QWEN2MOE);
+    check_experts(m, 4, 32);
+    assert_true(c->expert_weights_raw);
+    assert_int_equal(c->n_ff_shexp, 96);
+    assert_true(c->rope_neox);
+    for (int il = 0; il < 2; il++) {
+        const model_layer *l = &m->layers[il];
+        assert_ptr_equal(l->ffn_gate_inp_shexp, layer_tensor(m, il, "ffn_gate_inp_shexp.weight"));
+        assert_ptr_equal(l->w_gate_shexp, layer_tensor(m, il, "ffn_gate_shexp.weight"));
+        assert_ptr_equal(l->w_up_shexp, layer_tensor(m, il, "ffn_up_shexp.weight"));
+        assert_ptr_equal(l->w_down_shexp, layer_tensor(m, il, "ffn_down_shexp.weight"));
+        assert_true((l->bq != NULL) == (il == 0));
+        assert_null(l->q_norm);
+    }
+    model_free(m);
+    s.skip = "blk.1.ffn_down_shexp.weight";
+    load_bad(&s, "missing tensor 'blk.1.ffn_down_shexp.weight'");
+    s.skip = NULL;
+    add_key(&s, "expert_shared_feed_forward_length", 'u', 48);
+    load_bad(&s,
+             "tensor 'blk.0.ffn_gate_shexp.weight' has shape {64, 96, 1, 1}, expected {64, 48}");
+    s = base_spec("qwen3moe");
+    s.n_expert = 4;
+    s.n_ff_exp = 32;
+    s.bad_shape = NULL;
+    m = load_ok_path(&s, "moe2.gguf");
+    assert_false(m->cfg.expert_weights_raw);
+    assert_null(m->layers[0].w_gate_shexp);
+    model_free(m);
     s = base_spec("llama");
     s.n_expert = 1; /* fewer experts than expert_used_count (2) */
     load_bad(&s, "experts: 1 in all, 2 per token");

@@ -466,7 +466,8 @@ static void write_arch(const arch_spec *a)
     const bool gemma = strncmp(a->model_type, "gemma", 5) == 0;
     const bool gemma3 = strcmp(a->model_type, "gemma3_text") == 0;
     const bool phi3 = strcmp(a->model_type, "phi3") == 0;
-    const bool qmoe = strcmp(a->model_type, "qwen3_moe") == 0;
+    const bool q2moe = strcmp(a->model_type, "qwen2_moe") == 0;
+    const bool qmoe = strcmp(a->model_type, "qwen3_moe") == 0 || q2moe;
     const bool mixtral = strcmp(a->model_type, "mixtral") == 0;
     char cfg[2048];
     snprintf(
@@ -511,7 +512,12 @@ static void write_arch(const arch_spec *a)
             LT("self_attn.k_proj.weight", "F32", KV * HD, E);
             LT("self_attn.v_proj.weight", "F32", KV * HD, E);
         }
-        if (gemma3 || qmoe) {
+        if (q2moe) { /* BF16, as a real checkpoint's, to exercise the conversion */
+            LT("self_attn.q_proj.bias", "BF16", H * HD, 0);
+            LT("self_attn.k_proj.bias", "BF16", KV * HD, 0);
+            LT("self_attn.v_proj.bias", "BF16", KV * HD, 0);
+        }
+        if (gemma3 || (qmoe && !q2moe)) {
             LT("self_attn.q_norm.weight", nd, HD, 0);
             LT("self_attn.k_norm.weight", nd, HD, 0);
         }
@@ -536,6 +542,12 @@ static void write_arch(const arch_spec *a)
                 LT(x, "F32", fe, E);
                 snprintf(x, sizeof(x), "%s.%d.%s", pre, e, qmoe ? "down_proj.weight" : "w2.weight");
                 LT(x, "F32", E, fe);
+            }
+            if (q2moe) { /* the shared expert, FF wide, and its one-row gate */
+                LT("mlp.shared_expert_gate.weight", "BF16", 1, E);
+                LT("mlp.shared_expert.gate_proj.weight", "F32", FF, E);
+                LT("mlp.shared_expert.up_proj.weight", "F32", FF, E);
+                LT("mlp.shared_expert.down_proj.weight", "F32", E, FF);
             }
         } else {
             LT("mlp.gate_proj.weight", "F32", FF, E);
@@ -829,6 +841,40 @@ static void test_hf_moe(void **state)
     assert_non_null(m->layers[1].q_norm);
     check_hf_experts(m, 4, 32);
     model_free(m);
+
+    /* qwen2moe: qwen2's biases, the shared expert and its gate (BF16 [1, hidden] -> F32) */
+    a = (arch_spec){.arch = "Qwen2MoeForCausalLM",
+                    .model_type = "qwen2_moe",
+                    .cfg = QMOE_CFG ",\"shared_expert_intermediate_size\":96"
+                                    ",\"norm_topk_prob\":false",
+                    .n_expert = 4,
+                    .n_ff_exp = 32};
+    m = arch_ok(&a);
+    assert_int_equal(m->cfg.arch, MODEL_ARCH_QWEN2MOE);
+    assert_true(m->cfg.expert_weights_raw);
+    assert_int_equal(m->cfg.n_ff_shexp, FF);
+    check_hf_experts(m, 4, 32);
+    for (int il = 0; il < L; il++) {
+        const model_layer *l = &m->layers[il];
+        assert_non_null(l->bq);
+        assert_int_equal(l->bq->type, TD_F32);
+        assert_null(l->q_norm);
+        assert_ptr_equal(l->ffn_gate_inp_shexp,
+                         hf_layer_tensor(m, il, "ffn_gate_inp_shexp.weight"));
+        assert_int_equal(l->ffn_gate_inp_shexp->type, TD_F32);
+        assert_int_equal(l->ffn_gate_inp_shexp->ne[0], E);
+        assert_ptr_equal(l->w_down_shexp, hf_layer_tensor(m, il, "ffn_down_shexp.weight"));
+        assert_int_equal(l->w_down_shexp->ne[0], FF);
+    }
+    model_free(m);
+    a.cfg = QMOE_CFG ",\"shared_expert_intermediate_size\":96,\"norm_topk_prob\":true";
+    arch_bad(&a, "norm_topk_prob: true is not supported");
+    a.cfg = QMOE_CFG;
+    arch_bad(&a, "shared_expert_intermediate_size");
+    a.cfg = QMOE_CFG ",\"shared_expert_intermediate_size\":96";
+    a.skip = "model.layers.1.mlp.shared_expert_gate.weight";
+    arch_bad(&a, "missing tensor 'blk.1.ffn_gate_inp_shexp.weight' (Hugging Face name "
+                 "'model.layers.1.mlp.shared_expert_gate.weight')");
 
     a = (arch_spec){.arch = "MixtralForCausalLM",
                     .model_type = "mixtral",
