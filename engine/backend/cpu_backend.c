@@ -37,14 +37,15 @@
 
 typedef struct cpu_layer {
     kc_weight wq, wk, wv, wo, gate, up, down;
-    kc_weight router;                      /* MoE: {n_embd, n_expert} */
-    kc_weight *e_gate, *e_up, *e_down;     /* MoE: [n_expert] */
-    float *attn_norm, *ffn_norm;           /* [n_embd] */
-    float *attn_post_norm, *ffn_post_norm; /* [n_embd] or NULL (gemma) */
-    float *q_norm, *k_norm;                /* [head_dim] or NULL */
-    float *bq, *bk, *bv;                   /* [q_dim], [kv_dim], [kv_dim] or NULL */
-    void *k_pool, *v_pool;                 /* KV pools, pool_bytes each */
-    bool k_external, v_external;           /* adopted (cpu_kv_adopt): not ours to free */
+    kc_weight router;                          /* MoE: {n_embd, n_expert} */
+    kc_weight *e_gate, *e_up, *e_down;         /* MoE: [n_expert] */
+    kc_weight sh_inp, sh_gate, sh_up, sh_down; /* qwen2moe's shared expert: {n_embd, 1}, ... */
+    float *attn_norm, *ffn_norm;               /* [n_embd] */
+    float *attn_post_norm, *ffn_post_norm;     /* [n_embd] or NULL (gemma) */
+    float *q_norm, *k_norm;                    /* [head_dim] or NULL */
+    float *bq, *bk, *bv;                       /* [q_dim], [kv_dim], [kv_dim] or NULL */
+    void *k_pool, *v_pool;                     /* KV pools, pool_bytes each */
+    bool k_external, v_external;               /* adopted (cpu_kv_adopt): not ours to free */
 } cpu_layer;
 
 struct backend {
@@ -68,8 +69,9 @@ struct backend {
     float attn_scale; /* model_config.attn_scale, or 1 / sqrt(head_dim) when it is 0 */
     /* MoE scratch: router probabilities [T][n_expert], each token's chosen experts and weights
      * [T][n_used], per expert the tokens routed to it [n_expert][T], gathered rows [T][E] */
-    int n_expert, n_used, n_ff_exp;
-    float *probs, *sel_w, *xg;
+    int n_expert, n_used, n_ff_exp, n_ff_shexp; /* n_ff_shexp: 0 without a shared expert */
+    bool expert_weights_raw;                    /* model_config: no renormalization */
+    float *probs, *sel_w, *xg, *sh_g;           /* sh_g: [T] shared expert gate logits */
     int32_t *sel_id, *e_count, *e_rows;
     int32_t *tok_pos, *tok_seq, *out_rows; /* [T], [T], [max_seqs] */
     kc_attn_seq *aseq;                     /* [max_seqs] */
@@ -163,6 +165,10 @@ static void cpu_destroy(backend *b)
             free(L->attn_post_norm);
             free(L->ffn_post_norm);
             kc_weight_release(&L->router);
+            kc_weight_release(&L->sh_inp);
+            kc_weight_release(&L->sh_gate);
+            kc_weight_release(&L->sh_up);
+            kc_weight_release(&L->sh_down);
             for (int e = 0; L->e_gate && e < b->n_expert; e++) {
                 kc_weight_release(&L->e_gate[e]);
                 kc_weight_release(&L->e_up[e]);
@@ -208,6 +214,7 @@ static void cpu_destroy(backend *b)
     free(b->probs);
     free(b->sel_w);
     free(b->xg);
+    free(b->sh_g);
     free(b->sel_id);
     free(b->e_count);
     free(b->e_rows);
@@ -270,6 +277,8 @@ static backend *cpu_create(const model *m, const backend_config *cfg, char *err,
     b->attn_scale = c->attn_scale > 0.0f ? c->attn_scale : 1.0f / sqrtf((float)c->head_dim);
     b->n_expert = c->n_expert;
     b->n_used = c->n_expert_used;
+    b->n_ff_shexp = c->arch == MODEL_ARCH_QWEN2MOE ? c->n_ff_shexp : 0;
+    b->expert_weights_raw = c->expert_weights_raw;
     b->n_ff_exp = c->n_ff_exp;
     b->n_ff = c->n_ff;
     b->n_vocab = c->n_vocab;
@@ -302,6 +311,11 @@ static backend *cpu_create(const model *m, const backend_config *cfg, char *err,
                       cpu_weight(&L->up, ml->w_up, E, F, what, err, errlen) ||
                       cpu_weight(&L->down, ml->w_down, F, E, what, err, errlen))) ||
             (moe && cpu_weight(&L->router, ml->ffn_gate_inp, E, b->n_expert, what, err, errlen)) ||
+            (b->n_ff_shexp > 0 &&
+             (cpu_weight(&L->sh_inp, ml->ffn_gate_inp_shexp, E, 1, what, err, errlen) ||
+              cpu_weight(&L->sh_gate, ml->w_gate_shexp, E, b->n_ff_shexp, what, err, errlen) ||
+              cpu_weight(&L->sh_up, ml->w_up_shexp, E, b->n_ff_shexp, what, err, errlen) ||
+              cpu_weight(&L->sh_down, ml->w_down_shexp, b->n_ff_shexp, E, what, err, errlen))) ||
             cpu_vector(&L->attn_norm, ml->attn_norm, E, false, what, err, errlen) ||
             cpu_vector(&L->ffn_norm, ml->ffn_norm, E, false, what, err, errlen) ||
             cpu_vector(&L->attn_post_norm, ml->attn_post_norm, E, true, what, err, errlen) ||
@@ -313,10 +327,11 @@ static backend *cpu_create(const model *m, const backend_config *cfg, char *err,
             cpu_vector(&L->bv, ml->bv, b->kv_dim, true, what, err, errlen)) {
             goto err_destroy;
         }
-        kc_weight *all[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->gate, &L->up, &L->down, &L->router};
+        kc_weight *all[] = {&L->wq,   &L->wk,     &L->wv,     &L->wo,      &L->gate,  &L->up,
+                            &L->down, &L->router, &L->sh_inp, &L->sh_gate, &L->sh_up, &L->sh_down};
         for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
             if (!all[i]->data) {
-                continue; /* a dense layer's router, a MoE layer's dense matrices */
+                continue; /* a dense layer's router, a MoE layer's dense matrices, ... */
             }
             ws = cpu_max_size(ws, kc_matmul_wsize(all[i], T));
             if (kc_weight_prepare(all[i]) != 0) {
@@ -386,7 +401,8 @@ static backend *cpu_create(const model *m, const backend_config *cfg, char *err,
     b->v = cpu_aligned_zalloc(fT * (size_t)b->kv_dim);
     b->att = cpu_aligned_zalloc(fT * (size_t)b->q_dim);
     b->tmp = cpu_aligned_zalloc(fT * (size_t)E);
-    const int64_t FF = F > b->n_ff_exp ? F : b->n_ff_exp;
+    int64_t FF = F > b->n_ff_exp ? F : b->n_ff_exp;
+    FF = FF > b->n_ff_shexp ? FF : b->n_ff_shexp;
     b->gate = cpu_aligned_zalloc(fT * (size_t)FF);
     b->up = cpu_aligned_zalloc(fT * (size_t)FF);
     b->rope = cpu_aligned_zalloc(fT * (size_t)(b->n_rot > 0 ? b->n_rot : 1));
@@ -397,6 +413,7 @@ static backend *cpu_create(const model *m, const backend_config *cfg, char *err,
         b->probs = cpu_aligned_zalloc(fT * (size_t)b->n_expert);
         b->sel_w = cpu_aligned_zalloc(fT * (size_t)b->n_used);
         b->xg = cpu_aligned_zalloc(fT * (size_t)E);
+        b->sh_g = cpu_aligned_zalloc(fT);
         b->sel_id = calloc((size_t)T * (size_t)b->n_used, sizeof(int32_t));
         b->e_count = calloc((size_t)b->n_expert, sizeof(int32_t));
         b->e_rows = calloc((size_t)b->n_expert * (size_t)T, sizeof(int32_t));
@@ -414,8 +431,8 @@ static backend *cpu_create(const model *m, const backend_config *cfg, char *err,
     if ((b->tp && !b->logits_local) || !b->x || !b->xn || !b->q || !b->k || !b->v || !b->att ||
         !b->tmp || !b->gate || !b->up || !b->rope || !b->tok_pos || !b->tok_seq || !b->out_rows ||
         !b->aseq || (ws && !b->wsp) || (swa_rope && !b->rope_swa) ||
-        (b->n_expert > 0 &&
-         (!b->probs || !b->sel_w || !b->xg || !b->sel_id || !b->e_count || !b->e_rows))) {
+        (b->n_expert > 0 && (!b->probs || !b->sel_w || !b->xg || !b->sh_g || !b->sel_id ||
+                             !b->e_count || !b->e_rows))) {
         tandem_set_err(err, errlen, "cpu backend: out of memory for scratch buffers");
         goto err_destroy;
     }
@@ -476,10 +493,10 @@ static void cpu_store_kv(backend *b, const cpu_layer *L, const fwd_batch *batch,
 }
 
 /*
- * MoE routing of token t, as llama.cpp's build_moe_ffn with softmax gating and norm_w: the
- * softmax of the router's logits (in b->probs), the n_used most probable experts (highest
- * first, the lower id on a tie), their probabilities divided by their sum (clamped below at
- * f16's smallest normal, as llama.cpp).
+ * MoE routing of token t, as llama.cpp's build_moe_ffn with softmax gating: the softmax of the
+ * router's logits (in b->probs), the n_used most probable experts (highest first, the lower id
+ * on a tie), their probabilities divided by their sum (norm_w; clamped below at f16's smallest
+ * normal, as llama.cpp), or kept as they are (qwen2moe: expert_weights_raw).
  */
 static void cpu_route(backend *b, int32_t t)
 {
@@ -500,6 +517,9 @@ static void cpu_route(backend *b, int32_t t)
         }
         id[j] = best;
         w[j] = p[best];
+    }
+    if (b->expert_weights_raw) {
+        return;
     }
     float sum = 0.0f;
     for (int j = 0; j < b->n_used; j++) {
@@ -692,6 +712,35 @@ static int cpu_ffn(backend *b, const fwd_batch *batch, int l, int32_t n_rows)
  * its weight into tmp. A token's experts are summed in expert-id order, whatever the batch, so
  * its result does not depend on the other tokens.
  */
+/* qwen2moe's shared expert, added to every token's routed experts in b->tmp: a SwiGLU of
+ * hidden size n_ff_shexp scaled by sigmoid(ffn_gate_inp_shexp . x), as llama.cpp's qwen2moe
+ * graph (which forms the sigmoid as silu(g) / g). */
+static int cpu_shared_expert(backend *b, const fwd_batch *batch, int l, int32_t n_rows)
+{
+    const cpu_layer *L = &b->layers[l];
+    const int64_t E = b->n_embd;
+    int rc = cpu_mm(b, &L->sh_inp, b->xn, n_rows, b->sh_g);
+    const kc_weight *gu_w[2] = {&L->sh_gate, &L->sh_up};
+    float *const gu_y[2] = {b->gate, b->up};
+    rc = rc ? rc : kc_matmul_multi(b->pool, gu_w, gu_y, 2, b->xn, n_rows, b->wsp, b->wsp_bytes);
+    if (rc != 0) {
+        return rc;
+    }
+    cpu_tok_run_w(b, batch, CPU_OP_ACT, l, n_rows, b->n_ff_shexp);
+    if ((rc = cpu_mm(b, &L->sh_down, b->gate, n_rows, b->xg)) != 0) {
+        return rc;
+    }
+    for (int32_t t = 0; t < n_rows; t++) {
+        const float g = 1.0f / (1.0f + expf(-b->sh_g[t]));
+        float *y = b->tmp + (int64_t)t * E;
+        const float *xe = b->xg + (int64_t)t * E;
+        for (int64_t d = 0; d < E; d++) {
+            y[d] += g * xe[d];
+        }
+    }
+    return 0;
+}
+
 static int cpu_moe(backend *b, const fwd_batch *batch, int l, int32_t n_rows)
 {
     const cpu_layer *L = &b->layers[l];
@@ -740,7 +789,7 @@ static int cpu_moe(backend *b, const fwd_batch *batch, int l, int32_t n_rows)
             }
         }
     }
-    return 0;
+    return b->n_ff_shexp > 0 ? cpu_shared_expert(b, batch, l, n_rows) : 0;
 }
 
 static int cpu_check_batch(const backend *b, const fwd_batch *batch)
