@@ -5,8 +5,8 @@
  * synthetic or a converted real tokenizer (genvocab.h). Used by the engine tests, the
  * benchmarks and `make run`.
  *
- * Architectures: llama, qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3, and mixtral (GGUF llama
- * with experts), with the tensors and keys llama.cpp's converter writes for each (gemma's
+ * Architectures: llama, qwen2, qwen3, qwen2moe, qwen3moe, phi3, gemma2, gemma3, and mixtral (GGUF
+ * llama with experts), with the tensors and keys llama.cpp's converter writes for each (gemma's
  * post-norms and tied output, phi3's fused attn_qkv and gate/up ffn_up, MoE's router and stacked
  * 3-D expert tensors) and the config.json fields of the checkpoints they stand in for.
  *
@@ -43,7 +43,8 @@ enum {
     ARCH_PHI3,
     ARCH_GEMMA2,
     ARCH_GEMMA3,
-    ARCH_MIXTRAL, /* GGUF "llama" with experts; HF MixtralForCausalLM */
+    ARCH_MIXTRAL,  /* GGUF "llama" with experts; HF MixtralForCausalLM */
+    ARCH_QWEN2MOE, /* qwen2 attention, experts and a gated shared expert --ffn wide */
     N_ARCHS
 };
 enum { KIND_EMBED, KIND_MATRIX, KIND_NORM, KIND_BIAS, KIND_ROUTER };
@@ -102,15 +103,17 @@ typedef struct tspec {
 } tspec;
 
 /* --arch names, GGUF general.architecture, HF architectures[0] and model_type */
-static const char *const arch_names[] = {"llama", "qwen2",  "qwen3",  "qwen3moe",
-                                         "phi3",  "gemma2", "gemma3", "mixtral"};
-static const char *const gguf_arch_names[] = {"llama", "qwen2",  "qwen3",  "qwen3moe",
-                                              "phi3",  "gemma2", "gemma3", "llama"};
+static const char *const arch_names[] = {"llama",  "qwen2",  "qwen3",   "qwen3moe", "phi3",
+                                         "gemma2", "gemma3", "mixtral", "qwen2moe"};
+static const char *const gguf_arch_names[] = {"llama",  "qwen2",  "qwen3", "qwen3moe", "phi3",
+                                              "gemma2", "gemma3", "llama", "qwen2moe"};
 static const char *const hf_arch_names[] = {
-    "LlamaForCausalLM", "Qwen2ForCausalLM",  "Qwen3ForCausalLM",  "Qwen3MoeForCausalLM",
-    "Phi3ForCausalLM",  "Gemma2ForCausalLM", "Gemma3ForCausalLM", "MixtralForCausalLM"};
-static const char *const hf_model_types[] = {"llama", "qwen2",  "qwen3",       "qwen3_moe",
-                                             "phi3",  "gemma2", "gemma3_text", "mixtral"};
+    "LlamaForCausalLM",    "Qwen2ForCausalLM",   "Qwen3ForCausalLM",
+    "Qwen3MoeForCausalLM", "Phi3ForCausalLM",    "Gemma2ForCausalLM",
+    "Gemma3ForCausalLM",   "MixtralForCausalLM", "Qwen2MoeForCausalLM"};
+static const char *const hf_model_types[] = {"llama",       "qwen2",   "qwen3",
+                                             "qwen3_moe",   "phi3",    "gemma2",
+                                             "gemma3_text", "mixtral", "qwen2_moe"};
 
 static bool is_gemma(const gen_opts *o)
 {
@@ -119,7 +122,7 @@ static bool is_gemma(const gen_opts *o)
 
 static bool is_moe(const gen_opts *o)
 {
-    return o->arch == ARCH_QWEN3MOE || o->arch == ARCH_MIXTRAL;
+    return o->arch == ARCH_QWEN3MOE || o->arch == ARCH_MIXTRAL || o->arch == ARCH_QWEN2MOE;
 }
 
 /* Whether Q/K are permuted for adjacent-pair RoPE in the GGUF (GGUF arch llama). */
@@ -242,7 +245,7 @@ static tspec *build_specs(const gen_opts *o, size_t *n_out)
                  perm ? o->kv_heads : 0);
             SPEC("attn_v.weight", "self_attn.v_proj.weight", kv, d, KIND_MATRIX, 0);
         }
-        if (o->arch == ARCH_QWEN2) {
+        if (o->arch == ARCH_QWEN2 || o->arch == ARCH_QWEN2MOE) {
             SPEC("attn_q.bias", "self_attn.q_proj.bias", q, 0, KIND_BIAS, 0);
             SPEC("attn_k.bias", "self_attn.k_proj.bias", kv, 0, KIND_BIAS, 0);
             SPEC("attn_v.bias", "self_attn.v_proj.bias", kv, 0, KIND_BIAS, 0);
@@ -271,6 +274,17 @@ static tspec *build_specs(const gen_opts *o, size_t *n_out)
                     o->expert_ffn, d);
             EXPERTS("ffn_down_exps.weight", hp, mixtral ? ".w2.weight" : ".down_proj.weight", d,
                     o->expert_ffn);
+            if (o->arch == ARCH_QWEN2MOE) {
+                /* the shared expert (--ffn wide) and its gate: one row, F32 like the router */
+                SPEC("ffn_gate_inp_shexp.weight", "mlp.shared_expert_gate.weight", 1, d,
+                     KIND_ROUTER, 0);
+                SPEC("ffn_gate_shexp.weight", "mlp.shared_expert.gate_proj.weight", o->ffn, d,
+                     KIND_MATRIX, 0);
+                SPEC("ffn_up_shexp.weight", "mlp.shared_expert.up_proj.weight", o->ffn, d,
+                     KIND_MATRIX, 0);
+                SPEC("ffn_down_shexp.weight", "mlp.shared_expert.down_proj.weight", d, o->ffn,
+                     KIND_MATRIX, 0);
+            }
         } else if (o->arch == ARCH_PHI3) {
             /* the gate's rows, then the up rows, as Phi-3's gate_up_proj */
             SPEC("ffn_up.weight", "mlp.gate_up_proj.weight", 2 * o->ffn, d, KIND_MATRIX, 0);
@@ -566,9 +580,14 @@ static int set_arch_hparams(gguf_writer *w, const gen_opts *o)
             rc = gguf_writer_set_u32(w, arch_key(key, sizeof(key), o, "expert_used_count"),
                                      (uint32_t)o->experts_used);
         }
-        if (rc == 0 && o->arch == ARCH_QWEN3MOE) {
+        if (rc == 0 && o->arch != ARCH_MIXTRAL) {
             rc = gguf_writer_set_u32(w, arch_key(key, sizeof(key), o, "expert_feed_forward_length"),
                                      (uint32_t)o->expert_ffn);
+        }
+        if (rc == 0 && o->arch == ARCH_QWEN2MOE) {
+            rc = gguf_writer_set_u32(
+                w, arch_key(key, sizeof(key), o, "expert_shared_feed_forward_length"),
+                (uint32_t)o->ffn);
         }
     }
     return rc;
@@ -966,11 +985,15 @@ static int hf_arch_config(const gen_opts *o, struct json_object *cfg)
             json_object_new_int64(o->rope_scaling == ROPE_SCALING_LONGROPE ? longrope_orig_ctx(o)
                                                                            : o->ctx));
         ADD("sliding_window", NULL);
-    } else if (o->arch == ARCH_QWEN3MOE) {
+    } else if (o->arch == ARCH_QWEN3MOE || o->arch == ARCH_QWEN2MOE) {
+        const int q2 = o->arch == ARCH_QWEN2MOE;
         ADD("num_experts", json_object_new_int64(o->experts));
         ADD("num_experts_per_tok", json_object_new_int64(o->experts_used));
         ADD("moe_intermediate_size", json_object_new_int64(o->expert_ffn));
-        ADD("norm_topk_prob", json_object_new_boolean(1));
+        if (q2) {
+            ADD("shared_expert_intermediate_size", json_object_new_int64(o->ffn));
+        }
+        ADD("norm_topk_prob", json_object_new_boolean(!q2));
         ADD("decoder_sparse_step", json_object_new_int64(1));
         ADD("mlp_only_layers", json_object_new_array());
         ADD("use_sliding_window", json_object_new_boolean(0));
@@ -1058,7 +1081,9 @@ static int write_hf(const gen_opts *o, const genvocab *v, const tspec *specs, si
     }
     json_object_object_add(cfg, "vocab_size", json_object_new_int64(o->vocab));
     json_object_object_add(cfg, "tie_word_embeddings", json_object_new_boolean(o->tied));
-    json_object_object_add(cfg, "attention_bias", json_object_new_boolean(o->arch == ARCH_QWEN2));
+    json_object_object_add(
+        cfg, "attention_bias",
+        json_object_new_boolean(o->arch == ARCH_QWEN2 || o->arch == ARCH_QWEN2MOE));
     if (hf_arch_config(o, cfg) != 0) {
         goto out;
     }
@@ -1149,7 +1174,8 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: tandem-genmodel --out PATH [options]\n"
                "  --format gguf|hf        GGUF file (default) or Hugging Face folder\n"
-               "  --arch A                llama qwen2 qwen3 qwen3moe phi3 gemma2 gemma3 mixtral\n"
+               "  --arch A                llama qwen2 qwen3 qwen2moe qwen3moe phi3 gemma2 gemma3\n"
+               "                          mixtral\n"
                "                          (default llama; mixtral: GGUF llama with experts)\n"
                "  --layers N --dim D --heads H --kv-heads K --ffn F\n"
                "                          (defaults 2, 128, 4, = heads, 256)\n"
@@ -1165,21 +1191,22 @@ static void usage(FILE *f)
                "  --tied                  tie the output to the token embedding\n"
                "  --seed S                (default 1)\n"
                "  --rope-base B           (default 10000)\n"
-               "  --rope-scaling linear:F|llama3:F|yarn:F|longrope:F (phi3: original context\n"
-               "                          ctx / F, LongRoPE's short and long factors)\n"
+               "  --rope-scaling linear:F|llama3:F|yarn:F|longrope:F\n"
                "                          RoPE scaling: linear by F, Llama 3.1's (factor F,\n"
                "                          low/high frequency factors 1/4, original context 8192),\n"
-               "                          or YaRN (factor F, original context 4096, beta_fast\n"
+               "                          YaRN (factor F, original context 4096, beta_fast\n"
                "                          32, beta_slow 1; the context length becomes at least\n"
-               "                          4096 x F)\n"
+               "                          4096 x F), or phi3's LongRoPE (original context\n"
+               "                          --ctx / F, short and long factor lists)\n"
                "  --rms-eps E             (default 1e-5)\n"
                "  --tokenizer PATH        a real tokenizer.json or a folder holding one\n"
                "  --tokenizer-pre NAME    override the detected GGUF pre-tokenizer name\n"
                "  --name NAME             general.name (default tandem-test)\n"
                "  --experts N --experts-used K\n"
-               "                          qwen3moe / mixtral experts (default 4, 2 per token)\n"
-               "  --expert-ffn F          qwen3moe expert hidden size (default --ffn; mixtral's\n"
-               "                          experts are --ffn wide)\n"
+               "                          qwen2moe / qwen3moe / mixtral experts (default 4, 2 per\n"
+               "                          token; qwen2moe adds a shared expert --ffn wide)\n"
+               "  --expert-ffn F          qwen2moe / qwen3moe expert hidden size (default --ffn;\n"
+               "                          mixtral's experts are --ffn wide)\n"
                "  --sliding-window W      gemma2/gemma3 local layers' window (default 4096);\n"
                "                          llama: an HF MistralForCausalLM with that window (the\n"
                "                          GGUF gets none: llama.cpp ignores it for llama)\n"
@@ -1417,7 +1444,8 @@ static const char *check_arch_opts(gen_opts *o)
 {
     const bool gemma = is_gemma(o), moe = is_moe(o);
     if (!moe && (o->experts || o->experts_used || o->expert_ffn)) {
-        return "--experts, --experts-used and --expert-ffn are for --arch qwen3moe and mixtral";
+        return "--experts, --experts-used and --expert-ffn are for --arch qwen2moe, qwen3moe and "
+               "mixtral";
     }
     if (o->arch == ARCH_MIXTRAL && o->expert_ffn != 0 && o->expert_ffn != o->ffn) {
         return "--expert-ffn: mixtral's experts are --ffn wide";

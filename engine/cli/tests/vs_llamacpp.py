@@ -5,7 +5,8 @@
                    [--device cpu|cuda] [--tensor-parallel-size N]
 
 For every model of the matrix below (llama, qwen2, qwen3, gemma2, gemma3 (sliding windows, soft-
-capping), phi3 (partial rotary dims), qwen3moe and Mixtral (experts); F32, F16, BF16, Q8_0, Q4_0,
+capping), phi3 (partial rotary dims), qwen2moe (with its shared expert), qwen3moe and Mixtral
+(experts); F32, F16, BF16, Q8_0, Q4_0,
 Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K .. Q6_K, IQ4_XS and the Q4_K_M / Q5_K_M mixes; GQA and MHA; tied
 and untied output; Llama 3, linear, YaRN and LongRoPE RoPE scaling) it writes a seeded random-weight GGUF
 with tandem-genmodel, then
@@ -95,6 +96,9 @@ MODELS = {
     "qwen3moe-q8_0": ("qwen3moe", "q8_0", 2, 128, 4, 2, 32, 256, False),
     "mixtral-f32": ("mixtral", "f32", 2, 128, 4, 2, 0, 256, False),
     "mixtral-q4_k-d256": ("mixtral", "q4_k", 2, 256, 8, 2, 0, 512, False),
+    # qwen2moe: experts without renormalization, q/k/v biases, a sigmoid-gated shared expert
+    "qwen2moe-f32": ("qwen2moe", "f32", 2, 128, 4, 2, 0, 256, False),
+    "qwen2moe-q8_0": ("qwen2moe", "q8_0", 2, 128, 4, 4, 0, 256, False),
 }
 
 # RoPE scaling (tandem-genmodel flags): Llama 3.1's rope_freqs with its 500000 base, linear, and
@@ -121,6 +125,8 @@ EXTRA = {
     "qwen3moe-f32": ["--experts", "8", "--experts-used", "2", "--expert-ffn", "96"],
     "qwen3moe-q8_0": ["--experts", "8", "--experts-used", "3", "--expert-ffn", "64"],
     "mixtral-f32": ["--experts", "4", "--experts-used", "2"],
+    "qwen2moe-f32": ["--experts", "8", "--experts-used", "2", "--expert-ffn", "64"],
+    "qwen2moe-q8_0": ["--experts", "6", "--experts-used", "3", "--expert-ffn", "96"],
     "mixtral-q4_k-d256": ["--experts", "4", "--experts-used", "2"],
 }
 
@@ -150,7 +156,7 @@ GEMMA_F32_BOUND = 5e-3
 
 # what the CUDA backend refuses by name (cuda_check_arch): gemma's features, sliding windows,
 # experts
-CPU_ONLY_ARCHS = ("gemma2", "gemma3", "qwen3moe", "mixtral")
+CPU_ONLY_ARCHS = ("gemma2", "gemma3", "qwen2moe", "qwen3moe", "mixtral")
 
 N_PROMPT = 24
 N_TEACHER = 32
@@ -160,7 +166,7 @@ def splits(tp, heads, kv, hd, ffn, typ, arch="llama"):
     """Whether tp ranks can share the model (engine/model/shard.c's rules: no experts)."""
     if tp == 1:
         return True
-    if arch in ("qwen3moe", "mixtral"):
+    if arch in ("qwen2moe", "qwen3moe", "mixtral"):
         return False
     def block(cols):  # a row of a K type that is not whole super-blocks falls back to 32
         if typ in ("f32", "f16", "bf16"):
@@ -261,7 +267,7 @@ def main():
     for name in ("llama-f32-gqa", "qwen3-f32-gqa-hd64", "llama-bf16-gqa", "llama-f32-rope-llama3",
                  "qwen2-f32-rope-yarn", "gemma2-f32-swa", "gemma3-f32-swa",
                  "phi3-f32-partial-rotary", "phi3-f32-longrope", "phi3-f32-longrope-short",
-                 "qwen3moe-f32", "mixtral-f32"):
+                 "qwen2moe-f32", "qwen3moe-f32", "mixtral-f32"):
         if (only and name != only) or not any(c[0] == name for c in cases):
             continue
         arch, typ, layers, dim, heads, kv, hd, ffn, tied = MODELS[name]
