@@ -1465,6 +1465,9 @@ static const char *check_arch_opts(gen_opts *o)
     if (o->rope_scaling == ROPE_SCALING_LONGROPE && o->arch != ARCH_PHI3) {
         return "--rope-scaling longrope:F is for --arch phi3 (llama.cpp's LongRoPE models)";
     }
+    if (o->rope_scaling == ROPE_SCALING_LONGROPE && (double)o->ctx / o->rope_factor < 2.0) {
+        return "--rope-scaling longrope:F: the original context --ctx / F must be at least 2";
+    }
     if (o->rotary_dim && o->arch != ARCH_PHI3) {
         return "--rotary-dim is for --arch phi3";
     }
