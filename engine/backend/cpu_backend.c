@@ -693,25 +693,28 @@ static int cpu_logits(backend *b, int32_t n_rows, float *logits)
 }
 
 /* The dense feed-forward of layer l: tmp = down(act(gate(xn)) * up(xn)). */
-static int cpu_ffn(backend *b, const fwd_batch *batch, int l, int32_t n_rows)
+/* One gated feed-forward of layer l's activation (model_config.ffn_act) over n rows of x:
+ * out = down(act(gate(x)) * up(x)), `width` hidden units, through b->gate / b->up. */
+static int cpu_glu(backend *b, const fwd_batch *batch, int l, const kc_weight *gate,
+                   const kc_weight *up, const kc_weight *down, int64_t width, const float *x,
+                   int32_t n, float *out)
 {
-    const cpu_layer *L = &b->layers[l];
-    const kc_weight *gu_w[2] = {&L->gate, &L->up};
+    const kc_weight *gu_w[2] = {gate, up};
     float *const gu_y[2] = {b->gate, b->up};
-    int rc = kc_matmul_multi(b->pool, gu_w, gu_y, 2, b->xn, n_rows, b->wsp, b->wsp_bytes);
+    int rc = kc_matmul_multi(b->pool, gu_w, gu_y, 2, x, n, b->wsp, b->wsp_bytes);
     if (rc != 0) {
         return rc;
     }
-    cpu_tok_run_w(b, batch, CPU_OP_ACT, l, n_rows, b->n_ff);
-    return cpu_mm(b, &L->down, b->gate, n_rows, b->tmp);
+    cpu_tok_run_w(b, batch, CPU_OP_ACT, l, n, width);
+    return cpu_mm(b, down, b->gate, n, out);
 }
 
-/*
- * The MoE feed-forward of layer l: route every token (cpu_route), then expert by expert run
- * the SwiGLU on the rows routed to it (gathered in token order) and add each row's output times
- * its weight into tmp. A token's experts are summed in expert-id order, whatever the batch, so
- * its result does not depend on the other tokens.
- */
+static int cpu_ffn(backend *b, const fwd_batch *batch, int l, int32_t n_rows)
+{
+    const cpu_layer *L = &b->layers[l];
+    return cpu_glu(b, batch, l, &L->gate, &L->up, &L->down, b->n_ff, b->xn, n_rows, b->tmp);
+}
+
 /* qwen2moe's shared expert, added to every token's routed experts in b->tmp: a SwiGLU of
  * hidden size n_ff_shexp scaled by sigmoid(ffn_gate_inp_shexp . x), as llama.cpp's qwen2moe
  * graph (which forms the sigmoid as silu(g) / g). */
@@ -720,14 +723,10 @@ static int cpu_shared_expert(backend *b, const fwd_batch *batch, int l, int32_t 
     const cpu_layer *L = &b->layers[l];
     const int64_t E = b->n_embd;
     int rc = cpu_mm(b, &L->sh_inp, b->xn, n_rows, b->sh_g);
-    const kc_weight *gu_w[2] = {&L->sh_gate, &L->sh_up};
-    float *const gu_y[2] = {b->gate, b->up};
-    rc = rc ? rc : kc_matmul_multi(b->pool, gu_w, gu_y, 2, b->xn, n_rows, b->wsp, b->wsp_bytes);
+    rc = rc ? rc
+            : cpu_glu(b, batch, l, &L->sh_gate, &L->sh_up, &L->sh_down, b->n_ff_shexp, b->xn,
+                      n_rows, b->xg);
     if (rc != 0) {
-        return rc;
-    }
-    cpu_tok_run_w(b, batch, CPU_OP_ACT, l, n_rows, b->n_ff_shexp);
-    if ((rc = cpu_mm(b, &L->sh_down, b->gate, n_rows, b->xg)) != 0) {
         return rc;
     }
     for (int32_t t = 0; t < n_rows; t++) {
@@ -741,6 +740,12 @@ static int cpu_shared_expert(backend *b, const fwd_batch *batch, int l, int32_t 
     return 0;
 }
 
+/*
+ * The MoE feed-forward of layer l: route every token (cpu_route), then expert by expert run
+ * the SwiGLU on the rows routed to it (gathered in token order) and add each row's output times
+ * its weight into tmp. A token's experts are summed in expert-id order, whatever the batch, so
+ * its result does not depend on the other tokens. qwen2moe then adds its shared expert.
+ */
 static int cpu_moe(backend *b, const fwd_batch *batch, int l, int32_t n_rows)
 {
     const cpu_layer *L = &b->layers[l];
@@ -770,14 +775,9 @@ static int cpu_moe(backend *b, const fwd_batch *batch, int l, int32_t n_rows)
             memcpy(b->xg + (int64_t)i * E, b->xn + (int64_t)(rows[i] / b->n_used) * E,
                    sizeof(float) * (size_t)E);
         }
-        const kc_weight *gu_w[2] = {&L->e_gate[e], &L->e_up[e]};
-        float *const gu_y[2] = {b->gate, b->up};
-        rc = kc_matmul_multi(b->pool, gu_w, gu_y, 2, b->xg, n, b->wsp, b->wsp_bytes);
+        rc = cpu_glu(b, batch, l, &L->e_gate[e], &L->e_up[e], &L->e_down[e], b->n_ff_exp, b->xg, n,
+                     b->xg);
         if (rc != 0) {
-            return rc;
-        }
-        cpu_tok_run_w(b, batch, CPU_OP_ACT, l, n, b->n_ff_exp);
-        if ((rc = cpu_mm(b, &L->e_down[e], b->gate, n, b->xg)) != 0) {
             return rc;
         }
         for (int32_t i = 0; i < n; i++) {

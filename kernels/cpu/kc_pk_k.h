@@ -286,9 +286,9 @@ KC_INLINE void kc_tile_pkk(const kc__mm *a, tdtype ty, int64_t r0, int ng, int64
     const int64_t nb = a->k / TD_QKK;
     const size_t bb = kc__packed_block_bytes(ty);
     const bool q6 = ty == TD_Q6_K;
-    size_t sb; /* bytes from one block of a group to its next */
+    size_t sb; /* bytes from one block of a group to its next (the same for both groups) */
     const uint8_t *gp0 = kc__packed_group(a, r0, nb, bb, &sb);
-    const uint8_t *gp1 = ng == 2 ? gp0 + bb : gp0;
+    const uint8_t *gp1 = ng == 2 ? kc__packed_group(a, r0 + KC__PACK_ROWS, nb, bb, &sb) : gp0;
     const td_block_q8_k *xr[KC_PKK_NT];
     __m512 acc[KC_PKK_NT];
     const bool pf = a->n <= KC_PF_MAX_N;

@@ -1002,33 +1002,8 @@ static void st_raw(struct buf *out, const char *header, size_t len_data)
 
 /* Writes config.json of the 64-wide llama (head_dim 16, rope_theta 10000, max_position_embeddings
  * 16384) with rope_scaling = the JSON object rs. */
-static void write_rope_config(const char *rs)
-{
-    char cfg[1024];
-    snprintf(cfg, sizeof(cfg),
-             "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,"
-             "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"intermediate_size\":96,"
-             "\"vocab_size\":40,\"max_position_embeddings\":16384,\"num_key_value_heads\":2,"
-             "\"rope_scaling\":%s}",
-             rs);
-    write_text(g_dir, "config.json", cfg);
-}
-
-static void yarn_bad(const char *rs, const char *want)
-{
-    char err[512] = "";
-    write_rope_config(rs);
-    model *m = model_load(g_dir, err, sizeof(err));
-    if (m) {
-        model_free(m);
-        fail_msg("model_load should fail with \"%s\" for %s", want, rs);
-    }
-    if (!strstr(err, want)) {
-        fail_msg("error \"%s\" lacks \"%s\"", err, want);
-    }
-}
-
-/* config.json of write_rope_config with top-level fields added (top: ",\"k\":v" or ""). */
+/* A llama config.json with the given rope_scaling and top-level fields added (top: ",\"k\":v"
+ * or ""). */
 static void write_rope_config_top(const char *rs, const char *top)
 {
     char cfg[2048];
@@ -1041,7 +1016,13 @@ static void write_rope_config_top(const char *rs, const char *top)
     write_text(g_dir, "config.json", cfg);
 }
 
-static void longrope_bad(const char *rs, const char *top, const char *want)
+static void write_rope_config(const char *rs)
+{
+    write_rope_config_top(rs, "");
+}
+
+/* model_load of write_rope_config_top(rs, top) fails with an error containing want. */
+static void rope_bad(const char *rs, const char *top, const char *want)
 {
     char err[512] = "";
     write_rope_config_top(rs, top);
@@ -1053,6 +1034,11 @@ static void longrope_bad(const char *rs, const char *top, const char *want)
     if (!strstr(err, want)) {
         fail_msg("error \"%s\" lacks \"%s\"", err, want);
     }
+}
+
+static void yarn_bad(const char *rs, const char *want)
+{
+    rope_bad(rs, "", want);
 }
 
 /* rope_scaling of type longrope (Phi-3.5's config.json) or su, as transformers'
@@ -1099,23 +1085,23 @@ static void test_hf_longrope(void **state)
     model_free(m);
 
     const char *top = ",\"original_max_position_embeddings\":4096";
-    longrope_bad("{\"type\":\"longrope\",\"short_factor\":[1,1,1,1,1,1,1],"
-                 "\"long_factor\":[2,2,2,2,2,2,2,2]}",
-                 top, "rope_scaling.short_factor (type longrope) has 7 values, expected 8");
-    longrope_bad("{\"type\":\"longrope\",\"short_factor\":[1,1,1,1,1,1,1,1]}", top,
-                 "rope_scaling.long_factor (type longrope)");
-    longrope_bad("{\"type\":\"longrope\",\"short_factor\":[1,1,1,1,1,1,1,1],"
-                 "\"long_factor\":[2,2,2,0,2,2,2,2]}",
-                 top, "rope_scaling.long_factor[3] (type longrope) must be a positive number");
-    longrope_bad("{\"type\":\"longrope\",\"short_factor\":[1,1,1,1,1,1,1,\"x\"],"
-                 "\"long_factor\":[2,2,2,2,2,2,2,2]}",
-                 top, "rope_scaling.short_factor[7] (type longrope) must be a positive number");
+    rope_bad("{\"type\":\"longrope\",\"short_factor\":[1,1,1,1,1,1,1],"
+             "\"long_factor\":[2,2,2,2,2,2,2,2]}",
+             top, "rope_scaling.short_factor (type longrope) has 7 values, expected 8");
+    rope_bad("{\"type\":\"longrope\",\"short_factor\":[1,1,1,1,1,1,1,1]}", top,
+             "rope_scaling.long_factor (type longrope)");
+    rope_bad("{\"type\":\"longrope\",\"short_factor\":[1,1,1,1,1,1,1,1],"
+             "\"long_factor\":[2,2,2,0,2,2,2,2]}",
+             top, "rope_scaling.long_factor[3] (type longrope) must be a positive number");
+    rope_bad("{\"type\":\"longrope\",\"short_factor\":[1,1,1,1,1,1,1,\"x\"],"
+             "\"long_factor\":[2,2,2,2,2,2,2,2]}",
+             top, "rope_scaling.short_factor[7] (type longrope) must be a positive number");
     snprintf(rs, sizeof(rs), "{\"type\":\"longrope\",%s}", lists);
-    longrope_bad(rs, "", "rope_scaling (type longrope): factor");
-    longrope_bad(rs, ",\"original_max_position_embeddings\":0",
-                 "original_max_position_embeddings (or, without it, factor) must be a positive");
+    rope_bad(rs, "", "rope_scaling (type longrope): factor");
+    rope_bad(rs, ",\"original_max_position_embeddings\":0",
+             "original_max_position_embeddings (or, without it, factor) must be a positive");
     snprintf(rs, sizeof(rs), "{\"type\":\"longrope\",%s,\"attention_factor\":-1}", lists);
-    longrope_bad(rs, top, "rope_scaling.attention_factor (type longrope): must be a positive");
+    rope_bad(rs, top, "rope_scaling.attention_factor (type longrope): must be a positive");
 }
 
 /* rope_scaling of type yarn as transformers' _compute_yarn_parameters reads it, mapped onto the
