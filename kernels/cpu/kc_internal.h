@@ -106,7 +106,7 @@ static inline const uint8_t *kc__packed_group(const kc__mm *a, int64_t r0, int64
 
 /* Up to KC_ATTN_TILE (query token, head) pairs of one sequence that read the same KV head,
  * pair p over the keys [first[p], end[p]) (kc_attn_tile in kc_ops.c builds them). */
-#define KC_ATTN_TILE 8
+#define KC_ATTN_TILE 16
 typedef struct kc__attn_tile {
     int np;
     const float *q[KC_ATTN_TILE];
@@ -141,6 +141,7 @@ typedef struct kc__isa_ops {
      * depends only on its own query, keys and values, not on the tile's other pairs. Returns
      * false (touching nothing) when this level has no kernel for the head size; may be NULL. */
     bool (*attn_tile)(const kc__attn_tile *t);
+    int attn_tile_np; /* pairs per tile attn_tile takes (<= KC_ATTN_TILE) */
     /* y = silu(gate) * up (kc_swiglu); may be NULL (the scalar loop). */
     void (*swiglu)(const float *gate, const float *up, float *y, int64_t n);
 } kc__isa_ops;

@@ -1046,5 +1046,6 @@ const kc__isa_ops kc__ops_avx2 = {
     .axpy_f32 = kc_axpy_f32_avx2,
     .axpy_f16 = kc_axpy_f16_avx2,
     .attn_tile = kc_attn_tile_avx2,
+    .attn_tile_np = 8,
     .swiglu = kc_swiglu_avx2,
 };

@@ -272,16 +272,17 @@ static void kc_attn_worker(void *arg, int ith, int nth)
 {
     const kc_attn_task *t = arg;
     int64_t item = 0;
-    if (t->ops->attn_tile && t->kv->head_dim % 8 == 0) {
-        /* tiles of up to KC_ATTN_TILE pairs sharing a KV head: in decode the heads of a GQA
+    if (t->ops->attn_tile) { /* a level without a kernel for the head size falls back */
+        /* tiles of up to attn_tile_np pairs sharing a KV head: in decode the heads of a GQA
          * group, in prefill consecutive tokens too */
         const int G = t->n_head / t->kv->n_head_kv;
+        const int tn = t->ops->attn_tile_np;
         for (int si = 0; si < t->n_seqs; si++) {
             const kc_attn_seq *s = &t->seqs[si];
             const int64_t n_pairs = (int64_t)s->n_new * G;
             for (int hk = 0; hk < t->kv->n_head_kv; hk++) {
-                for (int64_t k0 = 0; k0 < n_pairs; k0 += KC_ATTN_TILE, item++) {
-                    const int np = n_pairs - k0 < KC_ATTN_TILE ? (int)(n_pairs - k0) : KC_ATTN_TILE;
+                for (int64_t k0 = 0; k0 < n_pairs; k0 += tn, item++) {
+                    const int np = n_pairs - k0 < tn ? (int)(n_pairs - k0) : tn;
                     if (item % nth == ith && !kc_attn_tile(t, s, hk, k0, np)) {
                         for (int p = 0; p < np; p++) {
                             kc_attn_one(t, s, (int32_t)((k0 + p) / G),

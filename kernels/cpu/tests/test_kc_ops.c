@@ -430,6 +430,91 @@ static void test_attention(void **state)
     kc_pool_free(pool);
 }
 
+/* One sequence's attention computed for all its n tokens at once (full tiles) and one token at
+ * a time (a decode step: the tile holds one GQA group) must agree bit for bit at every ISA level:
+ * the tile kernels lay their lanes out differently for few and many pairs. */
+static void check_attention_tiles(bool f16, int n_head, int n_head_kv, int hd, int bs, int window,
+                                  float softcap)
+{
+    enum { N = 40, NB = 16 };
+    int32_t table[NB];
+    const size_t kv_elems = (size_t)NB * n_head_kv * bs * hd;
+    float *kf = malloc(kv_elems * sizeof(float)), *vf = malloc(kv_elems * sizeof(float));
+    uint16_t *kh = malloc(kv_elems * 2), *vh = malloc(kv_elems * 2);
+    const int qd = n_head * hd;
+    float *q = malloc(sizeof(float) * N * qd);
+    float *all = malloc(sizeof(float) * N * qd), *one = malloc(sizeof(float) * N * qd);
+    assert_true(kf && vf && kh && vh && q && all && one);
+    for (size_t i = 0; i < kv_elems; i++) {
+        kf[i] = frand();
+        vf[i] = frand();
+        kh[i] = kc_f32_to_f16(kf[i]);
+        vh[i] = kc_f32_to_f16(vf[i]);
+    }
+    for (int i = 0; i < N * qd; i++) {
+        q[i] = frand() * 3.0f;
+    }
+    for (int b = 0; b < NB; b++) {
+        table[b] = (b * 5 + 3) % NB;
+    }
+    kc_paged_kv kv = {.k = f16 ? (const void *)kh : kf,
+                      .v = f16 ? (const void *)vh : vf,
+                      .f16 = f16,
+                      .block_size = bs,
+                      .n_head_kv = n_head_kv,
+                      .head_dim = hd};
+    const kc_attn_params ap = {
+        .scale = 1.0f / sqrtf((float)hd), .softcap = softcap, .window = window};
+    kc_attn_seq s = {.n_new = N, .start_pos = 0, .block_table = table, .q = q, .out = all};
+    assert_int_equal(kc_attention_ex(NULL, &kv, n_head, &s, 1, qd, qd, &ap), 0);
+    for (int i = 0; i < N; i++) {
+        s = (kc_attn_seq){.n_new = 1,
+                          .start_pos = i,
+                          .block_table = table,
+                          .q = q + (size_t)i * qd,
+                          .out = one + (size_t)i * qd};
+        assert_int_equal(kc_attention_ex(NULL, &kv, n_head, &s, 1, qd, qd, &ap), 0);
+    }
+    for (int i = 0; i < N * qd; i++) {
+        uint32_t ba, bo; /* bit for bit: NaN payloads and signed zeros included */
+        memcpy(&ba, &all[i], sizeof ba);
+        memcpy(&bo, &one[i], sizeof bo);
+        if (ba != bo) {
+            fail_msg("isa %s heads %d/%d hd %d window %d softcap %g: token %d elem %d: %.9g "
+                     "at once, %.9g alone",
+                     kc_isa_name(kc_isa_active()), n_head, n_head_kv, hd, window, (double)softcap,
+                     i / qd, i % qd, (double)all[i], (double)one[i]);
+        }
+    }
+    free(kf);
+    free(vf);
+    free(kh);
+    free(vh);
+    free(q);
+    free(all);
+    free(one);
+}
+
+static void test_attention_tiles(void **state)
+{
+    (void)state;
+    const kc_isa best = kc_isa_best();
+    for (int isa = KC_ISA_SCALAR; isa <= (int)best; isa++) {
+        assert_int_equal(kc_isa_set((kc_isa)isa), 0);
+        for (int f16 = 0; f16 < 2; f16++) {
+            check_attention_tiles(f16, 8, 4, 64, 16, 0, 0.0f);  /* G = 2 */
+            check_attention_tiles(f16, 16, 4, 64, 16, 0, 0.0f); /* G = 4 */
+            check_attention_tiles(f16, 8, 1, 32, 8, 0, 0.0f);   /* G = 8 */
+            check_attention_tiles(f16, 12, 1, 16, 4, 0, 0.0f);  /* G = 12: tiles split groups */
+            check_attention_tiles(f16, 3, 3, 20, 3, 0, 0.0f);   /* MHA, head_dim tail */
+            check_attention_tiles(f16, 4, 2, 40, 16, 9, 0.0f);  /* window inside blocks */
+            check_attention_tiles(f16, 4, 2, 24, 8, 0, 0.7f);   /* soft-capping */
+            check_attention_tiles(f16, 2, 1, 256, 32, 0, 0.0f); /* largest tile head_dim */
+        }
+    }
+    assert_int_equal(kc_isa_set(best), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -440,6 +525,7 @@ int main(void)
         cmocka_unit_test(test_swiglu_isa),
         cmocka_unit_test(test_embed_row),
         cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_attention_tiles),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
