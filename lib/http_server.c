@@ -106,6 +106,8 @@ struct http_server {
     int port;
     struct http_route **routes;
     size_t nroutes, cap_routes;
+    http_gate_fn gate; /* runs before routing (http_server_set_gate); NULL: none */
+    void *gate_ud;
     struct list_node conns;    /* open connections, newest first */
     struct list_node requests; /* live requests, newest first */
     struct http_server_stats stats;
@@ -617,6 +619,10 @@ static size_t route_rank(const struct http_route *rt, const char *path, size_t l
 
 static void dispatch(struct http_server *srv, struct http_request *r)
 {
+    if (srv->gate && srv->gate(r, srv->gate_ud) != 0) {
+        r->route = "gate";
+        return; /* answered by the gate */
+    }
     const struct http_route *best = NULL;
     size_t best_rank = 0;
     int path_known = 0;
@@ -903,6 +909,12 @@ err_free:
     free(srv->metrics_path);
     free(srv);
     return NULL;
+}
+
+void http_server_set_gate(struct http_server *srv, http_gate_fn fn, void *ud)
+{
+    srv->gate = fn;
+    srv->gate_ud = ud;
 }
 
 int http_server_route(struct http_server *srv, const char *method, const char *path, int prefix,

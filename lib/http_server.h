@@ -107,6 +107,14 @@ struct http_server *http_server_new(uv_loop_t *loop, const struct http_server_co
 int http_server_route(struct http_server *srv, const char *method, const char *path, int prefix,
                       http_handler_fn fn, void *ud);
 
+/* A gate: looks at every request before routing (method, path, headers) and either lets it
+ * through (returns 0) or answers it itself (returns nonzero; the request then counts under the
+ * route label "gate"). Authentication (an API key) is one. */
+typedef int (*http_gate_fn)(struct http_request *req, void *ud);
+
+/* Installs the gate (NULL removes it); one per server, the last call wins. */
+void http_server_set_gate(struct http_server *srv, http_gate_fn fn, void *ud);
+
 /* Binds and listens. 0, or a negative errno (e.g. -EADDRINUSE) with err set. Also sets SIGPIPE to
  * SIG_IGN process-wide when it has the default action (libuv writes with write(2), so a client
  * that went away would otherwise kill the process). */
