@@ -1076,6 +1076,24 @@ int64_t engine_submit(engine *e, const engine_request *r, char *err, size_t errl
                                (int)r->sampling.stop_token_ids[i], (int)e->n_vocab);
         }
     }
+    if (r->sampling.n_bias > 0) { /* vLLM's processor._validate_logit_bias, its message */
+        char ids[256] = "";
+        size_t len = 0, bad = 0;
+        for (size_t i = 0; i < r->sampling.n_bias; i++) {
+            const int32_t id = r->sampling.bias_ids[i];
+            if ((id < 0 || id >= e->n_vocab) && len + 16 < sizeof ids) {
+                len +=
+                    (size_t)snprintf(ids + len, sizeof ids - len, "%s%d", bad ? ", " : "", (int)id);
+            }
+            bad += id < 0 || id >= e->n_vocab;
+        }
+        if (bad) {
+            return tandem_fail(err, errlen, -EINVAL,
+                               "token_id(s) [%s%s] in logit_bias contain out-of-vocab token ids. "
+                               "Vocabulary size: %d",
+                               ids, len + 16 >= sizeof ids ? ", ..." : "", (int)e->n_vocab);
+        }
+    }
     ereq *q = calloc(1, sizeof *q);
     if (!q) {
         return tandem_fail(err, errlen, -ENOMEM, "out of memory");
@@ -1093,6 +1111,8 @@ int64_t engine_submit(engine *e, const engine_request *r, char *err, size_t errl
     }
     q->sp.stop_token_ids = q->stop_ids;
     rc = sampler_state_init(&q->st, &q->sp, r->prompt, (size_t)r->n_prompt, e->eog_ids, e->n_eog);
+    q->sp.bias_ids = NULL; /* the state keeps its own copy; r's arrays are the caller's */
+    q->sp.bias_vals = NULL;
     if (rc != 0) {
         tandem_set_err(err, errlen, rc == -EINVAL ? "invalid stop_token_ids" : "out of memory");
         free(q->stop_ids);

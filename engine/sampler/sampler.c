@@ -207,6 +207,27 @@ int sampler_state_init(struct sampler_state *st, const struct sampling_params *p
             goto err_free;
         }
     }
+    if (params->n_bias > 0) {
+        if (!params->bias_ids || !params->bias_vals) {
+            rc = -EINVAL;
+            goto err_free;
+        }
+        st->bias_ids = malloc(params->n_bias * sizeof(*st->bias_ids));
+        st->bias_vals = malloc(params->n_bias * sizeof(*st->bias_vals));
+        if (!st->bias_ids || !st->bias_vals) {
+            rc = -ENOMEM;
+            goto err_free;
+        }
+        for (size_t i = 0; i < params->n_bias; i++) {
+            if (params->bias_ids[i] < 0 || !isfinite(params->bias_vals[i])) {
+                rc = -EINVAL;
+                goto err_free;
+            }
+            st->bias_ids[i] = params->bias_ids[i];
+            st->bias_vals[i] = params->bias_vals[i];
+        }
+        st->n_bias = params->n_bias;
+    }
     st->track_output = params->repetition_penalty != 1.0f || params->presence_penalty != 0.0f ||
                        params->frequency_penalty != 0.0f;
     if (params->repetition_penalty != 1.0f) {
@@ -234,6 +255,11 @@ void sampler_state_deinit(struct sampler_state *st)
     free(st->stop_ids);
     st->stop_ids = NULL;
     st->n_stop_ids = 0;
+    free(st->bias_ids);
+    free(st->bias_vals);
+    st->bias_ids = NULL;
+    st->bias_vals = NULL;
+    st->n_bias = 0;
 }
 
 int sampler_accept(struct sampler_state *st, int32_t token)
@@ -597,6 +623,12 @@ int sampler_sample(const struct sampling_params *params, struct sampler_state *s
             n_top = n_vocab;
         }
         raw_logprobs_top(scratch->raw, n_vocab, n_top, &lse, out);
+    }
+    for (size_t i = 0; i < st->n_bias; i++) { /* ids past the vocabulary: the engine refuses
+                                                 them at admission; skipped here */
+        if (st->bias_ids[i] < n_vocab) {
+            logits[st->bias_ids[i]] += st->bias_vals[i];
+        }
     }
     apply_penalties(params, st, logits, n_vocab);
     if (st->n_generated < params->min_tokens) {

@@ -2,11 +2,11 @@
  * Token sampling for the engine, with vLLM (v1) semantics and defaults.
  *
  * One call of sampler_sample turns the logits of one sequence at one step into one token:
- *   raw logprobs (when asked) → repetition / presence / frequency penalties → ban of the stop
- *   tokens while fewer than min_tokens tokens were generated → greedy (temperature < 1e-5) or
- *   temperature → min_p → top_k → top_p → a draw from the per-sequence RNG.
- * Logprobs follow vLLM's default logprobs_mode "raw_logprobs": log_softmax of the logits as the
- * model produced them, before penalties and temperature.
+ *   raw logprobs (when asked) → logit_bias → repetition / presence / frequency penalties → ban of
+ * the stop tokens while fewer than min_tokens tokens were generated → greedy (temperature < 1e-5)
+ * or temperature → min_p → top_k → top_p → a draw from the per-sequence RNG. Logprobs follow vLLM's
+ * default logprobs_mode "raw_logprobs": log_softmax of the logits as the model produced them,
+ * before penalties and temperature.
  *
  * Penalties (vLLM / Hugging Face rules): repetition_penalty p applies to every token seen in the
  * prompt or the output so far (logit > 0 → logit / p, else logit * p); presence and frequency
@@ -60,6 +60,12 @@ struct sampling_params {
     int ignore_eos;           /* EOS does not end the sequence (and is not banned) */
     const int32_t *stop_token_ids; /* borrowed; read only by sampler_state_init */
     size_t n_stop_token_ids;
+    /* logit_bias: bias_vals[i] is added to the logit of bias_ids[i] (ids >= 0; a repeated id
+     * adds up) before the penalties, as vLLM v1's logits processors run; raw logprobs do not
+     * see it. Borrowed; read only by sampler_state_init, which keeps a copy. */
+    const int32_t *bias_ids;
+    const float *bias_vals;
+    size_t n_bias;
 };
 
 /* Sets vLLM's defaults (the comments above) and no stop tokens. */
@@ -81,7 +87,10 @@ struct sampler_state {
     int n_generated;              /* tokens accepted so far */
     int32_t *stop_ids;            /* eos (unless ignore_eos) + stop_token_ids, deduplicated */
     size_t n_stop_ids;
-    size_t n_eos; /* the first n_eos entries of stop_ids are eos ids */
+    size_t n_eos;      /* the first n_eos entries of stop_ids are eos ids */
+    int32_t *bias_ids; /* logit_bias (params' copy), n_bias entries */
+    float *bias_vals;
+    size_t n_bias;
 };
 
 /* Work memory reused across calls (see the file comment). Zero-initialise or sampler_scratch_init.

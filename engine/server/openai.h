@@ -11,8 +11,9 @@
  * "messages[1].content", "stream_options.include_usage") and a message that quotes the field
  * ('temperature' must be non-negative, got -1.0.). Unknown fields are ignored (vLLM logs them).
  * Fields vLLM supports but this engine does not (tools with a tool_choice other than "none",
- * non-text response_format, non-empty logit_bias, best_of > 1, suffix, non-text content parts,
- * prompt_embeds, several prompts in one completion request) are a 400 naming the field.
+ * non-text response_format, suffix, non-text content parts, prompt_embeds, several prompts in one
+ * completion request) are a 400 naming the field; best_of > 1 is the 400 vLLM v1 gives
+ * ("vLLM V1 does not yet support best_of."). logit_bias is honoured (sampler.h).
  *
  * Prompts: a completion's prompt is a string, an array of token ids, or an array with exactly one
  * string or one token array. Several prompts in one request are rejected (param "prompt"): send
@@ -57,6 +58,7 @@
 #define OPENAI_MAX_LOGPROBS       20   /* completions logprobs / chat top_logprobs upper bound */
 #define OPENAI_MAX_MESSAGES       4096 /* most chat messages */
 #define OPENAI_DEFAULT_MAX_TOKENS 16   /* completions' default max_tokens */
+#define OPENAI_MAX_LOGIT_BIAS     4096 /* most logit_bias entries */
 
 /* An error answer: HTTP status, OpenAI error type, param (field name, "" for none), message. */
 struct openai_error {
@@ -118,6 +120,9 @@ struct openai_request {
     size_t n_stop;
     int32_t *stop_token_ids; /* owned */
     size_t n_stop_token_ids;
+    int32_t *bias_ids; /* logit_bias, owned (sampling.bias_* point here) */
+    float *bias_vals;
+    size_t n_bias;
     int include_stop_str_in_output;
     int logprobs; /* -1 none; else top count 0..20 (chat: top_logprobs when logprobs true) */
 

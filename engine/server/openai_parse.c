@@ -236,6 +236,8 @@ void openai_request_deinit(struct openai_request *req)
     free(req->prompt_tokens);
     free(req->stop);
     free(req->stop_token_ids);
+    free(req->bias_ids);
+    free(req->bias_vals);
     if (req->root) {
         json_object_put(req->root);
     }
@@ -309,24 +311,107 @@ static int parse_stop(struct openai_request *req, struct openai_error *err)
     return 0;
 }
 
+/* A logit_bias key: a token id written in decimal, as Python's int() reads it (surrounding
+ * blanks and a sign allowed). */
+static int bias_key(const char *k, int32_t *out)
+{
+    while (*k == ' ' || *k == '\t') {
+        k++;
+    }
+    int neg = *k == '-';
+    k += *k == '-' || *k == '+';
+    if (*k < '0' || *k > '9') {
+        return -1;
+    }
+    int64_t v = 0;
+    for (; *k >= '0' && *k <= '9'; k++) {
+        v = v * 10 + (*k - '0');
+        if (v > INT32_MAX) {
+            return -1;
+        }
+    }
+    while (*k == ' ' || *k == '\t') {
+        k++;
+    }
+    if (*k) {
+        return -1;
+    }
+    *out = (int32_t)(neg ? -v : v);
+    return 0;
+}
+
+/* logit_bias: {"token id": bias, ...}; biases clamped to [-100, 100] as OpenAI documents them.
+ * Ids out of the vocabulary are the engine's 400 (vLLM's message). */
+static int parse_logit_bias(struct openai_request *req, struct openai_error *err)
+{
+    struct json_object *v;
+    if (!member(req->root, "logit_bias", &v) || !v) {
+        return 0;
+    }
+    if (json_object_get_type(v) != json_type_object) {
+        openai_error_set(err, 400, "logit_bias",
+                         "'logit_bias': input should be an object of token id → bias, got %s",
+                         type_label(v));
+        return -EINVAL;
+    }
+    size_t n = (size_t)json_object_object_length(v);
+    if (n == 0) {
+        return 0;
+    }
+    if (n > OPENAI_MAX_LOGIT_BIAS) {
+        openai_error_set(err, 400, "logit_bias", "'logit_bias': at most %d entries, got %zu",
+                         OPENAI_MAX_LOGIT_BIAS, n);
+        return -EINVAL;
+    }
+    req->bias_ids = malloc(n * sizeof(*req->bias_ids));
+    req->bias_vals = malloc(n * sizeof(*req->bias_vals));
+    if (!req->bias_ids || !req->bias_vals) {
+        openai_error_set(err, 500, NULL, "out of memory");
+        return -ENOMEM;
+    }
+    size_t i = 0;
+    json_object_object_foreach(v, key, val)
+    {
+        enum json_type t = json_object_get_type(val);
+        if (bias_key(key, &req->bias_ids[i]) != 0) {
+            openai_error_set(err, 400, "logit_bias",
+                             "'logit_bias': key '%.40s' is not a token id (an integer)", key);
+            return -EINVAL;
+        }
+        double b = json_object_get_double(val);
+        if ((t != json_type_int && t != json_type_double) || !isfinite(b)) {
+            openai_error_set(err, 400, "logit_bias",
+                             "'logit_bias.%.40s': input should be a number, got %s", key,
+                             type_label(val));
+            return -EINVAL;
+        }
+        const float bias = (float)(b < -100.0 ? -100.0 : b > 100.0 ? 100.0 : b);
+        size_t j = 0;
+        while (j < i && req->bias_ids[j] != req->bias_ids[i]) {
+            j++;
+        }
+        req->bias_vals[j] = bias; /* "7" and "07" are one id: the later wins, as in a dict */
+        i += j == i;
+    }
+    req->n_bias = i;
+    req->sampling.bias_ids = req->bias_ids;
+    req->sampling.bias_vals = req->bias_vals;
+    req->sampling.n_bias = i;
+    return 0;
+}
+
 /* Rejects fields this engine does not support (vLLM supports them). */
 static int reject_unsupported(struct openai_request *req, struct openai_error *err)
 {
     struct json_object *v;
-    if (member(req->root, "logit_bias", &v) && v &&
-        (json_object_get_type(v) != json_type_object || json_object_object_length(v) > 0)) {
-        openai_error_set(err, 400, "logit_bias", "'logit_bias' is not supported by this server");
-        return -EINVAL;
-    }
     if (member(req->root, "best_of", &v) && v) {
         int64_t b = 0;
         int present;
         if (opt_int64(req->root, "best_of", "best_of", &b, &present, err) != 0) {
             return -EINVAL;
         }
-        if (b != 1 && b != req->n) {
-            openai_error_set(err, 400, "best_of",
-                             "'best_of' is not supported by this server (only best_of == n)");
+        if (b > 1) { /* vLLM v1's processor, word for word */
+            openai_error_set(err, 400, "best_of", "vLLM V1 does not yet support best_of.");
             return -EINVAL;
         }
     }
@@ -548,6 +633,9 @@ static int parse_common(struct openai_request *req, struct openai_error *err)
         }
         sp->stop_token_ids = req->stop_token_ids;
         sp->n_stop_token_ids = req->n_stop_token_ids;
+    }
+    if ((rc = parse_logit_bias(req, err)) != 0) {
+        return rc;
     }
     return reject_unsupported(req, err);
 }

@@ -262,6 +262,51 @@ static void test_penalties_arithmetic(void **state)
     ctx_deinit(&c);
 }
 
+/* logit_bias is added before the penalties (vLLM v1's order), raw logprobs do not see it, ids past
+ * the vocabulary are skipped, and the state keeps its own copy of the arrays. */
+static void test_logit_bias(void **state)
+{
+    (void)state;
+    struct sampling_params p;
+    sampling_params_init(&p);
+    p.temperature = 0.0f;
+    p.repetition_penalty = 2.0f;
+    p.logprobs = 1;
+    int32_t ids[] = {4, 1, 99};
+    float vals[] = {3.0f, -10.0f, 50.0f};
+    p.bias_ids = ids;
+    p.bias_vals = vals;
+    p.n_bias = 3;
+    int32_t prompt[] = {4};
+    struct ctx c;
+    ctx_init(&c, &p, prompt, 1);
+    ids[0] = 0; /* the caller's arrays may change after init */
+    vals[0] = 0.0f;
+    float l[6] = {1.0f, 4.0f, -2.0f, 2.0f, 0.5f, 1.5f};
+    struct sample_result r;
+    assert_int_equal(sampler_sample(&c.p, &c.st, &c.sc, l, 6, &r), 0);
+    assert_float_equal(l[4], (0.5f + 3.0f) / 2.0f, 1e-6); /* bias, then the prompt's penalty */
+    assert_float_equal(l[1], 4.0f - 10.0f, 1e-6);
+    assert_float_equal(l[0], 1.0f, 1e-6);
+    assert_int_equal(r.token, 3);        /* 2.0 beats 4's 1.75 and 1's -6 */
+    assert_int_equal(r.top[0].token, 1); /* raw logprobs: token 1 (4.0) unbiased is the best */
+    assert_int_equal(r.rank, 2);
+    ctx_deinit(&c);
+    /* a negative id or a non-finite bias is refused at init */
+    int32_t neg[] = {-1};
+    float one[] = {1.0f};
+    p.bias_ids = neg;
+    p.bias_vals = one;
+    p.n_bias = 1;
+    struct sampler_state st;
+    assert_int_equal(sampler_state_init(&st, &p, NULL, 0, NULL, 0), -EINVAL);
+    int32_t ok[] = {2};
+    float inf[] = {INFINITY};
+    p.bias_ids = ok;
+    p.bias_vals = inf;
+    assert_int_equal(sampler_state_init(&st, &p, NULL, 0, NULL, 0), -EINVAL);
+}
+
 static void test_seed_reproducible(void **state)
 {
     (void)state;
@@ -482,6 +527,7 @@ int main(void)
         cmocka_unit_test(test_top_p_close_logits),
         cmocka_unit_test(test_top_p_large_vocab),
         cmocka_unit_test(test_penalties_arithmetic),
+        cmocka_unit_test(test_logit_bias),
         cmocka_unit_test(test_seed_reproducible),
         cmocka_unit_test(test_distribution_chi_square),
         cmocka_unit_test(test_logprobs_consistent),

@@ -80,7 +80,8 @@ static void test_completion_all_fields(void **state)
         "\"frequency_penalty\":2,\"repetition_penalty\":1.2,\"priority\":-3,"
         "\"cache_salt\":\"salt\",\"kv_transfer_params\":{\"do_remote_decode\":true},"
         "\"user\":\"u1\",\"skip_special_tokens\":false,\"spaces_between_special_tokens\":false,"
-        "\"add_special_tokens\":false,\"logit_bias\":{},\"best_of\":3,"
+        "\"add_special_tokens\":false,\"logit_bias\":{\"7\":2.5,\"-1\":-300,\" +09 \":1,\"9\":4},"
+        "\"best_of\":1,"
         "\"response_format\":{\"type\":\"text\"},\"suffix\":null,\"unknown_field\":[1]}";
     struct openai_request r;
     parse_ok(OPENAI_COMPLETION, body, &r);
@@ -123,6 +124,14 @@ static void test_completion_all_fields(void **state)
     assert_false(r.skip_special_tokens);
     assert_false(r.spaces_between_special_tokens);
     assert_false(r.add_special_tokens);
+    /* logit_bias: ids parsed as int() reads them, biases clamped, a repeated id keeps the last */
+    assert_int_equal(r.sampling.n_bias, 3);
+    assert_int_equal(r.sampling.bias_ids[0], 7);
+    assert_float_equal(r.sampling.bias_vals[0], 2.5, 0);
+    assert_int_equal(r.sampling.bias_ids[1], -1);
+    assert_float_equal(r.sampling.bias_vals[1], -100.0, 0);
+    assert_int_equal(r.sampling.bias_ids[2], 9);
+    assert_float_equal(r.sampling.bias_vals[2], 4.0, 0);
     openai_request_deinit(&r);
 }
 
@@ -280,7 +289,13 @@ static const struct bad_case bad_cases[] = {
     {C, "{\"prompt\":[[]]}", "prompt"},
     {C, "{\"prompt\":[{}]}", "prompt"},
     {C, "{\"prompt\":\"x\",\"suffix\":\"y\"}", "suffix"},
-    {C, "{\"prompt\":\"x\",\"logit_bias\":{\"1\":2}}", "logit_bias"},
+    {C, "{\"prompt\":\"x\",\"logit_bias\":{\"a1\":2}}", "logit_bias"},
+    {C, "{\"prompt\":\"x\",\"logit_bias\":{\"1.5\":2}}", "logit_bias"},
+    {C, "{\"prompt\":\"x\",\"logit_bias\":{\"99999999999\":2}}", "logit_bias"},
+    {C, "{\"prompt\":\"x\",\"logit_bias\":{\"\":2}}", "logit_bias"},
+    {C, "{\"prompt\":\"x\",\"logit_bias\":{\"1\":\"2\"}}", "logit_bias"},
+    {C, "{\"prompt\":\"x\",\"logit_bias\":{\"1\":null}}", "logit_bias"},
+    {C, "{\"prompt\":\"x\",\"logit_bias\":[1]}", "logit_bias"},
     {C, "{\"prompt\":\"x\",\"best_of\":2}", "best_of"},
     {C, "{\"prompt\":\"x\",\"best_of\":\"2\"}", "best_of"},
     {C, "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_object\"}}", "response_format"},
