@@ -671,6 +671,9 @@ static int run(struct agent_flags *f)
         .prefix_hash_seed = f->ef.cfg.prefix_hash_seed,
         .disable_prefix_caching = f->ef.cfg.disable_prefix_caching,
         .tracer = otlp_tracer(otlp, "tandem-engine", NULL),
+        /* the sidecar passes Authorization through; the engine checks it, as vLLM does */
+        .api_keys = f->ef.api_keys,
+        .n_api_keys = f->ef.n_api_keys,
     };
     ag.es = engine_server_new(&loop, ag.engine_srv, ag.e, &sc, err, sizeof err);
     if (!ag.es) {

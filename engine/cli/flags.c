@@ -324,6 +324,23 @@ int engine_flags_parse(struct cli_args *a, struct engine_flags *f)
         f->override_generation_config = v;
         return 1;
     }
+    if (cli_flag(a, "--api-key", &v)) {
+        /* vLLM's nargs='+': --api-key K1 K2 ...; repeating the flag adds more */
+        for (;;) {
+            if (!v || !*v) {
+                return cli_die("--api-key needs a key");
+            }
+            if (f->n_api_keys == ENGINE_FLAGS_MAX_API_KEYS) {
+                return cli_die("--api-key: at most %d keys", ENGINE_FLAGS_MAX_API_KEYS);
+            }
+            f->api_keys[f->n_api_keys++] = v;
+            if (a->i + 1 >= a->argc || a->argv[a->i + 1][0] == '-') {
+                break;
+            }
+            v = a->argv[++a->i];
+        }
+        return 1;
+    }
     return 0;
 }
 
@@ -397,6 +414,10 @@ static int engine_flags_check_tp(const backend_ops *ops, int32_t n)
 
 int engine_flags_check(struct engine_flags *f)
 {
+    const char *env_key = getenv("VLLM_API_KEY");
+    if (f->n_api_keys == 0 && env_key && *env_key) { /* --api-key wins, as in vLLM */
+        f->api_keys[f->n_api_keys++] = env_key;
+    }
     const backend_ops *ops = NULL;
     if (engine_flags_select_device(f->device, &ops) != 0) {
         return 2;
@@ -490,7 +511,9 @@ void engine_flags_usage(FILE *out)
         "                                sampling defaults from generation_config.json (auto:\n"
         "                                the model directory's; vllm: none)\n"
         "  --override-generation-config JSON\n"
-        "                                sampling defaults on top, e.g. '{\"temperature\":0.6}'\n");
+        "                                sampling defaults on top, e.g. '{\"temperature\":0.6}'\n"
+        "  --api-key KEY [KEY ...]       /v1/* needs 'Authorization: Bearer KEY' (default:\n"
+        "                                $VLLM_API_KEY; /health, /metrics stay open)\n");
 }
 
 model *engine_flags_load_model(const char *path, const tokenizer **tok_out)

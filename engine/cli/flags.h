@@ -43,6 +43,8 @@ int cli_bytes(const char *s, const char *name, size_t *out);
 /* "1,2,3" → a malloc'd array of token ids. */
 int cli_ids(const char *s, const char *name, int32_t **out, int32_t *n);
 
+#define ENGINE_FLAGS_MAX_API_KEYS 64
+
 /* The engine's flags, as vLLM names them. */
 struct engine_flags {
     engine_config cfg;
@@ -53,6 +55,9 @@ struct engine_flags {
     double gpu_memory_utilization;          /* 0: not given */
     const char *generation_config;          /* --generation-config auto|vllm|DIR ("auto") */
     const char *override_generation_config; /* JSON text, or NULL */
+    const char *api_keys[ENGINE_FLAGS_MAX_API_KEYS]; /* --api-key (borrowed from argv), else
+                                                        $VLLM_API_KEY after engine_flags_check */
+    size_t n_api_keys;
 };
 
 void engine_flags_init(struct engine_flags *f);

@@ -218,6 +218,8 @@ static int cmd_serve(struct cli_args *a)
         .prefix_hash_seed = ef.cfg.prefix_hash_seed,
         .disable_prefix_caching = ef.cfg.disable_prefix_caching,
         .tracer = otlp_tracer(otlp, otlp_service_name("tandem-engine"), NULL),
+        .api_keys = ef.api_keys,
+        .n_api_keys = ef.n_api_keys,
     };
     es = engine_server_new(&loop, st.srv, e, &sc, err, sizeof err);
     if (!es || engine_start(e) != 0 || http_server_start(st.srv, err, sizeof err) != 0) {

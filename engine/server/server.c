@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/server/api_key.h"
 #include "engine/server/openai.h"
 #include "engine/server/prompt.h"
 #include "engine/server/tokenizer_info.h"
@@ -120,6 +121,7 @@ struct engine_server {
     const tokenizer *tok;
     char *served_name;
     char *model_root;
+    struct api_keys *keys;    /* --api-key: /v1 requests need one (api_key.h) */
     struct chat_template *ct; /* the compiled template (override, model's, or chatml) */
     struct prompt_ctx pc;     /* what prompts are built with (prompt.h) */
     char *template_src;       /* the template text in use, for /tokenizer_info */
@@ -1111,6 +1113,19 @@ err_respond:
     free(g);
 }
 
+/* The http_server gate: vLLM's API key check before any routing, so an unknown /v1 path is a
+ * 401 without a key and a 404 with one, as behind vLLM's middleware. */
+static int auth_gate(struct http_request *req, void *ud)
+{
+    const struct engine_server *s = ud;
+    if (api_keys_allow(s->keys, http_request_method(req), http_request_path(req),
+                       http_request_header(req, "authorization"))) {
+        return 0;
+    }
+    http_respond_json(req, 401, API_KEYS_UNAUTHORIZED_BODY);
+    return 1;
+}
+
 static void h_completions(struct http_request *req, void *ud)
 {
     handle_generate(req, ud, OPENAI_COMPLETION);
@@ -1346,6 +1361,14 @@ struct engine_server *engine_server_new(uv_loop_t *loop, struct http_server *srv
     }
     s->pc = (struct prompt_ctx){
         .tok = s->tok, .ct = s->ct, .bos_token = m->bos_token, .eos_token = m->eos_token};
+    s->keys = api_keys_new(cfg->api_keys, cfg->n_api_keys, err, errlen);
+    if (!s->keys) {
+        goto err_free;
+    }
+    if (api_keys_count(s->keys) > 0) {
+        http_server_set_gate(srv, auth_gate, s);
+        log_info("API key authentication on: %zu key(s) for /v1/*", api_keys_count(s->keys));
+    }
     if (uv_async_init(loop, &s->async, on_async) != 0) {
         tandem_set_err(err, errlen, "cannot create the engine wake-up handle");
         goto err_free;
@@ -1368,6 +1391,7 @@ struct engine_server *engine_server_new(uv_loop_t *loop, struct http_server *srv
     return s;
 
 err_free:
+    api_keys_free(s->keys);
     free(s->served_name);
     free(s->model_root);
     free(s->template_src);
@@ -1407,6 +1431,7 @@ void engine_server_free(struct engine_server *s)
         uv_close((uv_handle_t *)&s->async, on_async_closed);
         uv_run(s->loop, UV_RUN_NOWAIT);
     }
+    api_keys_free(s->keys);
     free(s->served_name);
     free(s->model_root);
     free(s->template_src);

@@ -3,7 +3,8 @@
  * /v1/completions, /v1/chat/completions (SSE streaming, stream_options.include_usage),
  * /v1/models, /health, /ping, /version, /tokenize, /detokenize, /tokenizer_info (the tokenizer,
  * template and block-hash parameters for routers: tokenizer_info.h); /metrics is the http_server's
- * own route over the registry the engine writes its vllm:* metrics to.
+ * own route over the registry the engine writes its vllm:* metrics to. With API keys configured,
+ * every /v1 path answers 401 without one (api_key.h).
  *
  * Glue only: requests are parsed and validated by openai_parse.c, rendered by the chat template,
  * tokenized, and handed to the engine (engine/core/engine.h), whose per-token outputs come back
@@ -39,6 +40,10 @@ struct engine_server_config {
     int disable_prefix_caching;
     /* request spans (docs/tracing.md: llm_request, first_token, kv_transfer, prefill); NULL: off */
     struct tracer *tracer;
+    /* API keys (api_key.h): with any, every /v1 path needs "Authorization: Bearer <one of them>";
+     * the server installs its gate on srv, so srv must not outlive the returned object in use */
+    const char *const *api_keys;
+    size_t n_api_keys;
 };
 
 struct engine_server;

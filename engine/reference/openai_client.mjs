@@ -1,0 +1,99 @@
+// The official `openai` npm client (node_modules here) against `tandem-engine serve`.
+//
+//     node engine/reference/openai_client.mjs BASE_URL API_KEY [SECOND_KEY]
+//
+// BASE_URL is http://127.0.0.1:PORT/v1 of a server started with --api-key API_KEY (and
+// SECOND_KEY). Checks, through the client: model list, completions and chat (plain and
+// streamed), several keys, a wrong key as the client's AuthenticationError (401), logit_bias
+// steering greedy decoding and its out-of-vocabulary error, best_of refused as vLLM v1 does.
+// Prints one line per check; exits 1 when any failed.
+import OpenAI from 'openai';
+
+const [base, key, key2] = process.argv.slice(2);
+let fails = 0;
+function check(cond, what) {
+  console.log(`${cond ? 'ok  ' : 'FAIL'} ${what}`);
+  if (!cond) fails++;
+}
+async function expectError(what, fn, status, pattern) {
+  try {
+    await fn();
+    check(false, `${what}: no error`);
+  } catch (e) {
+    const msg = e?.error?.message ?? e?.message ?? '';
+    check(e instanceof OpenAI.APIError && e.status === status && pattern.test(String(msg)),
+          `${what}: ${e?.constructor?.name} ${e?.status} ${String(msg).slice(0, 160)}`);
+    return e;
+  }
+}
+
+const client = new OpenAI({ baseURL: base, apiKey: key, maxRetries: 0, timeout: 60000 });
+const models = await client.models.list();
+const model = models.data[0].id;
+check(models.data.length === 1 && model === 'tiny', `models.list: ${JSON.stringify(models.data)}`);
+
+const c = await client.completions.create({ model, prompt: 'Once upon a time', max_tokens: 6,
+                                            temperature: 0 });
+check(c.object === 'text_completion' && c.usage.completion_tokens === 6 &&
+      c.choices[0].finish_reason === 'length', `completions.create: ${JSON.stringify(c.usage)}`);
+
+const chat = await client.chat.completions.create({
+  model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 5, temperature: 0 });
+check(chat.object === 'chat.completion' && chat.choices[0].message.role === 'assistant',
+      `chat.completions.create: ${chat.choices[0].finish_reason}`);
+
+const stream = await client.chat.completions.create({
+  model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 5, temperature: 0,
+  stream: true, stream_options: { include_usage: true } });
+let text = '', usage = null;
+for await (const ch of stream) {
+  if (ch.choices.length) text += ch.choices[0].delta.content ?? '';
+  if (ch.usage) usage = ch.usage;
+}
+check(text === chat.choices[0].message.content && usage?.completion_tokens === 5,
+      `streamed chat equals the plain one (${JSON.stringify(text)}), usage ${JSON.stringify(usage)}`);
+
+if (key2) {
+  const other = new OpenAI({ baseURL: base, apiKey: key2, maxRetries: 0 });
+  check((await other.models.list()).data[0].id === model, 'the second --api-key works');
+}
+const wrong = new OpenAI({ baseURL: base, apiKey: key + 'x', maxRetries: 0 });
+const e401 = await expectError('wrong key', () => wrong.completions.create({
+  model, prompt: 'x', max_tokens: 1 }), 401, /.*/);
+check(e401 instanceof OpenAI.AuthenticationError, 'a wrong key is an AuthenticationError');
+
+// logit_bias: +100 on one token makes greedy decoding repeat it.
+const plain = await client.completions.create({ model, prompt: 'Once upon a time', max_tokens: 3,
+                                                temperature: 0 });
+const forced = 7;
+const biased = await client.completions.create({ model, prompt: 'Once upon a time', max_tokens: 4,
+                                                 temperature: 0, logit_bias: { [forced]: 100 } });
+const det = await fetch(base.replace(/\/v1$/, '') + '/detokenize', {
+  method: 'POST', headers: { 'content-type': 'application/json' },
+  body: JSON.stringify({ tokens: [forced, forced, forced, forced] }) }).then((r) => r.json());
+check(biased.choices[0].text === det.prompt,
+      `logit_bias +100 on ${forced}: ${JSON.stringify(biased.choices[0].text)} vs ` +
+      `${JSON.stringify(det.prompt)}`);
+// -100 on every token but one leaves greedy decoding that one
+const kept = 9;
+const minus = {};
+for (let i = 0; i < 512; i++) if (i !== kept) minus[i] = -100;
+const banned = await client.completions.create({ model, prompt: 'Once upon a time', max_tokens: 3,
+                                                 temperature: 0, logit_bias: minus });
+const det9 = await fetch(base.replace(/\/v1$/, '') + '/detokenize', {
+  method: 'POST', headers: { 'content-type': 'application/json' },
+  body: JSON.stringify({ tokens: [kept, kept, kept] }) }).then((r) => r.json());
+check(banned.choices[0].text === det9.prompt && plain.choices[0].text !== det9.prompt,
+      `logit_bias -100 on all but ${kept}: ${JSON.stringify(banned.choices[0].text)} vs ` +
+      `${JSON.stringify(det9.prompt)} (unbiased ${JSON.stringify(plain.choices[0].text)})`);
+await expectError('logit_bias out of the vocabulary', () => client.completions.create({
+  model, prompt: 'x', max_tokens: 1, logit_bias: { 100000: 1 } }), 400,
+  /token_id\(s\) \[100000\] in logit_bias contain out-of-vocab token ids\. Vocabulary size: \d+/);
+await expectError('logit_bias key', () => client.chat.completions.create({
+  model, messages: [{ role: 'user', content: 'x' }], max_tokens: 1,
+  logit_bias: { abc: 1 } }), 400, /logit_bias/);
+await expectError('best_of', () => client.completions.create({
+  model, prompt: 'x', max_tokens: 1, best_of: 2 }), 400, /vLLM V1 does not yet support best_of\./);
+
+console.log(`${fails} failure(s)`);
+process.exit(fails ? 1 : 0);
