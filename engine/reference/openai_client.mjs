@@ -4,7 +4,8 @@
 //
 // BASE_URL is http://127.0.0.1:PORT/v1 of a server started with --api-key API_KEY (and
 // SECOND_KEY). Checks, through the client: model list, completions and chat (plain and
-// streamed), several keys, a wrong key as the client's AuthenticationError (401), logit_bias
+// streamed), several prompts in one completion request (strings and token ids, streamed, echo),
+// several keys, a wrong key as the client's AuthenticationError (401), logit_bias
 // steering greedy decoding and its out-of-vocabulary error, best_of refused as vLLM v1 does.
 // Prints one line per check; exits 1 when any failed.
 import OpenAI from 'openai';
@@ -52,6 +53,48 @@ for await (const ch of stream) {
 }
 check(text === chat.choices[0].message.content && usage?.completion_tokens === 5,
       `streamed chat equals the plain one (${JSON.stringify(text)}), usage ${JSON.stringify(usage)}`);
+
+// several prompts in one request: choice p * n + j is prompt p's j-th, as vLLM indexes them
+const prompts = ['Once upon a time', 'The weather today'];
+const singles = [];
+for (const pr of prompts) {
+  singles.push(await client.completions.create({ model, prompt: pr, max_tokens: 4,
+                                                 temperature: 0 }));
+}
+const multi = await client.completions.create({ model, prompt: prompts, n: 2, max_tokens: 4,
+                                                temperature: 0 });
+const idx = multi.choices.map((ch) => ch.index).sort((a, b) => a - b);
+check(JSON.stringify(idx) === '[0,1,2,3]' &&
+      multi.choices.every((ch) => ch.text === singles[Math.floor(ch.index / 2)].choices[0].text),
+      `two prompts x n=2: indexes ${JSON.stringify(idx)}, texts equal the single-prompt answers`);
+check(multi.usage.prompt_tokens === singles[0].usage.prompt_tokens + singles[1].usage.prompt_tokens &&
+      multi.usage.completion_tokens === 16,
+      `two prompts: usage ${JSON.stringify(multi.usage)} (prompts counted once each)`);
+const mstream = await client.completions.create({ model, prompt: prompts, max_tokens: 4,
+                                                  temperature: 0, stream: true,
+                                                  stream_options: { include_usage: true } });
+const got = ['', ''];
+let musage = null;
+for await (const ch of mstream) {
+  for (const c of ch.choices) got[c.index] += c.text;
+  if (ch.usage) musage = ch.usage;
+}
+check(got[0] === singles[0].choices[0].text && got[1] === singles[1].choices[0].text &&
+      musage?.completion_tokens === 8,
+      `two prompts streamed: ${JSON.stringify(got)}, usage ${JSON.stringify(musage)}`);
+const toks = [];
+for (const pr of prompts) {
+  toks.push((await fetch(base.replace(/\/v1$/, '') + '/tokenize', {
+    method: 'POST', headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ prompt: pr }) }).then((r) => r.json())).tokens);
+}
+const mtok = await client.completions.create({ model, prompt: toks, max_tokens: 4, temperature: 0,
+                                               echo: true });
+check(mtok.choices.length === 2 &&
+      mtok.choices.every((ch) => ch.text === prompts[ch.index] + singles[ch.index].choices[0].text),
+      `two token-id prompts with echo: ${JSON.stringify(mtok.choices.map((c) => c.text))}`);
+await expectError('a mixed prompt list', () => client.completions.create({
+  model, prompt: ['a', [1, 2]], max_tokens: 1 }), 400, /prompt/);
 
 if (key2) {
   const other = new OpenAI({ baseURL: base, apiKey: key2, maxRetries: 0 });

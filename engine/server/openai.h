@@ -11,13 +11,14 @@
  * "messages[1].content", "stream_options.include_usage") and a message that quotes the field
  * ('temperature' must be non-negative, got -1.0.). Unknown fields are ignored (vLLM logs them).
  * Fields vLLM supports but this engine does not (tools with a tool_choice other than "none",
- * non-text response_format, suffix, non-text content parts, prompt_embeds, several prompts in one
- * completion request) are a 400 naming the field; best_of > 1 is the 400 vLLM v1 gives
+ * non-text response_format, suffix, non-text content parts, prompt_embeds) are a 400 naming the
+ * field; best_of > 1 is the 400 vLLM v1 gives
  * ("vLLM V1 does not yet support best_of."). logit_bias is honoured (sampler.h).
  *
- * Prompts: a completion's prompt is a string, an array of token ids, or an array with exactly one
- * string or one token array. Several prompts in one request are rejected (param "prompt"): send
- * one request per prompt. n > 1 is accepted (independent sequences, choices index 0..n-1).
+ * Prompts: a completion's prompt is a string, an array of token ids, or an array of strings or
+ * of token arrays (one kind; at most OPENAI_MAX_PROMPTS, and prompts × n at most
+ * OPENAI_MAX_CHOICES). n > 1 is accepted (independent sequences); choice prompt * n + j is
+ * prompt's j-th, as vLLM indexes them.
  * Token ids are checked to be in [0, 2^31) here; against the vocabulary size (and the prompt
  * against max_model_len) by the engine, which answers those with a 400 of its own.
  *
@@ -59,6 +60,8 @@
 #define OPENAI_MAX_MESSAGES       4096 /* most chat messages */
 #define OPENAI_DEFAULT_MAX_TOKENS 16   /* completions' default max_tokens */
 #define OPENAI_MAX_LOGIT_BIAS     4096 /* most logit_bias entries */
+#define OPENAI_MAX_PROMPTS        1024 /* most prompts in one completion request */
+#define OPENAI_MAX_CHOICES        1024 /* prompts × n at most */
 
 /* An error answer: HTTP status, OpenAI error type, param (field name, "" for none), message. */
 struct openai_error {
@@ -89,16 +92,28 @@ struct openai_message {
     const char *tool_call_id; /* borrowed or NULL (role "tool") */
 };
 
+/* One completion prompt: text, or token ids (tokens != NULL, owned by the request). */
+struct openai_prompt {
+    const char *text; /* borrowed */
+    size_t text_len;
+    int32_t *tokens;
+    size_t n_tokens;
+};
+
 struct openai_request {
     enum openai_kind kind;
     struct json_object *root; /* owned reference to the parsed body */
 
     const char *model; /* NULL when absent (the served model is meant) */
 
-    /* completions: exactly one of prompt_text / prompt_tokens */
+    /* completions: the prompts (one, or a list: choices are indexed prompt * n + choice, as
+     * vLLM does), and prompt_text / prompt_tokens naming the selected one (the first, or
+     * openai_request_select_prompt's): exactly one of the two is set */
+    struct openai_prompt *prompts; /* owned array of n_prompts */
+    size_t n_prompts;
     const char *prompt_text; /* borrowed, NUL-terminated (may contain no NUL: JSON forbids) */
     size_t prompt_text_len;
-    int32_t *prompt_tokens; /* owned, NULL when the prompt is text */
+    int32_t *prompt_tokens; /* borrowed from prompts[], NULL when the prompt is text */
     size_t n_prompt_tokens;
     int echo; /* completions and chat: echo the prompt / last message */
 
@@ -154,6 +169,9 @@ int openai_parse_chat(const char *body, size_t len, struct openai_request *req,
                       struct openai_error *err);
 
 void openai_request_deinit(struct openai_request *req);
+
+/* Points prompt_text / prompt_tokens at prompts[i] (i < n_prompts) for prompt_build. */
+void openai_request_select_prompt(struct openai_request *req, size_t i);
 
 /*
  * Server-side sampling defaults, vLLM's "default_sampling_params": what the model's

@@ -233,7 +233,10 @@ void openai_request_deinit(struct openai_request *req)
         }
     }
     free(req->messages);
-    free(req->prompt_tokens);
+    for (size_t i = 0; req->prompts && i < req->n_prompts; i++) {
+        free(req->prompts[i].tokens);
+    }
+    free(req->prompts);
     free(req->stop);
     free(req->stop_token_ids);
     free(req->bias_ids);
@@ -679,7 +682,30 @@ static int check_min_max(struct openai_request *req, const char *max_key, struct
     return 0;
 }
 
-/* prompt: string | [ids] | [string] | [[ids]]. */
+/* One prompt of the list: a string or an array of token ids (kind fixed by the first). */
+static int parse_one_prompt(struct json_object *e, size_t i, enum json_type kind,
+                            struct openai_prompt *p, struct openai_error *err)
+{
+    char param[48];
+    snprintf(param, sizeof param, "prompt[%zu]", i);
+    if (json_object_get_type(e) != kind) {
+        openai_error_set(err, 400, "prompt", "'%s': input should be %s like prompt[0], got %s",
+                         param, kind == json_type_string ? "a string" : "an array of token ids",
+                         type_label(e));
+        return -EINVAL;
+    }
+    if (kind == json_type_string) {
+        p->text = json_object_get_string(e);
+        p->text_len = (size_t)json_object_get_string_len(e);
+        return 0;
+    }
+    CHECK(json_object_array_length(e) > 0, "prompt", "'%s': 'prompt' cannot be empty", param);
+    return parse_token_array(e, "prompt", SIZE_MAX / sizeof(int32_t), &p->tokens, &p->n_tokens,
+                             err);
+}
+
+/* prompt: string | [ids] | [string, ...] | [[ids], ...]; prompt_text / prompt_tokens then name
+ * the first. */
 static int parse_prompt(struct openai_request *req, int text_only, struct openai_error *err)
 {
     struct json_object *v;
@@ -688,42 +714,62 @@ static int parse_prompt(struct openai_request *req, int text_only, struct openai
         return -EINVAL;
     }
     enum json_type t = json_object_get_type(v);
-    if (t == json_type_string) {
-        req->prompt_text = json_object_get_string(v);
-        req->prompt_text_len = (size_t)json_object_get_string_len(v);
-        return 0;
-    }
-    if (t != json_type_array || text_only) {
+    if (t != json_type_string && (t != json_type_array || text_only)) {
         openai_error_set(err, 400, "prompt",
                          text_only ? "'prompt': input should be a valid string, got %s"
                                    : "'prompt': input should be a string, an array of token ids, "
-                                     "or an array with one of those, got %s",
+                                     "or an array of those, got %s",
                          type_label(v));
         return -EINVAL;
     }
-    size_t n = json_object_array_length(v);
+    size_t n = t == json_type_string ? 1 : json_object_array_length(v);
     CHECK(n > 0, "prompt", "'prompt' cannot be empty");
-    struct json_object *first = json_object_array_get_idx(v, 0);
+    struct json_object *first = t == json_type_string ? v : json_object_array_get_idx(v, 0);
     enum json_type ft = json_object_get_type(first);
-    if (ft == json_type_int) {
-        return parse_token_array(v, "prompt", SIZE_MAX / sizeof(int32_t), &req->prompt_tokens,
-                                 &req->n_prompt_tokens, err);
+    const int ids = t == json_type_array && ft == json_type_int; /* one prompt of token ids */
+    if (t == json_type_array && !ids) {
+        CHECK(ft == json_type_string || ft == json_type_array, "prompt",
+              "'prompt[0]': input should be a string, a token id or an array of token ids, "
+              "got %s",
+              type_label(first));
+        CHECK(n <= OPENAI_MAX_PROMPTS, "prompt",
+              "'prompt': prompt list length %zu exceeds the maximum allowed count of %d.", n,
+              OPENAI_MAX_PROMPTS);
+    } else {
+        n = 1;
     }
-    CHECK(ft == json_type_string || ft == json_type_array, "prompt",
-          "'prompt[0]': input should be a string, a token id or an array of token ids, got %s",
-          type_label(first));
-    CHECK(n == 1, "prompt",
-          "'prompt': %zu prompts in one request are not supported by this server; send one "
-          "request per prompt",
-          n);
-    if (ft == json_type_string) {
-        req->prompt_text = json_object_get_string(first);
-        req->prompt_text_len = (size_t)json_object_get_string_len(first);
-        return 0;
+    req->prompts = calloc(n, sizeof(*req->prompts));
+    if (!req->prompts) {
+        openai_error_set(err, 500, NULL, "out of memory");
+        return -ENOMEM;
     }
-    CHECK(json_object_array_length(first) > 0, "prompt", "'prompt' cannot be empty");
-    return parse_token_array(first, "prompt", SIZE_MAX / sizeof(int32_t), &req->prompt_tokens,
-                             &req->n_prompt_tokens, err);
+    req->n_prompts = n;
+    int rc = 0;
+    if (t == json_type_string) {
+        req->prompts[0].text = json_object_get_string(v);
+        req->prompts[0].text_len = (size_t)json_object_get_string_len(v);
+    } else if (ids) {
+        rc = parse_token_array(v, "prompt", SIZE_MAX / sizeof(int32_t), &req->prompts[0].tokens,
+                               &req->prompts[0].n_tokens, err);
+    } else {
+        for (size_t i = 0; i < n && rc == 0; i++) {
+            rc = parse_one_prompt(json_object_array_get_idx(v, i), i, ft, &req->prompts[i], err);
+        }
+    }
+    if (rc != 0) {
+        return rc;
+    }
+    openai_request_select_prompt(req, 0);
+    return 0;
+}
+
+void openai_request_select_prompt(struct openai_request *req, size_t i)
+{
+    const struct openai_prompt *p = &req->prompts[i];
+    req->prompt_text = p->tokens ? NULL : p->text;
+    req->prompt_text_len = p->tokens ? 0 : p->text_len;
+    req->prompt_tokens = p->tokens;
+    req->n_prompt_tokens = p->n_tokens;
 }
 
 static int is_role(const char *r)
@@ -906,6 +952,11 @@ static int completion_fields(const char *body, size_t len, struct openai_request
         (rc = check_min_max(req, "max_tokens", err)) != 0) {
         return rc;
     }
+    CHECK(req->n_prompts * (size_t)req->n <= OPENAI_MAX_CHOICES, "prompt",
+          "'prompt': %zu prompts with n = %d make %zu choices, more than %d in one request",
+          req->n_prompts, req->n, req->n_prompts * (size_t)req->n, OPENAI_MAX_CHOICES);
+    CHECK(req->n_prompts == 1 || !req->kv_transfer_params, "kv_transfer_params",
+          "'kv_transfer_params' needs a single prompt (got %zu)", req->n_prompts);
     int present = 0, lp = 0;
     if ((rc = opt_int(req->root, "logprobs", "logprobs", &lp, &present, err)) != 0) {
         return rc;

@@ -84,6 +84,10 @@ struct choice {
     int lost;
     struct out_event lost_ev;
     struct json_object *kv_params; /* the producer's kv_transfer_params for the answer */
+    int32_t n_prompt;              /* its prompt's tokens and how many came from the cache */
+    int32_t n_cached;
+    const char *echo; /* completions echo: its prompt's text (the gen's), echo_len bytes */
+    size_t echo_len;
 };
 
 struct gen {
@@ -93,16 +97,18 @@ struct gen {
     enum openai_kind kind;
     char id[80];
     int64_t created;
-    int n;
+    int n;            /* choices: n_prompts × n_per, choice p * n_per + j is prompt p's j-th */
+    int n_per;        /* the request's n */
+    int n_prompts;    /* completions: prompts in the request; chat: 1 */
+    char **echo;      /* [n_prompts] completions echo: each prompt's text, or NULL */
+    size_t *echo_len; /* [n_prompts] their lengths */
     struct choice *choices;
     int pending;      /* submitted choices not finished */
     double kv_load_s; /* P/D: the longest KV load of its choices (x-kv-transfer-time-ms) */
-    int32_t n_prompt;
-    int32_t n_cached;
-    char *echo_text; /* completions echo: the prompt text */
-    size_t echo_len;
-    int failed;  /* a stream write failed: abort and stop writing */
-    int errored; /* ended with an error (gen_fail) */
+    int32_t n_prompt; /* usage: the prompts' tokens (each prompt once) */
+    int32_t n_cached; /* and how many of them the prefix cache served */
+    int failed;       /* a stream write failed: abort and stop writing */
+    int errored;      /* ended with an error (gen_fail) */
     double t_start;
     struct list_node node; /* in engine_server.gens */
     /* tracing (NULL spans: off or not sampled) */
@@ -271,6 +277,35 @@ static void gen_trace_fail(struct gen *g, int status, const char *why)
     g->prefill = g->span = NULL;
 }
 
+static void gen_free_echo(struct gen *g)
+{
+    for (int p = 0; g->echo && p < g->n_prompts; p++) {
+        free(g->echo[p]);
+    }
+    free(g->echo);
+    free(g->echo_len);
+    g->echo = NULL;
+    g->echo_len = NULL;
+}
+
+/* Usage over the prompts: each prompt's tokens once (its first choice's), cached tokens the
+ * most any of its choices got. */
+static void gen_sum_prompts(struct gen *g)
+{
+    int64_t np = 0, nc = 0;
+    for (int p = 0; p < g->n_prompts && g->n_per > 0; p++) {
+        int32_t cached = 0;
+        for (int j = 0; j < g->n_per; j++) {
+            const struct choice *c = &g->choices[p * g->n_per + j];
+            cached = c->n_cached > cached ? c->n_cached : cached;
+        }
+        np += g->choices[p * g->n_per].n_prompt;
+        nc += cached;
+    }
+    g->n_prompt = (int32_t)(np > INT32_MAX ? INT32_MAX : np);
+    g->n_cached = (int32_t)(nc > INT32_MAX ? INT32_MAX : nc);
+}
+
 static void gen_free(struct gen *g)
 {
     struct engine_server *s = g->s;
@@ -283,7 +318,7 @@ static void gen_free(struct gen *g)
         json_object_put(g->choices[i].kv_params);
     }
     free(g->choices);
-    free(g->echo_text);
+    gen_free_echo(g);
     openai_request_deinit(&g->o);
     free(g);
 }
@@ -562,7 +597,7 @@ static void respond_full(struct gen *g)
             }
             cs[i].logprobs = lpss[i];
             cs[i].n_logprobs = c->n_lps;
-            cs[i].text_offset = g->echo_len;
+            cs[i].text_offset = c->echo_len;
         }
     }
     rc = g->kind == OPENAI_CHAT ? openai_build_chat(&meta, cs, (size_t)g->n, &u, &body)
@@ -687,10 +722,11 @@ static void handle_event(struct engine_server *s, struct out_event *ev)
     struct gen *g = c->g;
     (void)s;
     c->n_generated = ev->n_generated;
-    g->n_prompt = ev->n_prompt;
-    if (ev->n_cached > g->n_cached) {
-        g->n_cached = ev->n_cached;
+    c->n_prompt = ev->n_prompt;
+    if (ev->n_cached > c->n_cached) {
+        c->n_cached = ev->n_cached;
     }
+    gen_sum_prompts(g);
     if (ev->kv_loaded == 1 && ev->kv_load_s > g->kv_load_s) {
         g->kv_load_s = ev->kv_load_s;
     }
@@ -891,6 +927,14 @@ static void trace_request(struct gen *g, const engine_kv_transfer *kvt)
     }
 }
 
+static void free_prompt_ids(int32_t **ids, int n)
+{
+    for (int p = 0; ids && p < n; p++) {
+        free(ids[p]);
+    }
+    free(ids);
+}
+
 static void handle_generate(struct http_request *req, struct engine_server *s,
                             enum openai_kind kind)
 {
@@ -929,57 +973,79 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
         return;
     }
     openai_apply_defaults(&g->o, &s->defaults);
-    int32_t *ids = NULL, *kv_blocks = NULL;
-    size_t n_ids = 0;
+    /* chat has one prompt (its messages); a completion one per entry of its prompt list */
+    const int n_prompts = kind == OPENAI_CHAT ? 1 : (int)g->o.n_prompts;
+    int32_t **ids = calloc((size_t)n_prompts, sizeof *ids);
+    size_t *n_ids = calloc((size_t)n_prompts, sizeof *n_ids);
+    int32_t *max_tok = calloc((size_t)n_prompts, sizeof *max_tok);
+    int32_t *kv_blocks = NULL;
     char *prompt_text = NULL;
     engine_kv_transfer kvt = {.mode = ENGINE_KVT_NONE};
-    size_t prompt_len = 0;
-    if (check_model(s, g->o.model, &err) != 0 ||
-        prompt_build(&s->pc, &g->o, &ids, &n_ids, &prompt_text, &prompt_len, &err) != 0) {
+    g->n_prompts = n_prompts;
+    g->echo = calloc((size_t)n_prompts, sizeof *g->echo);
+    g->echo_len = calloc((size_t)n_prompts, sizeof *g->echo_len);
+    if (!ids || !n_ids || !max_tok || !g->echo || !g->echo_len) {
+        openai_error_set(&err, 500, NULL, "out of memory");
+        goto err_respond;
+    }
+    if (check_model(s, g->o.model, &err) != 0) {
         goto err_respond;
     }
     int32_t max_len = engine_max_model_len(s->e);
-    if ((int64_t)n_ids >= max_len) {
-        openai_error_set(&err, 400, kind == OPENAI_CHAT ? "messages" : "prompt",
-                         "This model's maximum context length is %d tokens. However, your "
-                         "request has %zu input tokens. Please reduce the length of the input "
-                         "messages.",
-                         (int)max_len, n_ids);
-        goto err_respond;
-    }
-    int32_t max_tokens = g->o.max_tokens_set ? g->o.max_tokens : max_len - (int32_t)n_ids;
-    if ((int64_t)n_ids + max_tokens > max_len) {
-        openai_error_set(&err, 400, kind == OPENAI_CHAT ? "max_completion_tokens" : "max_tokens",
-                         "This model's maximum context length is %d tokens. However, you "
-                         "requested %" PRId64 " tokens (%zu in the messages, %d in the "
-                         "completion). Please reduce the length of the messages or completion.",
-                         (int)max_len, (int64_t)n_ids + max_tokens, n_ids, (int)max_tokens);
-        goto err_respond;
-    }
-    if (s->defaults.has_max_tokens && max_tokens > s->defaults.max_tokens) {
-        max_tokens = s->defaults.max_tokens; /* generation config's max_new_tokens caps it */
-    }
-    if (g->o.echo && kind == OPENAI_COMPLETION) {
-        if (prompt_text) {
-            g->echo_text = prompt_text;
-            g->echo_len = prompt_len;
-            prompt_text = NULL;
-        } else {
-            char *t = NULL;
-            size_t tl = 0;
-            int drc = tokenizer_decode(s->tok, ids, n_ids, g->o.skip_special_tokens, &t, &tl);
-            if (drc == -ENOMEM) {
-                openai_error_set(&err, 500, NULL, "out of memory");
-                goto err_respond;
-            }
-            if (drc == 0) { /* ids the tokenizer does not know (a padded vocabulary): no echo */
-                g->echo_text = t;
-                g->echo_len = tl;
+    for (int p = 0; p < n_prompts; p++) {
+        size_t prompt_len = 0;
+        if (kind == OPENAI_COMPLETION) {
+            openai_request_select_prompt(&g->o, (size_t)p);
+        }
+        if (prompt_build(&s->pc, &g->o, &ids[p], &n_ids[p], &prompt_text, &prompt_len, &err) != 0) {
+            goto err_respond;
+        }
+        if ((int64_t)n_ids[p] >= max_len) {
+            openai_error_set(&err, 400, kind == OPENAI_CHAT ? "messages" : "prompt",
+                             "This model's maximum context length is %d tokens. However, your "
+                             "request has %zu input tokens. Please reduce the length of the "
+                             "input messages.",
+                             (int)max_len, n_ids[p]);
+            goto err_respond;
+        }
+        int32_t mt = g->o.max_tokens_set ? g->o.max_tokens : max_len - (int32_t)n_ids[p];
+        if ((int64_t)n_ids[p] + mt > max_len) {
+            openai_error_set(&err, 400,
+                             kind == OPENAI_CHAT ? "max_completion_tokens" : "max_tokens",
+                             "This model's maximum context length is %d tokens. However, you "
+                             "requested %" PRId64 " tokens (%zu in the messages, %d in the "
+                             "completion). Please reduce the length of the messages or "
+                             "completion.",
+                             (int)max_len, (int64_t)n_ids[p] + mt, n_ids[p], (int)mt);
+            goto err_respond;
+        }
+        if (s->defaults.has_max_tokens && mt > s->defaults.max_tokens) {
+            mt = s->defaults.max_tokens; /* generation config's max_new_tokens caps it */
+        }
+        max_tok[p] = mt;
+        if (g->o.echo && kind == OPENAI_COMPLETION) {
+            if (prompt_text) {
+                g->echo[p] = prompt_text;
+                g->echo_len[p] = prompt_len;
+                prompt_text = NULL;
+            } else {
+                char *t = NULL;
+                size_t tl = 0;
+                int drc =
+                    tokenizer_decode(s->tok, ids[p], n_ids[p], g->o.skip_special_tokens, &t, &tl);
+                if (drc == -ENOMEM) {
+                    openai_error_set(&err, 500, NULL, "out of memory");
+                    goto err_respond;
+                }
+                if (drc == 0) { /* ids the tokenizer does not know (a padded vocabulary): none */
+                    g->echo[p] = t;
+                    g->echo_len[p] = tl;
+                }
             }
         }
+        free(prompt_text);
+        prompt_text = NULL;
     }
-    free(prompt_text);
-    prompt_text = NULL;
 
     const char *xrid = http_request_header(req, "x-request-id");
     const char *prefix = kind == OPENAI_CHAT ? "chatcmpl-" : "cmpl-";
@@ -990,26 +1056,32 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
         openai_make_id(g->id, sizeof g->id, prefix);
     }
     g->created = (int64_t)time(NULL);
-    g->n = g->o.n;
-    g->n_prompt = (int32_t)n_ids;
+    g->n_per = g->o.n;
+    g->n = n_prompts * g->o.n;
     g->choices = calloc((size_t)g->n, sizeof *g->choices);
     if (!g->choices) {
         openai_error_set(&err, 500, NULL, "out of memory");
         goto err_respond;
     }
     for (int i = 0; i < g->n; i++) {
-        g->choices[i].g = g;
-        g->choices[i].index = i;
-        g->choices[i].stop_index = -1;
-        g->choices[i].stop_token = -1;
-        buf_init(&g->choices[i].text, SERVER_MAX_TEXT);
-        g->choices[i].lost_ev.c = &g->choices[i];
-        int arc = g->echo_text ? buf_append(&g->choices[i].text, g->echo_text, g->echo_len) : 0;
+        struct choice *c = &g->choices[i];
+        const int p = i / g->n_per;
+        c->g = g;
+        c->index = i;
+        c->stop_index = -1;
+        c->stop_token = -1;
+        c->n_prompt = (int32_t)n_ids[p];
+        c->echo = g->echo[p];
+        c->echo_len = g->echo_len[p];
+        buf_init(&c->text, SERVER_MAX_TEXT);
+        c->lost_ev.c = c;
+        int arc = c->echo ? buf_append(&c->text, c->echo, c->echo_len) : 0;
         if (arc != 0) {
             openai_error_set(&err, 500, NULL, "cannot echo the prompt (%s)", tandem_strerror(arc));
             goto err_respond;
         }
     }
+    gen_sum_prompts(g);
     if (kv_transfer_of(g->o.kv_transfer_params, &kvt, &kv_blocks, &err) != 0) {
         goto err_respond;
     }
@@ -1021,10 +1093,7 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
     s->n_gens++;
 
     engine_request er = {
-        .prompt = ids,
-        .n_prompt = (int32_t)n_ids,
         .sampling = g->o.sampling,
-        .max_tokens = max_tokens,
         .stop = g->o.stop,
         .n_stop = g->o.n_stop,
         .include_stop_str_in_output = g->o.include_stop_str_in_output,
@@ -1037,9 +1106,13 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
     er.kv_transfer = kvt.mode != ENGINE_KVT_NONE ? &kvt : NULL;
     char eerr[512] = "", kv_id[96];
     for (int i = 0; i < g->n; i++) {
+        const int p = i / g->n_per, j = i % g->n_per;
+        er.prompt = ids[p];
+        er.n_prompt = (int32_t)n_ids[p];
+        er.max_tokens = max_tok[p];
         er.user = &g->choices[i];
-        if (g->n > 1 && g->o.sampling.has_seed) {
-            er.sampling.seed = g->o.sampling.seed + (uint64_t)i;
+        if (g->n_per > 1 && g->o.sampling.has_seed) {
+            er.sampling.seed = g->o.sampling.seed + (uint64_t)j; /* per prompt, as vLLM's n */
         }
         if (kvt.mode == ENGINE_KVT_PRODUCE) {
             /* the id the decoder notifies: the response id (x-request-id based), per choice */
@@ -1059,7 +1132,9 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
             if (g->pending == 0) {
                 gen_free(g);
             }
-            free(ids);
+            free_prompt_ids(ids, n_prompts);
+            free(n_ids);
+            free(max_tok);
             free(kv_blocks);
             respond_openai_error(req, &err);
             return;
@@ -1067,7 +1142,9 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
         g->choices[i].id = id;
         g->pending++;
     }
-    free(ids);
+    free_prompt_ids(ids, n_prompts);
+    free(n_ids);
+    free(max_tok);
     free(kv_blocks);
     http_request_on_abort(req, on_client_abort, g);
     if (g->o.stream) {
@@ -1088,24 +1165,28 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
                     gen_fail(g, "cannot build a stream chunk (%s)", tandem_strerror(crc));
                 }
             }
-        } else if (g->echo_text) {
-            struct out_event ev = {.text = g->echo_text, .text_len = g->echo_len};
+        } else {
             for (int i = 0; i < g->n; i++) {
-                ev.c = &g->choices[i];
-                stream_event(g, &g->choices[i], &ev);
+                struct choice *c = &g->choices[i];
+                if (c->echo) {
+                    struct out_event ev = {.c = c, .text = c->echo, .text_len = c->echo_len};
+                    stream_event(g, c, &ev);
+                }
             }
         }
     }
     return;
 
 err_respond:
-    free(ids);
+    free_prompt_ids(ids, n_prompts);
+    free(n_ids);
+    free(max_tok);
     free(kv_blocks);
     free(prompt_text);
     gen_trace_fail(g, err.status, err.message);
     respond_openai_error(req, &err);
     openai_request_deinit(&g->o);
-    free(g->echo_text);
+    gen_free_echo(g);
     for (int i = 0; g->choices && i < g->n; i++) {
         buf_free(&g->choices[i].text);
     }

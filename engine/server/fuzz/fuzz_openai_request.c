@@ -108,6 +108,18 @@ static void check_request(const struct openai_request *r)
     }
     if (r->kind == OPENAI_COMPLETION) {
         CHECK((r->prompt_text != NULL) != (r->prompt_tokens != NULL));
+        CHECK(r->n_prompts >= 1 && r->n_prompts <= OPENAI_MAX_PROMPTS);
+        CHECK(r->n_prompts * (size_t)r->n <= OPENAI_MAX_CHOICES);
+        for (size_t i = 0; i < r->n_prompts; i++) { /* every prompt is text or non-empty ids */
+            CHECK((r->prompts[i].tokens != NULL) != (r->prompts[i].text != NULL));
+            CHECK(!r->prompts[i].tokens || r->prompts[i].n_tokens > 0);
+        }
+    }
+    for (size_t i = 0; i < r->n_bias; i++) {
+        CHECK(r->bias_vals[i] >= -100.0f && r->bias_vals[i] <= 100.0f);
+        for (size_t j = 0; j < i; j++) {
+            CHECK(r->bias_ids[j] != r->bias_ids[i]);
+        }
     }
     for (size_t i = 0; i < r->n_messages; i++) {
         CHECK(r->messages[i].role != NULL);

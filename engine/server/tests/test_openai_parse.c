@@ -145,9 +145,29 @@ static void test_completion_prompt_forms(void **state)
     assert_string_equal(r.stop[0], "x");
     openai_request_deinit(&r);
     parse_ok(OPENAI_COMPLETION, "{\"prompt\":[[5,6]],\"logprobs\":0}", &r);
+    assert_int_equal(r.n_prompts, 1);
     assert_int_equal(r.n_prompt_tokens, 2);
     assert_int_equal(r.prompt_tokens[0], 5);
     assert_int_equal(r.logprobs, 0);
+    openai_request_deinit(&r);
+    /* several prompts: strings, or token arrays; the first selected */
+    parse_ok(OPENAI_COMPLETION, "{\"prompt\":[\"a\",\"\",\"ccc\"],\"n\":2}", &r);
+    assert_int_equal(r.n_prompts, 3);
+    assert_string_equal(r.prompt_text, "a");
+    openai_request_select_prompt(&r, 2);
+    assert_string_equal(r.prompt_text, "ccc");
+    assert_int_equal(r.prompt_text_len, 3);
+    assert_null(r.prompt_tokens);
+    openai_request_select_prompt(&r, 1);
+    assert_int_equal(r.prompt_text_len, 0);
+    openai_request_deinit(&r);
+    parse_ok(OPENAI_COMPLETION, "{\"prompt\":[[1,2,3],[4]]}", &r);
+    assert_int_equal(r.n_prompts, 2);
+    assert_int_equal(r.n_prompt_tokens, 3);
+    openai_request_select_prompt(&r, 1);
+    assert_null(r.prompt_text);
+    assert_int_equal(r.n_prompt_tokens, 1);
+    assert_int_equal(r.prompt_tokens[0], 4);
     openai_request_deinit(&r);
     parse_ok(OPENAI_COMPLETION, "{\"prompt\":\"\",\"temperature\":0,\"top_k\":-1,\"seed\":1.0}",
              &r);
@@ -281,8 +301,13 @@ static const struct bad_case bad_cases[] = {
     {C, "{\"prompt\":null}", "prompt"},
     {C, "{\"prompt\":5}", "prompt"},
     {C, "{\"prompt\":[]}", "prompt"},
-    {C, "{\"prompt\":[\"a\",\"b\"]}", "prompt"},
-    {C, "{\"prompt\":[[1],[2]]}", "prompt"},
+    {C, "{\"prompt\":[\"a\",[2]]}", "prompt"},
+    {C, "{\"prompt\":[[1],\"b\"]}", "prompt"},
+    {C, "{\"prompt\":[[1],[]]}", "prompt"},
+    {C, "{\"prompt\":[[1],[-2]]}", "prompt"},
+    {C, "{\"prompt\":[\"a\",5]}", "prompt"},
+    {C, "{\"prompt\":[\"a\",\"b\",\"c\",\"d\",\"e\",\"f\",\"g\",\"h\",\"i\"],\"n\":128}", "prompt"},
+    {C, "{\"prompt\":[\"a\",\"b\"],\"kv_transfer_params\":{}}", "kv_transfer_params"},
     {C, "{\"prompt\":[1,\"a\"]}", "prompt"},
     {C, "{\"prompt\":[-1]}", "prompt"},
     {C, "{\"prompt\":[3000000000]}", "prompt"},
