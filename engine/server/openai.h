@@ -11,9 +11,11 @@
  * "messages[1].content", "stream_options.include_usage") and a message that quotes the field
  * ('temperature' must be non-negative, got -1.0.). Unknown fields are ignored (vLLM logs them).
  * Fields vLLM supports but this engine does not (tools with a tool_choice other than "none",
- * non-text response_format, suffix, non-text content parts, prompt_embeds) are a 400 naming the
- * field; best_of > 1 is the 400 vLLM v1 gives
- * ("vLLM V1 does not yet support best_of."). logit_bias is honoured (sampler.h).
+ * non-text response_format, suffix, non-text content parts, prompt_embeds, and, when set (not
+ * null / false / empty), guided_*, structured_outputs, prompt_logprobs, allowed_token_ids,
+ * bad_words, truncate_prompt_tokens, logprob_token_ids, return_token_ids,
+ * return_tokens_as_token_ids, use_beam_search) are a 400 naming the field; best_of > 1 is the
+ * 400 vLLM v1 gives ("vLLM V1 does not yet support best_of."). logit_bias is honoured.
  *
  * Prompts: a completion's prompt is a string, an array of token ids, or an array of strings or
  * of token arrays (one kind; at most OPENAI_MAX_PROMPTS, and prompts × n at most

@@ -433,8 +433,26 @@ static int reject_unsupported(struct openai_request *req, struct openai_error *e
         openai_error_set(err, 400, "prompt_embeds", "'prompt_embeds' is not supported");
         return -EINVAL;
     }
-    if (member(req->root, "guided_json", &v) && v) {
-        openai_error_set(err, 400, "guided_json", "'guided_json' is not supported");
+    /* vLLM request fields not honoured yet: set (not null, not false, not empty) they are a 400
+     * naming them, never silently dropped */
+    static const char *const not_yet[] = {
+        "guided_json",       "guided_regex",       "guided_choice",
+        "guided_grammar",    "structured_outputs", "prompt_logprobs",
+        "allowed_token_ids", "bad_words",          "truncate_prompt_tokens",
+        "logprob_token_ids", "return_token_ids",   "return_tokens_as_token_ids",
+        "use_beam_search",
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(not_yet); i++) {
+        if (!member(req->root, not_yet[i], &v) || !v) {
+            continue;
+        }
+        enum json_type t = json_object_get_type(v);
+        if ((t == json_type_boolean && !json_object_get_boolean(v)) ||
+            (t == json_type_array && json_object_array_length(v) == 0)) {
+            continue;
+        }
+        openai_error_set(err, 400, not_yet[i], "'%s' is not supported by this server yet",
+                         not_yet[i]);
         return -EINVAL;
     }
     if (req->kind == OPENAI_COMPLETION && member(req->root, "suffix", &v) && v) {

@@ -81,7 +81,7 @@ static void test_completion_all_fields(void **state)
         "\"cache_salt\":\"salt\",\"kv_transfer_params\":{\"do_remote_decode\":true},"
         "\"user\":\"u1\",\"skip_special_tokens\":false,\"spaces_between_special_tokens\":false,"
         "\"add_special_tokens\":false,\"logit_bias\":{\"7\":2.5,\"-1\":-300,\" +09 \":1,\"9\":4},"
-        "\"best_of\":1,"
+        "\"best_of\":1,\"use_beam_search\":false,\"bad_words\":[],\"prompt_logprobs\":null,"
         "\"response_format\":{\"type\":\"text\"},\"suffix\":null,\"unknown_field\":[1]}";
     struct openai_request r;
     parse_ok(OPENAI_COMPLETION, body, &r);
@@ -326,6 +326,14 @@ static const struct bad_case bad_cases[] = {
     {C, "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_object\"}}", "response_format"},
     {C, "{\"prompt\":\"x\",\"prompt_embeds\":\"AAAA\"}", "prompt_embeds"},
     {C, "{\"prompt\":\"x\",\"guided_json\":{}}", "guided_json"},
+    {C, "{\"prompt\":\"x\",\"prompt_logprobs\":1}", "prompt_logprobs"},
+    {C, "{\"prompt\":\"x\",\"allowed_token_ids\":[1]}", "allowed_token_ids"},
+    {C, "{\"prompt\":\"x\",\"guided_regex\":\"a+\"}", "guided_regex"},
+    {C, "{\"prompt\":\"x\",\"use_beam_search\":true}", "use_beam_search"},
+    {H, "{" MSG ",\"guided_choice\":[\"a\"]}", "guided_choice"},
+    {H, "{" MSG ",\"structured_outputs\":{\"regex\":\"a\"}}", "structured_outputs"},
+    {H, "{" MSG ",\"truncate_prompt_tokens\":5}", "truncate_prompt_tokens"},
+    {H, "{" MSG ",\"return_token_ids\":true}", "return_token_ids"},
     {C, "[1,2]", ""},
     {C, "null", ""},
     {C, "{\"prompt\":\"x\"", ""},
