@@ -1113,6 +1113,7 @@ int64_t engine_submit(engine *e, const engine_request *r, char *err, size_t errl
     rc = sampler_state_init(&q->st, &q->sp, r->prompt, (size_t)r->n_prompt, e->eog_ids, e->n_eog);
     q->sp.bias_ids = NULL; /* the state keeps its own copy; r's arrays are the caller's */
     q->sp.bias_vals = NULL;
+    q->sp.n_bias = 0;
     if (rc != 0) {
         tandem_set_err(err, errlen, rc == -EINVAL ? "invalid stop_token_ids" : "out of memory");
         free(q->stop_ids);

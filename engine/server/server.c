@@ -105,8 +105,6 @@ struct gen {
     struct choice *choices;
     int pending;      /* submitted choices not finished */
     double kv_load_s; /* P/D: the longest KV load of its choices (x-kv-transfer-time-ms) */
-    int32_t n_prompt; /* usage: the prompts' tokens (each prompt once) */
-    int32_t n_cached; /* and how many of them the prefix cache served */
     int failed;       /* a stream write failed: abort and stop writing */
     int errored;      /* ended with an error (gen_fail) */
     double t_start;
@@ -242,6 +240,24 @@ static const char *finish_name(enum openai_finish f)
                                        : "none";
 }
 
+/* Usage over the prompts: each prompt's tokens once (its first choice's), cached tokens the
+ * most any of its choices got. */
+static void gen_prompt_usage(const struct gen *g, int32_t *n_prompt, int32_t *n_cached)
+{
+    int64_t np = 0, nc = 0;
+    for (int p = 0; p < g->n_prompts && g->n_per > 0; p++) {
+        int32_t cached = 0;
+        for (int j = 0; j < g->n_per; j++) {
+            const struct choice *c = &g->choices[p * g->n_per + j];
+            cached = c->n_cached > cached ? c->n_cached : cached;
+        }
+        np += g->choices[p * g->n_per].n_prompt;
+        nc += cached;
+    }
+    *n_prompt = (int32_t)(np > INT32_MAX ? INT32_MAX : np);
+    *n_cached = (int32_t)(nc > INT32_MAX ? INT32_MAX : nc);
+}
+
 /* The request's span gets its usage and ends (the generation is over). */
 static void gen_trace_end(struct gen *g)
 {
@@ -252,9 +268,11 @@ static void gen_trace_end(struct gen *g)
     for (int i = 0; i < g->n; i++) {
         completion += g->choices[i].n_generated;
     }
-    span_set_int(g->span, "gen_ai.usage.prompt_tokens", g->n_prompt);
+    int32_t n_prompt, n_cached;
+    gen_prompt_usage(g, &n_prompt, &n_cached);
+    span_set_int(g->span, "gen_ai.usage.prompt_tokens", n_prompt);
     span_set_int(g->span, "gen_ai.usage.completion_tokens", completion);
-    span_set_int(g->span, "tandem.usage.cached_tokens", g->n_cached);
+    span_set_int(g->span, "tandem.usage.cached_tokens", n_cached);
     if (g->n > 0) {
         span_set_str(g->span, "gen_ai.response.finish_reasons", finish_name(g->choices[0].finish));
     }
@@ -286,24 +304,6 @@ static void gen_free_echo(struct gen *g)
     free(g->echo_len);
     g->echo = NULL;
     g->echo_len = NULL;
-}
-
-/* Usage over the prompts: each prompt's tokens once (its first choice's), cached tokens the
- * most any of its choices got. */
-static void gen_sum_prompts(struct gen *g)
-{
-    int64_t np = 0, nc = 0;
-    for (int p = 0; p < g->n_prompts && g->n_per > 0; p++) {
-        int32_t cached = 0;
-        for (int j = 0; j < g->n_per; j++) {
-            const struct choice *c = &g->choices[p * g->n_per + j];
-            cached = c->n_cached > cached ? c->n_cached : cached;
-        }
-        np += g->choices[p * g->n_per].n_prompt;
-        nc += cached;
-    }
-    g->n_prompt = (int32_t)(np > INT32_MAX ? INT32_MAX : np);
-    g->n_cached = (int32_t)(nc > INT32_MAX ? INT32_MAX : nc);
 }
 
 static void gen_free(struct gen *g)
@@ -453,12 +453,14 @@ static void fill_meta(struct gen *g, struct openai_meta *meta)
 
 static void fill_usage(struct gen *g, struct openai_usage *u)
 {
-    u->prompt_tokens = g->n_prompt;
+    int32_t n_prompt, n_cached;
+    gen_prompt_usage(g, &n_prompt, &n_cached);
+    u->prompt_tokens = n_prompt;
     u->completion_tokens = 0;
     for (int i = 0; i < g->n; i++) {
         u->completion_tokens += g->choices[i].n_generated;
     }
-    u->cached_tokens = g->n_cached;
+    u->cached_tokens = n_cached;
 }
 
 static void send_chunk_json(struct gen *g, struct buf *json)
@@ -726,7 +728,6 @@ static void handle_event(struct engine_server *s, struct out_event *ev)
     if (ev->n_cached > c->n_cached) {
         c->n_cached = ev->n_cached;
     }
-    gen_sum_prompts(g);
     if (ev->kv_loaded == 1 && ev->kv_load_s > g->kv_load_s) {
         g->kv_load_s = ev->kv_load_s;
     }
@@ -915,7 +916,9 @@ static void trace_request(struct gen *g, const engine_kv_transfer *kvt)
         span_set_int(g->span, "gen_ai.request.max_tokens", g->o.max_tokens);
     }
     span_set_bool(g->span, "tandem.stream", g->o.stream);
-    span_set_int(g->span, "gen_ai.usage.prompt_tokens", g->n_prompt);
+    int32_t n_prompt, n_cached;
+    gen_prompt_usage(g, &n_prompt, &n_cached);
+    span_set_int(g->span, "gen_ai.usage.prompt_tokens", n_prompt);
     if (kvt->mode == ENGINE_KVT_PRODUCE) {
         span_set_str(g->span, "tandem.kv.role", "producer");
         g->prefill = span_child(g->span, "prefill", SPAN_KIND_INTERNAL);
@@ -1081,7 +1084,6 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
             goto err_respond;
         }
     }
-    gen_sum_prompts(g);
     if (kv_transfer_of(g->o.kv_transfer_params, &kvt, &kv_blocks, &err) != 0) {
         goto err_respond;
     }
