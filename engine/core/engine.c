@@ -18,6 +18,7 @@
 
 #include "engine/backend/tp_backend.h"
 #include "engine/model/shard.h"
+#include "engine/grammar/guide.h"
 #include "engine/sampler/stop.h"
 #include "lib/buf.h"
 #include "lib/common.h"
@@ -43,6 +44,7 @@ typedef struct ereq {
     int32_t n_teacher;
     bool return_logits;
     bool include_stop;
+    guide *guide; /* structured output: the grammar's state, NULL when unconstrained */
     engine_output_fn cb;
     void *user;
     double t_arrival, t_first, t_last;
@@ -117,6 +119,10 @@ struct engine {
     int32_t num_blocks;
     int32_t *eog_ids; /* end-of-generation ids of the tokenizer */
     size_t n_eog;
+    /* structured output: the vocabulary trie (built on first use) and compiled grammars */
+    pthread_mutex_t guide_mu;
+    guide_vocab *guide_vocab;
+    guide_registry *guides;
 
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -311,6 +317,7 @@ static void ereq_free(ereq *r)
         return;
     }
     sampler_state_deinit(&r->st);
+    guide_free(r->guide);
     if (r->has_stop) {
         stop_matcher_deinit(&r->stop);
     }
@@ -525,6 +532,7 @@ engine *engine_new(const model *m, const tokenizer *tok, const engine_config *cf
     e->next_id = 1;
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
+    pthread_mutex_init(&e->guide_mu, NULL);
     list_init(&e->live);
     list_init(&e->aborts);
     list_init(&e->loads);
@@ -748,6 +756,9 @@ void engine_free(engine *e)
     free(e->results);
     free(e->outs);
     free(e->eog_ids);
+    guide_registry_free(e->guides);
+    guide_vocab_free(e->guide_vocab);
+    pthread_mutex_destroy(&e->guide_mu);
     sampler_scratch_deinit(&e->scratch);
     buf_free(&e->text);
     pthread_cond_destroy(&e->cv);
@@ -1139,6 +1150,11 @@ int64_t engine_submit(engine *e, const engine_request *r, char *err, size_t errl
         memcpy(q->teacher, r->teacher, (size_t)r->n_teacher * sizeof *q->teacher);
         q->n_teacher = r->n_teacher;
     }
+    if (r->guide && (rc = guide_new(r->guide, &q->guide)) != 0) {
+        tandem_set_err(err, errlen, "structured output: %s",
+                       rc == -ENOMEM ? "out of memory" : "the grammar's start state is too large");
+        goto err_free;
+    }
     q->return_logits = r->return_logits;
     q->include_stop = r->include_stop_str_in_output;
     q->cb = r->on_output;
@@ -1256,6 +1272,12 @@ static void sample_all(engine *e, int32_t n_logits)
                 memcpy(e->raw_row, row, nv * sizeof *row);
                 work = e->raw_row;
             }
+            if (r->guide && guide_mask(r->guide, work, e->n_vocab) < 0) {
+                /* the grammar's state could not be computed (memory): end the sequence */
+                res->token = e->n_eog > 0 ? e->eog_ids[0] : 0;
+                e->sampled[k] = res->token;
+                continue;
+            }
             if (sampler_sample(&r->sp, &r->st, &e->scratch, work, e->n_vocab, res) != 0) {
                 /* every logit masked or NaN: end the sequence with its EOS-less greedy pick */
                 int32_t best = 0;
@@ -1265,6 +1287,11 @@ static void sample_all(engine *e, int32_t n_logits)
                     }
                 }
                 res->token = best;
+            }
+            if (r->guide && guide_accept(r->guide, res->token) != 0) {
+                /* only when sampling had nothing the grammar allows (e.g. min_tokens banned
+                 * the end it required): end the sequence rather than break the grammar */
+                res->token = e->n_eog > 0 ? e->eog_ids[0] : res->token;
             }
         }
         e->sampled[k] = res->token;
@@ -1616,6 +1643,25 @@ int32_t engine_max_model_len(const engine *e)
 const model *engine_model(const engine *e)
 {
     return e->m;
+}
+
+int engine_guide_grammar(engine *e, const char *gbnf, size_t len, guide_grammar **out, char *err,
+                         size_t errlen)
+{
+    *out = NULL;
+    pthread_mutex_lock(&e->guide_mu);
+    int rc = 0;
+    if (!e->guide_vocab) {
+        rc = guide_vocab_new(e->tok, e->n_vocab, e->eog_ids, e->n_eog, &e->guide_vocab);
+    }
+    if (rc == 0 && !e->guides && !(e->guides = guide_registry_new())) {
+        rc = -ENOMEM;
+    }
+    pthread_mutex_unlock(&e->guide_mu);
+    if (rc != 0) {
+        return tandem_fail(err, errlen, rc, "structured output: out of memory");
+    }
+    return guide_registry_get(e->guides, e->guide_vocab, gbnf, len, out, err, errlen);
 }
 
 const tokenizer *engine_tokenizer(const engine *e)

@@ -36,6 +36,7 @@
 
 #include "engine/cache/kvcache.h"
 #include "engine/core/backend.h"
+#include "engine/grammar/guide.h"
 #include "engine/model/model.h"
 #include "engine/sampler/sampler.h"
 #include "engine/sched/sched.h"
@@ -174,7 +175,9 @@ typedef struct engine_request {
     const int32_t *teacher; /* [n_teacher] tokens forced instead of sampled ones (copied); the
                                request ends after them unless max_tokens ends it first */
     int32_t n_teacher;
-    bool return_logits;                    /* engine_output.logits gets the raw row */
+    bool return_logits;   /* engine_output.logits gets the raw row */
+    guide_grammar *guide; /* structured output (engine_guide_grammar), NULL: none; the request
+                             takes its own reference */
     const engine_kv_transfer *kv_transfer; /* NULL: none (copied) */
     engine_output_fn on_output;
     void *user;
@@ -227,6 +230,13 @@ void engine_get_stats(engine *e, engine_stats *out);
 int32_t engine_max_model_len(const engine *e);
 const model *engine_model(const engine *e);
 const tokenizer *engine_tokenizer(const engine *e);
+
+/* The compiled grammar of GBNF text gbnf[0..len) over this engine's vocabulary, for
+ * engine_request.guide: compiled once and shared while it stays among the engine's recent
+ * grammars (guide_registry). *out gets a reference the caller drops (guide_grammar_unref) after
+ * submitting. 0, or the compile error (-EINVAL, -E2BIG with err naming the rule), -ENOMEM. */
+int engine_guide_grammar(engine *e, const char *gbnf, size_t len, guide_grammar **out, char *err,
+                         size_t errlen);
 
 /* Clears the prefix cache (AllBlocksCleared event); -EBUSY while any request runs. */
 int engine_reset_prefix_cache(engine *e);

@@ -102,6 +102,25 @@ struct openai_prompt {
     size_t n_tokens;
 };
 
+/* Structured output (structured.c): the one constraint a request asked for. */
+enum openai_guide_kind {
+    OPENAI_GUIDE_NONE = 0,
+    OPENAI_GUIDE_JSON,        /* text: a JSON schema (JSON text) */
+    OPENAI_GUIDE_JSON_OBJECT, /* any JSON object */
+    OPENAI_GUIDE_REGEX,       /* text: a regex the whole output matches */
+    OPENAI_GUIDE_CHOICE,      /* choices: one of these strings exactly */
+    OPENAI_GUIDE_GRAMMAR,     /* text: a GBNF grammar */
+};
+
+struct openai_guide {
+    enum openai_guide_kind kind;
+    char *text; /* owned, NUL-terminated */
+    size_t text_len;
+    struct json_object *choices; /* borrowed array of strings (OPENAI_GUIDE_CHOICE) */
+    int compact;                 /* disable_any_whitespace: JSON without optional spaces */
+    char param[64];              /* the field it came from, for errors */
+};
+
 struct openai_request {
     enum openai_kind kind;
     struct json_object *root; /* owned reference to the parsed body */
@@ -158,6 +177,8 @@ struct openai_request {
     const char *cache_salt;                 /* borrowed, NULL when absent */
     struct json_object *kv_transfer_params; /* borrowed object or NULL */
     const char *user;                       /* borrowed or NULL */
+
+    struct openai_guide guide; /* structured output; kind NONE when unconstrained */
 };
 
 /*
@@ -171,6 +192,15 @@ int openai_parse_chat(const char *body, size_t len, struct openai_request *req,
                       struct openai_error *err);
 
 void openai_request_deinit(struct openai_request *req);
+
+/* Reads response_format, structured_outputs and guided_* into req->guide (called by the parsers
+ * above). 0 or -EINVAL with err set (400 naming the field), -ENOMEM (500). */
+int openai_parse_structured(struct openai_request *req, struct openai_error *err);
+void openai_guide_deinit(struct openai_guide *g);
+
+/* Appends the GBNF grammar of g (kind not NONE) to out. 0, or -EINVAL with err a 400 naming the
+ * field (an unsupported schema keyword, a bad regex), -ENOMEM (500). */
+int openai_guide_gbnf(const struct openai_guide *g, struct buf *out, struct openai_error *err);
 
 /* Points prompt_text / prompt_tokens at prompts[i] (i < n_prompts) for prompt_build. */
 void openai_request_select_prompt(struct openai_request *req, size_t i);

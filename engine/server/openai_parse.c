@@ -241,6 +241,7 @@ void openai_request_deinit(struct openai_request *req)
     free(req->stop_token_ids);
     free(req->bias_ids);
     free(req->bias_vals);
+    openai_guide_deinit(&req->guide);
     if (req->root) {
         json_object_put(req->root);
     }
@@ -418,17 +419,6 @@ static int reject_unsupported(struct openai_request *req, struct openai_error *e
             return -EINVAL;
         }
     }
-    if (member(req->root, "response_format", &v) && v) {
-        const char *type = NULL;
-        if (json_object_get_type(v) != json_type_object ||
-            opt_string(v, "type", "response_format.type", &type, err) != 0 || !type ||
-            strcmp(type, "text") != 0) {
-            openai_error_set(err, 400, "response_format",
-                             "'response_format': only {\"type\": \"text\"} is supported by this "
-                             "server");
-            return -EINVAL;
-        }
-    }
     if (member(req->root, "prompt_embeds", &v) && v) {
         openai_error_set(err, 400, "prompt_embeds", "'prompt_embeds' is not supported");
         return -EINVAL;
@@ -436,10 +426,13 @@ static int reject_unsupported(struct openai_request *req, struct openai_error *e
     /* vLLM request fields not honoured yet: set (not null, not false, not empty) they are a 400
      * naming them, never silently dropped */
     static const char *const not_yet[] = {
-        "guided_json",       "guided_regex",       "guided_choice",
-        "guided_grammar",    "structured_outputs", "prompt_logprobs",
-        "allowed_token_ids", "bad_words",          "truncate_prompt_tokens",
-        "logprob_token_ids", "return_token_ids",   "return_tokens_as_token_ids",
+        "prompt_logprobs",
+        "allowed_token_ids",
+        "bad_words",
+        "truncate_prompt_tokens",
+        "logprob_token_ids",
+        "return_token_ids",
+        "return_tokens_as_token_ids",
         "use_beam_search",
     };
     for (size_t i = 0; i < ARRAY_SIZE(not_yet); i++) {
@@ -658,7 +651,10 @@ static int parse_common(struct openai_request *req, struct openai_error *err)
     if ((rc = parse_logit_bias(req, err)) != 0) {
         return rc;
     }
-    return reject_unsupported(req, err);
+    if (reject_unsupported(req, err) != 0) {
+        return -EINVAL;
+    }
+    return openai_parse_structured(req, err);
 }
 
 /* max_tokens (completions: default 16, null → unset) and its checks against min_tokens. */

@@ -938,6 +938,27 @@ static void free_prompt_ids(int32_t **ids, int n)
     free(ids);
 }
 
+/* The compiled grammar of a request's structured-output constraint (400 naming the field when
+ * it does not compile). */
+static int structured_grammar(struct engine_server *s, const struct openai_guide *og,
+                              guide_grammar **out, struct openai_error *err)
+{
+    struct buf gbnf;
+    buf_init(&gbnf, GRAMMAR_MAX_TEXT);
+    int rc = openai_guide_gbnf(og, &gbnf, err);
+    if (rc == 0) {
+        char msg[400] = "";
+        rc = engine_guide_grammar(s->e, gbnf.data, gbnf.len, out, msg, sizeof msg);
+        if (rc == -ENOMEM) {
+            openai_error_set(err, 500, NULL, "out of memory");
+        } else if (rc != 0) {
+            openai_error_set(err, 400, og->param, "'%s': %s", og->param, msg);
+        }
+    }
+    buf_free(&gbnf);
+    return rc;
+}
+
 static void handle_generate(struct http_request *req, struct engine_server *s,
                             enum openai_kind kind)
 {
@@ -984,6 +1005,7 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
     int32_t *kv_blocks = NULL;
     char *prompt_text = NULL;
     engine_kv_transfer kvt = {.mode = ENGINE_KVT_NONE};
+    guide_grammar *constraint = NULL; /* structured output, shared by the choices */
     g->n_prompts = n_prompts;
     g->echo = calloc((size_t)n_prompts, sizeof *g->echo);
     g->echo_len = calloc((size_t)n_prompts, sizeof *g->echo_len);
@@ -1087,6 +1109,10 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
     if (kv_transfer_of(g->o.kv_transfer_params, &kvt, &kv_blocks, &err) != 0) {
         goto err_respond;
     }
+    if (g->o.guide.kind != OPENAI_GUIDE_NONE &&
+        structured_grammar(s, &g->o.guide, &constraint, &err) != 0) {
+        goto err_respond;
+    }
     if (g->span) {
         trace_request(g, &kvt);
     }
@@ -1106,6 +1132,7 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
     };
     er.sampling.logprobs = g->o.logprobs;
     er.kv_transfer = kvt.mode != ENGINE_KVT_NONE ? &kvt : NULL;
+    er.guide = constraint;
     char eerr[512] = "", kv_id[96];
     for (int i = 0; i < g->n; i++) {
         const int p = i / g->n_per, j = i % g->n_per;
@@ -1138,6 +1165,7 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
             free(n_ids);
             free(max_tok);
             free(kv_blocks);
+            guide_grammar_unref(constraint);
             respond_openai_error(req, &err);
             return;
         }
@@ -1148,6 +1176,7 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
     free(n_ids);
     free(max_tok);
     free(kv_blocks);
+    guide_grammar_unref(constraint); /* each request holds its own reference */
     http_request_on_abort(req, on_client_abort, g);
     if (g->o.stream) {
         http_stream_start(req, 200, "text/event-stream");
@@ -1180,6 +1209,7 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
     return;
 
 err_respond:
+    guide_grammar_unref(constraint);
     free_prompt_ids(ids, n_prompts);
     free(n_ids);
     free(max_tok);

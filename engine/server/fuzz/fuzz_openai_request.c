@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/grammar/grammar.h"
 #include "engine/server/openai.h"
 #include "lib/json.h"
 
@@ -86,6 +87,34 @@ static void echo_request(const struct openai_request *r)
     buf_free(&b);
 }
 
+/* A structured-output constraint turns into a grammar, or a 400 naming its field; what the
+ * JSON-schema, regex and choice front ends write always compiles (a user's GBNF may not). */
+static void check_guide(const struct openai_request *r)
+{
+    if (r->guide.kind == OPENAI_GUIDE_NONE) {
+        return;
+    }
+    CHECK(r->guide.param[0] != '\0');
+    struct buf gbnf;
+    buf_init(&gbnf, (size_t)1 << 20);
+    struct openai_error err;
+    int rc = openai_guide_gbnf(&r->guide, &gbnf, &err);
+    if (rc != 0) {
+        check_error(rc, &err);
+    } else {
+        grammar *g = NULL;
+        char msg[256] = "";
+        rc = grammar_compile(gbnf.data, gbnf.len, NULL, &g, msg, sizeof msg);
+        if (rc != 0 && r->guide.kind != OPENAI_GUIDE_GRAMMAR && rc != -E2BIG) {
+            fprintf(stderr, "front end wrote a grammar that does not compile (%s):\n%s\n", msg,
+                    gbnf.data);
+            abort();
+        }
+        grammar_free(g);
+    }
+    buf_free(&gbnf);
+}
+
 static void check_request(const struct openai_request *r)
 {
     CHECK(r->root != NULL);
@@ -125,6 +154,7 @@ static void check_request(const struct openai_request *r)
         CHECK(r->messages[i].role != NULL);
     }
     echo_request(r);
+    check_guide(r);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -11,6 +11,7 @@
 
 #include <cmocka.h>
 
+#include "engine/grammar/grammar.h"
 #include "engine/server/openai.h"
 
 static void parse_ok(enum openai_kind kind, const char *body, struct openai_request *req)
@@ -323,15 +324,38 @@ static const struct bad_case bad_cases[] = {
     {C, "{\"prompt\":\"x\",\"logit_bias\":[1]}", "logit_bias"},
     {C, "{\"prompt\":\"x\",\"best_of\":2}", "best_of"},
     {C, "{\"prompt\":\"x\",\"best_of\":\"2\"}", "best_of"},
-    {C, "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_object\"}}", "response_format"},
+    {C, "{\"prompt\":\"x\",\"response_format\":{\"type\":\"xml\"}}", "response_format"},
+    {C, "{\"prompt\":\"x\",\"response_format\":\"json\"}", "response_format"},
+    {C, "{\"prompt\":\"x\",\"response_format\":{\"type\":\"structural_tag\"}}", "response_format"},
+    {C,
+     "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":"
+     "\"x\"}}}",
+     "response_format"},
+    {C, "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_object\"},\"guided_regex\":\"a\"}",
+     "guided_regex"},
     {C, "{\"prompt\":\"x\",\"prompt_embeds\":\"AAAA\"}", "prompt_embeds"},
-    {C, "{\"prompt\":\"x\",\"guided_json\":{}}", "guided_json"},
+    {C, "{\"prompt\":\"x\",\"guided_json\":5}", "guided_json"},
+    {C, "{\"prompt\":\"x\",\"guided_json\":\"{not json\"}", "guided_json"},
+    {C, "{\"prompt\":\"x\",\"guided_whitespace_pattern\":\" \"}", "guided_whitespace_pattern"},
+    {C, "{\"prompt\":\"x\",\"guided_decoding_backend\":5}", "guided_decoding_backend"},
     {C, "{\"prompt\":\"x\",\"prompt_logprobs\":1}", "prompt_logprobs"},
     {C, "{\"prompt\":\"x\",\"allowed_token_ids\":[1]}", "allowed_token_ids"},
-    {C, "{\"prompt\":\"x\",\"guided_regex\":\"a+\"}", "guided_regex"},
+    {C, "{\"prompt\":\"x\",\"guided_regex\":5}", "guided_regex"},
+    {C, "{\"prompt\":\"x\",\"guided_grammar\":\"\"}", "guided_grammar"},
     {C, "{\"prompt\":\"x\",\"use_beam_search\":true}", "use_beam_search"},
-    {H, "{" MSG ",\"guided_choice\":[\"a\"]}", "guided_choice"},
-    {H, "{" MSG ",\"structured_outputs\":{\"regex\":\"a\"}}", "structured_outputs"},
+    {H, "{" MSG ",\"guided_choice\":[]}", "guided_choice"},
+    {H, "{" MSG ",\"guided_choice\":[\"a\",1]}", "guided_choice"},
+    {H, "{" MSG ",\"structured_outputs\":{\"regex\":\"a\",\"choice\":[\"b\"]}}",
+     "structured_outputs.choice"},
+    {H, "{" MSG ",\"structured_outputs\":{}}", "structured_outputs"},
+    {H, "{" MSG ",\"structured_outputs\":[]}", "structured_outputs"},
+    {H, "{" MSG ",\"structured_outputs\":{\"foo\":1}}", "structured_outputs.foo"},
+    {H, "{" MSG ",\"structured_outputs\":{\"json_object\":1}}", "structured_outputs.json_object"},
+    {H, "{" MSG ",\"structured_outputs\":{\"structural_tag\":\"x\"}}",
+     "structured_outputs.structural_tag"},
+    {H, "{" MSG ",\"structured_outputs\":{\"regex\":\"a\",\"whitespace_pattern\":\" \"}}",
+     "structured_outputs.whitespace_pattern"},
+    {H, "{" MSG ",\"structured_outputs\":{\"json\":\"{}\"},\"guided_json\":{}}", "guided_json"},
     {H, "{" MSG ",\"truncate_prompt_tokens\":5}", "truncate_prompt_tokens"},
     {H, "{" MSG ",\"return_token_ids\":true}", "return_token_ids"},
     {C, "[1,2]", ""},
@@ -375,6 +399,99 @@ static const struct bad_case bad_cases[] = {
     {H, "{" MSG ",\"temperature\":-0.5}", "temperature"},
     {H, "{" MSG ",\"response_format\":{\"type\":\"json_schema\"}}", "response_format"},
 };
+
+/* The structured-output forms land in req.guide, and each turns into a grammar that compiles and
+ * holds what it should. */
+static void expect_guide(enum openai_kind kind, const char *body, enum openai_guide_kind gk,
+                         const char *param, const char *yes, const char *no)
+{
+    struct openai_request r;
+    struct openai_error err;
+    memset(&err, 0, sizeof err);
+    int rc = kind == OPENAI_CHAT ? openai_parse_chat(body, strlen(body), &r, &err)
+                                 : openai_parse_completion(body, strlen(body), &r, &err);
+    if (rc != 0) {
+        fail_msg("%s: %s", body, err.message);
+    }
+    assert_int_equal(r.guide.kind, gk);
+    assert_string_equal(r.guide.param, param);
+    struct buf gbnf;
+    buf_init(&gbnf, 1 << 20);
+    assert_int_equal(openai_guide_gbnf(&r.guide, &gbnf, &err), 0);
+    grammar *g = NULL;
+    char msg[256];
+    if (grammar_compile(gbnf.data, gbnf.len, NULL, &g, msg, sizeof msg) != 0) {
+        fail_msg("%s: %s\n%s", body, msg, gbnf.data);
+    }
+    assert_int_equal(grammar_match(g, yes, strlen(yes)), 1);
+    assert_int_equal(grammar_match(g, no, strlen(no)), 0);
+    grammar_free(g);
+    buf_free(&gbnf);
+    openai_request_deinit(&r);
+}
+
+static void test_structured_forms(void **state)
+{
+    (void)state;
+    expect_guide(C, "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_object\"}}",
+                 OPENAI_GUIDE_JSON_OBJECT, "response_format", "{\"a\": [1, {}]}", "[1]");
+    expect_guide(H,
+                 "{" MSG ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":"
+                 "{\"name\":\"n\",\"strict\":true,\"schema\":{\"type\":\"object\","
+                 "\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]}}}}",
+                 OPENAI_GUIDE_JSON, "response_format", "{\"a\": 5}", "{\"a\": \"5\"}");
+    expect_guide(H,
+                 "{" MSG ",\"structured_outputs\":{\"json\":\"{\\\"type\\\":\\\"boolean\\\"}\"}}",
+                 OPENAI_GUIDE_JSON, "structured_outputs.json", "true", "1");
+    expect_guide(C, "{\"prompt\":\"x\",\"guided_json\":{\"enum\":[\"a\",2]}}", OPENAI_GUIDE_JSON,
+                 "guided_json", "2", "\"b\"");
+    expect_guide(C, "{\"prompt\":\"x\",\"structured_outputs\":{\"regex\":\"[a-c]+\\\\d\"}}",
+                 OPENAI_GUIDE_REGEX, "structured_outputs.regex", "abca7", "abd7");
+    expect_guide(C, "{\"prompt\":\"x\",\"guided_regex\":\"(yes|no)\"}", OPENAI_GUIDE_REGEX,
+                 "guided_regex", "no", "yesno");
+    expect_guide(H, "{" MSG ",\"guided_choice\":[\"a \\\"b\\\"\",\"c\\\\d\",\"\\u00e9\"]}",
+                 OPENAI_GUIDE_CHOICE, "guided_choice", "a \"b\"", "c");
+    expect_guide(H, "{" MSG ",\"structured_outputs\":{\"choice\":[\"x\",\"\\u00e9\"]}}",
+                 OPENAI_GUIDE_CHOICE, "structured_outputs.choice", "\xC3\xA9", "y");
+    expect_guide(C,
+                 "{\"prompt\":\"x\",\"structured_outputs\":{\"grammar\":\"root ::= [0-9]+ "
+                 "\\\"!\\\"\",\"disable_fallback\":true}}",
+                 OPENAI_GUIDE_GRAMMAR, "structured_outputs.grammar", "42!", "42");
+    expect_guide(C,
+                 "{\"prompt\":\"x\",\"guided_grammar\":\"root ::= "
+                 "\\\"a\\\"\",\"guided_decoding_backend\":\"xgrammar\"}",
+                 OPENAI_GUIDE_GRAMMAR, "guided_grammar", "a", "b");
+    /* disable_any_whitespace: compact JSON only */
+    expect_guide(H,
+                 "{" MSG ",\"structured_outputs\":{\"json\":{\"type\":\"array\",\"items\":"
+                 "{\"type\":\"integer\"}},\"disable_any_whitespace\":true}}",
+                 OPENAI_GUIDE_JSON, "structured_outputs.json", "[1,2]", "[1, 2]");
+    expect_guide(H,
+                 "{" MSG ",\"structured_outputs\":{\"json_object\":true,"
+                 "\"disable_any_whitespace\":true}}",
+                 OPENAI_GUIDE_JSON_OBJECT, "structured_outputs.json_object", "{\"a\":1}",
+                 "{\"a\": 1}");
+    /* text and nulls ask for nothing */
+    struct openai_request r;
+    struct openai_error err;
+    const char *plain = "{\"prompt\":\"x\",\"response_format\":{\"type\":\"text\"},"
+                        "\"guided_json\":null,\"structured_outputs\":null}";
+    assert_int_equal(openai_parse_completion(plain, strlen(plain), &r, &err), 0);
+    assert_int_equal(r.guide.kind, OPENAI_GUIDE_NONE);
+    openai_request_deinit(&r);
+    /* a schema that cannot be honoured is a 400 naming the field and the keyword */
+    const char *bad = "{\"prompt\":\"x\",\"guided_json\":{\"type\":\"integer\","
+                      "\"multipleOf\":3}}";
+    assert_int_equal(openai_parse_completion(bad, strlen(bad), &r, &err), 0);
+    struct buf gbnf;
+    buf_init(&gbnf, 1 << 20);
+    assert_int_equal(openai_guide_gbnf(&r.guide, &gbnf, &err), -EINVAL);
+    assert_int_equal(err.status, 400);
+    assert_string_equal(err.param, "guided_json");
+    assert_non_null(strstr(err.message, "multipleOf"));
+    buf_free(&gbnf);
+    openai_request_deinit(&r);
+}
 
 static void test_bad_requests(void **state)
 {
@@ -507,6 +624,7 @@ int main(void)
         cmocka_unit_test(test_completion_prompt_forms),
         cmocka_unit_test(test_chat_fields),
         cmocka_unit_test(test_bad_requests),
+        cmocka_unit_test(test_structured_forms),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_tokenize_detokenize),
     };
