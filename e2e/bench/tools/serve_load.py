@@ -90,17 +90,22 @@ def one_request(host, port, body, timeout):
 
 
 def run_level(url, model, concurrency, requests_per_stream, input_len, output_len, vocab, seed,
-              timeout=300):
-    """Runs one closed-loop concurrency level; returns its summary dict."""
+              timeout=300, extra=None):
+    """Runs one closed-loop concurrency level; returns its summary dict. extra: fields merged into
+    every request body (e.g. a structured-output constraint); a callable value is called once per
+    request for that request's value."""
     u = urllib.parse.urlparse(url)
     rng = random.Random(seed * 1000003 + concurrency)
     bodies = []
     for _ in range(concurrency * requests_per_stream):
         prompt = [rng.randrange(10, vocab) for _ in range(input_len)]
-        bodies.append(json.dumps({
+        body = {
             "model": model, "prompt": prompt, "max_tokens": output_len, "temperature": 0,
             "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True},
-        }).encode())
+        }
+        for key, val in (extra or {}).items():
+            body[key] = val() if callable(val) else val  # a callable: a value per request
+        bodies.append(json.dumps(body).encode())
     results = []
     lock = threading.Lock()
 
