@@ -674,6 +674,8 @@ static int run(struct agent_flags *f)
         /* the sidecar passes Authorization through; the engine checks it, as vLLM does */
         .api_keys = f->ef.api_keys,
         .n_api_keys = f->ef.n_api_keys,
+        .enable_auto_tool_choice = f->ef.enable_auto_tool_choice,
+        .tool_call_parser = f->ef.tool_call_parser,
     };
     ag.es = engine_server_new(&loop, ag.engine_srv, ag.e, &sc, err, sizeof err);
     if (!ag.es) {

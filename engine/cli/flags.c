@@ -11,6 +11,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "engine/server/tool_parser.h"
 #include "engine/template/chat_template.h"
 #include "lib/log.h"
 
@@ -324,6 +325,20 @@ int engine_flags_parse(struct cli_args *a, struct engine_flags *f)
         f->override_generation_config = v;
         return 1;
     }
+    if (strcmp(a->argv[a->i], "--enable-auto-tool-choice") == 0) {
+        f->enable_auto_tool_choice = 1;
+        return 1;
+    }
+    if (cli_flag(a, "--tool-call-parser", &v)) {
+        enum tool_parser_kind k;
+        if (!v || tool_parser_kind_from_name(v, &k) != 0) {
+            return cli_die("--tool-call-parser: unknown parser '%s' (hermes, llama3_json, "
+                           "llama4_json, mistral)",
+                           v ? v : "");
+        }
+        f->tool_call_parser = v;
+        return 1;
+    }
     if (cli_flag(a, "--api-key", &v)) {
         /* vLLM's nargs='+': --api-key K1 K2 ...; repeating the flag adds more */
         for (;;) {
@@ -414,6 +429,9 @@ static int engine_flags_check_tp(const backend_ops *ops, int32_t n)
 
 int engine_flags_check(struct engine_flags *f)
 {
+    if (f->enable_auto_tool_choice && !f->tool_call_parser) {
+        return cli_die("--enable-auto-tool-choice needs --tool-call-parser");
+    }
     const char *env_key = getenv("VLLM_API_KEY");
     if (f->n_api_keys == 0 && env_key && *env_key) { /* --api-key wins, as in vLLM */
         f->api_keys[f->n_api_keys++] = env_key;
@@ -513,7 +531,10 @@ void engine_flags_usage(FILE *out)
         "  --override-generation-config JSON\n"
         "                                sampling defaults on top, e.g. '{\"temperature\":0.6}'\n"
         "  --api-key KEY [KEY ...]       /v1/* needs 'Authorization: Bearer KEY' (default:\n"
-        "                                $VLLM_API_KEY; /health, /metrics stay open)\n");
+        "                                $VLLM_API_KEY; /health, /metrics stay open)\n"
+        "  --enable-auto-tool-choice     tool_choice \"auto\": the model decides to call tools\n"
+        "  --tool-call-parser NAME       how tool calls are read from the output: hermes,\n"
+        "                                llama3_json, llama4_json, mistral\n");
 }
 
 model *engine_flags_load_model(const char *path, const tokenizer **tok_out)

@@ -58,6 +58,8 @@ struct engine_flags {
     const char *api_keys[ENGINE_FLAGS_MAX_API_KEYS]; /* --api-key (borrowed from argv), else
                                                         $VLLM_API_KEY after engine_flags_check */
     size_t n_api_keys;
+    int enable_auto_tool_choice;  /* --enable-auto-tool-choice */
+    const char *tool_call_parser; /* --tool-call-parser NAME (borrowed from argv), or NULL */
 };
 
 void engine_flags_init(struct engine_flags *f);

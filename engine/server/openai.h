@@ -90,8 +90,9 @@ struct openai_message {
     const char *role; /* "system" | "user" | "assistant" | "tool" | "developer" */
     char *content;    /* owned: text (parts joined with "\n"); NULL for null content */
     size_t content_len;
-    const char *name;         /* borrowed or NULL */
-    const char *tool_call_id; /* borrowed or NULL (role "tool") */
+    const char *name;               /* borrowed or NULL */
+    const char *tool_call_id;       /* borrowed or NULL (role "tool") */
+    struct json_object *tool_calls; /* borrowed array (role "assistant") or NULL */
 };
 
 /* One completion prompt: text, or token ids (tokens != NULL, owned by the request). */
@@ -119,6 +120,14 @@ struct openai_guide {
     struct json_object *choices; /* borrowed array of strings (OPENAI_GUIDE_CHOICE) */
     int compact;                 /* disable_any_whitespace: JSON without optional spaces */
     char param[64];              /* the field it came from, for errors */
+};
+
+/* Chat tool_choice (chat_tools.c). */
+enum openai_tool_choice {
+    OPENAI_TOOL_NONE = 0, /* "none", or no tools */
+    OPENAI_TOOL_AUTO,     /* "auto" (the default with tools): the server's tool-call parser */
+    OPENAI_TOOL_REQUIRED, /* "required": a JSON array of calls, grammar-enforced */
+    OPENAI_TOOL_NAMED,    /* {"type": "function", "function": {"name"}}: that tool's arguments */
 };
 
 struct openai_request {
@@ -179,6 +188,12 @@ struct openai_request {
     const char *user;                       /* borrowed or NULL */
 
     struct openai_guide guide; /* structured output; kind NONE when unconstrained */
+
+    /* chat tools */
+    struct json_object *tools; /* borrowed array of {"type": "function", "function"}, or NULL */
+    enum openai_tool_choice tool_choice;
+    const char *tool_name;   /* OPENAI_TOOL_NAMED: the tool (borrowed) */
+    int parallel_tool_calls; /* default 1 */
 };
 
 /*
@@ -197,6 +212,11 @@ void openai_request_deinit(struct openai_request *req);
  * above). 0 or -EINVAL with err set (400 naming the field), -ENOMEM (500). */
 int openai_parse_structured(struct openai_request *req, struct openai_error *err);
 void openai_guide_deinit(struct openai_guide *g);
+
+/* Reads tools, tool_choice and parallel_tool_calls (chat), with vLLM's checks and messages; for
+ * "required" and a named tool, sets req->guide to the schema that forces the call (a 400 when
+ * another structured-output constraint is set too). 0, -EINVAL (400), -ENOMEM (500). */
+int openai_parse_tools(struct openai_request *req, struct openai_error *err);
 
 /* Appends the GBNF grammar of g (kind not NONE) to out. 0, or -EINVAL with err a 400 naming the
  * field (an unsupported schema keyword, a bad regex), -ENOMEM (500). */
@@ -248,10 +268,11 @@ int openai_parse_detokenize(const char *body, size_t len, struct json_object **r
 /* ---- responses ---- */
 
 enum openai_finish {
-    OPENAI_FINISH_NONE = 0, /* null (a streaming chunk mid-generation) */
-    OPENAI_FINISH_STOP,     /* "stop": eos, stop token or stop string */
-    OPENAI_FINISH_LENGTH,   /* "length": max_tokens or max_model_len */
-    OPENAI_FINISH_ABORT,    /* "abort" */
+    OPENAI_FINISH_NONE = 0,   /* null (a streaming chunk mid-generation) */
+    OPENAI_FINISH_STOP,       /* "stop": eos, stop token or stop string */
+    OPENAI_FINISH_LENGTH,     /* "length": max_tokens or max_model_len */
+    OPENAI_FINISH_ABORT,      /* "abort" */
+    OPENAI_FINISH_TOOL_CALLS, /* "tool_calls": auto or required tool calls were made */
 };
 
 struct openai_top_logprob {
@@ -280,6 +301,11 @@ struct openai_choice {
     size_t n_logprobs;
     size_t text_offset; /* completions logprobs: offset of the first token's text in the
                            choice's whole text (stream chunks continue from earlier ones) */
+    /* chat tool calls: a JSON array, the message's "tool_calls" (full bodies) or the delta's
+     * entries (chunks); NULL: [] in full bodies, none in chunks */
+    const char *tool_calls_json;
+    size_t tool_calls_json_len;
+    int content_null; /* full chat bodies: "content": null (only tool calls were made) */
 };
 
 struct openai_usage {

@@ -169,6 +169,8 @@ static const char *finish_str(enum openai_finish f)
         return "\"length\"";
     case OPENAI_FINISH_ABORT:
         return "\"abort\"";
+    case OPENAI_FINISH_TOOL_CALLS:
+        return "\"tool_calls\"";
     case OPENAI_FINISH_NONE:
     default:
         return "null";
@@ -362,8 +364,18 @@ int openai_build_chat(const struct openai_meta *meta, const struct openai_choice
         const struct openai_choice *c = &choices[i];
         buf_appendf(out, "%s{\"index\":%d,\"message\":{\"role\":\"assistant\",\"content\":",
                     i ? "," : "", c->index);
-        put_text(out, c);
-        buf_appends(out, ",\"reasoning_content\":null,\"tool_calls\":[]},\"logprobs\":");
+        if (c->content_null) {
+            buf_appends(out, "null");
+        } else {
+            put_text(out, c);
+        }
+        buf_appends(out, ",\"reasoning_content\":null,\"tool_calls\":");
+        if (c->tool_calls_json) {
+            buf_append(out, c->tool_calls_json, c->tool_calls_json_len);
+        } else {
+            buf_appends(out, "[]");
+        }
+        buf_appends(out, "},\"logprobs\":");
         put_chat_logprobs(out, c);
         buf_appends(out, ",");
         put_finish(out, c);
@@ -413,6 +425,17 @@ int openai_build_chat_chunk(const struct openai_meta *meta, const struct openai_
         if (first) {
             buf_appends(out, "{\"role\":\"assistant\",\"content\":");
             put_text(out, c);
+            buf_appends(out, "}");
+        } else if (c->tool_calls_json) {
+            /* vLLM's DeltaMessage with exclude_unset: content only when there is some */
+            buf_appends(out, "{");
+            if (c->text_len > 0) {
+                buf_appends(out, "\"content\":");
+                put_text(out, c);
+                buf_appends(out, ",");
+            }
+            buf_appends(out, "\"tool_calls\":");
+            buf_append(out, c->tool_calls_json, c->tool_calls_json_len);
             buf_appends(out, "}");
         } else if (c->text_len == 0 && c->finish != OPENAI_FINISH_NONE) {
             buf_appends(out, "{}");

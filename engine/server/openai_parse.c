@@ -452,37 +452,6 @@ static int reject_unsupported(struct openai_request *req, struct openai_error *e
         openai_error_set(err, 400, "suffix", "'suffix' is not currently supported");
         return -EINVAL;
     }
-    if (req->kind == OPENAI_CHAT) {
-        const char *choice = NULL;
-        struct json_object *tc;
-        if (member(req->root, "tool_choice", &tc) && tc &&
-            json_object_get_type(tc) != json_type_string) {
-            openai_error_set(err, 400, "tool_choice",
-                             "'tool_choice': named tool choice is not supported by this server");
-            return -EINVAL;
-        }
-        if (opt_string(req->root, "tool_choice", "tool_choice", &choice, err) != 0) {
-            return -EINVAL;
-        }
-        if (choice && strcmp(choice, "none") != 0 && strcmp(choice, "auto") != 0) {
-            openai_error_set(err, 400, "tool_choice",
-                             "'tool_choice': '%s' is not supported by this server", choice);
-            return -EINVAL;
-        }
-        if (member(req->root, "tools", &v) && v) {
-            if (json_object_get_type(v) != json_type_array) {
-                openai_error_set(err, 400, "tools", "'tools': input should be an array, got %s",
-                                 type_label(v));
-                return -EINVAL;
-            }
-            if (json_object_array_length(v) > 0 && !(choice && strcmp(choice, "none") == 0)) {
-                openai_error_set(err, 400, "tools",
-                                 "'tools': tool calling is not supported by this server (use "
-                                 "tool_choice \"none\")");
-                return -EINVAL;
-            }
-        }
-    }
     return 0;
 }
 
@@ -654,7 +623,11 @@ static int parse_common(struct openai_request *req, struct openai_error *err)
     if (reject_unsupported(req, err) != 0) {
         return -EINVAL;
     }
-    return openai_parse_structured(req, err);
+    rc = openai_parse_structured(req, err);
+    if (rc == 0 && req->kind == OPENAI_CHAT) {
+        rc = openai_parse_tools(req, err);
+    }
+    return rc;
 }
 
 /* max_tokens (completions: default 16, null → unset) and its checks against min_tokens. */
@@ -884,6 +857,13 @@ static int parse_message(struct json_object *m, size_t idx, struct openai_messag
     if ((rc = opt_string(m, "tool_call_id", param, &out->tool_call_id, err)) != 0) {
         return rc;
     }
+    snprintf(param, sizeof(param), "messages[%zu].tool_calls", idx);
+    struct json_object *tcs;
+    if (member(m, "tool_calls", &tcs) && tcs) {
+        CHECK(json_object_get_type(tcs) == json_type_array, param,
+              "'%s': input should be an array, got %s", param, type_label(tcs));
+        out->tool_calls = tcs;
+    }
     snprintf(param, sizeof(param), "messages[%zu].content", idx);
     struct json_object *c;
     if (!member(m, "content", &c) || !c) {
@@ -1037,7 +1017,8 @@ static int tokenize_fields(const char *body, size_t len, struct openai_request *
         req->kind = OPENAI_CHAT;
         req->add_special_tokens = 0;
         if ((rc = parse_messages(req, err)) != 0 ||
-            (rc = parse_chat_template_fields(req, err)) != 0) {
+            (rc = parse_chat_template_fields(req, err)) != 0 ||
+            (rc = openai_parse_tools(req, err)) != 0) { /* tools reach the template */
             return rc;
         }
     } else if ((rc = parse_prompt(req, 1, err)) != 0) {

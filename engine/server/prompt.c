@@ -9,6 +9,34 @@
 #include <string.h>
 
 #include "lib/err.h"
+#include "lib/json.h"
+
+/* An assistant message's tool_calls as templates read them: a copy whose function.arguments are
+ * parsed from their JSON text into values (vLLM's chat_utils does the same: templates such as
+ * Llama 3's and Qwen's iterate over the arguments). Arguments that are not JSON stay text. */
+static struct json_object *template_tool_calls(struct json_object *calls)
+{
+    struct json_object *copy = NULL;
+    if (json_object_deep_copy(calls, &copy, NULL) != 0) {
+        return NULL;
+    }
+    for (size_t i = 0; i < json_object_array_length(copy); i++) {
+        struct json_object *fn, *args, *parsed = NULL;
+        struct json_object *c = json_object_array_get_idx(copy, i);
+        if (!json_object_object_get_ex(c, "function", &fn) ||
+            !json_object_object_get_ex(fn, "arguments", &args) ||
+            !json_object_is_type(args, json_type_string)) {
+            continue;
+        }
+        char perr[64];
+        if (json_parse_one(json_object_get_string(args), (size_t)json_object_get_string_len(args),
+                           &parsed, perr, sizeof perr) == 0 &&
+            parsed) {
+            json_object_object_add(fn, "arguments", parsed);
+        }
+    }
+    return copy;
+}
 
 /* Renders the chat messages through the template into a prompt string (malloc'd). */
 int prompt_render_chat(const struct prompt_ctx *pc, const struct openai_request *o, char **out,
@@ -32,16 +60,39 @@ int prompt_render_chat(const struct prompt_ctx *pc, const struct openai_request 
         if (m->tool_call_id) {
             json_object_object_add(jm, "tool_call_id", json_object_new_string(m->tool_call_id));
         }
+        if (m->tool_calls) {
+            json_object_object_add(jm, "tool_calls", template_tool_calls(m->tool_calls));
+        }
         json_object_array_add(msgs, jm);
+    }
+    /* the tools reach the template as `tools` (vLLM passes them whatever tool_choice is) */
+    struct json_object *kwargs = o->chat_template_kwargs;
+    struct json_object *merged = NULL;
+    if (o->tools) {
+        merged = json_object_new_object();
+        if (!merged) {
+            json_object_put(msgs);
+            openai_error_set(err, 500, NULL, "out of memory");
+            return -ENOMEM;
+        }
+        if (kwargs) {
+            json_object_object_foreach(kwargs, k, v)
+            {
+                json_object_object_add(merged, k, json_object_get(v));
+            }
+        }
+        json_object_object_add(merged, "tools", json_object_get(o->tools));
+        kwargs = merged;
     }
     char terr[512] = "";
     bool add_gen = o->continue_final_message ? false : o->add_generation_prompt != 0;
-    int rc = o->chat_template ? chat_template_render(o->chat_template, msgs, add_gen, pc->bos_token,
-                                                     pc->eos_token, o->chat_template_kwargs, out,
-                                                     out_len, terr, sizeof terr)
-                              : chat_template_apply(pc->ct, msgs, add_gen, o->chat_template_kwargs,
-                                                    out, out_len, terr, sizeof terr);
+    int rc =
+        o->chat_template
+            ? chat_template_render(o->chat_template, msgs, add_gen, pc->bos_token, pc->eos_token,
+                                   kwargs, out, out_len, terr, sizeof terr)
+            : chat_template_apply(pc->ct, msgs, add_gen, kwargs, out, out_len, terr, sizeof terr);
     json_object_put(msgs);
+    json_object_put(merged);
     if (rc != 0) {
         openai_error_set(err, 400, "messages", "cannot apply the chat template: %s", terr);
         return -EINVAL;

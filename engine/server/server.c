@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "engine/server/api_key.h"
+#include "engine/server/tool_parser.h"
 #include "engine/server/openai.h"
 #include "engine/server/prompt.h"
 #include "engine/server/tokenizer_info.h"
@@ -88,6 +89,8 @@ struct choice {
     int32_t n_cached;
     const char *echo; /* completions echo: its prompt's text (the gen's), echo_len bytes */
     size_t echo_len;
+    struct tool_stream *ts; /* streamed chat, tool_choice auto: the parser's state */
+    int tool_started;       /* streamed named tool call: its id and name were sent */
 };
 
 struct gen {
@@ -126,6 +129,8 @@ struct engine_server {
     char *served_name;
     char *model_root;
     struct api_keys *keys;    /* --api-key: /v1 requests need one (api_key.h) */
+    struct tool_parser tools; /* --tool-call-parser (kind TOOL_PARSER_NONE: none) */
+    int auto_tools;           /* --enable-auto-tool-choice with a parser */
     struct chat_template *ct; /* the compiled template (override, model's, or chatml) */
     struct prompt_ctx pc;     /* what prompts are built with (prompt.h) */
     char *template_src;       /* the template text in use, for /tokenizer_info */
@@ -316,6 +321,7 @@ static void gen_free(struct gen *g)
         buf_free(&g->choices[i].text);
         free(g->choices[i].lps);
         json_object_put(g->choices[i].kv_params);
+        tool_stream_free(g->choices[i].ts);
     }
     free(g->choices);
     gen_free_echo(g);
@@ -479,6 +485,199 @@ static void send_chunk_json(struct gen *g, struct buf *json)
     buf_free(&frame);
 }
 
+/* ---- tool calls (chat): the text turned into tool_calls as vLLM's serving code does ---- */
+
+static int tool_mode(const struct gen *g)
+{
+    return g->kind == OPENAI_CHAT && g->o.tool_choice != OPENAI_TOOL_NONE;
+}
+
+/* A call of the named tool whose arguments are text[0..len) (vLLM: the output is the
+ * arguments, content ""). */
+static int named_call(const struct gen *g, const char *text, size_t len, struct tool_result *res)
+{
+    memset(res, 0, sizeof *res);
+    res->calls = calloc(1, sizeof *res->calls);
+    res->content = calloc(1, 1);
+    if (!res->calls || !res->content) {
+        tool_result_free(res);
+        return -ENOMEM;
+    }
+    struct tool_call *tc = &res->calls[0];
+    res->n_calls = 1;
+    res->tools_called = 1;
+    openai_make_id(tc->id, sizeof tc->id, "chatcmpl-tool-");
+    tc->name = strdup(g->o.tool_name);
+    tc->arguments = malloc(len + 1);
+    if (!tc->name || !tc->arguments) {
+        tool_result_free(res);
+        return -ENOMEM;
+    }
+    tc->name_len = strlen(tc->name);
+    memcpy(tc->arguments, text, len);
+    tc->arguments[len] = '\0';
+    tc->arguments_len = len;
+    return 0;
+}
+
+/* Calls in a chunk's delta form: {"id", "type": "function", "index", "function": {"name",
+ * "arguments"}} each (vLLM's DeltaToolCall field order). */
+static int delta_calls_json(const struct tool_call *calls, size_t n, struct buf *out)
+{
+    buf_appends(out, "[");
+    for (size_t i = 0; i < n; i++) {
+        buf_appends(out, i ? ",{\"id\":" : "{\"id\":");
+        openai_json_string(out, calls[i].id, strlen(calls[i].id));
+        buf_appendf(out, ",\"type\":\"function\",\"index\":%zu,\"function\":{\"name\":", i);
+        openai_json_string(out, calls[i].name, calls[i].name_len);
+        buf_appends(out, ",\"arguments\":");
+        openai_json_string(out, calls[i].arguments, calls[i].arguments_len);
+        buf_appends(out, "}}");
+    }
+    buf_appends(out, "]");
+    return buf_error(out);
+}
+
+/* A whole answer's choice: content and tool_calls from the text (res and json hold them). */
+static int tools_full(struct gen *g, struct choice *c, struct openai_choice *oc,
+                      struct tool_result *res, struct buf *json)
+{
+    const char *text = c->text.data ? c->text.data : "";
+    char err[128];
+    int rc;
+    if (g->o.tool_choice == OPENAI_TOOL_AUTO) {
+        rc = tool_parse_complete(&g->s->tools, text, c->text.len, res, err, sizeof err);
+    } else if (g->o.tool_choice == OPENAI_TOOL_REQUIRED) {
+        rc = tool_parse_required(&g->s->tools, text, c->text.len, res);
+    } else {
+        rc = named_call(g, text, c->text.len, res);
+    }
+    if (rc != 0) {
+        return rc;
+    }
+    size_t n = res->n_calls > 1 && !g->o.parallel_tool_calls ? 1 : res->n_calls;
+    if (res->tools_called) {
+        rc = tool_calls_json(res->calls, n, json);
+        if (rc != 0) {
+            return rc;
+        }
+        oc->tool_calls_json = json->data;
+        oc->tool_calls_json_len = json->len;
+    }
+    oc->text = res->content ? res->content : "";
+    oc->text_len = res->content ? res->content_len : 0;
+    oc->content_null = res->content == NULL;
+    /* "tool_calls" for auto and required calls, "stop" for a named one (OpenAI's rule) */
+    if ((g->o.tool_choice == OPENAI_TOOL_AUTO && res->tools_called) ||
+        (g->o.tool_choice == OPENAI_TOOL_REQUIRED && n > 0 && c->finish == OPENAI_FINISH_STOP)) {
+        oc->finish = OPENAI_FINISH_TOOL_CALLS;
+    }
+    return 0;
+}
+
+/* Drops the entries of calls after the first (parallel_tool_calls false). */
+static void delta_first_call_only(struct tool_delta *d)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < d->n_calls; i++) {
+        if (d->calls[i].index == 0) {
+            if (k != i) {
+                struct tool_delta_call t = d->calls[k];
+                d->calls[k] = d->calls[i];
+                d->calls[i] = t;
+            }
+            k++;
+        }
+    }
+    /* the dropped entries stay allocated past n_calls; tool_delta_reset/free release them */
+    while (d->n_calls > k) {
+        struct tool_delta_call *e = &d->calls[--d->n_calls];
+        free(e->name);
+        e->name = NULL;
+        buf_free(&e->arguments);
+    }
+}
+
+/* A streamed event's content and tool-call entries (into oc; td and json hold them). */
+static int tools_stream(struct gen *g, struct choice *c, const struct out_event *ev,
+                        struct openai_choice *oc, struct tool_delta *td, struct buf *json)
+{
+    int rc = 0;
+    oc->text = NULL;
+    oc->text_len = 0;
+    if (g->o.tool_choice == OPENAI_TOOL_AUTO) {
+        if (!c->ts) {
+            rc = tool_stream_new(&g->s->tools, &c->ts);
+        }
+        if (rc == 0 && ev->text_len > 0) {
+            rc = tool_stream_feed(c->ts, ev->text, ev->text_len, td);
+        }
+        if (rc == 0 && ev->finished) {
+            rc = tool_stream_finish(c->ts, td);
+        }
+        if (rc != 0) {
+            return rc;
+        }
+        if (!g->o.parallel_tool_calls) {
+            delta_first_call_only(td);
+        }
+        oc->text = td->content.data;
+        oc->text_len = td->content.len;
+        if (td->n_calls > 0) {
+            rc = tool_delta_json(td, json);
+        }
+        if (ev->finished && tool_stream_calls(c->ts) > 0) {
+            oc->finish = OPENAI_FINISH_TOOL_CALLS;
+        }
+    } else if (g->o.tool_choice == OPENAI_TOOL_NAMED) {
+        /* the output is the arguments: the first piece brings the id and the name */
+        if (ev->text_len > 0 && !c->tool_started) {
+            char id[TOOL_CALL_ID_MAX + 1];
+            openai_make_id(id, sizeof id, "chatcmpl-tool-");
+            buf_appends(json, "[{\"id\":");
+            openai_json_string(json, id, strlen(id));
+            buf_appends(json, ",\"type\":\"function\",\"index\":0,\"function\":{\"name\":");
+            openai_json_string(json, g->o.tool_name, strlen(g->o.tool_name));
+            buf_appends(json, ",\"arguments\":");
+            openai_json_string(json, ev->text, ev->text_len);
+            buf_appends(json, "}}]");
+            c->tool_started = 1;
+        } else if (ev->text_len > 0) {
+            buf_appends(json, "[{\"index\":0,\"function\":{\"arguments\":");
+            openai_json_string(json, ev->text, ev->text_len);
+            buf_appends(json, "}}]");
+        }
+        rc = buf_error(json);
+    } else {
+        /* required: the array is only known whole; its calls go out with the last chunk */
+        rc = ev->text_len > 0 ? buf_append(&c->text, ev->text, ev->text_len) : 0;
+        if (rc == 0 && ev->finished) {
+            struct tool_result res;
+            memset(&res, 0, sizeof res);
+            rc = tool_parse_required(&g->s->tools, c->text.data ? c->text.data : "", c->text.len,
+                                     &res);
+            if (rc == 0 && res.n_calls > 0) {
+                size_t n = res.n_calls > 1 && !g->o.parallel_tool_calls ? 1 : res.n_calls;
+                rc = delta_calls_json(res.calls, n, json);
+                if (c->finish == OPENAI_FINISH_STOP) {
+                    oc->finish = OPENAI_FINISH_TOOL_CALLS;
+                }
+            } else if (rc == 0) {
+                /* not the grammar's array (cut off): the text as content */
+                rc = buf_append(&td->content, c->text.data ? c->text.data : "", c->text.len);
+                oc->text = td->content.data;
+                oc->text_len = td->content.len;
+            }
+            tool_result_free(&res);
+        }
+    }
+    if (rc == 0 && json->len > 0) {
+        oc->tool_calls_json = json->data;
+        oc->tool_calls_json_len = json->len;
+    }
+    return rc;
+}
+
 static void stream_event(struct gen *g, struct choice *c, const struct out_event *ev)
 {
     struct openai_meta meta;
@@ -508,7 +707,23 @@ static void stream_event(struct gen *g, struct choice *c, const struct out_event
         oc.logprobs = lps;
         oc.n_logprobs = 1;
     }
-    if (ev->text_len == 0 && !ev->finished && !oc.logprobs) {
+    struct tool_delta td;
+    struct buf calls;
+    tool_delta_init(&td);
+    buf_init(&calls, SERVER_MAX_BODY_OUT);
+    if (tool_mode(g) && tools_stream(g, c, ev, &oc, &td, &calls) != 0) {
+        tool_delta_free(&td);
+        buf_free(&calls);
+        free(lps);
+        free(tops);
+        gen_fail(g, "cannot extract the tool calls");
+        return;
+    }
+    if (oc.text_len == 0 && !oc.tool_calls_json && !ev->finished && !oc.logprobs) {
+        tool_delta_free(&td);
+        buf_free(&calls);
+        free(lps);
+        free(tops);
         return; /* nothing to say (e.g. a token held back by a stop string) */
     }
     struct buf json;
@@ -524,6 +739,8 @@ static void stream_event(struct gen *g, struct choice *c, const struct out_event
         send_chunk_json(g, &json);
     }
     buf_free(&json);
+    tool_delta_free(&td);
+    buf_free(&calls);
     free(lps);
     free(tops);
     if (rc != 0) {
@@ -574,11 +791,16 @@ static void respond_full(struct gen *g)
     struct openai_choice *cs = calloc((size_t)g->n, sizeof *cs);
     struct openai_token_logprob **lpss = calloc((size_t)g->n, sizeof(void *));
     struct openai_top_logprob **topss = calloc((size_t)g->n, sizeof(void *));
+    struct tool_result *tres = tool_mode(g) ? calloc((size_t)g->n, sizeof *tres) : NULL;
+    struct buf *tjson = tool_mode(g) ? calloc((size_t)g->n, sizeof *tjson) : NULL;
     struct buf body;
     buf_init(&body, SERVER_MAX_BODY_OUT);
     int rc = -ENOMEM;
-    if (!cs || !lpss || !topss) {
+    if (!cs || !lpss || !topss || (tool_mode(g) && (!tres || !tjson))) {
         goto out;
+    }
+    for (int i = 0; tjson && i < g->n; i++) {
+        buf_init(&tjson[i], SERVER_MAX_BODY_OUT);
     }
     for (int i = 0; i < g->n; i++) {
         struct choice *c = &g->choices[i];
@@ -600,6 +822,9 @@ static void respond_full(struct gen *g)
             cs[i].logprobs = lpss[i];
             cs[i].n_logprobs = c->n_lps;
             cs[i].text_offset = c->echo_len;
+        }
+        if (tres && tools_full(g, c, &cs[i], &tres[i], &tjson[i]) != 0) {
+            goto out; /* rc is still -ENOMEM */
         }
     }
     rc = g->kind == OPENAI_CHAT ? openai_build_chat(&meta, cs, (size_t)g->n, &u, &body)
@@ -625,6 +850,12 @@ out:
     }
     free(lpss);
     free(topss);
+    for (int i = 0; tres && tjson && i < g->n; i++) {
+        tool_result_free(&tres[i]);
+        buf_free(&tjson[i]);
+    }
+    free(tres);
+    free(tjson);
     free(cs);
 }
 
@@ -1016,6 +1247,12 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
     if (check_model(s, g->o.model, &err) != 0) {
         goto err_respond;
     }
+    if (kind == OPENAI_CHAT && g->o.tool_choice == OPENAI_TOOL_AUTO && !s->auto_tools) {
+        openai_error_set(&err, 400, "tool_choice",
+                         "\"auto\" tool choice requires --enable-auto-tool-choice and "
+                         "--tool-call-parser to be set");
+        goto err_respond;
+    }
     int32_t max_len = engine_max_model_len(s->e);
     for (int p = 0; p < n_prompts; p++) {
         size_t prompt_len = 0;
@@ -1125,7 +1362,12 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
         .stop = g->o.stop,
         .n_stop = g->o.n_stop,
         .include_stop_str_in_output = g->o.include_stop_str_in_output,
-        .skip_special_tokens = g->o.skip_special_tokens,
+        /* hermes and mistral markers may be special tokens: keep them for the parser (vLLM's
+         * adjust_request of those parsers) */
+        .skip_special_tokens =
+            g->o.skip_special_tokens &&
+            !(kind == OPENAI_CHAT && g->o.tool_choice == OPENAI_TOOL_AUTO &&
+              (s->tools.kind == TOOL_PARSER_HERMES || s->tools.kind == TOOL_PARSER_MISTRAL)),
         .priority = g->o.priority,
         .cache_salt = g->o.cache_salt,
         .on_output = on_engine_output,
@@ -1474,6 +1716,14 @@ struct engine_server *engine_server_new(uv_loop_t *loop, struct http_server *srv
     }
     s->pc = (struct prompt_ctx){
         .tok = s->tok, .ct = s->ct, .bos_token = m->bos_token, .eos_token = m->eos_token};
+    enum tool_parser_kind tk = TOOL_PARSER_NONE;
+    if (cfg->tool_call_parser && tool_parser_kind_from_name(cfg->tool_call_parser, &tk) != 0) {
+        tandem_set_err(err, errlen, "unknown tool call parser '%s'", cfg->tool_call_parser);
+        goto err_free;
+    }
+    tool_parser_init(&s->tools, tk);
+    s->tools.mistral_args_token = tokenizer_token_id(s->tok, "[ARGS]", 6) >= 0;
+    s->auto_tools = cfg->enable_auto_tool_choice && tk != TOOL_PARSER_NONE;
     s->keys = api_keys_new(cfg->api_keys, cfg->n_api_keys, err, errlen);
     if (!s->keys) {
         goto err_free;

@@ -44,6 +44,10 @@ struct engine_server_config {
      * the server installs its gate on srv, so srv must not outlive the returned object in use */
     const char *const *api_keys;
     size_t n_api_keys;
+    /* tool calling (vLLM's --enable-auto-tool-choice / --tool-call-parser): tool_choice "auto"
+     * needs both; the parser turns generated text into tool_calls (tool_parser.h) */
+    int enable_auto_tool_choice;
+    const char *tool_call_parser; /* "hermes", "llama3_json", "llama4_json", "mistral" or NULL */
 };
 
 struct engine_server;

@@ -1747,6 +1747,52 @@ err_free:
     return rc;
 }
 
+int tool_parse_required(const struct tool_parser *p, const char *text, size_t len,
+                        struct tool_result *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (len > TOOL_TEXT_MAX) {
+        return -E2BIG;
+    }
+    struct pv *v = NULL;
+    int rc = pv_parse(text ? text : "", len, 1, &v, NULL);
+    struct call_list calls = {0};
+    if (rc == 0 && v->type != PV_ARR) {
+        rc = NOT_TOOL_CALLS;
+    }
+    for (size_t i = 0; rc == 0 && i < v->n; i++) {
+        const struct pv *item = v->m[i].v;
+        if (item->type != PV_OBJ || !pv_get(item, "parameters")) {
+            rc = NOT_TOOL_CALLS;
+            break;
+        }
+        rc = add_pv_call(&calls, pv_get(item, "name"), pv_get(item, "parameters"));
+    }
+    pv_free(v);
+    if (rc == -EINVAL || rc == NOT_TOOL_CALLS) {
+        /* not the grammar's array (cut off by max_tokens): the text as content */
+        call_list_free(&calls);
+        out->content = dup_bytes(text ? text : "", len);
+        out->content_len = len;
+        return out->content ? 0 : -ENOMEM;
+    }
+    if (rc != 0) {
+        call_list_free(&calls);
+        return rc;
+    }
+    out->tools_called = 1;
+    for (size_t i = 0; i < calls.n; i++) {
+        make_id(p, calls.v[i].id);
+    }
+    out->calls = calls.n ? calls.v : NULL;
+    out->n_calls = calls.n;
+    if (!calls.n) {
+        free(calls.v);
+    }
+    out->content = dup_bytes("", 0); /* vLLM answers content "" with required tool calls */
+    return out->content ? 0 : -ENOMEM;
+}
+
 int tool_calls_json(const struct tool_call *calls, size_t n, struct buf *out)
 {
     buf_appends(out, "[");

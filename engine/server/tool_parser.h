@@ -102,6 +102,14 @@ int tool_parse_complete(const struct tool_parser *p, const char *text, size_t le
 /* Frees what r owns and empties it; r may be empty. */
 void tool_result_free(struct tool_result *r);
 
+/* tool_choice "required": the output is the grammar's JSON array of {"name", "parameters"};
+ * each element becomes a call whose arguments are json.dumps(parameters) (vLLM's serving code),
+ * with p's ids (hermes-style when p->kind is TOOL_PARSER_NONE), and content "". Output that is
+ * not such an array (cut off by max_tokens) is returned as content with no calls. 0, -E2BIG,
+ * -ENOMEM. */
+int tool_parse_required(const struct tool_parser *p, const char *text, size_t len,
+                        struct tool_result *out);
+
 /* Appends calls as the message's "tool_calls" array:
  * [{"id":...,"type":"function","function":{"name":...,"arguments":"..."}},...]. 0 or the
  * buffer's sticky failure. */

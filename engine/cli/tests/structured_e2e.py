@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""Structured output end to end: `tandem-engine serve` on a small random model, driven by the
-official `openai` npm client, answers validated by ajv (engine/reference/structured_output.mjs).
+"""Structured output and tool calling end to end: `tandem-engine serve` on a small random model,
+driven by the official `openai` npm client, answers validated by ajv
+(engine/reference/structured_output.mjs, engine/reference/tool_calls.mjs: the latter against a
+server with --enable-auto-tool-choice --tool-call-parser hermes and one without).
 
     structured_e2e.py TANDEM_ENGINE TANDEM_GENMODEL WORK_DIR [N_SCHEMAS]
 
@@ -36,6 +38,7 @@ def main():
                     "512", "--type", "f32", "--seed", "7"], check=True, stdout=subprocess.DEVNULL)
     srv = Server(exe, model, ["--max-model-len", "2048", "--max-num-seqs", "16"],
                  os.path.join(work, "server.log"))
+    tools = None
     try:
         r = subprocess.run(["node", os.path.join(REFERENCE, "structured_output.mjs"),
                             "http://127.0.0.1:%d/v1" % srv.port, n_schemas],
@@ -43,8 +46,20 @@ def main():
                            timeout=600, cwd=REFERENCE)
         print(r.stdout, end="")
         check(r.returncode == 0, "structured output checks (exit %d)" % r.returncode)
+        tools = Server(exe, model, ["--max-model-len", "2048", "--enable-auto-tool-choice",
+                                    "--tool-call-parser", "hermes"],
+                       os.path.join(work, "server-tools.log"))
+        r = subprocess.run(["node", os.path.join(REFERENCE, "tool_calls.mjs"),
+                            "http://127.0.0.1:%d/v1" % tools.port,
+                            "http://127.0.0.1:%d/v1" % srv.port],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           timeout=300, cwd=REFERENCE)
+        print(r.stdout, end="")
+        check(r.returncode == 0, "tool calling checks (exit %d)" % r.returncode)
     finally:
         srv.stop()
+        if tools:
+            tools.stop()
     print("%d failure(s)" % len(FAILS))
     return 1 if FAILS else 0
 

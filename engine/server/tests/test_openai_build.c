@@ -195,6 +195,50 @@ static void test_chat_body(void **state)
     buf_free(&b);
 }
 
+/* Tool calls: the message's tool_calls, null content, finish "tool_calls"; a chunk's delta
+ * carries only the entries (and content when there is some). */
+static void test_tool_calls(void **state)
+{
+    (void)state;
+    static const char calls[] = "[{\"id\":\"chatcmpl-tool-1\",\"type\":\"function\","
+                                "\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]";
+    struct openai_meta meta = {"chatcmpl-1", "tiny", 5, NULL};
+    struct openai_choice ch;
+    memset(&ch, 0, sizeof(ch));
+    ch.finish = OPENAI_FINISH_TOOL_CALLS;
+    ch.content_null = 1;
+    ch.tool_calls_json = calls;
+    ch.tool_calls_json_len = strlen(calls);
+    struct buf b;
+    buf_init(&b, 1 << 20);
+    assert_int_equal(openai_build_chat(&meta, &ch, 1, NULL, &b), 0);
+    struct json_object *o = parse_back(&b);
+    assert_null_at(o, "choices[0].message.content");
+    assert_int_equal(len_at(o, "choices[0].message.tool_calls"), 1);
+    assert_string_equal(str_at(o, "choices[0].message.tool_calls[0].function.name"), "f");
+    assert_string_equal(str_at(o, "choices[0].finish_reason"), "tool_calls");
+    json_object_put(o);
+    buf_reset(&b);
+    static const char delta[] = "[{\"index\":0,\"function\":{\"arguments\":\"{\\\"a\"}}]";
+    ch.tool_calls_json = delta;
+    ch.tool_calls_json_len = strlen(delta);
+    ch.finish = OPENAI_FINISH_NONE;
+    assert_int_equal(openai_build_chat_chunk(&meta, &ch, 1, 0, NULL, &b), 0);
+    o = parse_back(&b);
+    assert_null(json_get(o, "choices[0].delta.content"));
+    assert_string_equal(str_at(o, "choices[0].delta.tool_calls[0].function.arguments"), "{\"a");
+    json_object_put(o);
+    buf_reset(&b);
+    ch.text = "so: ";
+    ch.text_len = 4;
+    assert_int_equal(openai_build_chat_chunk(&meta, &ch, 1, 0, NULL, &b), 0);
+    o = parse_back(&b);
+    assert_string_equal(str_at(o, "choices[0].delta.content"), "so: ");
+    assert_int_equal(len_at(o, "choices[0].delta.tool_calls"), 1);
+    json_object_put(o);
+    buf_free(&b);
+}
+
 static void test_stream_chunks(void **state)
 {
     (void)state;
@@ -520,6 +564,7 @@ int main(void)
         cmocka_unit_test(test_completion_body), cmocka_unit_test(test_chat_body),
         cmocka_unit_test(test_stream_chunks),   cmocka_unit_test(test_misc_bodies),
         cmocka_unit_test(test_float_format),    cmocka_unit_test(test_capped_buffer),
+        cmocka_unit_test(test_tool_calls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

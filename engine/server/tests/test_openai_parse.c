@@ -194,7 +194,8 @@ static void test_chat_fields(void **state)
         "\"max_tokens\":10,\"max_completion_tokens\":20,\"logprobs\":true,\"top_logprobs\":3,"
         "\"add_generation_prompt\":false,\"continue_final_message\":true,"
         "\"chat_template\":\"{{ x }}\",\"chat_template_kwargs\":{\"enable_thinking\":false},"
-        "\"tools\":[{\"type\":\"function\"}],\"tool_choice\":\"none\","
+        "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],\"tool_choice\":"
+        "\"none\","
         "\"parallel_tool_calls\":true,\"echo\":true}";
     struct openai_request r;
     parse_ok(OPENAI_CHAT, body, &r);
@@ -228,10 +229,44 @@ static void test_chat_fields(void **state)
     openai_request_deinit(&r);
     parse_ok(OPENAI_CHAT,
              "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":7,"
-             "\"logprobs\":true,\"top_logprobs\":0,\"tool_choice\":\"auto\",\"tools\":[]}",
+             "\"logprobs\":true,\"top_logprobs\":0,\"tool_choice\":\"auto\",\"tools\":"
+             "[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}",
              &r);
     assert_int_equal(r.max_tokens, 7);
     assert_int_equal(r.logprobs, 0);
+    assert_int_equal(r.tool_choice, OPENAI_TOOL_AUTO);
+    assert_int_equal(r.guide.kind, OPENAI_GUIDE_NONE);
+    assert_true(r.parallel_tool_calls);
+    openai_request_deinit(&r);
+    /* tools without tool_choice: "auto"; "required" and a named tool become a JSON schema */
+    parse_ok(OPENAI_CHAT,
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"tools\":"
+             "[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}",
+             &r);
+    assert_int_equal(r.tool_choice, OPENAI_TOOL_AUTO);
+    openai_request_deinit(&r);
+    parse_ok(OPENAI_CHAT,
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"tool_choice\":"
+             "\"required\",\"parallel_tool_calls\":false,\"tools\":[{\"type\":\"function\","
+             "\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
+             "\"properties\":{\"x\":{\"$ref\":\"#/$defs/X\"}},\"$defs\":{\"X\":"
+             "{\"type\":\"integer\"}}}}}]}",
+             &r);
+    assert_int_equal(r.tool_choice, OPENAI_TOOL_REQUIRED);
+    assert_int_equal(r.guide.kind, OPENAI_GUIDE_JSON);
+    assert_string_equal(r.guide.param, "tool_choice");
+    assert_non_null(strstr(r.guide.text, "\"maxItems\":1"));
+    assert_non_null(strstr(r.guide.text, "\"$defs\":{\"X\""));
+    openai_request_deinit(&r);
+    parse_ok(OPENAI_CHAT,
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"tool_choice\":"
+             "{\"type\":\"function\",\"function\":{\"name\":\"g\"}},\"tools\":["
+             "{\"type\":\"function\",\"function\":{\"name\":\"f\"}},{\"type\":\"function\","
+             "\"function\":{\"name\":\"g\",\"parameters\":{\"type\":\"object\"}}}]}",
+             &r);
+    assert_int_equal(r.tool_choice, OPENAI_TOOL_NAMED);
+    assert_string_equal(r.tool_name, "g");
+    assert_string_equal(r.guide.text, "{\"type\":\"object\"}");
     openai_request_deinit(&r);
 }
 
@@ -388,10 +423,24 @@ static const struct bad_case bad_cases[] = {
     {H, "{" MSG ",\"max_completion_tokens\":0}", "max_completion_tokens"},
     {H, "{" MSG ",\"max_tokens\":-5}", "max_tokens"},
     {H, "{" MSG ",\"max_completion_tokens\":3,\"min_tokens\":4}", "min_tokens"},
-    {H, "{" MSG ",\"tools\":[{\"type\":\"function\"}]}", "tools"},
+    {H, "{" MSG ",\"tools\":[{\"type\":\"function\"}]}", "tools[0]"},
+    {H, "{" MSG ",\"tools\":[]}", "tools"},
+    {H,
+     "{" MSG ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],"
+     "\"tool_choice\":\"sometimes\"}",
+     "tool_choice"},
+    {H,
+     "{" MSG ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],"
+     "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"g\"}}}",
+     "tool_choice"},
+    {H,
+     "{" MSG ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],"
+     "\"tool_choice\":\"required\",\"guided_regex\":\"a\"}",
+     "tool_choice"},
+    {H, "{" MSG ",\"parallel_tool_calls\":1}", "parallel_tool_calls"},
     {H, "{" MSG ",\"tools\":\"x\"}", "tools"},
     {H, "{" MSG ",\"tool_choice\":\"required\"}", "tool_choice"},
-    {H, "{" MSG ",\"tool_choice\":{\"type\":\"function\"}}", "tool_choice"},
+    {H, "{" MSG ",\"tool_choice\":{\"type\":\"function\"}}", "tool_choice.function"},
     {H, "{" MSG ",\"continue_final_message\":true}", "continue_final_message"},
     {H, "{" MSG ",\"add_generation_prompt\":\"x\"}", "add_generation_prompt"},
     {H, "{" MSG ",\"chat_template\":5}", "chat_template"},
