@@ -1087,6 +1087,12 @@ int64_t engine_submit(engine *e, const engine_request *r, char *err, size_t errl
                                (int)r->sampling.stop_token_ids[i], (int)e->n_vocab);
         }
     }
+    for (size_t i = 0; i < r->sampling.n_allowed; i++) { /* vLLM's message */
+        if (r->sampling.allowed_ids[i] < 0 || r->sampling.allowed_ids[i] >= e->n_vocab) {
+            return tandem_fail(err, errlen, -EINVAL,
+                               "allowed_token_ids contains out-of-vocab token id!");
+        }
+    }
     if (r->sampling.n_bias > 0) { /* vLLM's processor._validate_logit_bias, its message */
         char ids[256] = "";
         size_t len = 0, bad = 0;
@@ -1122,9 +1128,11 @@ int64_t engine_submit(engine *e, const engine_request *r, char *err, size_t errl
     }
     q->sp.stop_token_ids = q->stop_ids;
     rc = sampler_state_init(&q->st, &q->sp, r->prompt, (size_t)r->n_prompt, e->eog_ids, e->n_eog);
-    q->sp.bias_ids = NULL; /* the state keeps its own copy; r's arrays are the caller's */
+    q->sp.bias_ids = NULL; /* the state keeps its own copies; r's arrays are the caller's */
     q->sp.bias_vals = NULL;
     q->sp.n_bias = 0;
+    q->sp.allowed_ids = NULL;
+    q->sp.n_allowed = 0;
     if (rc != 0) {
         tandem_set_err(err, errlen, rc == -EINVAL ? "invalid stop_token_ids" : "out of memory");
         free(q->stop_ids);

@@ -6,7 +6,8 @@
 // SECOND_KEY). Checks, through the client: model list, completions and chat (plain and
 // streamed), several prompts in one completion request (strings and token ids, streamed, echo),
 // several keys, a wrong key as the client's AuthenticationError (401), logit_bias
-// steering greedy decoding and its out-of-vocabulary error, best_of refused as vLLM v1 does.
+// steering greedy decoding and its out-of-vocabulary error, allowed_token_ids,
+// truncate_prompt_tokens (both sides), best_of refused as vLLM v1 does.
 // Prints one line per check; exits 1 when any failed.
 import OpenAI from 'openai';
 
@@ -135,6 +136,51 @@ await expectError('logit_bias out of the vocabulary', () => client.completions.c
 await expectError('logit_bias key', () => client.chat.completions.create({
   model, messages: [{ role: 'user', content: 'x' }], max_tokens: 1,
   logit_bias: { abc: 1 } }), 400, /logit_bias/);
+// allowed_token_ids: sampling (temperature 1) only ever picks the allowed ones
+const allowed = [11, 12, 40];
+const alw = await client.completions.create({ model, prompt: 'Once upon a time', max_tokens: 8,
+                                              temperature: 1, seed: 3, allowed_token_ids: allowed,
+                                              logprobs: 0 });
+const tokz = await fetch(base.replace(/\/v1$/, '') + '/tokenize', {
+  method: 'POST', headers: { 'content-type': 'application/json' },
+  body: JSON.stringify({ prompt: alw.choices[0].text, add_special_tokens: false }) })
+  .then((r) => r.json());
+const pieces = await Promise.all(allowed.map((t) => fetch(base.replace(/\/v1$/, '') +
+  '/detokenize', { method: 'POST', headers: { 'content-type': 'application/json' },
+                   body: JSON.stringify({ tokens: [t] }) }).then((r) => r.json())));
+const words = alw.choices[0].logprobs.tokens;
+check(alw.usage.completion_tokens === 8 && words.every((w) => pieces.some((p) => p.prompt === w)),
+      `allowed_token_ids ${allowed}: ${JSON.stringify(words)} (${tokz.count} tokens)`);
+await expectError('allowed_token_ids out of the vocabulary', () => client.completions.create({
+  model, prompt: 'x', max_tokens: 1, allowed_token_ids: [1, 100000] }), 400,
+  /allowed_token_ids contains out-of-vocab token id/);
+await expectError('allowed_token_ids empty', () => client.completions.create({
+  model, prompt: 'x', max_tokens: 1, allowed_token_ids: [] }), 400, /allowed_token_ids/);
+// truncate_prompt_tokens: the prompt's last k tokens; truncation_side right: its first k (the
+// echo shows which: the kept tokens' text, checked against /tokenize + /detokenize)
+const root = base.replace(/\/v1$/, '');
+const postJson = (path, body) => fetch(root + path, {
+  method: 'POST', headers: { 'content-type': 'application/json' },
+  body: JSON.stringify(body) }).then((r) => r.json());
+const long = 'one two three four five six seven eight nine ten eleven twelve';
+const ltoks = (await postJson('/tokenize', { prompt: long })).tokens;
+const lastK = (await postJson('/detokenize', { tokens: ltoks.slice(-5) })).prompt;
+// (/detokenize keeps special tokens, such as a BOS, which the echo skips)
+const firstK = (await postJson('/detokenize', { tokens: ltoks.slice(0, 5) })).prompt
+  .replace(/^<\|[a-z_]+\|>/, '');
+const cut = await client.completions.create({ model, prompt: long, max_tokens: 1, echo: true,
+                                              temperature: 0, truncate_prompt_tokens: 5 });
+const cutR = await client.completions.create({ model, prompt: long, max_tokens: 1, echo: true,
+                                               temperature: 0, truncate_prompt_tokens: 5,
+                                               truncation_side: 'right' });
+check(ltoks.length > 5 && cut.usage.prompt_tokens === 5 && cutR.usage.prompt_tokens === 5 &&
+      cut.choices[0].text.startsWith(lastK) && cutR.choices[0].text.startsWith(firstK),
+      `truncate_prompt_tokens 5 of ${ltoks.length}: left ${JSON.stringify(cut.choices[0].text)} ` +
+      `(${JSON.stringify(lastK)}), right ${JSON.stringify(cutR.choices[0].text)} ` +
+      `(${JSON.stringify(firstK)})`);
+await expectError('truncate_prompt_tokens over max_model_len', () => client.completions.create({
+  model, prompt: 'x', max_tokens: 1, truncate_prompt_tokens: 1000000 }), 400,
+  /truncate_prompt_tokens value \(1000000\) is greater than max_model_len/);
 await expectError('best_of', () => client.completions.create({
   model, prompt: 'x', max_tokens: 1, best_of: 2 }), 400, /vLLM V1 does not yet support best_of\./);
 

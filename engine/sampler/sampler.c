@@ -169,6 +169,12 @@ static int add_stop_id(struct sampler_state *st, int32_t id)
     return 0;
 }
 
+static int cmp_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 int sampler_state_init(struct sampler_state *st, const struct sampling_params *params,
                        const int32_t *prompt, size_t n_prompt, const int32_t *eos_ids, size_t n_eos)
 {
@@ -228,6 +234,32 @@ int sampler_state_init(struct sampler_state *st, const struct sampling_params *p
         }
         st->n_bias = params->n_bias;
     }
+    if (params->n_allowed > 0) {
+        if (!params->allowed_ids) {
+            rc = -EINVAL;
+            goto err_free;
+        }
+        st->allowed_ids = malloc(params->n_allowed * sizeof(*st->allowed_ids));
+        if (!st->allowed_ids) {
+            rc = -ENOMEM;
+            goto err_free;
+        }
+        for (size_t i = 0; i < params->n_allowed; i++) {
+            if (params->allowed_ids[i] < 0) {
+                rc = -EINVAL;
+                goto err_free;
+            }
+            st->allowed_ids[i] = params->allowed_ids[i];
+        }
+        qsort(st->allowed_ids, params->n_allowed, sizeof(*st->allowed_ids), cmp_i32);
+        size_t n = 0;
+        for (size_t i = 0; i < params->n_allowed; i++) {
+            if (n == 0 || st->allowed_ids[n - 1] != st->allowed_ids[i]) {
+                st->allowed_ids[n++] = st->allowed_ids[i];
+            }
+        }
+        st->n_allowed = n;
+    }
     st->track_output = params->repetition_penalty != 1.0f || params->presence_penalty != 0.0f ||
                        params->frequency_penalty != 0.0f;
     if (params->repetition_penalty != 1.0f) {
@@ -260,6 +292,9 @@ void sampler_state_deinit(struct sampler_state *st)
     st->bias_ids = NULL;
     st->bias_vals = NULL;
     st->n_bias = 0;
+    free(st->allowed_ids);
+    st->allowed_ids = NULL;
+    st->n_allowed = 0;
 }
 
 int sampler_accept(struct sampler_state *st, int32_t token)
@@ -623,6 +658,20 @@ int sampler_sample(const struct sampling_params *params, struct sampler_state *s
             n_top = n_vocab;
         }
         raw_logprobs_top(scratch->raw, n_vocab, n_top, &lse, out);
+    }
+    if (st->n_allowed > 0) {
+        /* allowed_token_ids: every other token out (after the raw logprobs, as in vLLM v1);
+         * scratch->val holds the kept logits meanwhile (it has n_vocab entries) */
+        size_t kept = 0;
+        for (size_t i = 0; i < st->n_allowed && st->allowed_ids[i] < n_vocab; i++) {
+            scratch->val[kept++] = logits[st->allowed_ids[i]];
+        }
+        for (int i = 0; i < n_vocab; i++) {
+            logits[i] = -INFINITY;
+        }
+        for (size_t i = 0; i < kept; i++) {
+            logits[st->allowed_ids[i]] = scratch->val[i];
+        }
     }
     for (size_t i = 0; i < st->n_bias; i++) { /* ids past the vocabulary: the engine refuses
                                                  them at admission; skipped here */

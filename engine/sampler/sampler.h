@@ -2,9 +2,10 @@
  * Token sampling for the engine, with vLLM (v1) semantics and defaults.
  *
  * One call of sampler_sample turns the logits of one sequence at one step into one token:
- *   raw logprobs (when asked) → logit_bias → repetition / presence / frequency penalties → ban of
- * the stop tokens while fewer than min_tokens tokens were generated → greedy (temperature < 1e-5)
- * or temperature → min_p → top_k → top_p → a draw from the per-sequence RNG. Logprobs follow vLLM's
+ *   raw logprobs (when asked) → allowed_token_ids → logit_bias → repetition / presence /
+ * frequency penalties → ban of the stop tokens while fewer than min_tokens tokens were generated
+ * → greedy (temperature < 1e-5) or temperature → min_p → top_k → top_p → a draw from the
+ * per-sequence RNG. Logprobs follow vLLM's
  * default logprobs_mode "raw_logprobs": log_softmax of the logits as the model produced them,
  * before penalties and temperature.
  *
@@ -66,6 +67,10 @@ struct sampling_params {
     const int32_t *bias_ids;
     const float *bias_vals;
     size_t n_bias;
+    /* allowed_token_ids: only these may be sampled (applied after the raw logprobs, before
+     * logit_bias, as vLLM v1 does). Borrowed; read only by sampler_state_init (kept sorted). */
+    const int32_t *allowed_ids;
+    size_t n_allowed;
 };
 
 /* Sets vLLM's defaults (the comments above) and no stop tokens. */
@@ -91,6 +96,8 @@ struct sampler_state {
     int32_t *bias_ids; /* logit_bias (params' copy), n_bias entries */
     float *bias_vals;
     size_t n_bias;
+    int32_t *allowed_ids; /* allowed_token_ids, sorted and deduplicated; n_allowed 0: all */
+    size_t n_allowed;
 };
 
 /* Work memory reused across calls (see the file comment). Zero-initialise or sampler_scratch_init.

@@ -54,16 +54,17 @@
 #include "engine/sampler/sampler.h"
 #include "lib/buf.h"
 
-#define OPENAI_MAX_N              128  /* most choices per request */
-#define OPENAI_MAX_STOP           64   /* most stop strings (= STOP_MAX_STRINGS) */
-#define OPENAI_MAX_STOP_LEN       1024 /* bytes per stop string (= STOP_MAX_LEN) */
-#define OPENAI_MAX_STOP_TOKENS    1000 /* most stop_token_ids (+ eos fits SAMPLER_MAX_STOP_IDS) */
-#define OPENAI_MAX_LOGPROBS       20   /* completions logprobs / chat top_logprobs upper bound */
-#define OPENAI_MAX_MESSAGES       4096 /* most chat messages */
-#define OPENAI_DEFAULT_MAX_TOKENS 16   /* completions' default max_tokens */
-#define OPENAI_MAX_LOGIT_BIAS     4096 /* most logit_bias entries */
-#define OPENAI_MAX_PROMPTS        1024 /* most prompts in one completion request */
-#define OPENAI_MAX_CHOICES        1024 /* prompts × n at most */
+#define OPENAI_MAX_N              128    /* most choices per request */
+#define OPENAI_MAX_STOP           64     /* most stop strings (= STOP_MAX_STRINGS) */
+#define OPENAI_MAX_STOP_LEN       1024   /* bytes per stop string (= STOP_MAX_LEN) */
+#define OPENAI_MAX_STOP_TOKENS    1000   /* most stop_token_ids (+ eos fits SAMPLER_MAX_STOP_IDS) */
+#define OPENAI_MAX_LOGPROBS       20     /* completions logprobs / chat top_logprobs upper bound */
+#define OPENAI_MAX_MESSAGES       4096   /* most chat messages */
+#define OPENAI_DEFAULT_MAX_TOKENS 16     /* completions' default max_tokens */
+#define OPENAI_MAX_LOGIT_BIAS     4096   /* most logit_bias entries */
+#define OPENAI_MAX_PROMPTS        1024   /* most prompts in one completion request */
+#define OPENAI_MAX_CHOICES        1024   /* prompts × n at most */
+#define OPENAI_MAX_ALLOWED_TOKENS 262144 /* most allowed_token_ids */
 
 /* An error answer: HTTP status, OpenAI error type, param (field name, "" for none), message. */
 struct openai_error {
@@ -165,6 +166,10 @@ struct openai_request {
     size_t n_stop;
     int32_t *stop_token_ids; /* owned */
     size_t n_stop_token_ids;
+    int32_t truncate_prompt_tokens; /* 0: none; -1: max_model_len; k: the prompt's last k */
+    int truncate_right;             /* truncation_side "right": keep the first k instead */
+    int32_t *allowed_ids; /* allowed_token_ids, owned (sampling.allowed_ids points here) */
+    size_t n_allowed;
     int32_t *bias_ids; /* logit_bias, owned (sampling.bias_* point here) */
     float *bias_vals;
     size_t n_bias;

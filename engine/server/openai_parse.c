@@ -239,6 +239,7 @@ void openai_request_deinit(struct openai_request *req)
     free(req->prompts);
     free(req->stop);
     free(req->stop_token_ids);
+    free(req->allowed_ids);
     free(req->bias_ids);
     free(req->bias_vals);
     openai_guide_deinit(&req->guide);
@@ -427,9 +428,7 @@ static int reject_unsupported(struct openai_request *req, struct openai_error *e
      * naming them, never silently dropped */
     static const char *const not_yet[] = {
         "prompt_logprobs",
-        "allowed_token_ids",
         "bad_words",
-        "truncate_prompt_tokens",
         "logprob_token_ids",
         "return_token_ids",
         "return_tokens_as_token_ids",
@@ -616,6 +615,34 @@ static int parse_common(struct openai_request *req, struct openai_error *err)
         }
         sp->stop_token_ids = req->stop_token_ids;
         sp->n_stop_token_ids = req->n_stop_token_ids;
+    }
+    int64_t trunc = 0;
+    present = 0;
+    if ((rc = opt_int64(root, "truncate_prompt_tokens", "truncate_prompt_tokens", &trunc, &present,
+                        err)) != 0) {
+        return rc;
+    }
+    CHECK(!present || trunc >= -1, "truncate_prompt_tokens",
+          "'truncate_prompt_tokens': input should be greater than or equal to -1");
+    req->truncate_prompt_tokens = present && trunc > INT32_MAX ? INT32_MAX : (int32_t)trunc;
+    const char *side = NULL;
+    if ((rc = opt_string(root, "truncation_side", "truncation_side", &side, err)) != 0) {
+        return rc;
+    }
+    CHECK(!side || strcmp(side, "left") == 0 || strcmp(side, "right") == 0, "truncation_side",
+          "'truncation_side': input should be 'left' or 'right'");
+    req->truncate_right = side && strcmp(side, "right") == 0;
+    if (member(root, "allowed_token_ids", &v) && v) {
+        CHECK(json_object_get_type(v) == json_type_array, "allowed_token_ids",
+              "'allowed_token_ids': input should be an array of integers, got %s", type_label(v));
+        CHECK(json_object_array_length(v) > 0, "allowed_token_ids",
+              "'allowed_token_ids' is not None and empty!");
+        if ((rc = parse_token_array(v, "allowed_token_ids", OPENAI_MAX_ALLOWED_TOKENS,
+                                    &req->allowed_ids, &req->n_allowed, err)) != 0) {
+            return rc;
+        }
+        sp->allowed_ids = req->allowed_ids;
+        sp->n_allowed = req->n_allowed;
     }
     if ((rc = parse_logit_bias(req, err)) != 0) {
         return rc;

@@ -1262,6 +1262,25 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
         if (prompt_build(&s->pc, &g->o, &ids[p], &n_ids[p], &prompt_text, &prompt_len, &err) != 0) {
             goto err_respond;
         }
+        if (g->o.truncate_prompt_tokens != 0) {
+            const int32_t k =
+                g->o.truncate_prompt_tokens < 0 ? max_len : g->o.truncate_prompt_tokens;
+            if (k > max_len) {
+                openai_error_set(&err, 400, "truncate_prompt_tokens",
+                                 "truncate_prompt_tokens value (%d) is greater than max_model_len "
+                                 "(%d). Please request a smaller truncation size.",
+                                 (int)k, (int)max_len);
+                goto err_respond;
+            }
+            if ((int64_t)n_ids[p] > k) { /* keep the last k (left side cut), or the first k */
+                if (!g->o.truncate_right) {
+                    memmove(ids[p], ids[p] + n_ids[p] - (size_t)k, (size_t)k * sizeof *ids[p]);
+                }
+                n_ids[p] = (size_t)k;
+                free(prompt_text); /* an echo is then the kept tokens' text */
+                prompt_text = NULL;
+            }
+        }
         if ((int64_t)n_ids[p] >= max_len) {
             openai_error_set(&err, 400, kind == OPENAI_CHAT ? "messages" : "prompt",
                              "This model's maximum context length is %d tokens. However, your "

@@ -307,6 +307,42 @@ static void test_logit_bias(void **state)
     assert_int_equal(sampler_state_init(&st, &p, NULL, 0, NULL, 0), -EINVAL);
 }
 
+static void test_allowed_token_ids(void **state)
+{
+    (void)state;
+    struct sampling_params p;
+    sampling_params_init(&p);
+    p.temperature = 0.0f;
+    p.logprobs = 1;
+    int32_t allowed[] = {5, 2, 5, 99}; /* repeated, and one past this vocabulary */
+    p.allowed_ids = allowed;
+    p.n_allowed = 4;
+    struct ctx c;
+    ctx_init(&c, &p, NULL, 0);
+    allowed[0] = 1; /* the caller's array may change after init */
+    float l[6] = {1.0f, 4.0f, -2.0f, 2.0f, 0.5f, 1.5f};
+    struct sample_result r;
+    assert_int_equal(sampler_sample(&c.p, &c.st, &c.sc, l, 6, &r), 0);
+    assert_int_equal(r.token, 5);        /* 1.5 beats -2.0; 1 (4.0) is not allowed */
+    assert_int_equal(r.top[0].token, 1); /* raw logprobs see every token */
+    for (int i = 0; i < 6; i++) {
+        assert_true((i == 2 || i == 5) ? isfinite(l[i]) : isinf(l[i]));
+    }
+    /* drawn with temperature: only allowed tokens, ever */
+    c.p.temperature = 1.0f;
+    for (int k = 0; k < 200; k++) {
+        float m[6] = {3.0f, 4.0f, -2.0f, 2.0f, 0.5f, 1.5f};
+        assert_int_equal(sampler_sample(&c.p, &c.st, &c.sc, m, 6, &r), 0);
+        assert_true(r.token == 2 || r.token == 5);
+    }
+    ctx_deinit(&c);
+    int32_t neg[] = {-3};
+    p.allowed_ids = neg;
+    p.n_allowed = 1;
+    struct sampler_state st;
+    assert_int_equal(sampler_state_init(&st, &p, NULL, 0, NULL, 0), -EINVAL);
+}
+
 static void test_seed_reproducible(void **state)
 {
     (void)state;
@@ -528,6 +564,7 @@ int main(void)
         cmocka_unit_test(test_top_p_large_vocab),
         cmocka_unit_test(test_penalties_arithmetic),
         cmocka_unit_test(test_logit_bias),
+        cmocka_unit_test(test_allowed_token_ids),
         cmocka_unit_test(test_seed_reproducible),
         cmocka_unit_test(test_distribution_chi_square),
         cmocka_unit_test(test_logprobs_consistent),
