@@ -676,6 +676,7 @@ static int run(struct agent_flags *f)
         .n_api_keys = f->ef.n_api_keys,
         .enable_auto_tool_choice = f->ef.enable_auto_tool_choice,
         .tool_call_parser = f->ef.tool_call_parser,
+        .pooler_config = f->ef.pooler_config,
     };
     ag.es = engine_server_new(&loop, ag.engine_srv, ag.e, &sc, err, sizeof err);
     if (!ag.es) {

@@ -31,6 +31,7 @@
 #include "kernels/cpu/kc_matmul.h"
 #include "kernels/cpu/kc_ops.h"
 #include "kernels/cpu/kc_pool.h"
+#include "lib/common.h"
 #include "lib/err.h"
 
 #define CPU_ALIGN 64
@@ -73,7 +74,7 @@ struct backend {
     bool expert_weights_raw;                    /* model_config: no renormalization */
     float *probs, *sel_w, *xg, *sh_g;           /* sh_g: [T] shared expert gate logits */
     int32_t *sel_id, *e_count, *e_rows;
-    int32_t *tok_pos, *tok_seq, *out_rows; /* [T], [T], [max_seqs] */
+    int32_t *tok_pos, *tok_seq, *out_rows; /* [T], [T], [T]: rows kept past the last attention */
     kc_attn_seq *aseq;                     /* [max_seqs] */
     void *wsp;
     size_t wsp_bytes;
@@ -420,7 +421,7 @@ static backend *cpu_create(const model *m, const backend_config *cfg, char *err,
     }
     b->tok_pos = calloc((size_t)T, sizeof(int32_t));
     b->tok_seq = calloc((size_t)T, sizeof(int32_t));
-    b->out_rows = calloc((size_t)cfg->max_seqs, sizeof(int32_t));
+    b->out_rows = calloc((size_t)T, sizeof(int32_t));
     b->aseq = calloc((size_t)cfg->max_seqs, sizeof(kc_attn_seq));
     b->wsp_bytes = ws;
     b->wsp = ws ? cpu_aligned_zalloc(ws) : NULL;
@@ -792,6 +793,42 @@ static int cpu_moe(backend *b, const fwd_batch *batch, int l, int32_t n_rows)
     return b->n_ff_shexp > 0 ? cpu_shared_expert(b, batch, l, n_rows) : 0;
 }
 
+/* After the final norm, xn holds the kept rows (cpu_forward's out_rows, in batch order): writes
+ * the pooled hidden states, then gathers the rows that make logits to the front and runs the LM
+ * head over them. */
+static int cpu_outputs(backend *b, const fwd_batch *batch, int32_t n_rows)
+{
+    const int64_t E = b->n_embd;
+    int32_t row = 0, n_pooled = 0, n_logit = 0;
+    for (int32_t i = 0; i < batch->n_seqs; i++) {
+        const fwd_seq *s = &batch->seqs[i];
+        const int32_t rows = s->pool == FWD_POOL_SUM
+                                 ? s->n_new
+                                 : (s->want_logits || s->pool == FWD_POOL_LAST ? 1 : 0);
+        if (rows == 0) {
+            continue;
+        }
+        const int32_t last = row + rows - 1;
+        if (s->pool != FWD_POOL_NONE) {
+            float *h = batch->hidden + (int64_t)n_pooled++ * E;
+            memcpy(h, b->xn + (int64_t)last * E, sizeof(float) * (size_t)E);
+            for (int32_t r = row; s->pool == FWD_POOL_SUM && r < last; r++) {
+                kc_add(h, b->xn + (int64_t)r * E, E);
+            }
+        }
+        if (s->want_logits) {
+            if (n_logit != last) { /* n_logit <= last: moving rows down never overwrites one */
+                memmove(b->xn + (int64_t)n_logit * E, b->xn + (int64_t)last * E,
+                        sizeof(float) * (size_t)E);
+            }
+            n_logit++;
+        }
+        row += rows;
+    }
+    TANDEM_ASSERT(row == n_rows);
+    return n_logit > 0 ? cpu_logits(b, n_logit, batch->logits) : 0;
+}
+
 static int cpu_check_batch(const backend *b, const fwd_batch *batch)
 {
     return backend_check_batch(&b->cfg, b->n_vocab, batch);
@@ -817,9 +854,12 @@ static int cpu_forward(backend *b, const fwd_batch *batch)
         for (int32_t j = 0; j < s->n_new; j++, t++) {
             b->tok_pos[t] = s->start_pos + j;
             b->tok_seq[t] = i;
-        }
-        if (s->want_logits) {
-            b->out_rows[n_out++] = t - 1;
+            /* rows kept past the last attention: every row of a summed sequence, else the last
+             * one when it makes logits or is pooled (rows stay in batch order) */
+            if (s->pool == FWD_POOL_SUM ||
+                (j == s->n_new - 1 && (s->want_logits || s->pool == FWD_POOL_LAST))) {
+                b->out_rows[n_out++] = t;
+            }
         }
     }
     cpu_tok_run(b, batch, CPU_OP_EMBED, -1, T);
@@ -873,7 +913,7 @@ static int cpu_forward(backend *b, const fwd_batch *batch)
         cpu_tok_run(b, batch, CPU_OP_RESIDUAL, l, n_rows);
     }
     cpu_tok_run(b, batch, CPU_OP_OUT_NORM, -1, n_rows);
-    return cpu_logits(b, n_rows, batch->logits);
+    return cpu_outputs(b, batch, n_rows);
 }
 
 static void *cpu_kv_pool(backend *b, int layer, int kv, size_t *bytes)
@@ -918,6 +958,7 @@ static tp_comm *cpu_tp_comm_new(int size, char *err, size_t errlen)
 
 const backend_ops cpu_backend_ops = {
     .name = "cpu",
+    .pooling = true,
     .kv_block_bytes = cpu_kv_block_bytes,
     .create = cpu_create,
     .forward = cpu_forward,

@@ -1122,6 +1122,9 @@ static int cuda_forward(backend *b, const fwd_batch *batch)
     if (rc != 0) {
         return rc;
     }
+    if (backend_batch_pools(batch) > 0) {
+        return -ENOTSUP; /* no pooled hidden states on this backend yet (ops.pooling false) */
+    }
     size_t bt_need = 0;
     for (int32_t i = 0; i < batch->n_seqs; i++) {
         const fwd_seq *s = &batch->seqs[i];

@@ -339,6 +339,16 @@ int engine_flags_parse(struct cli_args *a, struct engine_flags *f)
         f->tool_call_parser = v;
         return 1;
     }
+    if (cli_flag(a, "--pooler-config", &v)) {
+        engine_pool pool = ENGINE_POOL_LAST;
+        bool norm = true;
+        char err[256];
+        if (!v || engine_pooler_config_parse(v, &pool, &norm, err, sizeof err) != 0) {
+            return cli_die("%s", v ? err : "--pooler-config needs a JSON object");
+        }
+        f->pooler_config = v;
+        return 1;
+    }
     if (cli_flag(a, "--api-key", &v)) {
         /* vLLM's nargs='+': --api-key K1 K2 ...; repeating the flag adds more */
         for (;;) {
@@ -534,7 +544,9 @@ void engine_flags_usage(FILE *out)
         "                                $VLLM_API_KEY; /health, /metrics stay open)\n"
         "  --enable-auto-tool-choice     tool_choice \"auto\": the model decides to call tools\n"
         "  --tool-call-parser NAME       how tool calls are read from the output: hermes,\n"
-        "                                llama3_json, llama4_json, mistral\n");
+        "                                llama3_json, llama4_json, mistral\n"
+        "  --pooler-config JSON          /v1/embeddings: {\"pooling_type\": \"LAST\"|\"MEAN\",\n"
+        "                                \"normalize\": true|false} (LAST, true)\n");
 }
 
 model *engine_flags_load_model(const char *path, const tokenizer **tok_out)

@@ -60,6 +60,7 @@ struct engine_flags {
     size_t n_api_keys;
     int enable_auto_tool_choice;  /* --enable-auto-tool-choice */
     const char *tool_call_parser; /* --tool-call-parser NAME (borrowed from argv), or NULL */
+    const char *pooler_config;    /* --pooler-config JSON (borrowed from argv), or NULL */
 };
 
 void engine_flags_init(struct engine_flags *f);

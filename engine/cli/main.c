@@ -222,6 +222,7 @@ static int cmd_serve(struct cli_args *a)
         .n_api_keys = ef.n_api_keys,
         .enable_auto_tool_choice = ef.enable_auto_tool_choice,
         .tool_call_parser = ef.tool_call_parser,
+        .pooler_config = ef.pooler_config,
     };
     es = engine_server_new(&loop, st.srv, e, &sc, err, sizeof err);
     if (!es || engine_start(e) != 0 || http_server_start(st.srv, err, sizeof err) != 0) {

@@ -51,7 +51,7 @@ static inline int backend_check_batch(const backend_config *cfg, int32_t n_vocab
         return -EINVAL;
     }
     int64_t total = 0;
-    int32_t n_logits = 0;
+    int32_t n_logits = 0, n_pooled = 0;
     for (int32_t i = 0; i < batch->n_seqs; i++) {
         const fwd_seq *s = &batch->seqs[i];
         if (s->n_new < 1 || s->start_pos < 0 || !s->block_table) {
@@ -68,8 +68,10 @@ static inline int backend_check_batch(const backend_config *cfg, int32_t n_vocab
         }
         total += s->n_new;
         n_logits += s->want_logits ? 1 : 0;
+        n_pooled += s->pool != FWD_POOL_NONE;
     }
-    if (total != batch->n_tokens || (n_logits > 0 && !batch->logits)) {
+    if (total != batch->n_tokens || (n_logits > 0 && !batch->logits) ||
+        (n_pooled > 0 && !batch->hidden)) {
         return -EINVAL;
     }
     for (int32_t t = 0; t < batch->n_tokens; t++) {
@@ -80,10 +82,21 @@ static inline int backend_check_batch(const backend_config *cfg, int32_t n_vocab
     return 0;
 }
 
+/* Sequences of batch that want hidden states (fwd_seq.pool). */
+static inline int32_t backend_batch_pools(const fwd_batch *batch)
+{
+    int32_t n = 0;
+    for (int32_t i = 0; i < batch->n_seqs; i++) {
+        n += batch->seqs[i].pool != FWD_POOL_NONE;
+    }
+    return n;
+}
+
 typedef struct backend backend;
 
 typedef struct backend_ops {
     const char *name; /* "cpu", "cuda" */
+    bool pooling;     /* forward honours fwd_seq.pool (embeddings); false: -ENOTSUP when asked */
     /* Bytes of KV storage one block takes over all layers (K and V). */
     size_t (*kv_block_bytes)(const model *m, int32_t block_size, kv_dtype dt);
     /* Creates the backend for m (borrowed; must outlive it) with cfg; NULL and err on failure. */

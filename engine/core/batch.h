@@ -21,12 +21,21 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* Hidden states a sequence wants out of a batch (embeddings): the final-normed hidden state (the
+ * input of the LM head) of its last new token, or the sum of those of all its new tokens. */
+typedef enum fwd_pool {
+    FWD_POOL_NONE = 0,
+    FWD_POOL_LAST, /* the last new token's */
+    FWD_POOL_SUM,  /* summed over the new tokens (the engine averages over the chunks) */
+} fwd_pool;
+
 typedef struct fwd_seq {
     int32_t n_new;              /* tokens of this sequence in this batch (>= 1) */
     int32_t start_pos;          /* position of its first new token == tokens already cached */
     const int32_t *block_table; /* physical block ids for positions [0, start_pos + n_new) */
     int32_t n_blocks;           /* entries in block_table */
     bool want_logits;           /* produce logits for the last new token of this sequence */
+    fwd_pool pool;              /* hidden states into fwd_batch.hidden (FWD_POOL_NONE: none) */
 } fwd_seq;
 
 typedef struct fwd_batch {
@@ -35,6 +44,7 @@ typedef struct fwd_batch {
     int32_t n_seqs;
     const fwd_seq *seqs; /* [n_seqs] */
     float *logits;       /* out: [number of seqs with want_logits][n_vocab], in seq order */
+    float *hidden;       /* out: [number of seqs with a pool][n_embd], in seq order */
 } fwd_batch;
 
 #endif

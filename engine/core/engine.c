@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "engine/backend/tp_backend.h"
@@ -24,6 +25,7 @@
 #include "lib/common.h"
 #include "lib/clock.h"
 #include "lib/err.h"
+#include "lib/json.h"
 #include "lib/list.h"
 #include "lib/log.h"
 #include "lib/metrics.h"
@@ -44,7 +46,11 @@ typedef struct ereq {
     int32_t n_teacher;
     bool return_logits;
     bool include_stop;
-    guide *guide; /* structured output: the grammar's state, NULL when unconstrained */
+    guide *guide;     /* structured output: the grammar's state, NULL when unconstrained */
+    engine_pool pool; /* embeddings: pooling, the running sum / last hidden state */
+    bool normalize;
+    float *pooled;    /* [n_embd] when pool */
+    int32_t n_pooled; /* tokens summed into pooled (mean) */
     engine_output_fn cb;
     void *user;
     double t_arrival, t_first, t_last;
@@ -142,6 +148,8 @@ struct engine {
     int32_t *sampled;              /* [max_num_seqs] */
     struct sample_result *results; /* [max_num_seqs] */
     core_output *outs;             /* [max_num_seqs] the step's sequences that got a token */
+    float *hidden;                 /* [max_num_seqs][n_embd] pooled hidden states (fwd_batch) */
+    ereq **pooled_reqs;            /* [max_num_seqs] the requests of those rows, in order */
     struct sampler_scratch scratch;
     struct buf text; /* emitted text of one sequence in one step (output processor) */
 
@@ -318,6 +326,7 @@ static void ereq_free(ereq *r)
     }
     sampler_state_deinit(&r->st);
     guide_free(r->guide);
+    free(r->pooled);
     if (r->has_stop) {
         stop_matcher_deinit(&r->stop);
     }
@@ -427,12 +436,19 @@ static void output_fill(const ereq *r, engine_output *o)
 
 /* Reports a request's final output (o: what the step produced, status FINISHED_*), without the
  * engine lock, and records its finish metrics. The caller releases it once the core ended it. */
+static void pool_finish(const engine *e, ereq *q);
+
 static void report_finish(engine *e, ereq *r, engine_output *o)
 {
     sched_req *sr = r->sr;
     sched_status status = o->status;
     output_fill(r, o);
     o->finished = true;
+    if (r->pool != ENGINE_POOL_NONE && r->n_pooled > 0 && status != SCHED_FINISHED_ABORTED) {
+        pool_finish(e, r);
+        o->embedding = r->pooled;
+        o->n_embedding = e->m->cfg.n_embd;
+    }
     if (r->cb) {
         r->cb(r->user, o);
     }
@@ -686,8 +702,12 @@ engine *engine_new(const model *m, const tokenizer *tok, const engine_config *cf
     e->sampled = malloc(nseq * sizeof *e->sampled);
     e->results = malloc(nseq * sizeof *e->results);
     e->outs = malloc(nseq * sizeof *e->outs);
+    if (e->ops->pooling) {
+        e->hidden = malloc(nseq * (size_t)m->cfg.n_embd * sizeof *e->hidden);
+        e->pooled_reqs = malloc(nseq * sizeof(ereq *));
+    }
     if (!e->tok_buf || !e->seq_buf || !e->logits || !e->raw_row || !e->sampled || !e->results ||
-        !e->outs || collect_eog(e) != 0) {
+        !e->outs || (e->ops->pooling && (!e->hidden || !e->pooled_reqs)) || collect_eog(e) != 0) {
         tandem_set_err(err, errlen, "out of memory allocating step buffers");
         goto err_free;
     }
@@ -755,6 +775,8 @@ void engine_free(engine *e)
     free(e->sampled);
     free(e->results);
     free(e->outs);
+    free(e->hidden);
+    free(e->pooled_reqs);
     free(e->eog_ids);
     guide_registry_free(e->guides);
     guide_vocab_free(e->guide_vocab);
@@ -1158,6 +1180,21 @@ int64_t engine_submit(engine *e, const engine_request *r, char *err, size_t errl
         memcpy(q->teacher, r->teacher, (size_t)r->n_teacher * sizeof *q->teacher);
         q->n_teacher = r->n_teacher;
     }
+    if (r->pool != ENGINE_POOL_NONE) {
+        if (!e->ops->pooling || r->kv_transfer || r->n_teacher > 0) {
+            rc = tandem_fail(err, errlen, -EINVAL, "embeddings are not supported %s",
+                             !e->ops->pooling ? "by this backend yet"
+                                              : "with KV transfer or teacher tokens");
+            goto err_free;
+        }
+        q->pooled = calloc((size_t)e->m->cfg.n_embd, sizeof *q->pooled);
+        if (!q->pooled) {
+            rc = -ENOMEM;
+            goto err_free;
+        }
+        q->pool = r->pool;
+        q->normalize = r->normalize;
+    }
     if (r->guide && (rc = guide_new(r->guide, &q->guide)) != 0) {
         tandem_set_err(err, errlen, "structured output: %s",
                        rc == -ENOMEM ? "out of memory" : "the grammar's start state is too large");
@@ -1185,13 +1222,17 @@ int64_t engine_submit(engine *e, const engine_request *r, char *err, size_t errl
         goto err_free;
     }
     q->id = e->next_id++;
+    /* an embedding sees every prompt token computed: a salt of its own keeps the prefix cache
+     * from serving any of them */
+    char salt[48];
+    snprintf(salt, sizeof salt, "\x01tandem-embed-%" PRIu64, q->id);
     sched_req_params p = {
         .id = q->id,
         .prompt = r->prompt,
         .n_prompt = r->n_prompt,
         .max_tokens = max_tokens,
         .priority = r->priority,
-        .cache_salt = r->cache_salt,
+        .cache_salt = q->pool != ENGINE_POOL_NONE ? salt : r->cache_salt,
         .user = q,
         .delay_free = q->kvt == ENGINE_KVT_PRODUCE,
         .load_remote = q->kvt == ENGINE_KVT_CONSUME,
@@ -1259,6 +1300,55 @@ void engine_abort(engine *e, uint64_t id)
  * a request that hit a stop string (or whose text was lost) is then ended in the core under one
  * more short lock. Only the stepping thread touches a running request's sampler, detokenizer
  * and stop matcher, so none of them needs the lock. */
+
+/* Adds the step's pooled hidden states to their requests (lock not held: only the stepping
+ * thread touches them). A chunk that starts the prompt (or restarts it after a preemption)
+ * starts the sum again. */
+static void pool_all(engine *e, const fwd_batch *batch, int32_t n_pooled)
+{
+    const size_t E = (size_t)e->m->cfg.n_embd;
+    int32_t j = 0;
+    for (int32_t i = 0; i < batch->n_seqs && j < n_pooled; i++) {
+        const fwd_seq *s = &batch->seqs[i];
+        if (s->pool == FWD_POOL_NONE) {
+            continue;
+        }
+        ereq *q = e->pooled_reqs[j];
+        const float *h = e->hidden + (size_t)j++ * E;
+        if (s->pool == FWD_POOL_LAST || s->start_pos == 0) {
+            memcpy(q->pooled, h, E * sizeof *h);
+            q->n_pooled = s->n_new;
+        } else {
+            for (size_t d = 0; d < E; d++) {
+                q->pooled[d] += h[d];
+            }
+            q->n_pooled += s->n_new;
+        }
+    }
+}
+
+/* The finished embedding of q: the mean of the sum when pooling means, L2-normalised when asked
+ * (in place; called once, with the final output). */
+static void pool_finish(const engine *e, ereq *q)
+{
+    const size_t E = (size_t)e->m->cfg.n_embd;
+    if (q->pool == ENGINE_POOL_MEAN && q->n_pooled > 0) {
+        for (size_t d = 0; d < E; d++) {
+            q->pooled[d] /= (float)q->n_pooled;
+        }
+    }
+    if (q->normalize) {
+        double ss = 0.0;
+        for (size_t d = 0; d < E; d++) {
+            ss += (double)q->pooled[d] * q->pooled[d];
+        }
+        /* torch.nn.functional.normalize's eps: a zero vector stays zero */
+        const double inv = 1.0 / (sqrt(ss) > 1e-12 ? sqrt(ss) : 1e-12);
+        for (size_t d = 0; d < E; d++) {
+            q->pooled[d] = (float)(q->pooled[d] * inv);
+        }
+    }
+}
 
 /* Samples (or takes the teacher token for) every sequence that got logits (lock not held). */
 static void sample_all(engine *e, int32_t n_logits)
@@ -1477,6 +1567,19 @@ int engine_step(engine *e)
                               e->cfg.max_num_seqs, &batch);
     TANDEM_ASSERT(rc == 0);
     batch.logits = e->logits;
+    batch.hidden = e->hidden;
+    int32_t n_pooled = 0;
+    for (int32_t i = 0; i < out->n_entries; i++) {
+        ereq *q = out->entries[i].req->user;
+        if (q->pool == ENGINE_POOL_MEAN) {
+            e->seq_buf[i].pool = FWD_POOL_SUM;
+        } else if (q->pool == ENGINE_POOL_LAST && out->entries[i].wants_logits) {
+            e->seq_buf[i].pool = FWD_POOL_LAST;
+        }
+        if (e->seq_buf[i].pool != FWD_POOL_NONE) {
+            e->pooled_reqs[n_pooled++] = q;
+        }
+    }
     int32_t n_logits = out->n_logits;
     int n = out->n_entries;
     int32_t k = 0;
@@ -1492,6 +1595,7 @@ int engine_step(engine *e)
 
     rc = e->ops->forward(e->be, &batch);
     if (rc == 0) {
+        pool_all(e, &batch, n_pooled);
         sample_all(e, n_logits);
     }
 
@@ -1651,6 +1755,47 @@ int32_t engine_max_model_len(const engine *e)
 const model *engine_model(const engine *e)
 {
     return e->m;
+}
+
+int engine_pooler_config_parse(const char *json, engine_pool *pool, bool *normalize, char *err,
+                               size_t errlen)
+{
+    struct json_object *o = NULL;
+    char perr[160];
+    if (json_parse_one(json, strlen(json), &o, perr, sizeof perr) != 0 ||
+        json_object_get_type(o) != json_type_object) {
+        json_object_put(o);
+        return tandem_fail(err, errlen, -EINVAL, "--pooler-config: not a JSON object (%s)",
+                           perr[0] ? perr : "wrong type");
+    }
+    int rc = 0;
+    json_object_object_foreach(o, k, v)
+    {
+        if (strcmp(k, "pooling_type") == 0 && json_object_is_type(v, json_type_string)) {
+            const char *t = json_object_get_string(v);
+            if (strcasecmp(t, "LAST") == 0) {
+                *pool = ENGINE_POOL_LAST;
+            } else if (strcasecmp(t, "MEAN") == 0) {
+                *pool = ENGINE_POOL_MEAN;
+            } else {
+                rc = tandem_fail(err, errlen, -EINVAL,
+                                 "--pooler-config: pooling_type '%s' is not supported (LAST, MEAN)",
+                                 t);
+            }
+        } else if (strcmp(k, "normalize") == 0 && json_object_is_type(v, json_type_boolean)) {
+            *normalize = json_object_get_boolean(v);
+        } else {
+            rc = tandem_fail(err, errlen, -EINVAL,
+                             "--pooler-config: unsupported or mistyped field '%s' (pooling_type, "
+                             "normalize)",
+                             k);
+        }
+        if (rc != 0) {
+            break;
+        }
+    }
+    json_object_put(o);
+    return rc;
 }
 
 int engine_guide_grammar(engine *e, const char *gbnf, size_t len, guide_grammar **out, char *err,

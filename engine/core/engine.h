@@ -153,6 +153,9 @@ typedef struct engine_output {
     const int32_t *kv_block_ids;
     int32_t n_kv_blocks;
     const char *kv_request_id;
+    /* embedding requests (engine_request.pool), finished output: the pooled vector */
+    const float *embedding;
+    int32_t n_embedding;
     /* CONSUME: 1 the prompt's KV was loaded remotely, -1 the load failed and the prompt was
      * computed here; 0 not a CONSUME request */
     int kv_loaded;
@@ -160,6 +163,14 @@ typedef struct engine_output {
 } engine_output;
 
 typedef void (*engine_output_fn)(void *user, const engine_output *out);
+
+/* Pooling of an embedding request (vLLM's pooling_type): the final-normed hidden state of the
+ * prompt's last token, or the mean over all its tokens. */
+typedef enum engine_pool {
+    ENGINE_POOL_NONE = 0,
+    ENGINE_POOL_LAST,
+    ENGINE_POOL_MEAN,
+} engine_pool;
 
 typedef struct engine_request {
     const int32_t *prompt; /* [n_prompt] token ids (copied) */
@@ -178,6 +189,11 @@ typedef struct engine_request {
     bool return_logits;   /* engine_output.logits gets the raw row */
     guide_grammar *guide; /* structured output (engine_guide_grammar), NULL: none; the request
                              takes its own reference */
+    /* embeddings: pool the prompt's hidden states into the finished output's embedding (L2-
+     * normalised when normalize); the prompt is run without the prefix cache (a mean needs every
+     * token), and max_tokens should be 1: the token sampled after the prompt is not used */
+    engine_pool pool;
+    bool normalize;
     const engine_kv_transfer *kv_transfer; /* NULL: none (copied) */
     engine_output_fn on_output;
     void *user;
@@ -230,6 +246,12 @@ void engine_get_stats(engine *e, engine_stats *out);
 int32_t engine_max_model_len(const engine *e);
 const model *engine_model(const engine *e);
 const tokenizer *engine_tokenizer(const engine *e);
+
+/* Reads vLLM's --pooler-config JSON ({"pooling_type": "LAST" | "MEAN", "normalize": bool})
+ * into pool / normalize (fields it lacks stay as they are). 0, or -EINVAL with err naming the
+ * field. */
+int engine_pooler_config_parse(const char *json, engine_pool *pool, bool *normalize, char *err,
+                               size_t errlen);
 
 /* The compiled grammar of GBNF text gbnf[0..len) over this engine's vocabulary, for
  * engine_request.guide: compiled once and shared while it stays among the engine's recent

@@ -7,7 +7,8 @@
 // streamed), several prompts in one completion request (strings and token ids, streamed, echo),
 // several keys, a wrong key as the client's AuthenticationError (401), logit_bias
 // steering greedy decoding and its out-of-vocabulary error, allowed_token_ids,
-// truncate_prompt_tokens (both sides), best_of refused as vLLM v1 does.
+// truncate_prompt_tokens (both sides), embeddings (base64 as the client asks, and floats),
+// best_of refused as vLLM v1 does.
 // Prints one line per check; exits 1 when any failed.
 import OpenAI from 'openai';
 
@@ -181,6 +182,17 @@ check(ltoks.length > 5 && cut.usage.prompt_tokens === 5 && cutR.usage.prompt_tok
 await expectError('truncate_prompt_tokens over max_model_len', () => client.completions.create({
   model, prompt: 'x', max_tokens: 1, truncate_prompt_tokens: 1000000 }), 400,
   /truncate_prompt_tokens value \(1000000\) is greater than max_model_len/);
+// embeddings: the client asks for base64 and decodes it; equal to the float answer
+const emb = await client.embeddings.create({ model, input: ['hello', 'the weather today'] });
+const embF = await client.embeddings.create({ model, input: ['hello', 'the weather today'],
+                                              encoding_format: 'float' });
+const norm = (v) => Math.sqrt(v.reduce((a, x) => a + x * x, 0));
+check(emb.data.length === 2 && emb.data.every((d, i) => d.index === i &&
+        d.embedding.length === embF.data[i].embedding.length &&
+        d.embedding.every((x, j) => Math.abs(x - embF.data[i].embedding[j]) <= 1e-6) &&
+        Math.abs(norm(d.embedding) - 1) < 1e-5) && emb.usage.completion_tokens === 0,
+      `embeddings.create: ${emb.data.length} vectors of ${emb.data[0].embedding.length}, ` +
+      `norm ${norm(emb.data[0].embedding)}, usage ${JSON.stringify(emb.usage)}`);
 await expectError('best_of', () => client.completions.create({
   model, prompt: 'x', max_tokens: 1, best_of: 2 }), 400, /vLLM V1 does not yet support best_of\./);
 

@@ -85,6 +85,7 @@ int openai_error_body(const struct openai_error *err, struct buf *out);
 enum openai_kind {
     OPENAI_COMPLETION = 1, /* /v1/completions */
     OPENAI_CHAT = 2,       /* /v1/chat/completions */
+    OPENAI_EMBEDDING = 3,  /* /v1/embeddings */
 };
 
 struct openai_message {
@@ -194,6 +195,11 @@ struct openai_request {
 
     struct openai_guide guide; /* structured output; kind NONE when unconstrained */
 
+    /* embeddings (the inputs are the prompts) */
+    int embed_base64;     /* encoding_format "base64" */
+    int embed_dimensions; /* dimensions, 0 when absent */
+    int embed_normalize;  /* normalize: -1 absent (the server's pooler config decides) */
+
     /* chat tools */
     struct json_object *tools; /* borrowed array of {"type": "function", "function"}, or NULL */
     enum openai_tool_choice tool_choice;
@@ -261,6 +267,11 @@ void openai_defaults_describe(const struct openai_defaults *d, char *out, size_t
  * "continue_final_message"?, "chat_template"?, "return_token_strs"?}. kind is OPENAI_COMPLETION
  * for a prompt (text only; add_special_tokens default 1) and OPENAI_CHAT for messages (default
  * 0). The messages/prompt fields of req are filled as by the parsers above. */
+/* /v1/embeddings (vLLM's EmbeddingCompletionRequest): the inputs become req->prompts (text or
+ * token ids, as completions' prompt), max_tokens 1 (the engine pools the prompt). */
+int openai_parse_embedding(const char *body, size_t len, struct openai_request *req,
+                           struct openai_error *err);
+
 int openai_parse_tokenize(const char *body, size_t len, struct openai_request *req,
                           int *return_token_strs, struct openai_error *err);
 
@@ -354,6 +365,13 @@ int openai_build_chat_chunk(const struct openai_meta *meta, const struct openai_
 /* The final usage-only chunk of include_usage: choices [] and usage. */
 int openai_build_usage_chunk(const struct openai_meta *meta, enum openai_kind kind,
                              const struct openai_usage *usage, struct buf *out);
+
+/* The /v1/embeddings answer: {"id", "object": "list", "created", "model", "data": [{"index",
+ * "object": "embedding", "embedding": [floats] | base64 of float32 little endian}], "usage"}.
+ * vecs[i] has dims floats. */
+int openai_build_embeddings(const struct openai_meta *meta, const float *const *vecs, size_t n,
+                            int dims, int base64, const struct openai_usage *usage,
+                            struct buf *out);
 
 /* SSE framing: "data: <json>\n\n" and "data: [DONE]\n\n". */
 int openai_sse_data(struct buf *out, const char *json, size_t len);

@@ -534,3 +534,84 @@ int openai_build_detokenize(const char *text, size_t len, struct buf *out)
     buf_appends(out, "}");
     return buf_error(out);
 }
+
+/* An embedding component: the shortest form that reads back as the same float, as Python's repr
+ * of the float32 value would round-trip (non-finite values cannot appear in JSON: 0). */
+static void embed_float(struct buf *out, float f)
+{
+    char tmp[40];
+    if (!isfinite(f)) {
+        f = 0.0f;
+    }
+    for (int prec = 6; prec <= 9; prec++) {
+        snprintf(tmp, sizeof(tmp), "%.*g", prec, (double)f);
+        if (strtof(tmp, NULL) == f) {
+            break;
+        }
+    }
+    if (!strpbrk(tmp, ".eE")) {
+        size_t n = strlen(tmp);
+        snprintf(tmp + n, sizeof(tmp) - n, ".0");
+    }
+    buf_appends(out, tmp);
+}
+
+/* n float32 values, little endian, as standard base64 (vLLM's encoding_format "base64"). */
+static void embed_base64(struct buf *out, const float *v, size_t n)
+{
+    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const size_t len = n * 4;
+    unsigned char chunk[3];
+    char quad[4];
+    size_t k = 0;
+    for (size_t i = 0; i < len; i++) {
+        uint32_t bits;
+        memcpy(&bits, &v[i / 4], sizeof bits);
+        chunk[k++] = (unsigned char)(bits >> (8 * (i % 4))); /* little endian whatever the host */
+        if (k == 3 || i + 1 == len) {
+            const size_t got = k;
+            while (k < 3) {
+                chunk[k++] = 0;
+            }
+            quad[0] = tab[chunk[0] >> 2];
+            quad[1] = tab[((chunk[0] & 3) << 4) | (chunk[1] >> 4)];
+            quad[2] = got > 1 ? tab[((chunk[1] & 15) << 2) | (chunk[2] >> 6)] : '=';
+            quad[3] = got > 2 ? tab[chunk[2] & 63] : '=';
+            buf_append(out, quad, 4);
+            k = 0;
+        }
+    }
+}
+
+int openai_build_embeddings(const struct openai_meta *meta, const float *const *vecs, size_t n,
+                            int dims, int base64, const struct openai_usage *usage, struct buf *out)
+{
+    buf_appends(out, "{\"id\":");
+    json_cstr(out, meta->id ? meta->id : "");
+    buf_appendf(out, ",\"object\":\"list\",\"created\":%" PRId64 ",\"model\":", meta->created);
+    json_cstr(out, meta->model ? meta->model : "");
+    buf_appends(out, ",\"data\":[");
+    for (size_t i = 0; i < n; i++) {
+        buf_appendf(out, "%s{\"index\":%zu,\"object\":\"embedding\",\"embedding\":", i ? "," : "",
+                    i);
+        if (base64) {
+            buf_appends(out, "\"");
+            embed_base64(out, vecs[i], (size_t)dims);
+            buf_appends(out, "\"");
+        } else {
+            buf_appends(out, "[");
+            for (int d = 0; d < dims; d++) {
+                if (d) {
+                    buf_appends(out, ",");
+                }
+                embed_float(out, vecs[i][d]);
+            }
+            buf_appends(out, "]");
+        }
+        buf_appends(out, "}");
+    }
+    buf_appends(out, "],\"usage\":");
+    put_usage(out, usage);
+    buf_appends(out, "}");
+    return buf_error(out);
+}

@@ -697,14 +697,14 @@ static int check_min_max(struct openai_request *req, const char *max_key, struct
 }
 
 /* One prompt of the list: a string or an array of token ids (kind fixed by the first). */
-static int parse_one_prompt(struct json_object *e, size_t i, enum json_type kind,
+static int parse_one_prompt(struct json_object *e, const char *key, size_t i, enum json_type kind,
                             struct openai_prompt *p, struct openai_error *err)
 {
     char param[48];
-    snprintf(param, sizeof param, "prompt[%zu]", i);
+    snprintf(param, sizeof param, "%s[%zu]", key, i);
     if (json_object_get_type(e) != kind) {
-        openai_error_set(err, 400, "prompt", "'%s': input should be %s like prompt[0], got %s",
-                         param, kind == json_type_string ? "a string" : "an array of token ids",
+        openai_error_set(err, 400, key, "'%s': input should be %s like %s[0], got %s", param,
+                         kind == json_type_string ? "a string" : "an array of token ids", key,
                          type_label(e));
         return -EINVAL;
     }
@@ -713,41 +713,40 @@ static int parse_one_prompt(struct json_object *e, size_t i, enum json_type kind
         p->text_len = (size_t)json_object_get_string_len(e);
         return 0;
     }
-    CHECK(json_object_array_length(e) > 0, "prompt", "'%s': 'prompt' cannot be empty", param);
-    return parse_token_array(e, "prompt", SIZE_MAX / sizeof(int32_t), &p->tokens, &p->n_tokens,
-                             err);
+    CHECK(json_object_array_length(e) > 0, key, "'%s': '%s' cannot be empty", param, key);
+    return parse_token_array(e, key, SIZE_MAX / sizeof(int32_t), &p->tokens, &p->n_tokens, err);
 }
 
-/* prompt: string | [ids] | [string, ...] | [[ids], ...]; prompt_text / prompt_tokens then name
- * the first. */
-static int parse_prompt(struct openai_request *req, int text_only, struct openai_error *err)
+/* key ("prompt", or "input" for embeddings): string | [ids] | [string, ...] | [[ids], ...];
+ * prompt_text / prompt_tokens then name the first. */
+static int parse_prompt_key(struct openai_request *req, const char *key, int text_only,
+                            struct openai_error *err)
 {
     struct json_object *v;
-    if (!member(req->root, "prompt", &v) || !v) {
-        openai_error_set(err, 400, "prompt", "'prompt' is required");
+    if (!member(req->root, key, &v) || !v) {
+        openai_error_set(err, 400, key, "'%s' is required", key);
         return -EINVAL;
     }
     enum json_type t = json_object_get_type(v);
     if (t != json_type_string && (t != json_type_array || text_only)) {
-        openai_error_set(err, 400, "prompt",
-                         text_only ? "'prompt': input should be a valid string, got %s"
-                                   : "'prompt': input should be a string, an array of token ids, "
+        openai_error_set(err, 400, key,
+                         text_only ? "'%s': input should be a valid string, got %s"
+                                   : "'%s': input should be a string, an array of token ids, "
                                      "or an array of those, got %s",
-                         type_label(v));
+                         key, type_label(v));
         return -EINVAL;
     }
     size_t n = t == json_type_string ? 1 : json_object_array_length(v);
-    CHECK(n > 0, "prompt", "'prompt' cannot be empty");
+    CHECK(n > 0, key, "'%s' cannot be empty", key);
     struct json_object *first = t == json_type_string ? v : json_object_array_get_idx(v, 0);
     enum json_type ft = json_object_get_type(first);
     const int ids = t == json_type_array && ft == json_type_int; /* one prompt of token ids */
     if (t == json_type_array && !ids) {
-        CHECK(ft == json_type_string || ft == json_type_array, "prompt",
-              "'prompt[0]': input should be a string, a token id or an array of token ids, "
-              "got %s",
+        CHECK(ft == json_type_string || ft == json_type_array, key,
+              "'%s[0]': input should be a string, a token id or an array of token ids, got %s", key,
               type_label(first));
-        CHECK(n <= OPENAI_MAX_PROMPTS, "prompt",
-              "'prompt': prompt list length %zu exceeds the maximum allowed count of %d.", n,
+        CHECK(n <= OPENAI_MAX_PROMPTS, key,
+              "'%s': prompt list length %zu exceeds the maximum allowed count of %d.", key, n,
               OPENAI_MAX_PROMPTS);
     } else {
         n = 1;
@@ -763,11 +762,12 @@ static int parse_prompt(struct openai_request *req, int text_only, struct openai
         req->prompts[0].text = json_object_get_string(v);
         req->prompts[0].text_len = (size_t)json_object_get_string_len(v);
     } else if (ids) {
-        rc = parse_token_array(v, "prompt", SIZE_MAX / sizeof(int32_t), &req->prompts[0].tokens,
+        rc = parse_token_array(v, key, SIZE_MAX / sizeof(int32_t), &req->prompts[0].tokens,
                                &req->prompts[0].n_tokens, err);
     } else {
         for (size_t i = 0; i < n && rc == 0; i++) {
-            rc = parse_one_prompt(json_object_array_get_idx(v, i), i, ft, &req->prompts[i], err);
+            rc = parse_one_prompt(json_object_array_get_idx(v, i), key, i, ft, &req->prompts[i],
+                                  err);
         }
     }
     if (rc != 0) {
@@ -775,6 +775,11 @@ static int parse_prompt(struct openai_request *req, int text_only, struct openai
     }
     openai_request_select_prompt(req, 0);
     return 0;
+}
+
+static int parse_prompt(struct openai_request *req, int text_only, struct openai_error *err)
+{
+    return parse_prompt_key(req, "prompt", text_only, err);
 }
 
 void openai_request_select_prompt(struct openai_request *req, size_t i)
@@ -1071,6 +1076,68 @@ int openai_parse_chat(const char *body, size_t len, struct openai_request *req,
 {
     request_defaults(req, OPENAI_CHAT);
     return finish_parse(chat_fields(body, len, req, err), req, err);
+}
+
+/* /v1/embeddings: {"model", "input", "encoding_format", "dimensions", "user",
+ * "truncate_prompt_tokens", "add_special_tokens", "normalize", "priority"}. */
+static int embedding_fields(const char *body, size_t len, struct openai_request *req,
+                            struct openai_error *err)
+{
+    int rc = parse_body(body, len, req, err);
+    if (rc != 0 || (rc = parse_prompt_key(req, "input", 0, err)) != 0 ||
+        (rc = opt_string(req->root, "model", "model", &req->model, err)) != 0 ||
+        (rc = opt_string(req->root, "user", "user", &req->user, err)) != 0 ||
+        (rc = opt_bool(req->root, "add_special_tokens", "add_special_tokens",
+                       &req->add_special_tokens, err)) != 0) {
+        return rc;
+    }
+    const char *fmt = NULL;
+    if ((rc = opt_string(req->root, "encoding_format", "encoding_format", &fmt, err)) != 0) {
+        return rc;
+    }
+    CHECK(!fmt || strcmp(fmt, "float") == 0 || strcmp(fmt, "base64") == 0, "encoding_format",
+          "'encoding_format': input should be 'float' or 'base64'");
+    req->embed_base64 = fmt && strcmp(fmt, "base64") == 0;
+    int present = 0, dims = 0;
+    if ((rc = opt_int(req->root, "dimensions", "dimensions", &dims, &present, err)) != 0) {
+        return rc;
+    }
+    CHECK(!present || dims >= 1, "dimensions", "'dimensions' must be a positive integer");
+    req->embed_dimensions = present ? dims : 0;
+    req->embed_normalize = -1;
+    int norm = 0;
+    struct json_object *v;
+    if (member(req->root, "normalize", &v) && v) {
+        if ((rc = opt_bool(req->root, "normalize", "normalize", &norm, err)) != 0) {
+            return rc;
+        }
+        req->embed_normalize = norm;
+    }
+    int64_t trunc = 0;
+    if ((rc = opt_int64(req->root, "truncate_prompt_tokens", "truncate_prompt_tokens", &trunc,
+                        &present, err)) != 0) {
+        return rc;
+    }
+    CHECK(!present || trunc >= -1, "truncate_prompt_tokens",
+          "'truncate_prompt_tokens': input should be greater than or equal to -1");
+    req->truncate_prompt_tokens = present && trunc > INT32_MAX ? INT32_MAX : (int32_t)trunc;
+    int iv = 0;
+    if ((rc = opt_int(req->root, "priority", "priority", &iv, &present, err)) != 0) {
+        return rc;
+    }
+    req->priority = present ? iv : 0;
+    req->max_tokens = 1;
+    req->max_tokens_set = 1;
+    req->sampling.temperature = 0.0f;
+    return 0;
+}
+
+int openai_parse_embedding(const char *body, size_t len, struct openai_request *req,
+                           struct openai_error *err)
+{
+    request_defaults(req, OPENAI_EMBEDDING);
+    req->add_special_tokens = 1; /* vLLM's embedding requests default to true */
+    return finish_parse(embedding_fields(body, len, req, err), req, err);
 }
 
 int openai_parse_tokenize(const char *body, size_t len, struct openai_request *req,

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "engine/server/api_key.h"
@@ -27,6 +28,7 @@
 #include "lib/err.h"
 #include "lib/list.h"
 #include "lib/log.h"
+#include "lib/json.h"
 #include "lib/trace.h"
 
 #define SERVER_MAX_TEXT     ((size_t)64 << 20) /* bytes of generated text per choice */
@@ -90,7 +92,10 @@ struct choice {
     const char *echo; /* completions echo: its prompt's text (the gen's), echo_len bytes */
     size_t echo_len;
     struct tool_stream *ts; /* streamed chat, tool_choice auto: the parser's state */
-    int tool_started;       /* streamed named tool call: its id and name were sent */
+    float *embedding;       /* embeddings: the pooled vector (engine thread, before the final
+                               event is queued), n_embedding floats */
+    int32_t n_embedding;
+    int tool_started; /* streamed named tool call: its id and name were sent */
 };
 
 struct gen {
@@ -130,6 +135,8 @@ struct engine_server {
     char *model_root;
     struct api_keys *keys;    /* --api-key: /v1 requests need one (api_key.h) */
     struct tool_parser tools; /* --tool-call-parser (kind TOOL_PARSER_NONE: none) */
+    engine_pool pool;         /* /v1/embeddings: --pooler-config pooling_type (LAST) */
+    bool pool_normalize;      /* and its normalize (true) */
     int auto_tools;           /* --enable-auto-tool-choice with a parser */
     struct chat_template *ct; /* the compiled template (override, model's, or chatml) */
     struct prompt_ctx pc;     /* what prompts are built with (prompt.h) */
@@ -189,8 +196,19 @@ static void on_engine_output(void *user, const engine_output *o)
         id_len = strlen(o->kv_request_id);
         kv_bytes = (size_t)o->n_kv_blocks * sizeof(int32_t) + id_len + 1;
     }
+    int lost_embedding = 0;
+    if (o->embedding && !c->embedding) {
+        /* read by the loop thread after the final event, which the queue's lock orders */
+        c->embedding = malloc((size_t)o->n_embedding * sizeof *c->embedding);
+        if (c->embedding) {
+            memcpy(c->embedding, o->embedding, (size_t)o->n_embedding * sizeof *c->embedding);
+            c->n_embedding = o->n_embedding;
+        } else {
+            lost_embedding = 1;
+        }
+    }
     /* [event][kv block ids][text NUL][kv request id NUL] (the ids first: aligned) */
-    struct out_event *ev = malloc(sizeof *ev + kv_bytes + o->text_len + 1);
+    struct out_event *ev = lost_embedding ? NULL : malloc(sizeof *ev + kv_bytes + o->text_len + 1);
     if (ev) {
         memset(ev, 0, sizeof *ev);
         ev->c = c;
@@ -322,6 +340,7 @@ static void gen_free(struct gen *g)
         free(g->choices[i].lps);
         json_object_put(g->choices[i].kv_params);
         tool_stream_free(g->choices[i].ts);
+        free(g->choices[i].embedding);
     }
     free(g->choices);
     gen_free_echo(g);
@@ -782,8 +801,42 @@ static void finish_stream(struct gen *g)
     g->req = NULL;
 }
 
+/* The /v1/embeddings answer: every choice's pooled vector. */
+static void respond_embeddings(struct gen *g)
+{
+    struct openai_meta meta;
+    fill_meta(g, &meta);
+    struct openai_usage u;
+    fill_usage(g, &u);
+    u.completion_tokens = 0; /* the token sampled after each prompt is not an output */
+    const float **vecs = calloc((size_t)g->n, sizeof *vecs);
+    struct buf body;
+    buf_init(&body, SERVER_MAX_BODY_OUT);
+    int rc = vecs ? 0 : -ENOMEM;
+    int32_t dims = g->n > 0 ? g->choices[0].n_embedding : 0;
+    for (int i = 0; rc == 0 && i < g->n; i++) {
+        vecs[i] = g->choices[i].embedding;
+        rc = vecs[i] && g->choices[i].n_embedding == dims ? 0 : -EIO;
+    }
+    if (rc == 0) {
+        rc = openai_build_embeddings(&meta, vecs, (size_t)g->n, dims, g->o.embed_base64, &u, &body);
+    }
+    if (rc == 0) {
+        http_respond_json(g->req, 200, body.data);
+        g->req = NULL;
+    } else {
+        gen_fail(g, "cannot build the embeddings (%s)", tandem_strerror(rc));
+    }
+    buf_free(&body);
+    free(vecs);
+}
+
 static void respond_full(struct gen *g)
 {
+    if (g->kind == OPENAI_EMBEDDING) {
+        respond_embeddings(g);
+        return;
+    }
     struct openai_meta meta;
     fill_meta(g, &meta);
     struct openai_usage u;
@@ -1220,7 +1273,9 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
         }
     }
     int rc = kind == OPENAI_CHAT ? openai_parse_chat(body ? body : "", blen, &g->o, &err)
-                                 : openai_parse_completion(body ? body : "", blen, &g->o, &err);
+             : kind == OPENAI_EMBEDDING
+                 ? openai_parse_embedding(body ? body : "", blen, &g->o, &err)
+                 : openai_parse_completion(body ? body : "", blen, &g->o, &err);
     if (rc != 0) {
         gen_trace_fail(g, err.status, err.message);
         respond_openai_error(req, &err);
@@ -1247,6 +1302,14 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
     if (check_model(s, g->o.model, &err) != 0) {
         goto err_respond;
     }
+    if (kind == OPENAI_EMBEDDING && g->o.embed_dimensions > 0) {
+        /* vLLM: only matryoshka models may return fewer dimensions; none here is one */
+        openai_error_set(&err, 400, "dimensions",
+                         "Model \"%s\" does not support matryoshka representation, changing "
+                         "output dimensions will lead to poor results.",
+                         s->served_name);
+        goto err_respond;
+    }
     if (kind == OPENAI_CHAT && g->o.tool_choice == OPENAI_TOOL_AUTO && !s->auto_tools) {
         openai_error_set(&err, 400, "tool_choice",
                          "\"auto\" tool choice requires --enable-auto-tool-choice and "
@@ -1256,7 +1319,7 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
     int32_t max_len = engine_max_model_len(s->e);
     for (int p = 0; p < n_prompts; p++) {
         size_t prompt_len = 0;
-        if (kind == OPENAI_COMPLETION) {
+        if (kind != OPENAI_CHAT) {
             openai_request_select_prompt(&g->o, (size_t)p);
         }
         if (prompt_build(&s->pc, &g->o, &ids[p], &n_ids[p], &prompt_text, &prompt_len, &err) != 0) {
@@ -1282,7 +1345,10 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
             }
         }
         if ((int64_t)n_ids[p] >= max_len) {
-            openai_error_set(&err, 400, kind == OPENAI_CHAT ? "messages" : "prompt",
+            openai_error_set(&err, 400,
+                             kind == OPENAI_CHAT        ? "messages"
+                             : kind == OPENAI_EMBEDDING ? "input"
+                                                        : "prompt",
                              "This model's maximum context length is %d tokens. However, your "
                              "request has %zu input tokens. Please reduce the length of the "
                              "input messages.",
@@ -1329,7 +1395,9 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
     }
 
     const char *xrid = http_request_header(req, "x-request-id");
-    const char *prefix = kind == OPENAI_CHAT ? "chatcmpl-" : "cmpl-";
+    const char *prefix = kind == OPENAI_CHAT        ? "chatcmpl-"
+                         : kind == OPENAI_EMBEDDING ? "embd-"
+                                                    : "cmpl-";
     if (xrid && xrid[0] && strlen(xrid) < 64 &&
         strspn(xrid, "0123456789abcdefABCDEF-_.:") == strlen(xrid)) {
         snprintf(g->id, sizeof g->id, "%s%s", prefix, xrid);
@@ -1394,6 +1462,10 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
     er.sampling.logprobs = g->o.logprobs;
     er.kv_transfer = kvt.mode != ENGINE_KVT_NONE ? &kvt : NULL;
     er.guide = constraint;
+    if (kind == OPENAI_EMBEDDING) {
+        er.pool = s->pool;
+        er.normalize = g->o.embed_normalize >= 0 ? g->o.embed_normalize != 0 : s->pool_normalize;
+    }
     char eerr[512] = "", kv_id[96];
     for (int i = 0; i < g->n; i++) {
         const int p = i / g->n_per, j = i % g->n_per;
@@ -1508,6 +1580,11 @@ static void h_completions(struct http_request *req, void *ud)
 static void h_chat(struct http_request *req, void *ud)
 {
     handle_generate(req, ud, OPENAI_CHAT);
+}
+
+static void h_embeddings(struct http_request *req, void *ud)
+{
+    handle_generate(req, ud, OPENAI_EMBEDDING);
 }
 
 static void h_health(struct http_request *req, void *ud)
@@ -1741,6 +1818,12 @@ struct engine_server *engine_server_new(uv_loop_t *loop, struct http_server *srv
         goto err_free;
     }
     tool_parser_init(&s->tools, tk);
+    s->pool = ENGINE_POOL_LAST; /* vLLM's default for a causal LM run as an embedding model */
+    s->pool_normalize = true;
+    if (cfg->pooler_config && engine_pooler_config_parse(cfg->pooler_config, &s->pool,
+                                                         &s->pool_normalize, err, errlen) != 0) {
+        goto err_free;
+    }
     s->tools.mistral_args_token = tokenizer_token_id(s->tok, "[ARGS]", 6) >= 0;
     s->auto_tools = cfg->enable_auto_tool_choice && tk != TOOL_PARSER_NONE;
     s->keys = api_keys_new(cfg->api_keys, cfg->n_api_keys, err, errlen);
@@ -1759,6 +1842,7 @@ struct engine_server *engine_server_new(uv_loop_t *loop, struct http_server *srv
     s->async_open = 1;
     if (http_server_route(srv, "POST", "/v1/completions", 0, h_completions, s) != 0 ||
         http_server_route(srv, "POST", "/v1/chat/completions", 0, h_chat, s) != 0 ||
+        http_server_route(srv, "POST", "/v1/embeddings", 0, h_embeddings, s) != 0 ||
         http_server_route(srv, "GET", "/v1/models", 0, h_models, s) != 0 ||
         http_server_route(srv, "GET", "/health", 0, h_health, s) != 0 ||
         http_server_route(srv, NULL, "/ping", 0, h_health, s) != 0 ||

@@ -48,6 +48,9 @@ struct engine_server_config {
      * needs both; the parser turns generated text into tool_calls (tool_parser.h) */
     int enable_auto_tool_choice;
     const char *tool_call_parser; /* "hermes", "llama3_json", "llama4_json", "mistral" or NULL */
+    /* /v1/embeddings: vLLM's --pooler-config JSON, {"pooling_type": "LAST" | "MEAN",
+     * "normalize": bool}; NULL: LAST, normalized (vLLM's defaults for a causal LM) */
+    const char *pooler_config;
 };
 
 struct engine_server;

@@ -178,6 +178,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else {
         check_error(rc, &err);
     }
+    rc = openai_parse_embedding(body, size, &r, &err);
+    if (rc == 0) {
+        CHECK(r.kind == OPENAI_EMBEDDING && r.n_prompts > 0 && r.max_tokens == 1);
+        openai_request_deinit(&r);
+    } else {
+        check_error(rc, &err);
+    }
     int strs;
     rc = openai_parse_tokenize(body, size, &r, &strs, &err);
     if (rc == 0) {
