@@ -18,8 +18,8 @@
 #include <time.h>
 
 #include "engine/backend/tp_backend.h"
-#include "engine/model/shard.h"
 #include "engine/grammar/guide.h"
+#include "engine/model/shard.h"
 #include "engine/sampler/stop.h"
 #include "lib/buf.h"
 #include "lib/common.h"

@@ -608,7 +608,7 @@ static void delta_first_call_only(struct tool_delta *d)
             k++;
         }
     }
-    /* the dropped entries stay allocated past n_calls; tool_delta_reset/free release them */
+    /* release the dropped entries: tool_delta_reset/free only see the first n_calls */
     while (d->n_calls > k) {
         struct tool_delta_call *e = &d->calls[--d->n_calls];
         free(e->name);
