@@ -32,8 +32,11 @@
 #include "engine/grammar/grammar.h"
 #include "engine/tokenizer/tokenizer.h"
 
-#define GUIDE_CACHE_BYTES    ((size_t)64 << 20) /* masks kept per grammar */
-#define GUIDE_REGISTRY_SLOTS 64                 /* compiled grammars kept by a registry */
+/* Memory bound: a registry's grammars hold at most GUIDE_REGISTRY_SLOTS * GUIDE_CACHE_BYTES of
+ * masks (256 MiB; grammars still in use by requests after leaving the registry add theirs). A
+ * mask is n_vocab / 8 bytes: 4 KB for a 32,000-token vocabulary, 19 KB for 152,000. */
+#define GUIDE_CACHE_BYTES    ((size_t)8 << 20) /* masks kept per grammar */
+#define GUIDE_REGISTRY_SLOTS 32                /* compiled grammars kept by a registry */
 
 typedef struct guide_vocab guide_vocab;
 typedef struct guide_grammar guide_grammar;
