@@ -6,6 +6,7 @@
 #define TANDEM_LIB_COMMON_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -101,6 +102,35 @@ static inline size_t tandem_utf8_seq_len(const unsigned char *p, size_t n)
         }
     }
     return len;
+}
+
+/* The code point of the well-formed UTF-8 sequence of len bytes at p (len as
+ * tandem_utf8_seq_len returned it). */
+static inline uint32_t tandem_utf8_cp(const unsigned char *p, size_t len)
+{
+    if (len == 1) {
+        return p[0];
+    }
+    uint32_t cp = p[0] & (0xffu >> (len + 1));
+    for (size_t i = 1; i < len; i++) {
+        cp = (cp << 6) | (p[i] & 0x3fu);
+    }
+    return cp;
+}
+
+/* The value of hex digit c (either case), or -1. */
+static inline int tandem_hex_digit(int c)
+{
+    if (c >= '0' && c <= '9') {
+        return c - '0';
+    }
+    if (c >= 'a' && c <= 'f') {
+        return c - 'a' + 10;
+    }
+    if (c >= 'A' && c <= 'F') {
+        return c - 'A' + 10;
+    }
+    return -1;
 }
 
 /* Writes code point cp (at most U+10FFFF; the caller has checked it) as UTF-8 into out, which has

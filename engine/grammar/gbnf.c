@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "engine/grammar/grammar_internal.h"
+#include "lib/common.h"
 #include "lib/err.h"
 
 #define GBNF_MAX_DEPTH  256    /* nesting of parentheses */
@@ -273,59 +274,15 @@ static void skip_space(struct builder *b, bool newline_ok)
     }
 }
 
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
-
 /* Decodes one UTF-8 code point at b->p. */
 static int read_utf8(struct builder *b, uint32_t *cp)
 {
     const unsigned char *s = (const unsigned char *)b->p;
-    size_t left = (size_t)(b->end - b->p);
-    unsigned c = s[0];
-    uint32_t v;
-    size_t n;
-    if (c < 0x80) {
-        *cp = c;
-        b->p++;
-        return 0;
+    size_t n = tandem_utf8_seq_len(s, (size_t)(b->end - b->p));
+    if (n == 0) {
+        return fail_at(b, b->p, "invalid or truncated UTF-8 sequence (byte 0x%02X)", s[0]);
     }
-    if (c >= 0xC2 && c <= 0xDF) {
-        n = 2;
-        v = c & 0x1F;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        n = 3;
-        v = c & 0x0F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        n = 4;
-        v = c & 0x07;
-    } else {
-        return fail_at(b, b->p, "invalid UTF-8 byte 0x%02X", c);
-    }
-    if (left < n) {
-        return fail_at(b, b->p, "truncated UTF-8 sequence");
-    }
-    for (size_t i = 1; i < n; i++) {
-        if ((s[i] & 0xC0) != 0x80) {
-            return fail_at(b, b->p, "invalid UTF-8 sequence");
-        }
-        v = (v << 6) | (s[i] & 0x3F);
-    }
-    if ((n == 3 && v < 0x800) || (n == 4 && (v < 0x10000 || v > 0x10FFFF)) ||
-        (v >= 0xD800 && v <= 0xDFFF)) {
-        return fail_at(b, b->p, "invalid UTF-8 sequence");
-    }
-    *cp = v;
+    *cp = tandem_utf8_cp(s, n);
     b->p += n;
     return 0;
 }
@@ -378,7 +335,7 @@ static int read_char(struct builder *b, uint32_t *cp)
     }
     uint32_t v = 0;
     for (int i = 0; i < digits; i++) {
-        int h = b->p < b->end ? hex_value(*b->p) : -1;
+        int h = b->p < b->end ? tandem_hex_digit(*b->p) : -1;
         if (h < 0) {
             return fail_at(b, at, "'\\%c' needs %d hex digits", c, digits);
         }
@@ -393,30 +350,6 @@ static int read_char(struct builder *b, uint32_t *cp)
 }
 
 /* ---- UTF-8 lowering ---- */
-
-static int utf8_encode(uint32_t cp, unsigned char out[4])
-{
-    if (cp < 0x80) {
-        out[0] = (unsigned char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        out[0] = (unsigned char)(0xC0 | (cp >> 6));
-        out[1] = (unsigned char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        out[0] = (unsigned char)(0xE0 | (cp >> 12));
-        out[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
-        out[2] = (unsigned char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    out[0] = (unsigned char)(0xF0 | (cp >> 18));
-    out[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3F));
-    out[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
-    out[3] = (unsigned char)(0x80 | (cp & 0x3F));
-    return 4;
-}
 
 struct cp_range {
     uint32_t lo, hi;
@@ -448,8 +381,8 @@ static int lower_range(struct lower *l, uint32_t lo, uint32_t hi, int depth)
         }
         return 0;
     }
-    unsigned char a[4] = {0, 0, 0, 0}, z[4] = {0, 0, 0, 0};
-    int n = utf8_encode(lo, a);
+    char a[4] = {0, 0, 0, 0}, z[4] = {0, 0, 0, 0};
+    int n = (int)tandem_utf8_put(a, lo);
     for (int i = 1; i < n; i++) {
         uint32_t m = ((uint32_t)1 << (6 * i)) - 1;
         if ((lo & ~m) != (hi & ~m)) {
@@ -463,7 +396,7 @@ static int lower_range(struct lower *l, uint32_t lo, uint32_t hi, int depth)
             }
         }
     }
-    utf8_encode(hi, z);
+    tandem_utf8_put(z, hi);
     uint32_t alt;
     int rc = 0;
     if (l->rule == GSTACK_NIL) {
@@ -473,7 +406,8 @@ static int lower_range(struct lower *l, uint32_t lo, uint32_t hi, int depth)
         rc = add_alt(l->b, l->rule, &alt);
     }
     for (int i = 0; i < n && rc == 0; i++) {
-        rc = push_byte_range(l->b, &l->b->rules[l->rule].alts[alt], a[i], z[i]);
+        rc = push_byte_range(l->b, &l->b->rules[l->rule].alts[alt], (unsigned char)a[i],
+                             (unsigned char)z[i]);
     }
     return rc;
 }
@@ -581,10 +515,11 @@ static int parse_literal(struct builder *b, uint32_t rule, uint32_t alt)
         if (rc != 0) {
             return rc;
         }
-        unsigned char u[4];
-        int n = utf8_encode(cp, u);
-        for (int i = 0; i < n; i++) {
-            rc = push_byte_range(b, &b->rules[rule].alts[alt], u[i], u[i]);
+        char u[4];
+        size_t n = tandem_utf8_put(u, cp);
+        for (size_t i = 0; i < n; i++) {
+            const unsigned char byte = (unsigned char)u[i];
+            rc = push_byte_range(b, &b->rules[rule].alts[alt], byte, byte);
             if (rc != 0) {
                 return rc;
             }

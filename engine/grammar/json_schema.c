@@ -437,11 +437,7 @@ static size_t utf8_next(const char *s, size_t n, uint32_t *cp)
         *cp = 0xFFFD;
         return 1;
     }
-    uint32_t v = len == 1 ? p[0] : len == 2 ? p[0] & 0x1Fu : len == 3 ? p[0] & 0x0Fu : p[0] & 0x07u;
-    for (size_t i = 1; i < len; i++) {
-        v = (v << 6) | (p[i] & 0x3Fu);
-    }
-    *cp = v;
+    *cp = tandem_utf8_cp(p, len);
     return len;
 }
 

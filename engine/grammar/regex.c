@@ -171,17 +171,20 @@ static long make_list_node(struct rx *rx, enum rx_kind kind, const uint32_t *ite
     return node_add(rx, &node);
 }
 
-/* Concatenation of items (flattened, empty pieces dropped). */
-static long make_cat(struct rx *rx, const uint32_t *items, size_t n)
+/* A kind node (RX_CAT or RX_ALT) over items, flattened: the children of nested kind nodes are
+ * spliced in and RX_EMPTY items dropped (*had_empty says whether there was one); no item left
+ * is RX_EMPTY, one is that item. */
+static long make_flat(struct rx *rx, enum rx_kind kind, const uint32_t *items, size_t n,
+                      bool *had_empty)
 {
     struct rx_list flat = {0};
     long rc = 0;
+    *had_empty = false;
     for (size_t i = 0; i < n && rc == 0; i++) {
         const struct rx_node *c = &rx->nodes[items[i]];
         if (c->kind == RX_EMPTY) {
-            continue;
-        }
-        if (c->kind == RX_CAT) {
+            *had_empty = true;
+        } else if (c->kind == kind) {
             for (size_t j = 0; j < c->count && rc == 0; j++) {
                 rc = list_push(&flat, rx->kids[c->first + j]);
             }
@@ -196,10 +199,17 @@ static long make_cat(struct rx *rx, const uint32_t *items, size_t n)
     } else if (flat.n == 1) {
         rc = flat.v[0];
     } else {
-        rc = make_list_node(rx, RX_CAT, flat.v, flat.n);
+        rc = make_list_node(rx, kind, flat.v, flat.n);
     }
     list_free(&flat);
     return rc;
+}
+
+/* Concatenation of items (flattened, empty pieces dropped). */
+static long make_cat(struct rx *rx, const uint32_t *items, size_t n)
+{
+    bool had_empty;
+    return make_flat(rx, RX_CAT, items, n, &had_empty);
 }
 
 static long make_repeat(struct rx *rx, uint32_t child, int min, int max);
@@ -207,31 +217,8 @@ static long make_repeat(struct rx *rx, uint32_t child, int min, int max);
 /* Alternation of items (flattened); empty branches make the whole optional. */
 static long make_alt(struct rx *rx, const uint32_t *items, size_t n)
 {
-    struct rx_list flat = {0};
-    bool optional = false;
-    long rc = 0;
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        const struct rx_node *c = &rx->nodes[items[i]];
-        if (c->kind == RX_EMPTY) {
-            optional = true;
-        } else if (c->kind == RX_ALT) {
-            for (size_t j = 0; j < c->count && rc == 0; j++) {
-                rc = list_push(&flat, rx->kids[c->first + j]);
-            }
-        } else {
-            rc = list_push(&flat, items[i]);
-        }
-    }
-    if (rc != 0) {
-        rc = rx_oom(rx);
-    } else if (flat.n == 0) {
-        rc = make_empty(rx);
-    } else if (flat.n == 1) {
-        rc = flat.v[0];
-    } else {
-        rc = make_list_node(rx, RX_ALT, flat.v, flat.n);
-    }
-    list_free(&flat);
+    bool optional;
+    long rc = make_flat(rx, RX_ALT, items, n, &optional);
     if (rc >= 0 && optional && !rx->nodes[rc].nullable) {
         rc = make_repeat(rx, (uint32_t)rc, 0, 1);
     }
@@ -487,28 +474,9 @@ static int read_cp(struct rx *rx, uint32_t *cp)
     if (n == 0) {
         return rx_fail(rx, -EINVAL, rx->pos, "invalid UTF-8");
     }
-    const unsigned char *p = rx->s + rx->pos;
-    uint32_t v = n == 1 ? p[0] : n == 2 ? p[0] & 0x1Fu : n == 3 ? p[0] & 0x0Fu : p[0] & 0x07u;
-    for (size_t i = 1; i < n; i++) {
-        v = (v << 6) | (p[i] & 0x3Fu);
-    }
+    *cp = tandem_utf8_cp(rx->s + rx->pos, n);
     rx->pos += n;
-    *cp = v;
     return 0;
-}
-
-static int hex_val(int c)
-{
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
 }
 
 /* Reads exactly ndigits hex digits, or "{h...}" (1-8 digits) when braces is set and one is
@@ -520,7 +488,7 @@ static int read_hex(struct rx *rx, int ndigits, bool braces, size_t start, uint3
         rx->pos++;
         int n = 0;
         while (!at_end(rx) && peek(rx) != '}') {
-            int d = hex_val(peek(rx));
+            int d = tandem_hex_digit(peek(rx));
             if (d < 0 || n == 8) {
                 return rx_fail(rx, -EINVAL, start, "bad hex escape");
             }
@@ -534,7 +502,7 @@ static int read_hex(struct rx *rx, int ndigits, bool braces, size_t start, uint3
         rx->pos++;
     } else {
         for (int i = 0; i < ndigits; i++) {
-            int d = hex_val(peek(rx));
+            int d = tandem_hex_digit(peek(rx));
             if (d < 0) {
                 return rx_fail(rx, -EINVAL, start, "bad hex escape");
             }

@@ -62,19 +62,6 @@ static int py_isspace(uint32_t cp)
            cp == 0x202f || cp == 0x205f || cp == 0x3000;
 }
 
-/* The code point of a well-formed UTF-8 sequence of len bytes. */
-static uint32_t utf8_cp(const unsigned char *p, size_t len)
-{
-    if (len == 1) {
-        return p[0];
-    }
-    uint32_t cp = p[0] & (0xff >> (len + 1));
-    for (size_t i = 1; i < len; i++) {
-        cp = (cp << 6) | (p[i] & 0x3f);
-    }
-    return cp;
-}
-
 /* Bytes of leading Python whitespace in s. */
 static size_t py_space_prefix(const char *s, size_t n)
 {
@@ -82,7 +69,7 @@ static size_t py_space_prefix(const char *s, size_t n)
     size_t i = 0;
     while (i < n) {
         size_t l = tandem_utf8_seq_len(p + i, n - i);
-        if (l == 0 || !py_isspace(utf8_cp(p + i, l))) {
+        if (l == 0 || !py_isspace(tandem_utf8_cp(p + i, l))) {
             break;
         }
         i += l;
@@ -225,7 +212,7 @@ static void py_escape(struct buf *out, const char *s, size_t n)
             snprintf(esc, sizeof(esc), "\\u%04x", c);
             e = esc;
         } else if (c == 0xed && i + 2 < n && p[i + 1] >= 0xa0) {
-            uint32_t cp = utf8_cp(p + i, 3);
+            uint32_t cp = tandem_utf8_cp(p + i, 3);
             esc[0] = '\\';
             esc[1] = 'u';
             for (int k = 0; k < 4; k++) {
@@ -2455,7 +2442,7 @@ static int mistral_lead_byte(struct tool_stream *s, unsigned char c)
         return 0;
     }
     s->lead_need = 0;
-    if (py_isspace(utf8_cp(s->lead, (size_t)s->lead_have))) {
+    if (py_isspace(tandem_utf8_cp(s->lead, (size_t)s->lead_have))) {
         return 0;
     }
     return mistral_pre_json(s, s->lead, (size_t)s->lead_have);

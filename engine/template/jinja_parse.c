@@ -146,20 +146,6 @@ static bool is_digit(char c)
     return c >= '0' && c <= '9';
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
-
 /* A string literal starting at p->pos (the quote); Python escape rules. */
 static int lex_string(struct parser *p)
 {
@@ -240,7 +226,7 @@ static int lex_string(struct parser *p)
         if (digits) {
             unsigned long cp = 0;
             for (int k = 0; k < digits; k++) {
-                int h = i + (size_t)k < end ? hexval(p->src[i + (size_t)k]) : -1;
+                int h = i + (size_t)k < end ? tandem_hex_digit(p->src[i + (size_t)k]) : -1;
                 if (h < 0) {
                     return fail_off(p, i - 2, "truncated \\x, \\u or \\U escape in string");
                 }
