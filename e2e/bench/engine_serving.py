@@ -40,6 +40,32 @@ def free_port():
     return port
 
 
+def start_server(model, threads, kv_memory, log_name):
+    """Starts `tandem-engine serve` (model name "bench") on a free loopback port and waits for
+    /health; returns (process, base url, log file). The log is build/bench/<log_name>."""
+    port = free_port()
+    exe = os.path.join(engine_cpu.build_dir(), "engine", "cli", "tandem-engine")
+    log = open(os.path.join(engine_cpu.build_dir(), "bench", log_name), "w")
+    proc = subprocess.Popen([exe, "serve", "--model", model, "--served-model-name", "bench",
+                             "--host", "127.0.0.1", "--port", str(port), "--threads",
+                             str(threads), "--max-model-len", "1024", "--max-num-seqs", "64",
+                             "--kv-cache-memory", kv_memory], stdout=log, stderr=log)
+    url = "http://127.0.0.1:%d" % port
+    for _ in range(600):
+        try:
+            urllib.request.urlopen(url + "/health", timeout=1).read()
+            return proc, url, log
+        except OSError:
+            if proc.poll() is not None:
+                log.close()
+                raise SystemExit("tandem-engine exited; see " + log_name)
+            time.sleep(0.1)
+    proc.terminate()
+    proc.wait(timeout=60)
+    log.close()
+    raise SystemExit("tandem-engine did not become healthy; see " + log_name)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--shape", default="large")
@@ -53,23 +79,8 @@ def main():
     a = ap.parse_args()
     model = engine_cpu.ensure_model(a.shape, a.type)
     vocab = int(engine_cpu.SHAPES[a.shape][engine_cpu.SHAPES[a.shape].index("--vocab") + 1])
-    port = free_port()
-    exe = os.path.join(engine_cpu.build_dir(), "engine", "cli", "tandem-engine")
-    log = open(os.path.join(engine_cpu.build_dir(), "bench", "engine_serving.log"), "w")
-    proc = subprocess.Popen([exe, "serve", "--model", model, "--served-model-name", "bench",
-                             "--host", "127.0.0.1", "--port", str(port), "--threads",
-                             str(a.threads), "--max-model-len", "1024", "--max-num-seqs", "64",
-                             "--kv-cache-memory", "4GiB"], stdout=log, stderr=log)
-    url = "http://127.0.0.1:%d" % port
+    proc, url, log = start_server(model, a.threads, "4GiB", "engine_serving.log")
     try:
-        for _ in range(600):
-            try:
-                urllib.request.urlopen(url + "/health", timeout=1).read()
-                break
-            except OSError:
-                if proc.poll() is not None:
-                    raise SystemExit("tandem-engine exited; see engine_serving.log")
-                time.sleep(0.1)
         levels = []
         for c in [int(x) for x in a.concurrency.split(",")]:
             lv = serve_load.run_level(url, "bench", c, a.requests_per_stream, a.input_len,

@@ -15,7 +15,9 @@ so none profits from another's prefix cache) three ways:
   * the same schema with every request on a distinct grammar (a different minItems), so no
     request finds another's masks in the cache: the cold-cache worst case.
 The variants alternate for --repeats rounds and each figure is the median of its runs. Prints
-each level and, last, a JSON summary with throughput ratios constrained / unconstrained.
+each level and, last, a JSON summary with throughput ratios constrained / unconstrained. It
+first measures the read bandwidth at --threads (tandem-membw) and gives each figure also as
+weights streamed (steps/s x tensor bytes) and as % of that bandwidth.
 The issue's goal: the mask costs at most 10 % of a decode step at 16 streams (ratio >= 0.9).
 """
 
@@ -23,10 +25,7 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
-import time
-import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "tools"))
@@ -68,24 +67,16 @@ def main():
     a = ap.parse_args()
     model = engine_cpu.ensure_model(a.shape, a.type)
     vocab = int(engine_cpu.SHAPES[a.shape][engine_cpu.SHAPES[a.shape].index("--vocab") + 1])
-    port = engine_serving.free_port()
-    exe = os.path.join(engine_cpu.build_dir(), "engine", "cli", "tandem-engine")
-    log = open(os.path.join(engine_cpu.build_dir(), "bench", "structured_bench.log"), "w")
-    proc = subprocess.Popen([exe, "serve", "--model", model, "--served-model-name", "bench",
-                             "--host", "127.0.0.1", "--port", str(port), "--threads",
-                             str(a.threads), "--max-model-len", "1024", "--max-num-seqs", "64",
-                             "--kv-cache-memory", "2GiB"], stdout=log, stderr=log)
-    url = "http://127.0.0.1:%d" % port
+    # decode streams every weight once per step: steps/s x the tensor bytes, against the
+    # machine's read bandwidth at the same thread count
+    bw = engine_cpu.run_membw([a.threads])[a.threads]["read_gbs"]
+    size = next(iter(engine_cpu.run_tandem(model, 1, 1, [a.threads], 1).values()))[2]
+    print("read bandwidth %.1f GB/s at %d threads; %.1f MB of weights" % (bw, a.threads,
+                                                                            size / 1e6))
+    proc, url, log = engine_serving.start_server(model, a.threads, "2GiB",
+                                                 "structured_bench.log")
     rows = []
     try:
-        for _ in range(600):
-            try:
-                urllib.request.urlopen(url + "/health", timeout=1).read()
-                break
-            except OSError:
-                if proc.poll() is not None:
-                    raise SystemExit("tandem-engine exited; see structured_bench.log")
-                time.sleep(0.1)
         # warm up (first-touch of weights, the vocabulary trie)
         serve_load.run_level(url, "bench", 1, 1, 32, 16, vocab, 99,
                              extra={"structured_outputs": {"json": schema(100)}})
@@ -111,14 +102,17 @@ def main():
             for name in runs:
                 row[name] = statistics.median(runs[name])
                 row[name + "_runs"] = runs[name]
+                gbs = row[name] / c * size / 1e9  # c sequences share each step's weights
+                row[name + "_weights_gbs"] = round(gbs, 2)
+                row[name + "_pct_bw"] = round(100.0 * gbs / bw, 1)
             row["ratio"] = round(row["schema"] / row["plain"], 3) if row["plain"] else None
             row["ratio_cold"] = (round(row["schema_cold"] / row["plain"], 3)
                                  if row["plain"] else None)
-            print("concurrency %2d: plain %8.1f tok/s  schema %8.1f (%.3f)  distinct schemas "
-                  "%8.1f (%.3f)   (medians of %d)" % (c, row["plain"], row["schema"],
-                                                      row["ratio"] or 0, row["schema_cold"],
-                                                      row["ratio_cold"] or 0, a.repeats),
-                  flush=True)
+            print("concurrency %2d: plain %8.1f tok/s (%.0f %% bw)  schema %8.1f (%.3f, %.0f %% bw)"
+                  "  distinct schemas %8.1f (%.3f, %.0f %% bw)   (medians of %d)"
+                  % (c, row["plain"], row["plain_pct_bw"], row["schema"], row["ratio"] or 0,
+                     row["schema_pct_bw"], row["schema_cold"], row["ratio_cold"] or 0,
+                     row["schema_cold_pct_bw"], a.repeats), flush=True)
             rows.append(row)
     finally:
         proc.terminate()
@@ -126,7 +120,8 @@ def main():
         log.close()
     r16 = [r for r in rows if r["concurrency"] == 16]
     print(json.dumps({"benchmark": "structured_output", "model": os.path.basename(model),
-                      "threads": a.threads, "output_len": a.output_len, "levels": rows,
+                      "threads": a.threads, "read_gbs": bw, "weight_bytes": size,
+                      "output_len": a.output_len, "levels": rows,
                       "goal_met": bool(r16) and (r16[0]["ratio"] or 0) >= 0.9}))
     errors = sum(r[k] for r in rows for k in r if k.endswith("_errors"))
     return 0 if errors == 0 else 1
