@@ -239,8 +239,7 @@ static int read_small_file(const char *path, char **out, size_t *len, char *err,
     return *out ? 0 : -ENOMEM;
 }
 
-/* Parses the JSON file path (which must be an object). */
-static int read_json(const char *path, struct json_object **out, char *err, size_t errlen)
+int model__read_json(const char *path, struct json_object **out, char *err, size_t errlen)
 {
     char *text = NULL;
     size_t len = 0;
@@ -1282,7 +1281,7 @@ static int hf_tokenizer(model *m, char *err, size_t errlen)
         goto out;
     }
     if (stat(tc_path, &st) == 0) {
-        rc = read_json(tc_path, &tc, err, errlen);
+        rc = model__read_json(tc_path, &tc, err, errlen);
         rc = rc ? rc : chat_template(tc_path, tc, &m->chat_template, err, errlen);
         rc = rc ? rc : token_text(tc_path, tc, "bos_token", &m->bos_token, err, errlen);
         rc = rc ? rc : token_text(tc_path, tc, "eos_token", &m->eos_token, err, errlen);
@@ -1314,7 +1313,7 @@ int model__load_hf(model *m, char *err, size_t errlen)
         return -ENOMEM;
     }
     struct json_object *cfg = NULL;
-    int rc = read_json(cfg_path, &cfg, err, errlen);
+    int rc = model__read_json(cfg_path, &cfg, err, errlen);
     if (rc == 0) {
         rc = hf_config(m, cfg_path, cfg, err, errlen);
     }

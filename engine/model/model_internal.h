@@ -38,6 +38,11 @@ char *model__strndup(model *m, const char *s, size_t len);
  * template, token texts, name). The caller runs model__finish afterwards. 0 or -errno with err. */
 int model__load_hf(model *m, char *err, size_t errlen);
 
+/* Parses the JSON file at path, which must hold an object (at most 64 MiB): 0 with *out (a new
+ * reference), or -errno with err naming the file. */
+struct json_object;
+int model__read_json(const char *path, struct json_object **out, char *err, size_t errlen);
+
 /* The Hugging Face name of a tensor given its GGUF name ("blk.3.attn_q.weight" ->
  * "model.layers.3.self_attn.q_proj.weight") in architecture arch's checkpoints (gemma's norms,
  * phi3's fused matrices, qwen3moe's or Mixtral's experts) into out, for messages; "" when there
