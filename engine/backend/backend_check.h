@@ -45,11 +45,13 @@ static inline int backend_check_config(const char *who, const model *m, const ba
     }
     if (cfg->block_size < 1 || cfg->block_size > KC_ATTN_MAX_BLOCK || cfg->num_blocks < 1 ||
         cfg->max_batch_tokens < 1 || cfg->max_seqs < 1 ||
-        (cfg->kv_dtype != KV_DTYPE_F32 && cfg->kv_dtype != KV_DTYPE_F16)) {
+        (cfg->kv_dtype != KV_DTYPE_F32 && cfg->kv_dtype != KV_DTYPE_F16) ||
+        cfg->max_lora_rank < 0 || cfg->max_lora_rank > LORA_MAX_RANK) {
         return tandem_fail(err, errlen, -EINVAL,
                            "%s backend: bad config (block_size 1..%d, num_blocks, "
-                           "max_batch_tokens, max_seqs >= 1, kv dtype f32/f16)",
-                           who, KC_ATTN_MAX_BLOCK);
+                           "max_batch_tokens, max_seqs >= 1, kv dtype f32/f16, max_lora_rank "
+                           "0..%d)",
+                           who, KC_ATTN_MAX_BLOCK, LORA_MAX_RANK);
     }
     return 0;
 }

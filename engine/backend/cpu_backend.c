@@ -81,6 +81,13 @@ struct backend {
     const backend_tp *tp; /* NULL: the whole model */
     int32_t n_out;        /* output rows: n_vocab, or this rank's vocabulary slice */
     float *logits_local;  /* tp: [max_seqs][n_out] */
+    /* LoRA (cfg.max_lora_rank > 0): each row's adapter (compacted with the rows in the last
+     * layer), the rows of one adapter, and its gathered inputs, A x and B A x */
+    const lora_adapter **row_lora;   /* [T] */
+    const lora_adapter **lora_list;  /* [max_seqs] the distinct adapters of a projection's rows */
+    int32_t *lora_rows;              /* [T] */
+    float *lora_x, *lora_t, *lora_d; /* [T][widest], [T][max_lora_rank], [T][widest] */
+    bool any_lora;                   /* this batch has a row with an adapter */
 };
 
 static void *cpu_aligned_zalloc(size_t bytes)
@@ -225,6 +232,12 @@ static void cpu_destroy(backend *b)
     free(b->aseq);
     free(b->wsp);
     free(b->logits_local);
+    free(b->row_lora);
+    free(b->lora_list);
+    free(b->lora_rows);
+    free(b->lora_x);
+    free(b->lora_t);
+    free(b->lora_d);
     kc_pool_free(b->pool);
     free(b);
 }
@@ -423,6 +436,28 @@ static backend *cpu_create(const model *m, const backend_config *cfg, char *err,
     b->tok_seq = calloc((size_t)T, sizeof(int32_t));
     b->out_rows = calloc((size_t)T, sizeof(int32_t));
     b->aseq = calloc((size_t)cfg->max_seqs, sizeof(kc_attn_seq));
+    if (cfg->max_lora_rank > 0) {
+        /* the widest projection side (q_dim >= kv_dim), and the workspace of its quantized or
+         * BF16 activations for an adapter of those types */
+        const int64_t W =
+            cpu_max_size((size_t)cpu_max_size((size_t)E, (size_t)b->q_dim), (size_t)F);
+        const tdtype wtypes[] = {TD_Q8_0, TD_BF16};
+        for (size_t i = 0; i < ARRAY_SIZE(wtypes); i++) {
+            const kc_weight probe = {.type = wtypes[i], .k = W / TD_QK * TD_QK, .m = 1};
+            ws = cpu_max_size(ws, kc_matmul_wsize(&probe, T));
+        }
+        b->row_lora = calloc((size_t)T, sizeof(const lora_adapter *));
+        b->lora_list = calloc((size_t)cfg->max_seqs, sizeof(const lora_adapter *));
+        b->lora_rows = calloc((size_t)T, sizeof(int32_t));
+        b->lora_x = cpu_aligned_zalloc(fT * (size_t)W);
+        b->lora_t = cpu_aligned_zalloc(fT * (size_t)cfg->max_lora_rank);
+        b->lora_d = cpu_aligned_zalloc(fT * (size_t)W);
+        if (!b->row_lora || !b->lora_list || !b->lora_rows || !b->lora_x || !b->lora_t ||
+            !b->lora_d) {
+            tandem_set_err(err, errlen, "cpu backend: out of memory for LoRA buffers");
+            goto err_destroy;
+        }
+    }
     b->wsp_bytes = ws;
     b->wsp = ws ? cpu_aligned_zalloc(ws) : NULL;
     if (b->tp) {
@@ -693,27 +728,89 @@ static int cpu_logits(backend *b, int32_t n_rows, float *logits)
     return rc;
 }
 
-/* The dense feed-forward of layer l: tmp = down(act(gate(xn)) * up(xn)). */
+/*
+ * LoRA deltas of projection tg of layer l: for every adapter in the batch, over the rows that
+ * carry it, y += scale * B (A x) (llama.cpp's build_lora_mm: the product scaled, then added).
+ * x and y have n rows of in and out floats. A row's result depends only on that row, so mixed
+ * batches give each sequence what it gets alone.
+ */
+static int cpu_lora(backend *b, int l, lora_target tg, const float *x, int32_t n, float *y)
+{
+    int32_t n_ad = 0; /* the batch's adapters, in order of first row */
+    for (int32_t i = 0; b->any_lora && i < n; i++) {
+        const lora_adapter *ad = b->row_lora[i];
+        int32_t k = 0;
+        while (k < n_ad && b->lora_list[k] != ad) {
+            k++;
+        }
+        if (ad && k == n_ad) {
+            b->lora_list[n_ad++] = ad;
+        }
+    }
+    for (int32_t k = 0; k < n_ad; k++) {
+        const lora_adapter *ad = b->lora_list[k];
+        const lora_weights *w = &ad->layers[l][tg];
+        if (!w->a.data) {
+            continue; /* this adapter leaves tg alone */
+        }
+        const int64_t in = w->a.ne[0], r = w->a.ne[1], out = w->b.ne[1];
+        int32_t cnt = 0;
+        for (int32_t j = 0; j < n; j++) {
+            if (b->row_lora[j] == ad) {
+                b->lora_rows[cnt++] = j;
+            }
+        }
+        const float *xs = x;
+        if (cnt < n) {
+            for (int32_t j = 0; j < cnt; j++) {
+                memcpy(b->lora_x + (int64_t)j * in, x + (int64_t)b->lora_rows[j] * in,
+                       sizeof(float) * (size_t)in);
+            }
+            xs = b->lora_x;
+        }
+        const kc_weight wa = {.type = w->a.type, .k = in, .m = r, .data = w->a.data};
+        const kc_weight wb = {.type = w->b.type, .k = r, .m = out, .data = w->b.data};
+        int rc = kc_matmul(b->pool, &wa, xs, cnt, b->lora_t, b->wsp, b->wsp_bytes);
+        rc = rc ? rc : kc_matmul(b->pool, &wb, b->lora_t, cnt, b->lora_d, b->wsp, b->wsp_bytes);
+        if (rc != 0) {
+            return rc;
+        }
+        for (int32_t j = 0; j < cnt; j++) {
+            float *yr = y + (int64_t)b->lora_rows[j] * out;
+            const float *d = b->lora_d + (int64_t)j * out;
+            for (int64_t c = 0; c < out; c++) {
+                yr[c] += w->scale * d[c];
+            }
+        }
+    }
+    return 0;
+}
+
 /* One gated feed-forward of layer l's activation (model_config.ffn_act) over n rows of x:
  * out = down(act(gate(x)) * up(x)), `width` hidden units, through b->gate / b->up. */
 static int cpu_glu(backend *b, const fwd_batch *batch, int l, const kc_weight *gate,
                    const kc_weight *up, const kc_weight *down, int64_t width, const float *x,
-                   int32_t n, float *out)
+                   int32_t n, float *out, bool lora)
 {
     const kc_weight *gu_w[2] = {gate, up};
     float *const gu_y[2] = {b->gate, b->up};
     int rc = kc_matmul_multi(b->pool, gu_w, gu_y, 2, x, n, b->wsp, b->wsp_bytes);
+    if (rc == 0 && lora) {
+        rc = cpu_lora(b, l, LORA_GATE, x, n, b->gate);
+        rc = rc ? rc : cpu_lora(b, l, LORA_UP, x, n, b->up);
+    }
     if (rc != 0) {
         return rc;
     }
     cpu_tok_run_w(b, batch, CPU_OP_ACT, l, n, width);
-    return cpu_mm(b, down, b->gate, n, out);
+    rc = cpu_mm(b, down, b->gate, n, out);
+    return rc == 0 && lora ? cpu_lora(b, l, LORA_DOWN, b->gate, n, out) : rc;
 }
 
 static int cpu_ffn(backend *b, const fwd_batch *batch, int l, int32_t n_rows)
 {
     const cpu_layer *L = &b->layers[l];
-    return cpu_glu(b, batch, l, &L->gate, &L->up, &L->down, b->n_ff, b->xn, n_rows, b->tmp);
+    return cpu_glu(b, batch, l, &L->gate, &L->up, &L->down, b->n_ff, b->xn, n_rows, b->tmp, true);
 }
 
 /* qwen2moe's shared expert, added to every token's routed experts in b->tmp: a SwiGLU of
@@ -726,7 +823,7 @@ static int cpu_shared_expert(backend *b, const fwd_batch *batch, int l, int32_t 
     int rc = cpu_mm(b, &L->sh_inp, b->xn, n_rows, b->sh_g);
     rc = rc ? rc
             : cpu_glu(b, batch, l, &L->sh_gate, &L->sh_up, &L->sh_down, b->n_ff_shexp, b->xn,
-                      n_rows, b->xg);
+                      n_rows, b->xg, false);
     if (rc != 0) {
         return rc;
     }
@@ -777,7 +874,7 @@ static int cpu_moe(backend *b, const fwd_batch *batch, int l, int32_t n_rows)
                    sizeof(float) * (size_t)E);
         }
         rc = cpu_glu(b, batch, l, &L->e_gate[e], &L->e_up[e], &L->e_down[e], b->n_ff_exp, b->xg, n,
-                     b->xg);
+                     b->xg, false);
         if (rc != 0) {
             return rc;
         }
@@ -831,7 +928,7 @@ static int cpu_outputs(backend *b, const fwd_batch *batch, int32_t n_rows)
 
 static int cpu_check_batch(const backend *b, const fwd_batch *batch)
 {
-    return backend_check_batch(&b->cfg, b->n_vocab, batch);
+    return backend_check_batch(&b->cfg, b->n_vocab, b->n_layer, batch);
 }
 
 static int cpu_forward(backend *b, const fwd_batch *batch)
@@ -844,8 +941,10 @@ static int cpu_forward(backend *b, const fwd_batch *batch)
     const int64_t E = b->n_embd;
     int32_t n_out = 0;
     int32_t t = 0;
+    b->any_lora = false;
     for (int32_t i = 0; i < batch->n_seqs; i++) {
         const fwd_seq *s = &batch->seqs[i];
+        b->any_lora |= s->lora != NULL;
         b->aseq[i] = (kc_attn_seq){.n_new = s->n_new,
                                    .start_pos = s->start_pos,
                                    .block_table = s->block_table,
@@ -854,6 +953,9 @@ static int cpu_forward(backend *b, const fwd_batch *batch)
         for (int32_t j = 0; j < s->n_new; j++, t++) {
             b->tok_pos[t] = s->start_pos + j;
             b->tok_seq[t] = i;
+            if (b->row_lora) {
+                b->row_lora[t] = s->lora;
+            }
             /* rows kept past the last attention: every row of a summed sequence, else the last
              * one when it makes logits or is pooled (rows stay in batch order) */
             if (s->pool == FWD_POOL_SUM ||
@@ -870,7 +972,10 @@ static int cpu_forward(backend *b, const fwd_batch *batch)
         cpu_tok_run(b, batch, CPU_OP_ATTN_NORM, l, T);
         const kc_weight *qkv_w[3] = {&L->wq, &L->wk, &L->wv};
         float *const qkv_y[3] = {b->q, b->k, b->v};
-        if ((rc = kc_matmul_multi(b->pool, qkv_w, qkv_y, 3, b->xn, T, b->wsp, b->wsp_bytes)) != 0) {
+        if ((rc = kc_matmul_multi(b->pool, qkv_w, qkv_y, 3, b->xn, T, b->wsp, b->wsp_bytes)) != 0 ||
+            (rc = cpu_lora(b, l, LORA_Q, b->xn, T, b->q)) != 0 ||
+            (rc = cpu_lora(b, l, LORA_K, b->xn, T, b->k)) != 0 ||
+            (rc = cpu_lora(b, l, LORA_V, b->xn, T, b->v)) != 0) {
             return rc;
         }
         cpu_tok_run(b, batch, CPU_OP_QKV_POST, l, T);
@@ -898,10 +1003,14 @@ static int cpu_forward(backend *b, const fwd_batch *batch)
                 memmove(b->att + (int64_t)j * b->q_dim, b->att + (int64_t)r * b->q_dim,
                         sizeof(float) * (size_t)b->q_dim);
                 memmove(b->x + j * E, b->x + (int64_t)r * E, sizeof(float) * (size_t)E);
+                if (b->row_lora) {
+                    b->row_lora[j] = b->row_lora[r];
+                }
             }
             n_rows = n_out;
         }
         if ((rc = cpu_mm(b, &L->wo, b->att, n_rows, b->tmp)) != 0 ||
+            (rc = cpu_lora(b, l, LORA_O, b->att, n_rows, b->tmp)) != 0 ||
             (rc = cpu_tp_sum(b, b->tmp, n_rows)) != 0) {
             return rc;
         }
@@ -959,6 +1068,7 @@ static tp_comm *cpu_tp_comm_new(int size, char *err, size_t errlen)
 const backend_ops cpu_backend_ops = {
     .name = "cpu",
     .pooling = true,
+    .lora = true,
     .kv_block_bytes = cpu_kv_block_bytes,
     .create = cpu_create,
     .forward = cpu_forward,

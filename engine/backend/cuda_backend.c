@@ -823,7 +823,7 @@ err_destroy:
 
 static int cuda_check_batch(const backend *b, const fwd_batch *batch)
 {
-    return backend_check_batch(&b->cfg, b->n_vocab, batch);
+    return backend_check_batch(&b->cfg, b->n_vocab, b->n_layer, batch);
 }
 
 /* Grows the block-table room of the metadata buffers to at least need entries (nothing may be in

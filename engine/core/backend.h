@@ -13,6 +13,7 @@
 
 #include "engine/core/batch.h"
 #include "engine/core/tp.h"
+#include "engine/model/lora.h"
 #include "engine/model/model.h"
 
 typedef enum kv_dtype {
@@ -31,6 +32,7 @@ typedef struct backend_config {
     int device;               /* device ordinal for accelerator backends (0) */
     bool enforce_eager;       /* no CUDA graphs: every step launched op by op (vLLM's flag) */
     int32_t max_model_len;    /* the context, which picks LongRoPE's factors (0: n_ctx_train) */
+    int32_t max_lora_rank;    /* largest LoRA rank a batch may carry (fwd_seq.lora); 0: none */
     /* Tensor parallelism (engine/core/tp.h). tp: set for one rank's backend, which then holds a
      * shard (engine/model/shard.h), sums its row-parallel outputs with tp->comm and writes only
      * logits columns [vocab_begin, vocab_end); NULL: the whole model. tp_size / tp_inner: read by
@@ -40,10 +42,11 @@ typedef struct backend_config {
     const struct backend_ops *tp_inner;
 } backend_config;
 
-/* Validates a batch against a backend's limits (backend_config) and vocabulary: sizes, block
- * tables covering every position with ids below num_blocks, token ids, a logits buffer when a
- * sequence wants logits. 0 or -EINVAL. Shared by every backend's forward. */
-static inline int backend_check_batch(const backend_config *cfg, int32_t n_vocab,
+/* Validates a batch against a backend's limits (backend_config), vocabulary and layers: sizes,
+ * block tables covering every position with ids below num_blocks, token ids, a logits buffer
+ * when a sequence wants logits, adapters within max_lora_rank. 0 or -EINVAL. Shared by every
+ * backend's forward. */
+static inline int backend_check_batch(const backend_config *cfg, int32_t n_vocab, int32_t n_layer,
                                       const fwd_batch *batch)
 {
     if (!batch || batch->n_tokens < 1 || batch->n_tokens > cfg->max_batch_tokens ||
@@ -54,7 +57,8 @@ static inline int backend_check_batch(const backend_config *cfg, int32_t n_vocab
     int32_t n_logits = 0, n_pooled = 0;
     for (int32_t i = 0; i < batch->n_seqs; i++) {
         const fwd_seq *s = &batch->seqs[i];
-        if (s->n_new < 1 || s->start_pos < 0 || !s->block_table) {
+        if (s->n_new < 1 || s->start_pos < 0 || !s->block_table ||
+            (s->lora && (s->lora->rank > cfg->max_lora_rank || s->lora->n_layer != n_layer))) {
             return -EINVAL;
         }
         int64_t end = (int64_t)s->start_pos + s->n_new;
@@ -97,6 +101,7 @@ typedef struct backend backend;
 typedef struct backend_ops {
     const char *name; /* "cpu", "cuda" */
     bool pooling;     /* forward honours fwd_seq.pool (embeddings); false: -ENOTSUP when asked */
+    bool lora;        /* forward applies fwd_seq.lora (backend_config.max_lora_rank > 0) */
     /* Bytes of KV storage one block takes over all layers (K and V). */
     size_t (*kv_block_bytes)(const model *m, int32_t block_size, kv_dtype dt);
     /* Creates the backend for m (borrowed; must outlive it) with cfg; NULL and err on failure. */

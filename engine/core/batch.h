@@ -29,6 +29,8 @@ typedef enum fwd_pool {
     FWD_POOL_SUM,  /* summed over the new tokens (the engine averages over the chunks) */
 } fwd_pool;
 
+struct lora_adapter;
+
 typedef struct fwd_seq {
     int32_t n_new;              /* tokens of this sequence in this batch (>= 1) */
     int32_t start_pos;          /* position of its first new token == tokens already cached */
@@ -36,6 +38,9 @@ typedef struct fwd_seq {
     int32_t n_blocks;           /* entries in block_table */
     bool want_logits;           /* produce logits for the last new token of this sequence */
     fwd_pool pool;              /* hidden states into fwd_batch.hidden (FWD_POOL_NONE: none) */
+    /* LoRA adapter of this sequence's tokens (engine/model/lora.h), NULL: the base model. Rows
+     * of different adapters may share a batch; each row gets only its own adapter's deltas. */
+    const struct lora_adapter *lora;
 } fwd_seq;
 
 typedef struct fwd_batch {
