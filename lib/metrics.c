@@ -97,6 +97,21 @@ static void metric_free(struct metric *m, size_t nlabels)
     free(m);
 }
 
+void metrics_family_retain(struct metric_family *f, const struct metric *keep)
+{
+    pthread_mutex_lock(&f->lock);
+    size_t n = 0;
+    for (size_t i = 0; i < f->nseries; i++) {
+        if (f->series[i] == keep) {
+            f->series[n++] = f->series[i];
+        } else {
+            metric_free(f->series[i], f->nlabels);
+        }
+    }
+    f->nseries = n;
+    pthread_mutex_unlock(&f->lock);
+}
+
 static void family_free(struct metric_family *f)
 {
     for (size_t i = 0; i < f->nseries; i++) {

@@ -49,6 +49,11 @@ struct metric_family *metrics_histogram_new(struct metrics_registry *r, const ch
  * format requires UTF-8). */
 struct metric *metrics_child(struct metric_family *f, const char *const *label_values);
 
+/* Frees every series of f but keep (which may be NULL: all of them), for an info gauge whose
+ * label values change (vllm:lora_requests_info): pointers to the freed series must not be used
+ * again. */
+void metrics_family_retain(struct metric_family *f, const struct metric *keep);
+
 /* Counters: adds v (negative or NaN increments are ignored). Gauges: adds v (may be negative). */
 void metric_inc(struct metric *m, double v);
 /* Counters and gauges: sets the value (for counters, to mirror a counter kept elsewhere). */

@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "engine/backend/tp_backend.h"
+#include "engine/core/lora_registry.h"
 #include "engine/grammar/guide.h"
 #include "engine/model/shard.h"
 #include "engine/sampler/stop.h"
@@ -47,6 +48,7 @@ typedef struct ereq {
     bool return_logits;
     bool include_stop;
     guide *guide;     /* structured output: the grammar's state, NULL when unconstrained */
+    lora_ref *lora;   /* its LoRA adapter, NULL: the base model */
     engine_pool pool; /* embeddings: pooling, the running sum / last hidden state */
     bool normalize;
     float *pooled;    /* [n_embd] when pool */
@@ -110,6 +112,8 @@ struct engine_metrics {
     struct metric *success_stop, *success_length, *success_abort;
     struct metric *ttft, *itl, *e2e, *tpot;
     struct metric *kv_held, *kv_released, *kv_expired; /* P/D holds (tandem_engine_kv_*) */
+    struct metric_family *lora_info; /* vllm:lora_requests_info, with LoRA enabled */
+    struct buf lora_running, lora_waiting;
 };
 
 struct engine {
@@ -129,6 +133,7 @@ struct engine {
     pthread_mutex_t guide_mu;
     guide_vocab *guide_vocab;
     guide_registry *guides;
+    lora_registry *loras; /* max_loras > 0: the loaded LoRA adapters */
 
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -281,6 +286,16 @@ static int metrics_setup(engine *e, const char *model_name)
     if (x->cache_info) {
         metric_set(x->cache_info, 1);
     }
+    if (e->loras) {
+        const char *llabels[] = {"max_lora", "waiting_lora_adapters", "running_lora_adapters"};
+        x->lora_info = metrics_gauge_new(r, "vllm:lora_requests_info",
+                                         "Running stats on lora requests.", 3, llabels);
+        buf_init(&x->lora_running, 1 << 20);
+        buf_init(&x->lora_waiting, 1 << 20);
+        if (!x->lora_info) {
+            return -EINVAL;
+        }
+    }
     if (!x->running || !x->waiting || !x->kv_usage || !x->prompt_tokens || !x->generation_tokens ||
         !x->prefix_queries || !x->prefix_hits || !x->preemptions || !x->success_stop || !x->ttft ||
         !x->itl || !x->e2e || !x->tpot || !x->cache_info || !x->kv_held || !x->kv_released ||
@@ -288,6 +303,54 @@ static int metrics_setup(engine *e, const char *model_name)
         return -EINVAL;
     }
     return 0;
+}
+
+/* Appends name to the comma list b unless it is there already. */
+static void csv_add_unique(struct buf *b, const char *name)
+{
+    const size_t len = strlen(name);
+    for (size_t i = 0; i < b->len;) {
+        const char *item = b->data + i;
+        const char *comma = memchr(item, ',', b->len - i);
+        const size_t ilen = comma ? (size_t)(comma - item) : b->len - i;
+        if (ilen == len && memcmp(item, name, len) == 0) {
+            return;
+        }
+        i += ilen + 1;
+    }
+    if ((b->len > 0 && buf_append(b, ",", 1) != 0) || buf_append(b, name, len) != 0) {
+        return; /* the metric misses a name rather than the step failing */
+    }
+}
+
+/* vllm:lora_requests_info: the adapters of the running and of the waiting requests, one series
+ * (the current label values) set to the time of the update, as vLLM's logger does. */
+static void lora_info_update(engine *e)
+{
+    struct engine_metrics *x = &e->mx;
+    buf_reset(&x->lora_running);
+    buf_reset(&x->lora_waiting);
+    struct list_node *n, *tmp;
+    list_for_each_safe(&e->live, n, tmp)
+    {
+        const ereq *q = list_entry(n, ereq, live_node);
+        if (!q->lora || sched_status_finished(q->sr->status)) {
+            continue;
+        }
+        csv_add_unique(q->sr->status == SCHED_RUNNING ? &x->lora_running : &x->lora_waiting,
+                       lora_ref_name(q->lora));
+    }
+    char max[16];
+    snprintf(max, sizeof max, "%d", (int)e->cfg.max_loras);
+    const char *vals[] = {max, x->lora_waiting.data ? x->lora_waiting.data : "",
+                          x->lora_running.data ? x->lora_running.data : ""};
+    struct metric *m = metrics_child(x->lora_info, vals);
+    if (m) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        metric_set(m, (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9);
+        metrics_family_retain(x->lora_info, m);
+    }
 }
 
 /* Mirrors the scheduler's counters into the metric families; called with the lock held. */
@@ -307,6 +370,9 @@ static void metrics_update(engine *e)
     metric_set(e->mx.kv_held, (double)e->n_held);
     metric_set(e->mx.kv_released, (double)e->kv_released);
     metric_set(e->mx.kv_expired, (double)e->kv_expired);
+    if (e->mx.lora_info) {
+        lora_info_update(e);
+    }
 }
 
 /* ---- requests ---- */
@@ -326,6 +392,7 @@ static void ereq_free(ereq *r)
     }
     sampler_state_deinit(&r->st);
     guide_free(r->guide);
+    lora_ref_put(r->lora);
     free(r->pooled);
     if (r->has_stop) {
         stop_matcher_deinit(&r->stop);
@@ -565,7 +632,7 @@ engine *engine_new(const model *m, const tokenizer *tok, const engine_config *cf
     }
     int32_t ctx = m->cfg.n_ctx_train > 0 ? m->cfg.n_ctx_train : 2048;
     if (c->max_model_len < 0 || c->max_num_seqs < 0 || c->max_num_batched_tokens < 0 ||
-        c->block_size < 0 || c->max_waiting < 0) {
+        c->block_size < 0 || c->max_waiting < 0 || c->max_loras < 0 || c->max_lora_rank < 0) {
         tandem_set_err(err, errlen, "engine limits must not be negative");
         goto err_free;
     }
@@ -620,6 +687,36 @@ engine *engine_new(const model *m, const tokenizer *tok, const engine_config *cf
         }
         e->ops = &tp_backend_ops;
     }
+    if (c->max_loras > 0) {
+        static const int32_t ranks[] = {1, 8, 16, 32, 64, 128, 256, 320, 512}; /* vLLM's */
+        c->max_lora_rank = c->max_lora_rank > 0 ? c->max_lora_rank : 16;
+        bool known = false;
+        for (size_t i = 0; i < ARRAY_SIZE(ranks); i++) {
+            known |= ranks[i] == c->max_lora_rank;
+        }
+        if (!known) {
+            tandem_set_err(err, errlen,
+                           "--max-lora-rank %d: must be one of 1, 8, 16, 32, 64, 128, 256, 320, "
+                           "512",
+                           (int)c->max_lora_rank);
+            goto err_free;
+        }
+        if (!e->ops->lora) {
+            tandem_set_err(err, errlen, "--enable-lora: the %s backend%s has no LoRA support yet",
+                           inner->name, tp > 1 ? " with tensor parallelism" : "");
+            goto err_free;
+        }
+        if (c->max_loras > c->max_num_seqs) {
+            tandem_set_err(err, errlen, "--max-loras %d is larger than --max-num-seqs %d",
+                           (int)c->max_loras, (int)c->max_num_seqs);
+            goto err_free;
+        }
+        e->loras = lora_registry_new(m, c->max_lora_rank);
+        if (!e->loras) {
+            tandem_set_err(err, errlen, "out of memory");
+            goto err_free;
+        }
+    }
     size_t block_bytes = tp > 1 ? tp_backend_kv_block_bytes(inner, m, tp, c->block_size, kdt)
                                 : inner->kv_block_bytes(m, c->block_size, kdt);
     if (block_bytes == 0) {
@@ -657,6 +754,7 @@ engine *engine_new(const model *m, const tokenizer *tok, const engine_config *cf
         .pin_threads = c->pin_threads,
         .enforce_eager = c->enforce_eager,
         .max_model_len = c->max_model_len,
+        .max_lora_rank = c->max_loras > 0 ? c->max_lora_rank : 0,
         .tp_size = tp > 1 ? tp : 0,
         .tp_inner = tp > 1 ? inner : NULL,
     };
@@ -690,6 +788,7 @@ engine *engine_new(const model *m, const tokenizer *tok, const engine_config *cf
         all_swa = m->layers[l].swa;
     }
     sc.sliding_window = all_swa ? m->cfg.n_swa : 0;
+    sc.max_loras = c->max_loras;
     e->s = sched_new(&sc, e->kv, err, errlen);
     if (!e->s) {
         goto err_free;
@@ -779,6 +878,9 @@ void engine_free(engine *e)
     free(e->pooled_reqs);
     free(e->eog_ids);
     guide_registry_free(e->guides);
+    lora_registry_free(e->loras);
+    buf_free(&e->mx.lora_running);
+    buf_free(&e->mx.lora_waiting);
     guide_vocab_free(e->guide_vocab);
     pthread_mutex_destroy(&e->guide_mu);
     sampler_scratch_deinit(&e->scratch);
@@ -1195,6 +1297,16 @@ int64_t engine_submit(engine *e, const engine_request *r, char *err, size_t errl
         q->pool = r->pool;
         q->normalize = r->normalize;
     }
+    if (r->lora_name && r->lora_name[0]) {
+        q->lora = e->loras ? lora_registry_get(e->loras, r->lora_name) : NULL;
+        if (!q->lora) {
+            rc = tandem_fail(err, errlen, e->loras ? -ENOENT : -EINVAL,
+                             e->loras ? "The model `%s` does not exist."
+                                      : "LoRA adapter '%s' requested but LoRA is not enabled",
+                             r->lora_name);
+            goto err_free;
+        }
+    }
     if (r->guide && (rc = guide_new(r->guide, &q->guide)) != 0) {
         tandem_set_err(err, errlen, "structured output: %s",
                        rc == -ENOMEM ? "out of memory" : "the grammar's start state is too large");
@@ -1233,6 +1345,7 @@ int64_t engine_submit(engine *e, const engine_request *r, char *err, size_t errl
         .max_tokens = max_tokens,
         .priority = r->priority,
         .cache_salt = q->pool != ENGINE_POOL_NONE ? salt : r->cache_salt,
+        .lora_name = q->lora ? lora_ref_name(q->lora) : NULL,
         .user = q,
         .delay_free = q->kvt == ENGINE_KVT_PRODUCE,
         .load_remote = q->kvt == ENGINE_KVT_CONSUME,
@@ -1579,6 +1692,7 @@ int engine_step(engine *e)
         if (e->seq_buf[i].pool != FWD_POOL_NONE) {
             e->pooled_reqs[n_pooled++] = q;
         }
+        e->seq_buf[i].lora = q->lora ? lora_ref_adapter(q->lora) : NULL;
     }
     int32_t n_logits = out->n_logits;
     int n = out->n_entries;
@@ -1745,6 +1859,11 @@ void engine_get_stats(engine *e, engine_stats *o)
     o->kv_dtype_bytes = e->cfg.kv_dtype == ENGINE_KV_F32 ? 4 : 2;
     metrics_update(e);
     pthread_mutex_unlock(&e->mu);
+}
+
+lora_registry *engine_loras(engine *e)
+{
+    return e->loras;
 }
 
 int32_t engine_max_model_len(const engine *e)

@@ -36,6 +36,7 @@
 
 #include "engine/cache/kvcache.h"
 #include "engine/core/backend.h"
+#include "engine/core/lora_registry.h"
 #include "engine/grammar/guide.h"
 #include "engine/model/model.h"
 #include "engine/sampler/sampler.h"
@@ -75,6 +76,10 @@ typedef struct engine_config {
     /* 0/1: one backend; N: the model split over N ranks of `backend` (tp_backend_ops,
      * docs/tensor-parallel.md); kv_cache_bytes is then each rank's budget */
     int32_t tensor_parallel_size;
+    /* LoRA (vLLM's --enable-lora): > 0 turns it on, at most this many distinct adapters run at
+     * once (--max-loras); adapters are loaded through engine_loras */
+    int32_t max_loras;
+    int32_t max_lora_rank; /* 0: 16; one of vLLM's 1, 8, 16, 32, 64, 128, 256, 320, 512 */
 } engine_config;
 
 typedef struct engine engine;
@@ -183,6 +188,9 @@ typedef struct engine_request {
     bool skip_special_tokens;
     int32_t priority;
     const char *cache_salt;
+    /* a loaded LoRA adapter's name (engine_loras), NULL: the base model; it also enters every
+     * block hash, so the prefix cache never mixes adapters */
+    const char *lora_name;
     const int32_t *teacher; /* [n_teacher] tokens forced instead of sampled ones (copied); the
                                request ends after them unless max_tokens ends it first */
     int32_t n_teacher;
@@ -259,6 +267,9 @@ int engine_pooler_config_parse(const char *json, engine_pool *pool, bool *normal
  * submitting. 0, or the compile error (-EINVAL, -E2BIG with err naming the rule), -ENOMEM. */
 int engine_guide_grammar(engine *e, const char *gbnf, size_t len, guide_grammar **out, char *err,
                          size_t errlen);
+
+/* The loaded LoRA adapters (load, unload, list: lora_registry.h), NULL when max_loras is 0. */
+lora_registry *engine_loras(engine *e);
 
 /* Clears the prefix cache (AllBlocksCleared event); -EBUSY while any request runs. */
 int engine_reset_prefix_cache(engine *e);

@@ -31,6 +31,8 @@ struct sched {
     uint64_t preemptions;
     uint64_t prompt_tokens;
     uint64_t generation_tokens;
+    const char **loras; /* [max_num_seqs] running requests' distinct adapters (max_loras > 0) */
+    int32_t n_loras;
 };
 
 bool sched_status_finished(sched_status st)
@@ -130,14 +132,15 @@ sched *sched_new(const sched_config *cfg, kvc *kv, char *err, size_t errlen)
     s->block_size = bs;
     size_t n = (size_t)cfg->max_num_seqs;
     s->running = calloc(n, sizeof(sched_req *));
+    s->loras = calloc(n, sizeof(char *));
     s->out.entries = calloc(n, sizeof(*s->out.entries));
     s->out.preempted = calloc(n, sizeof(sched_req *));
     s->out.finished = calloc(n, sizeof(sched_req *));
     s->out.loads = calloc(n, sizeof(sched_req *));
     s->hits.cap = (cfg->max_model_len + bs - 1) / bs; /* a request's max_blocks at most */
     s->hits.blocks = calloc((size_t)s->hits.cap, sizeof(*s->hits.blocks));
-    if (!s->running || !s->out.entries || !s->out.preempted || !s->out.finished || !s->out.loads ||
-        !s->hits.blocks) {
+    if (!s->running || !s->loras || !s->out.entries || !s->out.preempted || !s->out.finished ||
+        !s->out.loads || !s->hits.blocks) {
         goto err_free;
     }
     return s;
@@ -145,6 +148,7 @@ sched *sched_new(const sched_config *cfg, kvc *kv, char *err, size_t errlen)
 err_free:
     free(s->hits.blocks);
     free(s->running);
+    free(s->loras);
     free(s->out.entries);
     free(s->out.preempted);
     free(s->out.finished);
@@ -380,6 +384,7 @@ void sched_free(sched *s)
         kvc_release(s->kv, &r->kv);
     }
     free(s->running);
+    free(s->loras);
     free(s->out.entries);
     free(s->out.preempted);
     free(s->out.finished);
@@ -441,6 +446,41 @@ static int32_t preempt(sched *s, sched_req *v)
     TANDEM_ASSERT(s->out.n_preempted < s->cfg.max_num_seqs);
     s->out.preempted[s->out.n_preempted++] = v;
     return refund;
+}
+
+/* The distinct LoRA adapters of the running requests, into s->loras (max_loras > 0). */
+static void lora_collect(sched *s)
+{
+    s->n_loras = 0;
+    for (int32_t i = 0; s->cfg.max_loras > 0 && i < s->n_running; i++) {
+        const char *name = s->running[i]->lora_name;
+        int32_t k = 0;
+        while (name && k < s->n_loras && strcmp(s->loras[k], name) != 0) {
+            k++;
+        }
+        if (name && k == s->n_loras) {
+            s->loras[s->n_loras++] = name;
+        }
+    }
+}
+
+/* Whether admitting r keeps the running requests within max_loras distinct adapters; when it
+ * does, r's adapter counts from now on. */
+static bool lora_admit(sched *s, const sched_req *r)
+{
+    if (s->cfg.max_loras <= 0 || !r->lora_name) {
+        return true;
+    }
+    for (int32_t k = 0; k < s->n_loras; k++) {
+        if (strcmp(s->loras[k], r->lora_name) == 0) {
+            return true;
+        }
+    }
+    if (s->n_loras >= s->cfg.max_loras) {
+        return false;
+    }
+    s->loras[s->n_loras++] = r->lora_name;
+    return true;
 }
 
 static int32_t cap_new_tokens(const sched *s, int32_t n, int32_t budget)
@@ -563,10 +603,18 @@ const sched_output *sched_schedule(sched *s)
         budget -= n_new;
     }
 
-    /* Phase B: admit waiting requests, unless this step preempted. */
-    while (o->n_preempted == 0 && !list_empty(&s->waiting) && budget > 0 &&
-           s->n_running < s->cfg.max_num_seqs) {
-        sched_req *r = wait_entry(list_first(&s->waiting));
+    /* Phase B: admit waiting requests, unless this step preempted. A request whose LoRA adapter
+     * would be one too many (max_loras) is passed over and keeps its place (vLLM v1). */
+    struct list_node *pos = list_first(&s->waiting), *next;
+    lora_collect(s);
+    for (; o->n_preempted == 0 && pos && pos != &s->waiting && budget > 0 &&
+           s->n_running < s->cfg.max_num_seqs;
+         pos = next) {
+        next = pos->next;
+        sched_req *r = wait_entry(pos);
+        if (!lora_admit(s, r)) {
+            continue;
+        }
         if (r->load_remote) {
             if (o->n_loads >= s->cfg.max_num_seqs || admit_remote(s, r) != 0) {
                 break;

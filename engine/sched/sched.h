@@ -77,6 +77,9 @@ typedef struct sched_config {
      * attention): after each step a running request gives back the blocks before its window
      * (kvc_release_before), unless it keeps its KV for a remote decoder (delay_free). */
     int32_t sliding_window;
+    /* > 0: running requests use at most this many distinct LoRA adapters (lora_name); a waiting
+     * request that would add one more is passed over until one finishes (vLLM's max_loras) */
+    int32_t max_loras;
 } sched_config;
 
 /* Defaults: 128 seqs, 2048 tokens, max_model_len 2048, threshold off, chunked prefill on, FCFS,
