@@ -641,6 +641,9 @@ static int run(struct agent_flags *f)
         log_error("cannot start the engine: %s", err);
         goto out;
     }
+    if (engine_flags_load_loras(&f->ef, ag.e) != 0) {
+        goto out;
+    }
     engine_stats st;
     engine_get_stats(ag.e, &st);
     log_info("role %s; model %s (%s, %d layers, dim %d, vocab %d, %.1f M params); KV cache %d "

@@ -11,6 +11,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "engine/server/lora_api.h"
 #include "engine/server/tool_parser.h"
 #include "engine/template/chat_template.h"
 #include "lib/log.h"
@@ -349,6 +350,37 @@ int engine_flags_parse(struct cli_args *a, struct engine_flags *f)
         f->pooler_config = v;
         return 1;
     }
+    if (strcmp(a->argv[a->i], "--enable-lora") == 0) {
+        f->enable_lora = 1;
+        return 1;
+    }
+    if (cli_flag(a, "--max-loras", &v)) {
+        return cli_i32(v, "--max-loras", 1, 65536, &f->max_loras) ? 2 : 1;
+    }
+    if (cli_flag(a, "--max-lora-rank", &v)) {
+        return cli_i32(v, "--max-lora-rank", 1, LORA_MAX_RANK, &f->max_lora_rank) ? 2 : 1;
+    }
+    if (cli_flag(a, "--lora-modules", &v)) {
+        /* vLLM's nargs='+': --lora-modules a=PATH b=PATH ...; repeating the flag adds more */
+        for (;;) {
+            char *name = NULL, *path = NULL, err[256];
+            if (!v || lora_module_parse(v, &name, &path, err, sizeof err) != 0) {
+                return cli_die("--lora-modules: %s", v ? err : "needs name=path");
+            }
+            free(name);
+            free(path);
+            if (f->n_lora_modules == ENGINE_FLAGS_MAX_LORA_MODULES) {
+                return cli_die("--lora-modules: at most %d adapters",
+                               ENGINE_FLAGS_MAX_LORA_MODULES);
+            }
+            f->lora_modules[f->n_lora_modules++] = v;
+            if (a->i + 1 >= a->argc || a->argv[a->i + 1][0] == '-') {
+                break;
+            }
+            v = a->argv[++a->i];
+        }
+        return 1;
+    }
     if (cli_flag(a, "--api-key", &v)) {
         /* vLLM's nargs='+': --api-key K1 K2 ...; repeating the flag adds more */
         for (;;) {
@@ -375,6 +407,8 @@ void engine_flags_init(struct engine_flags *f)
     f->device = "auto";
     f->tensor_parallel_size = 1;
     f->generation_config = "auto";
+    f->max_loras = 1;
+    f->max_lora_rank = 16;
 }
 
 void engine_flags_free(struct engine_flags *f)
@@ -442,6 +476,11 @@ int engine_flags_check(struct engine_flags *f)
     if (f->enable_auto_tool_choice && !f->tool_call_parser) {
         return cli_die("--enable-auto-tool-choice needs --tool-call-parser");
     }
+    if (f->n_lora_modules > 0 && !f->enable_lora) {
+        return cli_die("--lora-modules needs --enable-lora");
+    }
+    f->cfg.max_loras = f->enable_lora ? f->max_loras : 0;
+    f->cfg.max_lora_rank = f->max_lora_rank;
     const char *env_key = getenv("VLLM_API_KEY");
     if (f->n_api_keys == 0 && env_key && *env_key) { /* --api-key wins, as in vLLM */
         f->api_keys[f->n_api_keys++] = env_key;
@@ -546,7 +585,34 @@ void engine_flags_usage(FILE *out)
         "  --tool-call-parser NAME       how tool calls are read from the output: hermes,\n"
         "                                llama3_json, llama4_json, mistral\n"
         "  --pooler-config JSON          /v1/embeddings: {\"pooling_type\": \"LAST\"|\"MEAN\",\n"
-        "                                \"normalize\": true|false} (LAST, true)\n");
+        "                                \"normalize\": true|false} (LAST, true)\n"
+        "  --enable-lora                 serve LoRA adapters (requests name one as the model)\n"
+        "  --lora-modules NAME=PATH ...  adapters to load at start: a GGUF adapter or a PEFT\n"
+        "                                directory; also {\"name\": N, \"path\": P}\n"
+        "  --max-loras N                 distinct adapters running at once (1)\n"
+        "  --max-lora-rank N             largest adapter rank: 1, 8, 16, 32, 64, 128, 256,\n"
+        "                                320, 512 (16)\n");
+}
+
+int engine_flags_load_loras(const struct engine_flags *f, engine *e)
+{
+    for (size_t i = 0; i < f->n_lora_modules; i++) {
+        char *name = NULL, *path = NULL, err[1024] = "";
+        int rc = lora_module_parse(f->lora_modules[i], &name, &path, err, sizeof err);
+        if (rc == 0 && !engine_loras(e)) {
+            rc = tandem_fail(err, sizeof err, -EINVAL, "LoRA is not enabled");
+        }
+        rc = rc ? rc : lora_registry_load(engine_loras(e), name, path, err, sizeof err);
+        if (rc == 0) {
+            log_info("LoRA adapter '%s' loaded from %s", name, path);
+        }
+        free(name);
+        free(path);
+        if (rc != 0) {
+            return cli_die("--lora-modules %s: %s", f->lora_modules[i], err);
+        }
+    }
+    return 0;
 }
 
 model *engine_flags_load_model(const char *path, const tokenizer **tok_out)

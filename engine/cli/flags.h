@@ -43,7 +43,8 @@ int cli_bytes(const char *s, const char *name, size_t *out);
 /* "1,2,3" → a malloc'd array of token ids. */
 int cli_ids(const char *s, const char *name, int32_t **out, int32_t *n);
 
-#define ENGINE_FLAGS_MAX_API_KEYS 64
+#define ENGINE_FLAGS_MAX_API_KEYS     64
+#define ENGINE_FLAGS_MAX_LORA_MODULES 256
 
 /* The engine's flags, as vLLM names them. */
 struct engine_flags {
@@ -61,6 +62,14 @@ struct engine_flags {
     int enable_auto_tool_choice;  /* --enable-auto-tool-choice */
     const char *tool_call_parser; /* --tool-call-parser NAME (borrowed from argv), or NULL */
     const char *pooler_config;    /* --pooler-config JSON (borrowed from argv), or NULL */
+    /* LoRA: --enable-lora, --max-loras (1), --max-lora-rank (16) into cfg.max_loras /
+     * max_lora_rank by engine_flags_check; --lora-modules entries "name=path" or JSON
+     * {"name", "path", "base_model_name"} (borrowed from argv), loaded by engine_flags_load_loras
+     */
+    int enable_lora;
+    int32_t max_loras, max_lora_rank;
+    const char *lora_modules[ENGINE_FLAGS_MAX_LORA_MODULES];
+    size_t n_lora_modules;
 };
 
 void engine_flags_init(struct engine_flags *f);
@@ -90,6 +99,10 @@ int engine_flags_check(struct engine_flags *f);
  * weights - scratch, into f->cfg.kv_cache_bytes, and logs the device and the sizes. Nothing on
  * the cpu backend. 0, or 2 after a message (too little device memory: how much is needed). */
 int engine_flags_device_memory(struct engine_flags *f, const model *m);
+
+/* Loads the --lora-modules adapters into e's registry (after engine_new). 0, or 2 after a message
+ * naming the module (vLLM refuses to start on a bad one too). */
+int engine_flags_load_loras(const struct engine_flags *f, engine *e);
 
 /* The flag list for usage texts. */
 void engine_flags_usage(FILE *out);

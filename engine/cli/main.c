@@ -187,6 +187,9 @@ static int cmd_serve(struct cli_args *a)
         goto out;
     }
     st.e = e;
+    if (engine_flags_load_loras(&ef, e) != 0) {
+        goto out;
+    }
     engine_stats es0;
     engine_get_stats(e, &es0);
     log_info("model %s (%s, %d layers, dim %d, vocab %d, %.1f M params); %s backend, tensor "
@@ -317,13 +320,15 @@ static void generate_usage(FILE *f)
             "                              [--n N] [--temperature T] [--top-k K] [--top-p P]\n"
             "                              [--min-p P] [--seed S] [--ignore-eos]\n"
             "                              [--teacher-tokens 4,5,6] [--dump-logits FILE]\n"
-            "                              [--no-special] [engine flags as for serve]\n"
+            "                              [--no-special] [--lora ADAPTER]\n"
+            "                              [engine flags as for serve]\n"
             "  Prints the prompt token ids, the generated ids and the generated text.\n"
             "  --n: tokens to generate (16); sampling is greedy unless --temperature is given.\n"
             "  --dump-logits: float32 little-endian logits, one row of vocab values per evaluated\n"
             "  position (the last prompt position, then each generated step).\n"
             "  --teacher-tokens: feed these tokens instead of sampled ones (step-by-step\n"
-            "  comparison with another engine); --no-special: no BOS for a text prompt.\n");
+            "  comparison with another engine); --no-special: no BOS for a text prompt.\n"
+            "  --lora: run with this LoRA adapter (a GGUF adapter or a PEFT directory).\n");
 }
 
 static int cmd_generate(struct cli_args *a)
@@ -331,7 +336,7 @@ static int cmd_generate(struct cli_args *a)
     struct engine_flags ef;
     engine_flags_init(&ef);
     engine_config *c = &ef.cfg;
-    const char *prompt = NULL, *dump_path = NULL, *v = NULL;
+    const char *prompt = NULL, *dump_path = NULL, *lora = NULL, *v = NULL;
     int32_t *prompt_ids = NULL, n_prompt_ids = 0, *teacher = NULL, n_teacher = 0, n = 16;
     int add_special = 1, ignore_eos = 0;
     struct sampling_params sp;
@@ -395,6 +400,12 @@ static int cmd_generate(struct cli_args *a)
             sp.has_seed = 1;
         } else if (cli_flag(a, "--dump-logits", &v)) {
             dump_path = v;
+        } else if (cli_flag(a, "--lora", &v)) {
+            if (!v || !*v) {
+                cli_die("--lora needs an adapter path");
+                goto out;
+            }
+            lora = v;
         } else if (cli_bool(a, "--ignore-eos")) {
             ignore_eos = 1;
         } else if (cli_bool(a, "--no-special")) {
@@ -440,6 +451,10 @@ static int cmd_generate(struct cli_args *a)
     if (c->max_num_seqs == 0) {
         c->max_num_seqs = 1;
     }
+    if (lora) {
+        c->max_loras = 1;
+        c->max_lora_rank = LORA_MAX_RANK;
+    }
     char err[1024] = "";
     engine *e = engine_new(m, tok, c, err, sizeof err);
     if (!e) {
@@ -448,6 +463,13 @@ static int cmd_generate(struct cli_args *a)
     }
     struct gen_state g = {.n_vocab = m->cfg.n_vocab};
     buf_init(&g.text, (size_t)64 << 20);
+    if (engine_flags_load_loras(&ef, e) != 0 ||
+        (lora && lora_registry_load(engine_loras(e), "lora", lora, err, sizeof err) != 0)) {
+        if (lora && err[0]) {
+            cli_die("--lora: %s", err);
+        }
+        goto out_engine;
+    }
     if (dump_path) {
         g.dump = fopen(dump_path, "wb");
         if (!g.dump) {
@@ -465,6 +487,7 @@ static int cmd_generate(struct cli_args *a)
         .teacher = teacher,
         .n_teacher = n_teacher,
         .return_logits = dump_path != NULL,
+        .lora_name = lora ? "lora" : NULL,
         .on_output = gen_output,
         .user = &g,
     };

@@ -378,9 +378,11 @@ int openai_sse_data(struct buf *out, const char *json, size_t len);
 int openai_sse_done(struct buf *out);
 
 /* /v1/models: {"object":"list","data":[{"id","object":"model","created","owned_by":"vllm",
- * "root","parent":null,"max_model_len","permission":[...]}]} */
+ * "root","parent":null,"max_model_len","permission":[...]}]}, then one card per LoRA adapter
+ * (lora_names[i], root lora_roots[i], parent id, max_model_len null), as vLLM lists them */
 int openai_build_models(const char *id, const char *root, int64_t created, int64_t max_model_len,
-                        struct buf *out);
+                        const char *const *lora_names, const char *const *lora_roots,
+                        size_t n_loras, struct buf *out);
 
 /* /tokenize answer: {"count","max_model_len","tokens":[...],"token_strs": [...] | null}.
  * token_strs NULL → null; else n strings (lengths in token_str_lens; NULL lens → strlen). */

@@ -480,25 +480,49 @@ int openai_sse_done(struct buf *out)
     return buf_appends(out, "data: [DONE]\n\n");
 }
 
-int openai_build_models(const char *id, const char *root, int64_t created, int64_t max_model_len,
-                        struct buf *out)
+/* One /v1/models card; parent NULL: null, max_model_len < 0: null. */
+static void model_card(struct buf *out, const char *id, const char *root, const char *parent,
+                       int64_t created, int64_t max_model_len)
 {
     char perm_id[64];
     openai_make_id(perm_id, sizeof(perm_id), "modelperm-");
-    buf_appends(out, "{\"object\":\"list\",\"data\":[{\"id\":");
+    buf_appends(out, "{\"id\":");
     json_cstr(out, id);
     buf_appendf(
         out,
         ",\"object\":\"model\",\"created\":%" PRId64 ",\"owned_by\":\"vllm\",\"root\":", created);
     json_cstr(out, root);
+    buf_appends(out, ",\"parent\":");
+    if (parent) {
+        json_cstr(out, parent);
+    } else {
+        buf_appends(out, "null");
+    }
+    if (max_model_len >= 0) {
+        buf_appendf(out, ",\"max_model_len\":%" PRId64, max_model_len);
+    } else {
+        buf_appends(out, ",\"max_model_len\":null");
+    }
     buf_appendf(out,
-                ",\"parent\":null,\"max_model_len\":%" PRId64
                 ",\"permission\":[{\"id\":\"%s\",\"object\":\"model_permission\","
                 "\"created\":%" PRId64 ",\"allow_create_engine\":false,\"allow_sampling\":true,"
                 "\"allow_logprobs\":true,\"allow_search_indices\":false,"
                 "\"allow_view\":true,\"allow_fine_tuning\":false,\"organization\":\"*\","
-                "\"group\":null,\"is_blocking\":false}]}]}",
-                max_model_len, perm_id, created);
+                "\"group\":null,\"is_blocking\":false}]}",
+                perm_id, created);
+}
+
+int openai_build_models(const char *id, const char *root, int64_t created, int64_t max_model_len,
+                        const char *const *lora_names, const char *const *lora_roots,
+                        size_t n_loras, struct buf *out)
+{
+    buf_appends(out, "{\"object\":\"list\",\"data\":[");
+    model_card(out, id, root, NULL, created, max_model_len);
+    for (size_t i = 0; i < n_loras; i++) {
+        buf_appends(out, ",");
+        model_card(out, lora_names[i], lora_roots[i], id, created, -1);
+    }
+    buf_appends(out, "]}");
     return buf_error(out);
 }
 

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "engine/server/api_key.h"
+#include "engine/server/lora_api.h"
 #include "engine/server/tool_parser.h"
 #include "engine/server/openai.h"
 #include "engine/server/prompt.h"
@@ -124,6 +125,8 @@ struct gen {
     int kv_traced;        /* the kv_transfer span was recorded */
     int32_t kv_blocks;    /* a P/D consumer's remote blocks */
     char xrid[72];        /* the x-request-id the request came with ("" when none) */
+    const char *lora;     /* the LoRA adapter the request names as its model (g->o.model), or
+                             NULL: the base model */
 };
 
 struct engine_server {
@@ -471,7 +474,7 @@ static struct openai_token_logprob *lp_convert(const struct engine_server *s,
 static void fill_meta(struct gen *g, struct openai_meta *meta)
 {
     meta->id = g->id;
-    meta->model = g->s->served_name;
+    meta->model = g->lora ? g->lora : g->s->served_name;
     meta->created = g->created;
     meta->kv_transfer_params = g->n > 0 ? g->choices[0].kv_params : NULL;
 }
@@ -1100,11 +1103,26 @@ static void on_async(uv_async_t *a)
 
 /* ---- request handling ---- */
 
-static int check_model(struct engine_server *s, const char *name, struct openai_error *err)
+/* The served model, or a loaded LoRA adapter of it (*lora then true; lora may be NULL where
+ * both mean the same, e.g. tokenization); a 404 for any other name. */
+static int check_model(struct engine_server *s, const char *name, bool *lora,
+                       struct openai_error *err)
 {
-    if (name && strcmp(name, s->served_name) != 0) {
+    if (lora) {
+        *lora = false;
+    }
+    if (!name || strcmp(name, s->served_name) == 0) {
+        return 0;
+    }
+    lora_registry *r = engine_loras(s->e);
+    lora_ref *ref = r ? lora_registry_get(r, name) : NULL;
+    if (!ref) {
         openai_error_set(err, 404, "model", "The model `%s` does not exist.", name);
         return -ENOENT;
+    }
+    lora_ref_put(ref);
+    if (lora) {
+        *lora = true;
     }
     return 0;
 }
@@ -1192,7 +1210,7 @@ static int kv_transfer_of(struct json_object *kv, engine_kv_transfer *t, int32_t
 static void trace_request(struct gen *g, const engine_kv_transfer *kvt)
 {
     span_set_str(g->span, "gen_ai.request.id", g->id);
-    span_set_str(g->span, "gen_ai.response.model", g->s->served_name);
+    span_set_str(g->span, "gen_ai.response.model", g->lora ? g->lora : g->s->served_name);
     span_set_int(g->span, "gen_ai.request.n", g->n);
     span_set_double(g->span, "gen_ai.request.temperature", g->o.sampling.temperature);
     span_set_double(g->span, "gen_ai.request.top_p", g->o.sampling.top_p);
@@ -1299,9 +1317,11 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
         openai_error_set(&err, 500, NULL, "out of memory");
         goto err_respond;
     }
-    if (check_model(s, g->o.model, &err) != 0) {
+    bool is_lora = false;
+    if (check_model(s, g->o.model, &is_lora, &err) != 0) {
         goto err_respond;
     }
+    g->lora = is_lora ? g->o.model : NULL;
     if (kind == OPENAI_EMBEDDING && g->o.embed_dimensions > 0) {
         /* vLLM: only matryoshka models may return fewer dimensions; none here is one */
         openai_error_set(&err, 400, "dimensions",
@@ -1457,6 +1477,7 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
               (s->tools.kind == TOOL_PARSER_HERMES || s->tools.kind == TOOL_PARSER_MISTRAL)),
         .priority = g->o.priority,
         .cache_salt = g->o.cache_salt,
+        .lora_name = g->lora,
         .on_output = on_engine_output,
     };
     er.sampling.logprobs = g->o.logprobs;
@@ -1485,7 +1506,10 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
         if (id < 0) {
             gen_abort_all(g);
             g->req = NULL;
-            int st = id == -EAGAIN || id == -ESHUTDOWN ? 503 : id == -ENOMEM ? 500 : 400;
+            int st = id == -EAGAIN || id == -ESHUTDOWN ? 503
+                     : id == -ENOMEM                   ? 500
+                     : id == -ENOENT                   ? 404 /* the adapter was unloaded */
+                                                       : 400;
             openai_error_set(&err, st, NULL, "%s", eerr);
             span_set_int(g->span, "http.response.status_code", st);
             if (st >= 500) {
@@ -1604,13 +1628,61 @@ static void h_models(struct http_request *req, void *ud)
     struct engine_server *s = ud;
     struct buf out;
     buf_init(&out, 1 << 20);
-    if (openai_build_models(s->served_name, s->model_root, s->created, engine_max_model_len(s->e),
-                            &out) == 0) {
+    lora_info *loras = NULL;
+    size_t n_loras = 0;
+    lora_registry *r = engine_loras(s->e);
+    const char **names = NULL, **roots = NULL;
+    int rc = r ? lora_registry_list(r, &loras, &n_loras) : 0;
+    if (rc == 0 && n_loras > 0) {
+        names = calloc(n_loras, sizeof *names);
+        roots = calloc(n_loras, sizeof *roots);
+        rc = names && roots ? 0 : -ENOMEM;
+        for (size_t i = 0; rc == 0 && i < n_loras; i++) {
+            names[i] = loras[i].name;
+            roots[i] = loras[i].path;
+        }
+    }
+    if (rc == 0 &&
+        openai_build_models(s->served_name, s->model_root, s->created, engine_max_model_len(s->e),
+                            names, roots, n_loras, &out) == 0) {
         http_respond_json(req, 200, out.data);
     } else {
         http_respond_error(req, 500, "InternalServerError", "cannot build the model list", NULL);
     }
+    free(names);
+    free(roots);
+    lora_info_free(loras, n_loras);
     buf_free(&out);
+}
+
+/* POST /v1/load_lora_adapter and /v1/unload_lora_adapter (VLLM_ALLOW_RUNTIME_LORA_UPDATING):
+ * vLLM answers a success as plain text. */
+static void lora_update(struct http_request *req, struct engine_server *s, bool load)
+{
+    size_t blen = 0;
+    const char *body = http_request_body(req, &blen);
+    char msg[512];
+    struct openai_error err;
+    memset(&err, 0, sizeof err);
+    lora_registry *r = engine_loras(s->e);
+    int rc = load ? lora_api_load(r, body, blen, msg, sizeof msg, &err)
+                  : lora_api_unload(r, body, blen, msg, sizeof msg, &err);
+    if (rc != 0) {
+        respond_openai_error(req, &err);
+        return;
+    }
+    log_info("%s", msg);
+    http_respond(req, 200, "text/plain; charset=utf-8", msg, strlen(msg));
+}
+
+static void h_load_lora(struct http_request *req, void *ud)
+{
+    lora_update(req, ud, true);
+}
+
+static void h_unload_lora(struct http_request *req, void *ud)
+{
+    lora_update(req, ud, false);
 }
 
 static void h_tokenize(struct http_request *req, void *ud)
@@ -1634,7 +1706,7 @@ static void h_tokenize(struct http_request *req, void *ud)
     size_t *lens = NULL;
     struct buf out;
     buf_init(&out, SERVER_MAX_BODY_OUT);
-    if (check_model(s, o.model, &err) != 0 ||
+    if (check_model(s, o.model, NULL, &err) != 0 ||
         prompt_build(&s->pc, &o, &ids, &n, &text, &tl, &err) != 0) {
         respond_openai_error(req, &err);
         goto out;
@@ -1684,7 +1756,7 @@ static void h_detokenize(struct http_request *req, void *ud)
     size_t tl = 0;
     struct buf out;
     buf_init(&out, SERVER_MAX_BODY_OUT);
-    if (check_model(s, model_name, &err) != 0) {
+    if (check_model(s, model_name, NULL, &err) != 0) {
         respond_openai_error(req, &err);
         goto out;
     }
@@ -1849,7 +1921,10 @@ struct engine_server *engine_server_new(uv_loop_t *loop, struct http_server *srv
         http_server_route(srv, "GET", "/version", 0, h_version, s) != 0 ||
         http_server_route(srv, "POST", "/tokenize", 0, h_tokenize, s) != 0 ||
         http_server_route(srv, "POST", "/detokenize", 0, h_detokenize, s) != 0 ||
-        http_server_route(srv, "GET", "/tokenizer_info", 0, h_tokenizer_info, s) != 0) {
+        http_server_route(srv, "GET", "/tokenizer_info", 0, h_tokenizer_info, s) != 0 ||
+        (engine_loras(e) && lora_runtime_updating_allowed() &&
+         (http_server_route(srv, "POST", "/v1/load_lora_adapter", 0, h_load_lora, s) != 0 ||
+          http_server_route(srv, "POST", "/v1/unload_lora_adapter", 0, h_unload_lora, s) != 0))) {
         tandem_set_err(err, errlen, "cannot register the routes");
         engine_server_free(s);
         return NULL;

@@ -343,7 +343,8 @@ static void test_misc_bodies(void **state)
     (void)state;
     struct buf b;
     buf_init(&b, 1 << 20);
-    assert_int_equal(openai_build_models("tiny", "/models/tiny.gguf", 42, 2048, &b), 0);
+    assert_int_equal(openai_build_models("tiny", "/models/tiny.gguf", 42, 2048, NULL, NULL, 0, &b),
+                     0);
     struct json_object *o = parse_back(&b);
     assert_string_equal(str_at(o, "object"), "list");
     assert_string_equal(str_at(o, "data[0].id"), "tiny");
@@ -354,6 +355,22 @@ static void test_misc_bodies(void **state)
     assert_int_equal(int_at(o, "data[0].max_model_len"), 2048);
     assert_int_equal(int_at(o, "data[0].created"), 42);
     assert_int_equal(len_at(o, "data[0].permission"), 1);
+    assert_int_equal(len_at(o, "data"), 1);
+    json_object_put(o);
+
+    /* LoRA adapters follow the base model, as vLLM lists them */
+    buf_reset(&b);
+    const char *names[] = {"sql", "chat"}, *roots[] = {"/a/sql.gguf", "/a/chat"};
+    assert_int_equal(
+        openai_build_models("tiny", "/models/tiny.gguf", 42, 2048, names, roots, 2, &b), 0);
+    o = parse_back(&b);
+    assert_int_equal(len_at(o, "data"), 3);
+    assert_string_equal(str_at(o, "data[1].id"), "sql");
+    assert_string_equal(str_at(o, "data[1].root"), "/a/sql.gguf");
+    assert_string_equal(str_at(o, "data[1].parent"), "tiny");
+    assert_null_at(o, "data[1].max_model_len");
+    assert_string_equal(str_at(o, "data[2].id"), "chat");
+    assert_int_equal(len_at(o, "data[2].permission"), 1);
     json_object_put(o);
 
     buf_reset(&b);
