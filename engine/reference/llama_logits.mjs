@@ -1,9 +1,10 @@
 // llama.cpp reference logits (node-llama-cpp 3.22.1, its prebuilt CPU library).
 //
 //   node llama_logits.mjs --model M.gguf --tokens 1,2,3 [--teacher 4,5,6] [--threads N]
-//        [--mode step|batch] [--ctx N] --out FILE
+//        [--mode step|batch] [--ctx N] [--lora A.gguf [--lora-scale S]] --out FILE
 //   node llama_logits.mjs --jobs jobs.json        (a JSON list of {model, tokens, teacher,
-//                                                   out, threads, mode}; one process, many runs)
+//                                                   out, threads, mode, lora, lora_scale};
+//                                                   one process, many runs)
 //
 // Writes float32 little-endian logits, one row of n_vocab values per evaluated position: the
 // last prompt position, then one row after each teacher token (the format of
@@ -11,6 +12,8 @@
 // moves logits by ~7e-4), flash attention is off, sampling is greedy so the logits are the
 // model's raw output. --mode step (default) evaluates the prompt in one batch and then each
 // teacher token on its own, as generation does; --mode batch evaluates everything in one batch.
+// --lora applies a llama.cpp LoRA adapter GGUF (convert_lora_to_gguf.py's format) to the
+// context at --lora-scale (default 1; llama.cpp multiplies it by the adapter's alpha / rank).
 // Prints one JSON line per job on stdout: {"out", "rows", "n_vocab", "argmax": [...]}.
 //
 // Run as: UV_THREADPOOL_SIZE=1 node --v8-pool-size=0 --single-threaded-gc llama_logits.mjs ...
@@ -47,6 +50,11 @@ async function runJob(llama, job, cache) {
     if (!job.out) throw new Error("--out is required");
     const mode = job.mode ?? "step";
     if (mode !== "step" && mode !== "batch") throw new Error(`--mode: unknown '${mode}'`);
+    const loraScaleArg = job.lora_scale ?? job["lora-scale"] ?? 1;
+    const loraScale = Number(loraScaleArg);
+    if (loraScaleArg === "" || !Number.isFinite(loraScale)) {
+        throw new Error(`--lora-scale: expected a number, got '${loraScaleArg}'`);
+    }
     let model = cache.get(job.model);
     if (!model) {
         model = await llama.loadModel({ modelPath: job.model, gpuLayers: 0, useMmap: true });
@@ -65,6 +73,7 @@ async function runJob(llama, job, cache) {
         flashAttention: false,
         experimentalKvCacheKeyType: "F32",
         experimentalKvCacheValueType: "F32",
+        ...(job.lora ? { lora: { adapters: [{ filePath: job.lora, scale: loraScale }] } } : {}),
     });
     const seq = context.getSequence();
     const want = { generateNext: { logits: true, options: { temperature: 0 } } };
