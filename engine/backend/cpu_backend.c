@@ -36,6 +36,8 @@
 
 #define CPU_ALIGN 64
 
+#define KC_LORA_MAX_THREADS 256 /* pool threads the LoRA scratch is split over */
+
 typedef struct cpu_layer {
     kc_weight wq, wk, wv, wo, gate, up, down;
     kc_weight router;                          /* MoE: {n_embd, n_expert} */
@@ -82,12 +84,13 @@ struct backend {
     int32_t n_out;        /* output rows: n_vocab, or this rank's vocabulary slice */
     float *logits_local;  /* tp: [max_seqs][n_out] */
     /* LoRA (cfg.max_lora_rank > 0): each row's adapter (compacted with the rows in the last
-     * layer), the rows of one adapter, and its gathered inputs, A x and B A x */
-    const lora_adapter **row_lora;   /* [T] */
-    const lora_adapter **lora_list;  /* [max_seqs] the distinct adapters of a projection's rows */
-    int32_t *lora_rows;              /* [T] */
-    float *lora_x, *lora_t, *lora_d; /* [T][widest], [T][max_lora_rank], [T][widest] */
-    bool any_lora;                   /* this batch has a row with an adapter */
+     * layer), and per thread of the pool A x, B A x and a row's kc_matmul workspace */
+    const lora_adapter **row_lora; /* [T] */
+    float *lora_t, *lora_d;        /* [threads][max_lora_rank], [threads][lora_width] */
+    void *lora_wsp;                /* [threads][lora_wsp_bytes] */
+    size_t lora_wsp_bytes;
+    int64_t lora_width; /* the widest projection side */
+    bool any_lora;      /* this batch has a row with an adapter */
 };
 
 static void *cpu_aligned_zalloc(size_t bytes)
@@ -233,11 +236,9 @@ static void cpu_destroy(backend *b)
     free(b->wsp);
     free(b->logits_local);
     free(b->row_lora);
-    free(b->lora_list);
-    free(b->lora_rows);
-    free(b->lora_x);
     free(b->lora_t);
     free(b->lora_d);
+    free(b->lora_wsp);
     kc_pool_free(b->pool);
     free(b);
 }
@@ -245,6 +246,32 @@ static void cpu_destroy(backend *b)
 static size_t cpu_max_size(size_t a, size_t b)
 {
     return a > b ? a : b;
+}
+
+/* LoRA scratch, per thread of the pool: A x, B A x and one row's kc_matmul workspace for an
+ * adapter of any type it takes (Q8_0 and BF16 quantise or round the activations). */
+static int cpu_lora_alloc(backend *b)
+{
+    const int nth = kc_pool_size(b->pool);
+    if (nth > KC_LORA_MAX_THREADS) {
+        return -EINVAL;
+    }
+    b->lora_width = b->n_embd > b->q_dim ? b->n_embd : b->q_dim;
+    b->lora_width = b->lora_width > b->n_ff ? b->lora_width : b->n_ff;
+    const tdtype wtypes[] = {TD_Q8_0, TD_BF16};
+    size_t ws = 0;
+    for (size_t i = 0; i < ARRAY_SIZE(wtypes); i++) {
+        const kc_weight probe = {.type = wtypes[i], .k = b->lora_width / TD_QK * TD_QK, .m = 1};
+        ws = cpu_max_size(ws, kc_matmul_wsize(&probe, 1));
+    }
+    b->lora_wsp_bytes = (ws + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN;
+    const int64_t T =
+        b->cfg.max_batch_tokens > b->cfg.max_seqs ? b->cfg.max_batch_tokens : b->cfg.max_seqs;
+    b->row_lora = calloc((size_t)T, sizeof(const lora_adapter *));
+    b->lora_t = cpu_aligned_zalloc(sizeof(float) * (size_t)nth * (size_t)b->cfg.max_lora_rank);
+    b->lora_d = cpu_aligned_zalloc(sizeof(float) * (size_t)nth * (size_t)b->lora_width);
+    b->lora_wsp = cpu_aligned_zalloc((size_t)nth * b->lora_wsp_bytes);
+    return b->row_lora && b->lora_t && b->lora_d && b->lora_wsp ? 0 : -ENOMEM;
 }
 
 static backend *cpu_create(const model *m, const backend_config *cfg, char *err, size_t errlen)
@@ -436,28 +463,6 @@ static backend *cpu_create(const model *m, const backend_config *cfg, char *err,
     b->tok_seq = calloc((size_t)T, sizeof(int32_t));
     b->out_rows = calloc((size_t)T, sizeof(int32_t));
     b->aseq = calloc((size_t)cfg->max_seqs, sizeof(kc_attn_seq));
-    if (cfg->max_lora_rank > 0) {
-        /* the widest projection side (q_dim >= kv_dim), and the workspace of its quantized or
-         * BF16 activations for an adapter of those types */
-        const int64_t W =
-            cpu_max_size((size_t)cpu_max_size((size_t)E, (size_t)b->q_dim), (size_t)F);
-        const tdtype wtypes[] = {TD_Q8_0, TD_BF16};
-        for (size_t i = 0; i < ARRAY_SIZE(wtypes); i++) {
-            const kc_weight probe = {.type = wtypes[i], .k = W / TD_QK * TD_QK, .m = 1};
-            ws = cpu_max_size(ws, kc_matmul_wsize(&probe, T));
-        }
-        b->row_lora = calloc((size_t)T, sizeof(const lora_adapter *));
-        b->lora_list = calloc((size_t)cfg->max_seqs, sizeof(const lora_adapter *));
-        b->lora_rows = calloc((size_t)T, sizeof(int32_t));
-        b->lora_x = cpu_aligned_zalloc(fT * (size_t)W);
-        b->lora_t = cpu_aligned_zalloc(fT * (size_t)cfg->max_lora_rank);
-        b->lora_d = cpu_aligned_zalloc(fT * (size_t)W);
-        if (!b->row_lora || !b->lora_list || !b->lora_rows || !b->lora_x || !b->lora_t ||
-            !b->lora_d) {
-            tandem_set_err(err, errlen, "cpu backend: out of memory for LoRA buffers");
-            goto err_destroy;
-        }
-    }
     b->wsp_bytes = ws;
     b->wsp = ws ? cpu_aligned_zalloc(ws) : NULL;
     if (b->tp) {
@@ -475,6 +480,13 @@ static backend *cpu_create(const model *m, const backend_config *cfg, char *err,
     b->pool = kc_pool_new(cfg->n_threads, cfg->pin_threads);
     if (!b->pool) {
         tandem_set_err(err, errlen, "cpu backend: cannot start %d threads", cfg->n_threads);
+        goto err_destroy;
+    }
+    if (cfg->max_lora_rank > 0 && cpu_lora_alloc(b) != 0) {
+        tandem_set_err(err, errlen,
+                       "cpu backend: out of memory for LoRA buffers (or more than %d "
+                       "threads)",
+                       KC_LORA_MAX_THREADS);
         goto err_destroy;
     }
     return b;
@@ -728,62 +740,85 @@ static int cpu_logits(backend *b, int32_t n_rows, float *logits)
     return rc;
 }
 
-/*
- * LoRA deltas of projection tg of layer l: for every adapter in the batch, over the rows that
- * carry it, y += scale * B (A x) (llama.cpp's build_lora_mm: the product scaled, then added).
- * x and y have n rows of in and out floats. A row's result depends only on that row, so mixed
- * batches give each sequence what it gets alone.
- */
-static int cpu_lora(backend *b, int l, lora_target tg, const float *x, int32_t n, float *y)
+/* LoRA deltas of up to three projections of layer l that read the same input (cpu_lora). */
+typedef struct cpu_lora_task {
+    backend *b;
+    int l;
+    int n_tg;
+    lora_target tg[3];
+    float *y[3]; /* n rows of each target's outputs */
+    const float *x;
+    int32_t n;
+    int rc[KC_LORA_MAX_THREADS];
+} cpu_lora_task;
+
+static void cpu_lora_worker(void *arg, int ith, int nth)
 {
-    int32_t n_ad = 0; /* the batch's adapters, in order of first row */
-    for (int32_t i = 0; b->any_lora && i < n; i++) {
-        const lora_adapter *ad = b->row_lora[i];
-        int32_t k = 0;
-        while (k < n_ad && b->lora_list[k] != ad) {
-            k++;
-        }
-        if (ad && k == n_ad) {
-            b->lora_list[n_ad++] = ad;
-        }
-    }
-    for (int32_t k = 0; k < n_ad; k++) {
-        const lora_adapter *ad = b->lora_list[k];
-        const lora_weights *w = &ad->layers[l][tg];
-        if (!w->a.data) {
-            continue; /* this adapter leaves tg alone */
-        }
-        const int64_t in = w->a.ne[0], r = w->a.ne[1], out = w->b.ne[1];
-        int32_t cnt = 0;
-        for (int32_t j = 0; j < n; j++) {
-            if (b->row_lora[j] == ad) {
-                b->lora_rows[cnt++] = j;
+    cpu_lora_task *lt = arg;
+    backend *b = lt->b;
+    const int32_t t0 = (int32_t)((int64_t)lt->n * ith / nth);
+    const int32_t t1 = (int32_t)((int64_t)lt->n * (ith + 1) / nth);
+    void *wsp = (uint8_t *)b->lora_wsp + (size_t)ith * b->lora_wsp_bytes;
+    float *tv = b->lora_t + (size_t)ith * (size_t)b->cfg.max_lora_rank;
+    float *d = b->lora_d + (size_t)ith * (size_t)b->lora_width;
+    for (int32_t t = t0; t < t1; t++) {
+        const lora_adapter *ad = b->row_lora[t];
+        for (int i = 0; ad && i < lt->n_tg; i++) {
+            const lora_weights *w = &ad->layers[lt->l][lt->tg[i]];
+            if (!w->a.data) {
+                continue; /* this adapter leaves the projection alone */
             }
-        }
-        const float *xs = x;
-        if (cnt < n) {
-            for (int32_t j = 0; j < cnt; j++) {
-                memcpy(b->lora_x + (int64_t)j * in, x + (int64_t)b->lora_rows[j] * in,
-                       sizeof(float) * (size_t)in);
+            const int64_t in = w->a.ne[0], r = w->a.ne[1], out = w->b.ne[1];
+            const kc_weight wa = {.type = w->a.type, .k = in, .m = r, .data = w->a.data};
+            const kc_weight wb = {.type = w->b.type, .k = r, .m = out, .data = w->b.data};
+            int rc = kc_matmul(NULL, &wa, lt->x + (int64_t)t * in, 1, tv, wsp, b->lora_wsp_bytes);
+            rc = rc ? rc : kc_matmul(NULL, &wb, tv, 1, d, wsp, b->lora_wsp_bytes);
+            if (rc != 0) {
+                lt->rc[ith] = rc;
+                return;
             }
-            xs = b->lora_x;
-        }
-        const kc_weight wa = {.type = w->a.type, .k = in, .m = r, .data = w->a.data};
-        const kc_weight wb = {.type = w->b.type, .k = r, .m = out, .data = w->b.data};
-        int rc = kc_matmul(b->pool, &wa, xs, cnt, b->lora_t, b->wsp, b->wsp_bytes);
-        rc = rc ? rc : kc_matmul(b->pool, &wb, b->lora_t, cnt, b->lora_d, b->wsp, b->wsp_bytes);
-        if (rc != 0) {
-            return rc;
-        }
-        for (int32_t j = 0; j < cnt; j++) {
-            float *yr = y + (int64_t)b->lora_rows[j] * out;
-            const float *d = b->lora_d + (int64_t)j * out;
+            float *yr = lt->y[i] + (int64_t)t * out;
             for (int64_t c = 0; c < out; c++) {
                 yr[c] += w->scale * d[c];
             }
         }
     }
+}
+
+/*
+ * LoRA deltas of the projections tg[0..n_tg) of layer l, which all read x (n rows): each row
+ * with an adapter gets y += scale * B (A x) (llama.cpp's build_lora_mm: the product scaled, then
+ * added), row by row over the threads in one dispatch. kc_matmul's values do not depend on the
+ * row count, so a row's result depends on that row only, and batches mixing adapters give every
+ * sequence what it gets alone.
+ */
+static int cpu_lora(backend *b, int l, const lora_target *tg, float *const *y, int n_tg,
+                    const float *x, int32_t n)
+{
+    if (!b->any_lora) {
+        return 0;
+    }
+    cpu_lora_task lt = {.b = b, .l = l, .n_tg = n_tg, .x = x, .n = n};
+    for (int i = 0; i < n_tg; i++) {
+        lt.tg[i] = tg[i];
+        lt.y[i] = y[i];
+    }
+    if (n >= 2) {
+        kc_pool_run(b->pool, cpu_lora_worker, &lt);
+    } else {
+        cpu_lora_worker(&lt, 0, 1);
+    }
+    for (int i = 0; i < KC_LORA_MAX_THREADS; i++) {
+        if (lt.rc[i] != 0) {
+            return lt.rc[i];
+        }
+    }
     return 0;
+}
+
+static int cpu_lora1(backend *b, int l, lora_target tg, float *y, const float *x, int32_t n)
+{
+    return cpu_lora(b, l, &tg, &y, 1, x, n);
 }
 
 /* One gated feed-forward of layer l's activation (model_config.ffn_act) over n rows of x:
@@ -796,15 +831,15 @@ static int cpu_glu(backend *b, const fwd_batch *batch, int l, const kc_weight *g
     float *const gu_y[2] = {b->gate, b->up};
     int rc = kc_matmul_multi(b->pool, gu_w, gu_y, 2, x, n, b->wsp, b->wsp_bytes);
     if (rc == 0 && lora) {
-        rc = cpu_lora(b, l, LORA_GATE, x, n, b->gate);
-        rc = rc ? rc : cpu_lora(b, l, LORA_UP, x, n, b->up);
+        const lora_target tg[2] = {LORA_GATE, LORA_UP};
+        rc = cpu_lora(b, l, tg, gu_y, 2, x, n);
     }
     if (rc != 0) {
         return rc;
     }
     cpu_tok_run_w(b, batch, CPU_OP_ACT, l, n, width);
     rc = cpu_mm(b, down, b->gate, n, out);
-    return rc == 0 && lora ? cpu_lora(b, l, LORA_DOWN, b->gate, n, out) : rc;
+    return rc == 0 && lora ? cpu_lora1(b, l, LORA_DOWN, out, b->gate, n) : rc;
 }
 
 static int cpu_ffn(backend *b, const fwd_batch *batch, int l, int32_t n_rows)
@@ -972,10 +1007,9 @@ static int cpu_forward(backend *b, const fwd_batch *batch)
         cpu_tok_run(b, batch, CPU_OP_ATTN_NORM, l, T);
         const kc_weight *qkv_w[3] = {&L->wq, &L->wk, &L->wv};
         float *const qkv_y[3] = {b->q, b->k, b->v};
+        static const lora_target qkv_tg[3] = {LORA_Q, LORA_K, LORA_V};
         if ((rc = kc_matmul_multi(b->pool, qkv_w, qkv_y, 3, b->xn, T, b->wsp, b->wsp_bytes)) != 0 ||
-            (rc = cpu_lora(b, l, LORA_Q, b->xn, T, b->q)) != 0 ||
-            (rc = cpu_lora(b, l, LORA_K, b->xn, T, b->k)) != 0 ||
-            (rc = cpu_lora(b, l, LORA_V, b->xn, T, b->v)) != 0) {
+            (rc = cpu_lora(b, l, qkv_tg, qkv_y, 3, b->xn, T)) != 0) {
             return rc;
         }
         cpu_tok_run(b, batch, CPU_OP_QKV_POST, l, T);
@@ -1010,7 +1044,7 @@ static int cpu_forward(backend *b, const fwd_batch *batch)
             n_rows = n_out;
         }
         if ((rc = cpu_mm(b, &L->wo, b->att, n_rows, b->tmp)) != 0 ||
-            (rc = cpu_lora(b, l, LORA_O, b->att, n_rows, b->tmp)) != 0 ||
+            (rc = cpu_lora1(b, l, LORA_O, b->tmp, b->att, n_rows)) != 0 ||
             (rc = cpu_tp_sum(b, b->tmp, n_rows)) != 0) {
             return rc;
         }
