@@ -704,6 +704,77 @@ static void test_abort_while_loading(void **state)
     sched_req_free(NULL, r);
 }
 
+static sched_req *add_lora(fixture *f, int32_t base, int32_t max_tokens, const char *lora)
+{
+    int32_t prompt[6];
+    for (int32_t i = 0; i < 6; i++) {
+        prompt[i] = base + i;
+    }
+    sched_req_params p = {.id = (uint64_t)base,
+                          .prompt = prompt,
+                          .n_prompt = 6,
+                          .max_tokens = max_tokens,
+                          .lora_name = lora};
+    sched_req *r = NULL;
+    char err[256];
+    assert_int_equal(sched_add(f->s, &p, &r, err, sizeof(err)), 0);
+    return r;
+}
+
+/* max_loras 2: a request whose adapter would be a third is passed over (keeping its place)
+ * while requests behind it, of running adapters or of none, start; it starts once an adapter
+ * frees up. Without max_loras every request starts. */
+static void test_max_loras(void **state)
+{
+    (void)state;
+    fixture f;
+    sched_config c = base_cfg();
+    c.max_loras = 2;
+    fx_init(&f, 64, 16, &c);
+    sched_req *r[6];
+    r[0] = add_lora(&f, 100, 2, "x");
+    r[1] = add_lora(&f, 200, 20, "y");
+    r[2] = add_lora(&f, 300, 9, "z"); /* a third adapter */
+    r[3] = add_lora(&f, 400, 9, "x");
+    r[4] = add_lora(&f, 500, 9, NULL);
+    r[5] = add_lora(&f, 600, 9, "w"); /* a fourth */
+    const sched_output *o = step(&f);
+    assert_int_equal(o->n_entries, 4);
+    assert_ptr_equal(o->entries[0].req, r[0]);
+    assert_ptr_equal(o->entries[1].req, r[1]);
+    assert_ptr_equal(o->entries[2].req, r[3]);
+    assert_ptr_equal(o->entries[3].req, r[4]);
+    assert_int_equal(sched_num_waiting(f.s), 2);
+    o = step(&f); /* r0 finishes; x still runs in r3 */
+    assert_int_equal(o->n_finished, 1);
+    o = step(&f);
+    assert_int_equal(o->n_entries, 3);
+    assert_int_equal(sched_num_waiting(f.s), 2);
+    while (r[3]->status == SCHED_RUNNING) { /* x's last request, r3, finishes: z gets its slot */
+        step(&f);
+    }
+    assert_int_equal(r[2]->status, SCHED_WAITING);
+    step(&f);
+    assert_int_equal(r[2]->status, SCHED_RUNNING);
+    assert_int_equal(r[5]->status, SCHED_WAITING);
+    for (int i = 0; i < 6; i++) {
+        sched_req_free(f.s, r[i]);
+    }
+    fx_deinit(&f);
+
+    c.max_loras = 0;
+    fx_init(&f, 64, 16, &c);
+    for (int i = 0; i < 4; i++) {
+        r[i] = add_lora(&f, 100 * (i + 1), 2, (const char *[]){"a", "b", "c", "d"}[i]);
+    }
+    o = step(&f);
+    assert_int_equal(o->n_entries, 4);
+    for (int i = 0; i < 4; i++) {
+        sched_req_free(f.s, r[i]);
+    }
+    fx_deinit(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -722,6 +793,7 @@ int main(void)
         cmocka_unit_test(test_delay_free_holds_blocks),
         cmocka_unit_test(test_load_remote),
         cmocka_unit_test(test_abort_while_loading),
+        cmocka_unit_test(test_max_loras),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
