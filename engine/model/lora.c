@@ -5,6 +5,7 @@
 #include "engine/model/lora.h"
 
 #include <errno.h>
+#include <float.h>
 #include <json-c/json.h>
 #include <math.h>
 #include <stdio.h>
@@ -77,6 +78,9 @@ void lora_free(lora_adapter *a)
 static int parse_layer_target(const char *s, bool gguf, int *layer, lora_target *t,
                               const char **rest)
 {
+    if (s[0] < '0' || s[0] > '9') { /* strtol would take blanks and signs */
+        return -1;
+    }
     char *end;
     long l = strtol(s, &end, 10);
     if (end == s || *end != '.' || l < 0 || l > 1 << 20 || (s[0] == '0' && end - s > 1)) {
@@ -316,8 +320,8 @@ static int peft_config(const char *dir, const char *cfg_path, float *alpha, bool
             snprintf(e, sizeof(e), "peft_type: \"%s\" is not LORA", type);
         } else if (*r < 1 || *r > LORA_MAX_RANK) {
             snprintf(e, sizeof(e), "r: %lld is outside 1..%d", (long long)*r, LORA_MAX_RANK);
-        } else if (!isfinite(al)) {
-            snprintf(e, sizeof(e), "lora_alpha: not a finite number");
+        } else if (!isfinite(al) || fabs(al) > FLT_MAX) {
+            snprintf(e, sizeof(e), "lora_alpha: not a finite number of float range");
         } else if (strcmp(bias, "none") != 0) {
             snprintf(e, sizeof(e), "bias: \"%s\": adapter biases are not supported", bias);
         } else if (fan) {
@@ -397,10 +401,16 @@ static int lora_load_peft(lora_adapter *a, const model *m, const char *dir, char
                              .nbytes = st->nbytes};
     }
     rc = lora_finish(a, m, st_path, alpha, rslora, err, errlen);
-    if (rc == 0 && a->rank != r) {
-        return tandem_fail(err, errlen, -EINVAL,
-                           "%s: adapter_config.json says r = %lld but the weights have rank %d",
-                           dir, (long long)r, a->rank);
+    for (int l = 0; rc == 0 && l < a->n_layer; l++) {
+        for (int t = 0; t < LORA_N_TARGETS; t++) {
+            const lora_weights *w = &a->layers[l][t];
+            if (w->a.data && w->a.ne[1] != r) { /* without rank_pattern every module has rank r */
+                return tandem_fail(err, errlen, -EINVAL,
+                                   "%s: adapter_config.json says r = %lld but tensor %s has rank "
+                                   "%lld",
+                                   dir, (long long)r, w->a.name, (long long)w->a.ne[1]);
+            }
+        }
     }
     return rc;
 }

@@ -1,13 +1,18 @@
 /*
- * Writes the seed corpus of fuzz_gguf into a directory (a ctest fixture runs it before the fuzz
- * target), so no model file is kept in the repository: three tiny valid models (llama F32,
- * qwen3 F16 with q/k norms, qwen2 BF16 with biases and tied output), one file with every
- * metadata kind the writer has plus Q8_0/Q4_0 tensors, and headers with version 2 and 1.
- * Tensor bytes are a fixed pattern: the loader validates shapes and bounds, not values.
+ * Writes the seed corpus of fuzz_gguf or fuzz_lora into a directory (ctest fixtures run it before
+ * the fuzz targets, e2e/fuzz/campaign.sh before a campaign), so no model file is kept in the
+ * repository. A directory named fuzz_lora (or *_fuzz_lora, as the campaign names it) gets LoRA
+ * adapters for fuzz_lora's tiny llama (2 layers, n_embd 32, 2 heads, 1 KV head, n_ff 32): F32 on
+ * every projection at rank 2, F16 on q and v at rank 4 without alpha, and one with a wrong A
+ * shape. Any other gets fuzz_gguf's: three tiny valid models (llama F32, qwen3 F16 with q/k
+ * norms, qwen2 BF16 with biases and tied output), one file with every metadata kind the writer
+ * has plus Q8_0/Q4_0 tensors, and headers with version 2 and 1. Tensor bytes are a fixed
+ * pattern: the loaders validate shapes and bounds, not values.
  *
  *   model_fuzz_seeds DIR      (DIR is created when missing)
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +22,7 @@
 #include "engine/model/gguf_writer.h"
 #include "lib/err.h"
 
-enum { DIM = 32, FFN = 32, HEADS = 2, VOCAB = 8 };
+enum { DIM = 32, FFN = 32, HEADS = 2, VOCAB = 8, LORA_LAYERS = 2, KV_HEADS = 1 };
 
 static int add(gguf_writer *w, const char *name, tdtype type, int64_t ne0, int64_t ne1)
 {
@@ -141,6 +146,95 @@ static int empty_with_version(const char *dir, const char *file, uint32_t versio
     return fclose(f) == 0 ? rc : -EIO;
 }
 
+static int model_seeds(const char *dir)
+{
+    int rc = tiny_model(dir, "tiny_llama_f32.gguf", "llama", TD_F32, false, false, false);
+    rc = rc ? rc : tiny_model(dir, "tiny_qwen3_f16.gguf", "qwen3", TD_F16, false, true, false);
+    rc =
+        rc ? rc : tiny_model(dir, "tiny_qwen2_bf16_tied.gguf", "qwen2", TD_BF16, true, false, true);
+    rc = rc ? rc : kv_types_quant(dir);
+    rc = rc ? rc : empty_with_version(dir, "empty_v2.gguf", 2);
+    rc = rc ? rc : empty_with_version(dir, "version1.gguf", 1);
+    return rc;
+}
+
+/* A LoRA adapter GGUF for fuzz_lora's model: blk.L.<target>.weight.lora_a {in, rank} and
+ * lora_b {rank, out} for the targets in mask (bit i: targets[i] below) on every layer; alpha < 0
+ * leaves adapter.lora.alpha out; a_extra widens every A (a wrong shape). */
+static int lora_adapter(const char *dir, const char *file, tdtype type, int64_t rank, unsigned mask,
+                        float alpha, int64_t a_extra)
+{
+    static const struct {
+        const char *name;
+        int64_t in, out;
+    } targets[] = {{"attn_q", DIM, DIM},
+                   {"attn_k", DIM, DIM / HEADS * KV_HEADS},
+                   {"attn_v", DIM, DIM / HEADS * KV_HEADS},
+                   {"attn_output", DIM, DIM},
+                   {"ffn_gate", DIM, FFN},
+                   {"ffn_up", DIM, FFN},
+                   {"ffn_down", FFN, DIM}};
+    gguf_writer *w = gguf_writer_new(0);
+    if (!w) {
+        return -ENOMEM;
+    }
+    int rc = gguf_writer_set_str(w, "general.type", "adapter");
+    rc = rc ? rc : gguf_writer_set_str(w, "general.architecture", "llama");
+    rc = rc ? rc : gguf_writer_set_str(w, "adapter.type", "lora");
+    if (alpha >= 0.0f) {
+        rc = rc ? rc : gguf_writer_set_f32(w, "adapter.lora.alpha", alpha);
+    }
+    for (int l = 0; l < LORA_LAYERS; l++) {
+        for (size_t t = 0; t < sizeof(targets) / sizeof(targets[0]); t++) {
+            if (!(mask & (1u << t))) {
+                continue;
+            }
+            char name[64];
+            snprintf(name, sizeof(name), "blk.%d.%s.weight.lora_a", l, targets[t].name);
+            rc = rc ? rc : add(w, name, type, targets[t].in + a_extra, rank);
+            snprintf(name, sizeof(name), "blk.%d.%s.weight.lora_b", l, targets[t].name);
+            rc = rc ? rc : add(w, name, type, rank, targets[t].out);
+        }
+    }
+    char path[4096], err[256] = "";
+    snprintf(path, sizeof(path), "%s/%s", dir, file);
+    rc = rc ? rc : gguf_writer_write_file(w, path, err, sizeof(err));
+    if (rc) {
+        fprintf(stderr, "model_fuzz_seeds: %s: %s\n", path, err[0] ? err : tandem_strerror(rc));
+    }
+    gguf_writer_free(w);
+    return rc;
+}
+
+static int lora_seeds(const char *dir)
+{
+    const unsigned all = 0x7f, qv = 0x5;
+    int rc = lora_adapter(dir, "lora_f32_all_r2.gguf", TD_F32, 2, all, 4.0f, 0);
+    rc = rc ? rc : lora_adapter(dir, "lora_f16_qv_r4_no_alpha.gguf", TD_F16, 4, qv, -1.0f, 0);
+    rc = rc ? rc : lora_adapter(dir, "lora_bad_shape.gguf", TD_F32, 2, qv, 8.0f, 1);
+    return rc;
+}
+
+/* True when dir's last component is fuzz_lora or ends in _fuzz_lora. */
+static bool is_lora_dir(const char *dir)
+{
+    size_t len = strlen(dir);
+    while (len > 1 && dir[len - 1] == '/') {
+        len--;
+    }
+    const char *base = dir;
+    for (size_t i = 0; i < len; i++) {
+        if (dir[i] == '/') {
+            base = dir + i + 1;
+        }
+    }
+    const size_t blen = (size_t)(dir + len - base);
+    static const char want[] = "fuzz_lora";
+    const size_t wlen = sizeof(want) - 1;
+    return blen >= wlen && memcmp(base + blen - wlen, want, wlen) == 0 &&
+           (blen == wlen || base[blen - wlen - 1] == '_');
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -152,13 +246,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "model_fuzz_seeds: %s: %s\n", dir, strerror(errno));
         return 1;
     }
-    int rc = tiny_model(dir, "tiny_llama_f32.gguf", "llama", TD_F32, false, false, false);
-    rc = rc ? rc : tiny_model(dir, "tiny_qwen3_f16.gguf", "qwen3", TD_F16, false, true, false);
-    rc =
-        rc ? rc : tiny_model(dir, "tiny_qwen2_bf16_tied.gguf", "qwen2", TD_BF16, true, false, true);
-    rc = rc ? rc : kv_types_quant(dir);
-    rc = rc ? rc : empty_with_version(dir, "empty_v2.gguf", 2);
-    rc = rc ? rc : empty_with_version(dir, "version1.gguf", 1);
+    int rc = is_lora_dir(dir) ? lora_seeds(dir) : model_seeds(dir);
     if (rc) {
         fprintf(stderr, "model_fuzz_seeds: %s\n", tandem_strerror(rc));
         return 1;
