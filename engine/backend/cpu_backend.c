@@ -37,6 +37,7 @@
 #define CPU_ALIGN 64
 
 #define KC_LORA_MAX_THREADS 256 /* pool threads the LoRA scratch is split over */
+#define CPU_LORA_CHUNK      32  /* rows of one adapter multiplied together by one thread */
 
 typedef struct cpu_layer {
     kc_weight wq, wk, wv, wo, gate, up, down;
@@ -85,9 +86,12 @@ struct backend {
     float *logits_local;  /* tp: [max_seqs][n_out] */
     /* LoRA (cfg.max_lora_rank > 0): each row's adapter (compacted with the rows in the last
      * layer), and per thread of the pool A x, B A x and a row's kc_matmul workspace */
-    const lora_adapter **row_lora; /* [T] */
-    float *lora_t, *lora_d;        /* [threads][max_lora_rank], [threads][lora_width] */
-    void *lora_wsp;                /* [threads][lora_wsp_bytes] */
+    const lora_adapter **row_lora;   /* [T] */
+    uint8_t *lora_done;              /* [T] rows whose deltas are added */
+    int32_t *lora_rows;              /* [threads][CPU_LORA_CHUNK] rows of one adapter */
+    float *lora_x, *lora_t, *lora_d; /* [threads][CPU_LORA_CHUNK] rows of: the gathered input
+                                        [lora_width], A x [max_lora_rank], B A x [lora_width] */
+    void *lora_wsp;                  /* [threads][lora_wsp_bytes] */
     size_t lora_wsp_bytes;
     int64_t lora_width; /* the widest projection side */
     bool any_lora;      /* this batch has a row with an adapter */
@@ -236,6 +240,9 @@ static void cpu_destroy(backend *b)
     free(b->wsp);
     free(b->logits_local);
     free(b->row_lora);
+    free(b->lora_done);
+    free(b->lora_rows);
+    free(b->lora_x);
     free(b->lora_t);
     free(b->lora_d);
     free(b->lora_wsp);
@@ -248,8 +255,9 @@ static size_t cpu_max_size(size_t a, size_t b)
     return a > b ? a : b;
 }
 
-/* LoRA scratch, per thread of the pool: A x, B A x and one row's kc_matmul workspace for an
- * adapter of any type it takes (Q8_0 and BF16 quantise or round the activations). */
+/* LoRA scratch, per thread of the pool and for CPU_LORA_CHUNK rows: the gathered inputs, A x,
+ * B A x and the kc_matmul workspace for an adapter of any type it takes (Q8_0 and BF16
+ * quantise or round the activations). */
 static int cpu_lora_alloc(backend *b)
 {
     const int nth = kc_pool_size(b->pool);
@@ -262,16 +270,23 @@ static int cpu_lora_alloc(backend *b)
     size_t ws = 0;
     for (size_t i = 0; i < ARRAY_SIZE(wtypes); i++) {
         const kc_weight probe = {.type = wtypes[i], .k = b->lora_width / TD_QK * TD_QK, .m = 1};
-        ws = cpu_max_size(ws, kc_matmul_wsize(&probe, 1));
+        ws = cpu_max_size(ws, kc_matmul_wsize(&probe, CPU_LORA_CHUNK));
     }
     b->lora_wsp_bytes = (ws + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN;
     const int64_t T =
         b->cfg.max_batch_tokens > b->cfg.max_seqs ? b->cfg.max_batch_tokens : b->cfg.max_seqs;
+    const size_t rows = (size_t)nth * CPU_LORA_CHUNK;
     b->row_lora = calloc((size_t)T, sizeof(const lora_adapter *));
-    b->lora_t = cpu_aligned_zalloc(sizeof(float) * (size_t)nth * (size_t)b->cfg.max_lora_rank);
-    b->lora_d = cpu_aligned_zalloc(sizeof(float) * (size_t)nth * (size_t)b->lora_width);
+    b->lora_done = calloc((size_t)T, 1);
+    b->lora_rows = calloc(rows, sizeof(int32_t));
+    b->lora_x = cpu_aligned_zalloc(sizeof(float) * rows * (size_t)b->lora_width);
+    b->lora_t = cpu_aligned_zalloc(sizeof(float) * rows * (size_t)b->cfg.max_lora_rank);
+    b->lora_d = cpu_aligned_zalloc(sizeof(float) * rows * (size_t)b->lora_width);
     b->lora_wsp = cpu_aligned_zalloc((size_t)nth * b->lora_wsp_bytes);
-    return b->row_lora && b->lora_t && b->lora_d && b->lora_wsp ? 0 : -ENOMEM;
+    return b->row_lora && b->lora_done && b->lora_rows && b->lora_x && b->lora_t && b->lora_d &&
+                   b->lora_wsp
+               ? 0
+               : -ENOMEM;
 }
 
 static backend *cpu_create(const model *m, const backend_config *cfg, char *err, size_t errlen)
@@ -758,28 +773,56 @@ static void cpu_lora_worker(void *arg, int ith, int nth)
     backend *b = lt->b;
     const int32_t t0 = (int32_t)((int64_t)lt->n * ith / nth);
     const int32_t t1 = (int32_t)((int64_t)lt->n * (ith + 1) / nth);
+    const int64_t W = b->lora_width, R = b->cfg.max_lora_rank;
     void *wsp = (uint8_t *)b->lora_wsp + (size_t)ith * b->lora_wsp_bytes;
-    float *tv = b->lora_t + (size_t)ith * (size_t)b->cfg.max_lora_rank;
-    float *d = b->lora_d + (size_t)ith * (size_t)b->lora_width;
+    float *xg = b->lora_x + (size_t)ith * CPU_LORA_CHUNK * (size_t)W;
+    float *tv = b->lora_t + (size_t)ith * CPU_LORA_CHUNK * (size_t)R;
+    float *d = b->lora_d + (size_t)ith * CPU_LORA_CHUNK * (size_t)W;
+    int32_t *rows = b->lora_rows + (size_t)ith * CPU_LORA_CHUNK;
+    uint8_t *done = b->lora_done;
+    memset(done + t0, 0, (size_t)(t1 - t0));
     for (int32_t t = t0; t < t1; t++) {
         const lora_adapter *ad = b->row_lora[t];
-        for (int i = 0; ad && i < lt->n_tg; i++) {
+        if (!ad || done[t]) {
+            continue;
+        }
+        /* up to CPU_LORA_CHUNK of this thread's rows with this adapter, from t on */
+        int32_t cnt = 0;
+        for (int32_t j = t; j < t1 && cnt < CPU_LORA_CHUNK; j++) {
+            if (b->row_lora[j] == ad && !done[j]) {
+                done[j] = 1;
+                rows[cnt++] = j;
+            }
+        }
+        const bool contiguous = rows[cnt - 1] - rows[0] == cnt - 1;
+        for (int i = 0; i < lt->n_tg; i++) {
             const lora_weights *w = &ad->layers[lt->l][lt->tg[i]];
             if (!w->a.data) {
                 continue; /* this adapter leaves the projection alone */
             }
             const int64_t in = w->a.ne[0], r = w->a.ne[1], out = w->b.ne[1];
+            const float *xs = lt->x + (int64_t)rows[0] * in;
+            if (!contiguous) {
+                for (int32_t k = 0; k < cnt; k++) {
+                    memcpy(xg + (int64_t)k * in, lt->x + (int64_t)rows[k] * in,
+                           sizeof(float) * (size_t)in);
+                }
+                xs = xg;
+            }
             const kc_weight wa = {.type = w->a.type, .k = in, .m = r, .data = w->a.data};
             const kc_weight wb = {.type = w->b.type, .k = r, .m = out, .data = w->b.data};
-            int rc = kc_matmul(NULL, &wa, lt->x + (int64_t)t * in, 1, tv, wsp, b->lora_wsp_bytes);
-            rc = rc ? rc : kc_matmul(NULL, &wb, tv, 1, d, wsp, b->lora_wsp_bytes);
+            int rc = kc_matmul(NULL, &wa, xs, cnt, tv, wsp, b->lora_wsp_bytes);
+            rc = rc ? rc : kc_matmul(NULL, &wb, tv, cnt, d, wsp, b->lora_wsp_bytes);
             if (rc != 0) {
                 lt->rc[ith] = rc;
                 return;
             }
-            float *yr = lt->y[i] + (int64_t)t * out;
-            for (int64_t c = 0; c < out; c++) {
-                yr[c] += w->scale * d[c];
+            for (int32_t k = 0; k < cnt; k++) {
+                float *yr = lt->y[i] + (int64_t)rows[k] * out;
+                const float *dr = d + (int64_t)k * out;
+                for (int64_t c = 0; c < out; c++) {
+                    yr[c] += w->scale * dr[c];
+                }
             }
         }
     }
@@ -788,9 +831,10 @@ static void cpu_lora_worker(void *arg, int ith, int nth)
 /*
  * LoRA deltas of the projections tg[0..n_tg) of layer l, which all read x (n rows): each row
  * with an adapter gets y += scale * B (A x) (llama.cpp's build_lora_mm: the product scaled, then
- * added), row by row over the threads in one dispatch. kc_matmul's values do not depend on the
- * row count, so a row's result depends on that row only, and batches mixing adapters give every
- * sequence what it gets alone.
+ * added), in one dispatch: each thread takes its rows and multiplies those of one adapter
+ * together, CPU_LORA_CHUNK at a time, on its own (kc_matmul without the pool). kc_matmul's values
+ * do not depend on the row count, so a row's result depends on that row only, and batches mixing
+ * adapters give every sequence what it gets alone.
  */
 static int cpu_lora(backend *b, int l, const lora_target *tg, float *const *y, int n_tg,
                     const float *x, int32_t n)

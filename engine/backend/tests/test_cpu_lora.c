@@ -205,8 +205,8 @@ static void test_lora_equals_merged_weights(void **state)
 }
 
 /* Four sequences, two adapters (one of F16 weights over some projections only) and the base
- * model, prefilled in one batch and then decoding one token each in a second: every logits row
- * equals the sequence's own run, bit for bit, at 1 and 2 threads. */
+ * model, prefilled in one batch (55 rows) and then decoding one token each in a second: every
+ * logits row equals the sequence's own run, bit for bit, at 1 and 2 threads. */
 static void check_mixed(const tm_spec *sp, int threads)
 {
     model *m = tm_build(sp);
@@ -216,11 +216,15 @@ static void check_mixed(const tm_spec *sp, int threads)
     lora_adapter *a2 =
         make_adapter(m, 8, (1u << LORA_Q) | (1u << LORA_V) | (1u << LORA_DOWN), TD_F16, 1.5f, 22);
     const lora_adapter *ads[4] = {a1, NULL, a2, a1};
-    const int lens[4] = {7, 5, 6, 4};
-    const int32_t bts[4][3] = {{1, 2, 3}, {4, 5, 6}, {7, 8, 9}, {10, 11, 12}};
-    int32_t toks[4][8], next[4];
+    /* 40 rows of a1 in one sequence: more than one thread's chunk of rows (CPU_LORA_CHUNK) */
+    const int lens[4] = {40, 5, 6, 4};
+    int32_t bts[4][12];
+    int32_t toks[4][40], next[4];
     for (int s = 0; s < 4; s++) {
-        for (int i = 0; i < 8; i++) {
+        for (int i = 0; i < 12; i++) {
+            bts[s][i] = 1 + s * 12 + i;
+        }
+        for (int i = 0; i < 40; i++) {
             toks[s][i] = (int32_t)((i * 31 + s * 17 + 2) % V);
         }
         next[s] = (int32_t)((s * 13 + 5) % V);
@@ -246,7 +250,7 @@ static void check_mixed(const tm_spec *sp, int threads)
         assert_int_equal(cpu_backend_ops.forward(b, &one), 0);
     }
     /* mixed: all four prefills in one batch, then all four decodes in one batch */
-    int32_t flat[22];
+    int32_t flat[55];
     fwd_seq seqs[4];
     int n = 0;
     for (int s = 0; s < 4; s++) {
