@@ -1178,6 +1178,27 @@ int engine_kv_adopt_pools(engine *e, void *const *bases, const size_t *bytes)
 
 /* ---- submission ---- */
 
+/* How many of ids[0..n) are outside [0, n_vocab); out gets them as "1, 2, ..." (as many as fit,
+ * then ", ..."), as vLLM lists them in its messages. */
+static size_t out_of_vocab(const int32_t *ids, size_t n, int32_t n_vocab, char *out, size_t size)
+{
+    size_t len = 0, bad = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        if (ids[i] >= 0 && ids[i] < n_vocab) {
+            continue;
+        }
+        if (len + 16 < size) {
+            len += (size_t)snprintf(out + len, size - len, "%s%d", bad ? ", " : "", (int)ids[i]);
+        } else if (len + 6 < size) {
+            snprintf(out + len, size - len, ", ...");
+            len = size; /* nothing more */
+        }
+        bad++;
+    }
+    return bad;
+}
+
 int64_t engine_submit(engine *e, const engine_request *r, char *err, size_t errlen)
 {
     if (r->n_prompt < 1 || !r->prompt) {
@@ -1217,23 +1238,28 @@ int64_t engine_submit(engine *e, const engine_request *r, char *err, size_t errl
                                "allowed_token_ids contains out-of-vocab token id!");
         }
     }
-    if (r->sampling.n_bias > 0) { /* vLLM's processor._validate_logit_bias, its message */
-        char ids[256] = "";
-        size_t len = 0, bad = 0;
-        for (size_t i = 0; i < r->sampling.n_bias; i++) {
-            const int32_t id = r->sampling.bias_ids[i];
-            if ((id < 0 || id >= e->n_vocab) && len + 16 < sizeof ids) {
-                len +=
-                    (size_t)snprintf(ids + len, sizeof ids - len, "%s%d", bad ? ", " : "", (int)id);
-            }
-            bad += id < 0 || id >= e->n_vocab;
-        }
-        if (bad) {
-            return tandem_fail(err, errlen, -EINVAL,
-                               "token_id(s) [%s%s] in logit_bias contain out-of-vocab token ids. "
-                               "Vocabulary size: %d",
-                               ids, len + 16 >= sizeof ids ? ", ..." : "", (int)e->n_vocab);
-        }
+    char ids[256];
+    if (r->sampling.bias_ids &&
+        out_of_vocab(r->sampling.bias_ids, r->sampling.n_bias, e->n_vocab, ids, sizeof ids)) {
+        /* vLLM's processor._validate_logit_bias, its message */
+        return tandem_fail(err, errlen, -EINVAL,
+                           "token_id(s) [%s] in logit_bias contain out-of-vocab token ids. "
+                           "Vocabulary size: %d",
+                           ids, (int)e->n_vocab);
+    }
+    size_t n_bad_word_ids = 0; /* (NULL arrays with a count: the sampler's -EINVAL) */
+    for (size_t i = 0; r->sampling.bad_words_lens && i < r->sampling.n_bad_words; i++) {
+        n_bad_word_ids +=
+            r->sampling.bad_words_lens[i] > 0 ? (size_t)r->sampling.bad_words_lens[i] : 0;
+    }
+    if (r->sampling.bad_words &&
+        out_of_vocab(r->sampling.bad_words, n_bad_word_ids, e->n_vocab, ids, sizeof ids)) {
+        /* vLLM's SamplingParams.update_from_tokenizer, its message */
+        return tandem_fail(err, errlen, -EINVAL,
+                           "The model vocabulary size is %d, but the following tokens were "
+                           "specified as bad: [%s]. All token id values should be integers "
+                           "satisfying: 0 <= token_id <= %d.",
+                           (int)e->n_vocab, ids, (int)e->n_vocab - 1);
     }
     ereq *q = calloc(1, sizeof *q);
     if (!q) {
@@ -1257,8 +1283,12 @@ int64_t engine_submit(engine *e, const engine_request *r, char *err, size_t errl
     q->sp.n_bias = 0;
     q->sp.allowed_ids = NULL;
     q->sp.n_allowed = 0;
+    q->sp.bad_words = NULL;
+    q->sp.bad_words_lens = NULL;
+    q->sp.n_bad_words = 0;
     if (rc != 0) {
-        tandem_set_err(err, errlen, rc == -EINVAL ? "invalid stop_token_ids" : "out of memory");
+        tandem_set_err(err, errlen,
+                       rc == -EINVAL ? "invalid stop_token_ids or bad_words" : "out of memory");
         free(q->stop_ids);
         free(q);
         return rc;

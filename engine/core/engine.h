@@ -180,7 +180,7 @@ typedef enum engine_pool {
 typedef struct engine_request {
     const int32_t *prompt; /* [n_prompt] token ids (copied) */
     int32_t n_prompt;
-    struct sampling_params sampling; /* stop_token_ids copied */
+    struct sampling_params sampling; /* its arrays are copied */
     int32_t max_tokens;              /* <= 0: until max_model_len */
     const char *const *stop;         /* [n_stop] stop strings (copied) */
     size_t n_stop;

@@ -175,6 +175,41 @@ static int cmp_i32(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* The state's copy of params' bad_words, and the ring of recent output tokens their prefixes
+ * are matched against (as long as the longest prefix). */
+static int bad_words_init(struct sampler_state *st, const struct sampling_params *params)
+{
+    if (!params->bad_words || !params->bad_words_lens) {
+        return -EINVAL;
+    }
+    size_t total = 0, longest = 0;
+    for (size_t i = 0; i < params->n_bad_words; i++) {
+        const int32_t len = params->bad_words_lens[i];
+        if (len < 1 || (size_t)len > SIZE_MAX / sizeof(int32_t) - total) {
+            return -EINVAL;
+        }
+        total += (size_t)len;
+        longest = (size_t)len > longest ? (size_t)len : longest;
+    }
+    st->bad_words = malloc(total * sizeof(*st->bad_words));
+    st->bad_words_lens = malloc(params->n_bad_words * sizeof(*st->bad_words_lens));
+    st->recent = longest > 1 ? malloc((longest - 1) * sizeof(*st->recent)) : NULL;
+    if (!st->bad_words || !st->bad_words_lens || (longest > 1 && !st->recent)) {
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < total; i++) {
+        if (params->bad_words[i] < 0) {
+            return -EINVAL;
+        }
+        st->bad_words[i] = params->bad_words[i];
+    }
+    memcpy(st->bad_words_lens, params->bad_words_lens,
+           params->n_bad_words * sizeof(*st->bad_words_lens));
+    st->n_bad_words = params->n_bad_words;
+    st->recent_cap = longest > 1 ? longest - 1 : 0;
+    return 0;
+}
+
 int sampler_state_init(struct sampler_state *st, const struct sampling_params *params,
                        const int32_t *prompt, size_t n_prompt, const int32_t *eos_ids, size_t n_eos)
 {
@@ -260,6 +295,9 @@ int sampler_state_init(struct sampler_state *st, const struct sampling_params *p
         }
         st->n_allowed = n;
     }
+    if (params->n_bad_words > 0 && (rc = bad_words_init(st, params)) != 0) {
+        goto err_free;
+    }
     st->track_output = params->repetition_penalty != 1.0f || params->presence_penalty != 0.0f ||
                        params->frequency_penalty != 0.0f;
     if (params->repetition_penalty != 1.0f) {
@@ -295,6 +333,14 @@ void sampler_state_deinit(struct sampler_state *st)
     free(st->allowed_ids);
     st->allowed_ids = NULL;
     st->n_allowed = 0;
+    free(st->bad_words);
+    free(st->bad_words_lens);
+    free(st->recent);
+    st->bad_words = NULL;
+    st->bad_words_lens = NULL;
+    st->recent = NULL;
+    st->n_bad_words = 0;
+    st->recent_cap = 0;
 }
 
 int sampler_accept(struct sampler_state *st, int32_t token)
@@ -304,6 +350,9 @@ int sampler_accept(struct sampler_state *st, int32_t token)
         if (rc != 0) {
             return rc;
         }
+    }
+    if (st->recent_cap > 0) {
+        st->recent[(size_t)st->n_generated % st->recent_cap] = token;
     }
     st->n_generated++;
     return 0;
@@ -605,6 +654,27 @@ static void raw_logprobs_top(const float *raw, int n_vocab, int n_top, double *l
     }
 }
 
+/* bad_words: bans the last token of every sequence whose other tokens end the output so far
+ * (vLLM v1's apply_bad_words; a sequence longer than the output plus one cannot match yet). */
+static void apply_bad_words(const struct sampler_state *st, float *logits, int n_vocab)
+{
+    const int32_t *seq = st->bad_words;
+    const size_t n_out = (size_t)st->n_generated;
+    for (size_t i = 0; i < st->n_bad_words; seq += st->bad_words_lens[i], i++) {
+        const size_t prefix = (size_t)st->bad_words_lens[i] - 1;
+        if (prefix > n_out) {
+            continue;
+        }
+        size_t k = 0; /* seq[prefix - 1 - k] against the (k + 1)-th last output token */
+        while (k < prefix && st->recent[(n_out - 1 - k) % st->recent_cap] == seq[prefix - 1 - k]) {
+            k++;
+        }
+        if (k == prefix && seq[prefix] < n_vocab) {
+            logits[seq[prefix]] = -INFINITY;
+        }
+    }
+}
+
 static void apply_penalties(const struct sampling_params *p, const struct sampler_state *st,
                             float *logits, int n_vocab)
 {
@@ -672,6 +742,9 @@ int sampler_sample(const struct sampling_params *params, struct sampler_state *s
         for (size_t i = 0; i < kept; i++) {
             logits[st->allowed_ids[i]] = scratch->val[i];
         }
+    }
+    if (st->n_bad_words > 0) {
+        apply_bad_words(st, logits, n_vocab);
     }
     for (size_t i = 0; i < st->n_bias; i++) { /* ids past the vocabulary: the engine refuses
                                                  them at admission; skipped here */

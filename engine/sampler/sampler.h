@@ -2,9 +2,9 @@
  * Token sampling for the engine, with vLLM (v1) semantics and defaults.
  *
  * One call of sampler_sample turns the logits of one sequence at one step into one token:
- *   raw logprobs (when asked) → allowed_token_ids → logit_bias → repetition / presence /
- * frequency penalties → ban of the stop tokens while fewer than min_tokens tokens were generated
- * → greedy (temperature < 1e-5) or temperature → min_p → top_k → top_p → a draw from the
+ *   raw logprobs (when asked) → allowed_token_ids → bad_words → logit_bias → repetition /
+ * presence / frequency penalties → ban of the stop tokens while fewer than min_tokens tokens were
+ * generated → greedy (temperature < 1e-5) or temperature → min_p → top_k → top_p → a draw from the
  * per-sequence RNG. Logprobs follow vLLM's
  * default logprobs_mode "raw_logprobs": log_softmax of the logits as the model produced them,
  * before penalties and temperature.
@@ -71,6 +71,14 @@ struct sampling_params {
      * logit_bias, as vLLM v1 does). Borrowed; read only by sampler_state_init (kept sorted). */
     const int32_t *allowed_ids;
     size_t n_allowed;
+    /* bad_words as token sequences (vLLM's bad_words_token_ids), back to back in bad_words,
+     * bad_words_lens[i] (>= 1) tokens for the i-th: at each step the last token of a sequence is
+     * banned when the output so far ends with its other tokens (a one-token sequence is always
+     * banned). Applied after allowed_token_ids, before logit_bias, as vLLM v1 does; only the
+     * output counts, not the prompt. Borrowed; read only by sampler_state_init (kept a copy). */
+    const int32_t *bad_words;
+    const int32_t *bad_words_lens;
+    size_t n_bad_words;
 };
 
 /* Sets vLLM's defaults (the comments above) and no stop tokens. */
@@ -98,6 +106,12 @@ struct sampler_state {
     size_t n_bias;
     int32_t *allowed_ids; /* allowed_token_ids, sorted and deduplicated; n_allowed 0: all */
     size_t n_allowed;
+    int32_t *bad_words; /* bad_words (params' copy), n_bad_words sequences back to back */
+    int32_t *bad_words_lens;
+    size_t n_bad_words;
+    int32_t *recent;   /* the last recent_cap output tokens, a ring indexed by n_generated (kept
+                          only for bad_words of two tokens or more: their longest prefix) */
+    size_t recent_cap; /* 0: none kept */
 };
 
 /* Work memory reused across calls (see the file comment). Zero-initialise or sampler_scratch_init.
@@ -128,8 +142,9 @@ struct sample_result {
 /*
  * Prepares the state of one sequence: RNG from params->seed when has_seed, else from the OS;
  * the prompt token set when repetition_penalty != 1; the banned/stop ids from eos_ids (skipped
- * when params->ignore_eos) and params->stop_token_ids. prompt and eos_ids are read, not kept.
- * 0, -EINVAL (too many stop ids, negative ids, NULL with a count), -ENOMEM. On error the state
+ * when params->ignore_eos) and params->stop_token_ids; copies of the logit_bias, allowed ids and
+ * bad_words. prompt and eos_ids are read, not kept. 0, -EINVAL (too many stop ids, negative ids,
+ * NULL with a count, a bad_words sequence of no tokens), -ENOMEM. On error the state
  * needs no deinit.
  */
 int sampler_state_init(struct sampler_state *st, const struct sampling_params *params,

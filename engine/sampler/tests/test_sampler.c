@@ -1,5 +1,6 @@
 /* Unit tests for engine/sampler/sampler.h: greedy, temperature, candidate sets of min_p / top_k /
- * top_p, penalties, seeds, a fixed-seed distribution check, raw logprobs, min_tokens, stops. */
+ * top_p, penalties, logit_bias, allowed_token_ids, bad_words, seeds, a fixed-seed distribution
+ * check, raw logprobs, min_tokens, stops. */
 #include <errno.h>
 #include <math.h>
 #include <setjmp.h>
@@ -343,6 +344,93 @@ static void test_allowed_token_ids(void **state)
     assert_int_equal(sampler_state_init(&st, &p, NULL, 0, NULL, 0), -EINVAL);
 }
 
+/* Greedy over l (copied) with c's state. */
+static int32_t greedy_of(struct ctx *c, const float *l, int n)
+{
+    struct sample_result r;
+    return sample_once(c, l, n, &r);
+}
+
+static void test_bad_words(void **state)
+{
+    (void)state;
+    struct sampling_params p;
+    sampling_params_init(&p);
+    p.temperature = 0.0f;
+    p.logprobs = 1;
+    /* [5] (always banned), [2, 3] (3 after a 2), [1, 2, 3, 4] (4 after 1 2 3) */
+    int32_t words[] = {5, 2, 3, 1, 2, 3, 4};
+    int32_t lens[] = {1, 2, 4};
+    p.bad_words = words;
+    p.bad_words_lens = lens;
+    p.n_bad_words = 3;
+    struct ctx c;
+    const int32_t prompt[] = {1, 2, 3, 2}; /* the prompt is no prefix: only the output counts */
+    ctx_init(&c, &p, prompt, 4);
+    words[0] = 6; /* the caller's arrays may change after init */
+    lens[0] = 9;
+    const float l[8] = {0.0f, 0.0f, 0.0f, 4.0f, 6.0f, 5.0f, 1.0f, 0.0f};
+    struct sample_result r;
+    float m[8];
+    memcpy(m, l, sizeof m);
+    m[4] = -1.0f;
+    assert_int_equal(sample_once(&c, m, 8, &r), 3); /* 5 banned, 3 allowed: no 2 before it */
+    assert_int_equal(r.top[0].token, 5);            /* raw logprobs see the banned token */
+    assert_int_equal(sampler_accept(&c.st, 2), 0);
+    assert_int_equal(greedy_of(&c, m, 8), 6); /* now 3 follows a 2: banned too */
+    assert_int_equal(sampler_accept(&c.st, 7), 0);
+    assert_int_equal(greedy_of(&c, m, 8), 3);
+    /* 1 2 3 → 4 banned; the ring of recent tokens (3 here) wraps around many times */
+    for (int k = 0; k < 10; k++) {
+        assert_int_equal(sampler_accept(&c.st, 7 - k % 3), 0);
+    }
+    const int32_t tail[] = {1, 2, 3};
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(sampler_accept(&c.st, tail[k]), 0);
+    }
+    assert_int_equal(greedy_of(&c, l, 8), 3); /* 4 (after 1 2 3) and 5 banned */
+    assert_int_equal(sampler_accept(&c.st, 9), 0);
+    assert_int_equal(greedy_of(&c, l, 8), 4); /* 1 2 9: 4 is free again */
+    ctx_deinit(&c);
+
+    /* only [2, 3]: after 1 2 3 nothing is banned but a 3 right after a 2 */
+    sampling_params_init(&p);
+    p.temperature = 0.0f;
+    int32_t two[] = {2, 3};
+    int32_t two_len[] = {2};
+    p.bad_words = two;
+    p.bad_words_lens = two_len;
+    p.n_bad_words = 1;
+    ctx_init(&c, &p, NULL, 0);
+    const float k3[4] = {0.0f, 0.0f, 1.0f, 2.0f};
+    assert_int_equal(greedy_of(&c, k3, 4), 3);
+    assert_int_equal(sampler_accept(&c.st, 2), 0);
+    assert_int_equal(greedy_of(&c, k3, 4), 2);
+    ctx_deinit(&c);
+
+    /* bad arrays */
+    struct sampler_state st;
+    int32_t zero_len[] = {0};
+    p.bad_words_lens = zero_len;
+    assert_int_equal(sampler_state_init(&st, &p, NULL, 0, NULL, 0), -EINVAL);
+    int32_t neg[] = {-1, 3};
+    p.bad_words = neg;
+    p.bad_words_lens = two_len;
+    assert_int_equal(sampler_state_init(&st, &p, NULL, 0, NULL, 0), -EINVAL);
+    p.bad_words = NULL;
+    assert_int_equal(sampler_state_init(&st, &p, NULL, 0, NULL, 0), -EINVAL);
+    /* every token banned: nothing can be drawn */
+    int32_t all[] = {0, 1};
+    int32_t ones[] = {1, 1};
+    p.bad_words = all;
+    p.bad_words_lens = ones;
+    p.n_bad_words = 2;
+    ctx_init(&c, &p, NULL, 0);
+    float two_l[2] = {1.0f, 2.0f};
+    assert_int_equal(sampler_sample(&c.p, &c.st, &c.sc, two_l, 2, &r), -EINVAL);
+    ctx_deinit(&c);
+}
+
 static void test_seed_reproducible(void **state)
 {
     (void)state;
@@ -565,6 +653,7 @@ int main(void)
         cmocka_unit_test(test_penalties_arithmetic),
         cmocka_unit_test(test_logit_bias),
         cmocka_unit_test(test_allowed_token_ids),
+        cmocka_unit_test(test_bad_words),
         cmocka_unit_test(test_seed_reproducible),
         cmocka_unit_test(test_distribution_chi_square),
         cmocka_unit_test(test_logprobs_consistent),
