@@ -8,7 +8,7 @@
 // several keys, a wrong key as the client's AuthenticationError (401), logit_bias
 // steering greedy decoding and its out-of-vocabulary error, allowed_token_ids,
 // truncate_prompt_tokens (both sides), embeddings (base64 as the client asks, and floats),
-// best_of refused as vLLM v1 does.
+// return_token_ids, return_tokens_as_token_ids and bad_words, best_of refused as vLLM v1 does.
 // Prints one line per check; exits 1 when any failed.
 import OpenAI from 'openai';
 
@@ -193,6 +193,60 @@ check(emb.data.length === 2 && emb.data.every((d, i) => d.index === i &&
         Math.abs(norm(d.embedding) - 1) < 1e-5) && emb.usage.completion_tokens === 0,
       `embeddings.create: ${emb.data.length} vectors of ${emb.data[0].embedding.length}, ` +
       `norm ${norm(emb.data[0].embedding)}, usage ${JSON.stringify(emb.usage)}`);
+// vLLM's return_token_ids / return_tokens_as_token_ids and bad_words, through the client's
+// pass-through of extra body fields
+const withIds = await client.completions.create({ model, prompt: 'Once upon a time', max_tokens: 6,
+                                                  temperature: 0, ignore_eos: true, logprobs: 1,
+                                                  return_token_ids: true,
+                                                  return_tokens_as_token_ids: true });
+const wc = withIds.choices[0];
+const promptIds = (await postJson('/tokenize', { prompt: 'Once upon a time' })).tokens;
+check(JSON.stringify(wc.prompt_token_ids) === JSON.stringify(promptIds) &&
+      wc.token_ids?.length === 6 &&
+      JSON.stringify(wc.logprobs.tokens) ===
+        JSON.stringify(wc.token_ids.map((t) => `token_id:${t}`)) &&
+      (await postJson('/detokenize', { tokens: wc.token_ids })).prompt === wc.text,
+      `return_token_ids + return_tokens_as_token_ids: ${JSON.stringify(wc.token_ids)} ` +
+      `${JSON.stringify(wc.logprobs.tokens)}`);
+const idStream = await client.chat.completions.create({
+  model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 5, temperature: 0,
+  ignore_eos: true, stream: true, return_token_ids: true });
+let streamedIds = [], streamPrompt = null;
+for await (const ch of idStream) {
+  if (ch.prompt_token_ids) streamPrompt = ch.prompt_token_ids;
+  for (const cc of ch.choices) streamedIds = streamedIds.concat(cc.token_ids ?? []);
+}
+const chatIds = await client.chat.completions.create({
+  model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 5, temperature: 0,
+  ignore_eos: true, return_token_ids: true });
+check(Array.isArray(streamPrompt) && JSON.stringify(streamPrompt) ===
+        JSON.stringify(chatIds.prompt_token_ids) &&
+      JSON.stringify(streamedIds) === JSON.stringify(chatIds.choices[0].token_ids) &&
+      streamedIds.length === 5,
+      `chat return_token_ids, streamed and whole: ${JSON.stringify(streamedIds)}`);
+// a generated token whose text tokenizes back to it alone: as a bad word, never generated
+let banWord = null, banId = -1;
+for (const t of wc.token_ids) {
+  const w = (await postJson('/detokenize', { tokens: [t] })).prompt;
+  const back = (await postJson('/tokenize', { prompt: w, add_special_tokens: false })).tokens;
+  if (w.trim() === w && w && back.length === 1 && back[0] === t) {
+    banWord = w;
+    banId = t;
+    break;
+  }
+}
+const noBan = await client.completions.create({ model, prompt: 'Once upon a time', max_tokens: 6,
+                                                temperature: 0, ignore_eos: true,
+                                                return_token_ids: true, bad_words: [banWord] });
+check(banWord !== null && noBan.choices[0].token_ids.length === 6 &&
+      !noBan.choices[0].token_ids.includes(banId),
+      `bad_words ${JSON.stringify(banWord)} (${banId}): ` +
+      `${JSON.stringify(noBan.choices[0].token_ids)}`);
+await expectError('bad_words not a list', () => client.completions.create({
+  model, prompt: 'x', max_tokens: 1, bad_words: 'x' }), 400, /bad_words/);
+await expectError('bad_words with an empty word', () => client.chat.completions.create({
+  model, messages: [{ role: 'user', content: 'x' }], max_tokens: 1, bad_words: [''] }), 400,
+  /bad_words cannot contain an empty string/);
 await expectError('best_of', () => client.completions.create({
   model, prompt: 'x', max_tokens: 1, best_of: 2 }), 400, /vLLM V1 does not yet support best_of\./);
 

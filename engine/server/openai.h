@@ -10,12 +10,11 @@
  * type "BadRequestError", param = the field's name (dotted path for nested fields, e.g.
  * "messages[1].content", "stream_options.include_usage") and a message that quotes the field
  * ('temperature' must be non-negative, got -1.0.). Unknown fields are ignored (vLLM logs them).
- * Fields vLLM supports but this engine does not (tools with a tool_choice other than "none",
- * non-text response_format, suffix, non-text content parts, prompt_embeds, and, when set (not
- * null / false / empty), guided_*, structured_outputs, prompt_logprobs, allowed_token_ids,
- * bad_words, truncate_prompt_tokens, logprob_token_ids, return_token_ids,
- * return_tokens_as_token_ids, use_beam_search) are a 400 naming the field; best_of > 1 is the
- * 400 vLLM v1 gives ("vLLM V1 does not yet support best_of."). logit_bias is honoured.
+ * Fields vLLM supports but this engine does not (suffix, non-text content parts, prompt_embeds,
+ * and, when set (not null / false / empty), prompt_logprobs, logprob_token_ids,
+ * use_beam_search) are a 400 naming the field; best_of > 1 is the 400 vLLM v1 gives ("vLLM V1
+ * does not yet support best_of."). logit_bias, allowed_token_ids, bad_words, return_token_ids
+ * and return_tokens_as_token_ids are honoured.
  *
  * Prompts: a completion's prompt is a string, an array of token ids, or an array of strings or
  * of token arrays (one kind; at most OPENAI_MAX_PROMPTS, and prompts × n at most
@@ -54,17 +53,19 @@
 #include "engine/sampler/sampler.h"
 #include "lib/buf.h"
 
-#define OPENAI_MAX_N              128    /* most choices per request */
-#define OPENAI_MAX_STOP           64     /* most stop strings (= STOP_MAX_STRINGS) */
-#define OPENAI_MAX_STOP_LEN       1024   /* bytes per stop string (= STOP_MAX_LEN) */
-#define OPENAI_MAX_STOP_TOKENS    1000   /* most stop_token_ids (+ eos fits SAMPLER_MAX_STOP_IDS) */
-#define OPENAI_MAX_LOGPROBS       20     /* completions logprobs / chat top_logprobs upper bound */
-#define OPENAI_MAX_MESSAGES       4096   /* most chat messages */
-#define OPENAI_DEFAULT_MAX_TOKENS 16     /* completions' default max_tokens */
-#define OPENAI_MAX_LOGIT_BIAS     4096   /* most logit_bias entries */
-#define OPENAI_MAX_PROMPTS        1024   /* most prompts in one completion request */
-#define OPENAI_MAX_CHOICES        1024   /* prompts × n at most */
-#define OPENAI_MAX_ALLOWED_TOKENS 262144 /* most allowed_token_ids */
+#define OPENAI_MAX_N               128  /* most choices per request */
+#define OPENAI_MAX_STOP            64   /* most stop strings (= STOP_MAX_STRINGS) */
+#define OPENAI_MAX_STOP_LEN        1024 /* bytes per stop string (= STOP_MAX_LEN) */
+#define OPENAI_MAX_STOP_TOKENS     1000 /* most stop_token_ids (+ eos fits SAMPLER_MAX_STOP_IDS) */
+#define OPENAI_MAX_LOGPROBS        20   /* completions logprobs / chat top_logprobs upper bound */
+#define OPENAI_MAX_MESSAGES        4096 /* most chat messages */
+#define OPENAI_DEFAULT_MAX_TOKENS  16   /* completions' default max_tokens */
+#define OPENAI_MAX_LOGIT_BIAS      4096 /* most logit_bias entries */
+#define OPENAI_MAX_PROMPTS         1024 /* most prompts in one completion request */
+#define OPENAI_MAX_CHOICES         1024 /* prompts × n at most */
+#define OPENAI_MAX_ALLOWED_TOKENS  262144 /* most allowed_token_ids */
+#define OPENAI_MAX_BAD_WORDS       128    /* most bad_words token sequences (vLLM's limit) */
+#define OPENAI_MAX_BAD_WORD_TOKENS 1024   /* most tokens in them all (vLLM's runner v2) */
 
 /* An error answer: HTTP status, OpenAI error type, param (field name, "" for none), message. */
 struct openai_error {
@@ -176,6 +177,15 @@ struct openai_request {
     size_t n_bias;
     int include_stop_str_in_output;
     int logprobs; /* -1 none; else top count 0..20 (chat: top_logprobs when logprobs true) */
+    /* bad_words: the strings (owned array of borrowed strings, deduplicated), then their token
+     * sequences once prompt_bad_words has run (sampling.bad_words* point there) */
+    const char **bad_words;
+    size_t *bad_word_lens; /* bytes of each string */
+    size_t n_bad_words;
+    int32_t *bad_word_ids;          /* owned: the sequences back to back */
+    int32_t *bad_word_seq_lens;     /* owned: tokens of each sequence (sampling.n_bad_words) */
+    int return_tokens_as_token_ids; /* logprobs name tokens "token_id:{id}" */
+    int return_token_ids;           /* answers carry token_ids / prompt_token_ids */
 
     /* streaming */
     int stream;
@@ -295,6 +305,7 @@ struct openai_top_logprob {
     const char *text; /* detokenized piece of the token (may be partial UTF-8) */
     size_t text_len;
     float logprob;
+    int32_t token; /* its id (return_tokens_as_token_ids) */
 };
 
 struct openai_token_logprob {
@@ -303,6 +314,7 @@ struct openai_token_logprob {
     float logprob;
     const struct openai_top_logprob *top; /* best first */
     size_t n_top;
+    int32_t token; /* its id (return_tokens_as_token_ids) */
 };
 
 struct openai_choice {
@@ -322,6 +334,14 @@ struct openai_choice {
     const char *tool_calls_json;
     size_t tool_calls_json_len;
     int content_null; /* full chat bodies: "content": null (only tool calls were made) */
+    int delta_empty;  /* chat chunks: delta {} (nothing to say but token ids to carry) */
+    /* with meta->return_token_ids: "token_ids", the generated ids (full bodies) or this chunk's
+     * (NULL with 0: []); completions also "prompt_token_ids", the choice's prompt (chunks: NULL
+     * → null, vLLM sends them in a choice's first chunk only) */
+    const int32_t *token_ids;
+    size_t n_token_ids;
+    const int32_t *prompt_token_ids;
+    size_t n_prompt_token_ids;
 };
 
 struct openai_usage {
@@ -336,12 +356,19 @@ struct openai_meta {
     int64_t created;                        /* unix seconds */
     struct json_object *kv_transfer_params; /* top-level "kv_transfer_params" of full bodies
                                                (null when NULL, as vLLM writes it) */
+    int tokens_as_ids;    /* return_tokens_as_token_ids: logprobs name tokens "token_id:{id}" */
+    int return_token_ids; /* write the token id fields (vLLM's return_token_ids); 0: left out */
+    /* chat: the response's "prompt_token_ids" (full bodies, first chunks) */
+    const int32_t *prompt_token_ids;
+    size_t n_prompt_token_ids;
 };
 
 /* Writes prefix + 32 random hex digits into out (size ≥ strlen(prefix) + 33). */
 void openai_make_id(char *out, size_t size, const char *prefix);
 
-/* Full (non-streaming) bodies. usage NULL → "usage": null. */
+/* Full (non-streaming) bodies. usage NULL → "usage": null. With meta->return_token_ids a
+ * completion choice has "token_ids" and "prompt_token_ids", a chat choice "token_ids" and the
+ * chat response "prompt_token_ids" (vLLM's places); without, none of them. */
 int openai_build_completion(const struct openai_meta *meta, const struct openai_choice *choices,
                             size_t n_choices, const struct openai_usage *usage, struct buf *out);
 int openai_build_chat(const struct openai_meta *meta, const struct openai_choice *choices,
@@ -352,8 +379,11 @@ int openai_build_chat(const struct openai_meta *meta, const struct openai_choice
  * object "text_completion", choices[{index, text, logprobs, finish_reason, stop_reason}]. Chat
  * chunk: object "chat.completion.chunk"; first != 0 gives the role delta {"role":"assistant",
  * "content": text} (vLLM's first chunk per choice has text "", logprobs and finish null); else
- * delta {"content": text} (or {} when text_len is 0 and a finish reason is set). usage non-NULL
- * adds "usage" (continuous usage stats); NULL omits it.
+ * delta {"content": text} (or {} when text_len is 0 and a finish reason is set, or delta_empty).
+ * usage non-NULL adds "usage" (continuous usage stats); NULL omits it. With
+ * meta->return_token_ids: completion choices end with "prompt_token_ids" and "token_ids", chat
+ * choices (not the role chunk's) with "token_ids", and a role chunk ends with the response's
+ * "prompt_token_ids", as vLLM writes them.
  */
 int openai_build_completion_chunk(const struct openai_meta *meta,
                                   const struct openai_choice *choices, size_t n_choices,

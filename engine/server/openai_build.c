@@ -226,18 +226,52 @@ static void put_kv_params(struct buf *out, const struct openai_meta *meta)
     json_to_buf(meta->kv_transfer_params, 0, out);
 }
 
-/* Completions logprobs: {"text_offset","token_logprobs","tokens","top_logprobs"}. */
-static void put_completion_logprobs(struct buf *out, const struct openai_choice *c)
+/* [id,...] */
+static void put_ids(struct buf *out, const int32_t *ids, size_t n)
+{
+    buf_appends(out, "[");
+    for (size_t i = 0; i < n; i++) {
+        buf_appendf(out, "%s%" PRId32, i ? "," : "", ids[i]);
+    }
+    buf_appends(out, "]");
+}
+
+/* A token as logprobs name it: its text, or "token_id:{id}" with return_tokens_as_token_ids
+ * (vLLM's format_token_id_placeholder). *name_len gets the name's length in bytes. */
+static void put_token_name(struct buf *out, int as_ids, int32_t token, const char *text, size_t len,
+                           size_t *name_len)
+{
+    if (as_ids) {
+        char name[32];
+        int n = snprintf(name, sizeof name, "token_id:%" PRId32, token);
+        buf_appendf(out, "\"%s\"", name);
+        *name_len = n > 0 ? (size_t)n : 0;
+    } else {
+        openai_json_string(out, text, len);
+        *name_len = len;
+    }
+}
+
+/* Completions logprobs: {"text_offset","token_logprobs","tokens","top_logprobs"}; the offsets
+ * advance by each token's name, as vLLM's do ("token_id:{id}" with as_ids). */
+static void put_completion_logprobs(struct buf *out, const struct openai_choice *c, int as_ids)
 {
     if (!c->logprobs) {
         buf_appends(out, "null");
         return;
     }
+    size_t name_len;
     buf_appends(out, "{\"text_offset\":[");
     size_t off = c->text_offset;
     for (size_t i = 0; i < c->n_logprobs; i++) {
         buf_appendf(out, "%s%zu", i ? "," : "", off);
-        off += c->logprobs[i].text_len;
+        if (as_ids) {
+            char name[32];
+            int n = snprintf(name, sizeof name, "token_id:%" PRId32, c->logprobs[i].token);
+            off += n > 0 ? (size_t)n : 0;
+        } else {
+            off += c->logprobs[i].text_len;
+        }
     }
     buf_appends(out, "],\"token_logprobs\":[");
     for (size_t i = 0; i < c->n_logprobs; i++) {
@@ -247,28 +281,32 @@ static void put_completion_logprobs(struct buf *out, const struct openai_choice 
     buf_appends(out, "],\"tokens\":[");
     for (size_t i = 0; i < c->n_logprobs; i++) {
         buf_appends(out, i ? "," : "");
-        openai_json_string(out, c->logprobs[i].text, c->logprobs[i].text_len);
+        put_token_name(out, as_ids, c->logprobs[i].token, c->logprobs[i].text,
+                       c->logprobs[i].text_len, &name_len);
     }
     buf_appends(out, "],\"top_logprobs\":[");
     for (size_t i = 0; i < c->n_logprobs; i++) {
         const struct openai_token_logprob *t = &c->logprobs[i];
         buf_appends(out, i ? ",{" : "{");
         size_t written = 0;
-        /* top entries, then the sampled token when it is not among them; a key (token text)
-         * appears once (the first, most likely, wins), as in a Python dict keyed by text */
+        /* top entries, then the sampled token when it is not among them; a key (token name)
+         * appears once (the first, most likely, wins), as in a Python dict keyed by name */
         for (size_t j = 0; j <= t->n_top; j++) {
+            const int32_t id = j < t->n_top ? t->top[j].token : t->token;
             const char *s = j < t->n_top ? t->top[j].text : t->text;
             size_t sl = j < t->n_top ? t->top[j].text_len : t->text_len;
             float lp = j < t->n_top ? t->top[j].logprob : t->logprob;
             int dup = 0;
             for (size_t k = 0; k < j && k < t->n_top && !dup; k++) {
-                dup = t->top[k].text_len == sl && (sl == 0 || memcmp(t->top[k].text, s, sl) == 0);
+                dup = as_ids ? t->top[k].token == id
+                             : t->top[k].text_len == sl &&
+                                   (sl == 0 || memcmp(t->top[k].text, s, sl) == 0);
             }
             if (dup) {
                 continue;
             }
             buf_appends(out, written ? "," : "");
-            openai_json_string(out, s, sl);
+            put_token_name(out, as_ids, id, s, sl, &name_len);
             buf_appends(out, ":");
             json_float(out, lp);
             written++;
@@ -287,19 +325,29 @@ static void put_bytes(struct buf *out, const char *s, size_t len)
     buf_appends(out, "]");
 }
 
-/* One {"token","logprob","bytes"} entry (without the closing brace). */
-static void put_chat_token(struct buf *out, const char *s, size_t len, float lp)
+/* One {"token","logprob","bytes"} entry (without the closing brace). With as_ids the token is
+ * "token_id:{id}" and bytes are the name's when name_bytes, else the token text's: vLLM gives a
+ * sampled token the bytes of its text and a top entry the bytes of its name. */
+static void put_chat_token(struct buf *out, int as_ids, int name_bytes, int32_t token,
+                           const char *s, size_t len, float lp)
 {
+    size_t name_len;
     buf_appends(out, "{\"token\":");
-    openai_json_string(out, s, len);
+    put_token_name(out, as_ids, token, s, len, &name_len);
     buf_appends(out, ",\"logprob\":");
     json_float(out, lp);
     buf_appends(out, ",\"bytes\":");
-    put_bytes(out, s, len);
+    if (as_ids && name_bytes) {
+        char name[32];
+        snprintf(name, sizeof name, "token_id:%" PRId32, token);
+        put_bytes(out, name, strlen(name));
+    } else {
+        put_bytes(out, s, len);
+    }
 }
 
 /* Chat logprobs: {"content":[{token, logprob, bytes, top_logprobs:[{token, logprob, bytes}]}]} */
-static void put_chat_logprobs(struct buf *out, const struct openai_choice *c)
+static void put_chat_logprobs(struct buf *out, const struct openai_choice *c, int as_ids)
 {
     if (!c->logprobs) {
         buf_appends(out, "null");
@@ -309,11 +357,12 @@ static void put_chat_logprobs(struct buf *out, const struct openai_choice *c)
     for (size_t i = 0; i < c->n_logprobs; i++) {
         const struct openai_token_logprob *t = &c->logprobs[i];
         buf_appends(out, i ? "," : "");
-        put_chat_token(out, t->text, t->text_len, t->logprob);
+        put_chat_token(out, as_ids, 0, t->token, t->text, t->text_len, t->logprob);
         buf_appends(out, ",\"top_logprobs\":[");
         for (size_t j = 0; j < t->n_top; j++) {
             buf_appends(out, j ? "," : "");
-            put_chat_token(out, t->top[j].text, t->top[j].text_len, t->top[j].logprob);
+            put_chat_token(out, as_ids, 1, t->top[j].token, t->top[j].text, t->top[j].text_len,
+                           t->top[j].logprob);
             buf_appends(out, "}");
         }
         buf_appends(out, "]}");
@@ -326,18 +375,39 @@ static void put_text(struct buf *out, const struct openai_choice *c)
     openai_json_string(out, c->text ? c->text : "", c->text ? c->text_len : 0);
 }
 
-/* One completions choice: {"index","text","logprobs","finish_reason","stop_reason"} then tail
- * (which closes the object: full bodies add "prompt_logprobs" first). */
-static void put_completion_choice(struct buf *out, const struct openai_choice *c, bool comma,
-                                  const char *tail)
+/* One completions choice: {"index","text","logprobs","finish_reason","stop_reason"}, then for a
+ * full body "prompt_logprobs" (vLLM's CompletionResponseChoice: "token_ids" before it and
+ * "prompt_token_ids" after it with return_token_ids), for a chunk nothing more (vLLM's
+ * CompletionResponseStreamChoice: "prompt_token_ids" then "token_ids"). */
+static void put_completion_choice(struct buf *out, const struct openai_meta *meta,
+                                  const struct openai_choice *c, bool comma, bool full)
 {
     buf_appendf(out, "%s{\"index\":%d,\"text\":", comma ? "," : "", c->index);
     put_text(out, c);
     buf_appends(out, ",\"logprobs\":");
-    put_completion_logprobs(out, c);
+    put_completion_logprobs(out, c, meta->tokens_as_ids);
     buf_appends(out, ",");
     put_finish(out, c);
-    buf_appends(out, tail);
+    if (meta->return_token_ids) {
+        if (full) {
+            buf_appends(out, ",\"token_ids\":");
+            put_ids(out, c->token_ids, c->n_token_ids);
+        }
+        buf_appends(out, full ? ",\"prompt_logprobs\":null,\"prompt_token_ids\":"
+                              : ",\"prompt_token_ids\":");
+        if (c->prompt_token_ids || full) {
+            put_ids(out, c->prompt_token_ids, c->n_prompt_token_ids);
+        } else {
+            buf_appends(out, "null");
+        }
+        if (!full) {
+            buf_appends(out, ",\"token_ids\":");
+            put_ids(out, c->token_ids, c->n_token_ids);
+        }
+    } else if (full) {
+        buf_appends(out, ",\"prompt_logprobs\":null");
+    }
+    buf_appends(out, "}");
 }
 
 int openai_build_completion(const struct openai_meta *meta, const struct openai_choice *choices,
@@ -346,7 +416,7 @@ int openai_build_completion(const struct openai_meta *meta, const struct openai_
     put_head(out, meta, "text_completion");
     buf_appends(out, ",\"choices\":[");
     for (size_t i = 0; i < n_choices; i++) {
-        put_completion_choice(out, &choices[i], i > 0, ",\"prompt_logprobs\":null}");
+        put_completion_choice(out, meta, &choices[i], i > 0, true);
     }
     buf_appends(out, "],\"usage\":");
     put_usage(out, usage);
@@ -376,14 +446,22 @@ int openai_build_chat(const struct openai_meta *meta, const struct openai_choice
             buf_appends(out, "[]");
         }
         buf_appends(out, "},\"logprobs\":");
-        put_chat_logprobs(out, c);
+        put_chat_logprobs(out, c, meta->tokens_as_ids);
         buf_appends(out, ",");
         put_finish(out, c);
+        if (meta->return_token_ids) {
+            buf_appends(out, ",\"token_ids\":");
+            put_ids(out, c->token_ids, c->n_token_ids);
+        }
         buf_appends(out, "}");
     }
     buf_appends(out, "],\"usage\":");
     put_usage(out, usage);
     buf_appends(out, ",\"prompt_logprobs\":null");
+    if (meta->return_token_ids) { /* vLLM's ChatCompletionResponse: response level */
+        buf_appends(out, ",\"prompt_token_ids\":");
+        put_ids(out, meta->prompt_token_ids, meta->n_prompt_token_ids);
+    }
     put_kv_params(out, meta);
     buf_appends(out, "}");
     return buf_error(out);
@@ -405,7 +483,7 @@ int openai_build_completion_chunk(const struct openai_meta *meta,
     put_head(out, meta, "text_completion");
     buf_appends(out, ",\"choices\":[");
     for (size_t i = 0; i < n_choices; i++) {
-        put_completion_choice(out, &choices[i], i > 0, "}");
+        put_completion_choice(out, meta, &choices[i], i > 0, false);
     }
     buf_appends(out, "]");
     put_chunk_usage(out, usage);
@@ -437,7 +515,7 @@ int openai_build_chat_chunk(const struct openai_meta *meta, const struct openai_
             buf_appends(out, "\"tool_calls\":");
             buf_append(out, c->tool_calls_json, c->tool_calls_json_len);
             buf_appends(out, "}");
-        } else if (c->text_len == 0 && c->finish != OPENAI_FINISH_NONE) {
+        } else if ((c->text_len == 0 && c->finish != OPENAI_FINISH_NONE) || c->delta_empty) {
             buf_appends(out, "{}");
         } else {
             buf_appends(out, "{\"content\":");
@@ -445,13 +523,21 @@ int openai_build_chat_chunk(const struct openai_meta *meta, const struct openai_
             buf_appends(out, "}");
         }
         buf_appends(out, ",\"logprobs\":");
-        put_chat_logprobs(out, c);
+        put_chat_logprobs(out, c, meta->tokens_as_ids);
         buf_appends(out, ",");
         put_finish(out, c);
+        if (meta->return_token_ids && !first) { /* vLLM's role chunk carries none */
+            buf_appends(out, ",\"token_ids\":");
+            put_ids(out, c->token_ids, c->n_token_ids);
+        }
         buf_appends(out, "}");
     }
     buf_appends(out, "]");
     put_chunk_usage(out, usage);
+    if (meta->return_token_ids && first) { /* vLLM: the prompt's ids with the role, at the end */
+        buf_appends(out, ",\"prompt_token_ids\":");
+        put_ids(out, meta->prompt_token_ids, meta->n_prompt_token_ids);
+    }
     buf_appends(out, "}");
     return buf_error(out);
 }

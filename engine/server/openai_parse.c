@@ -242,6 +242,10 @@ void openai_request_deinit(struct openai_request *req)
     free(req->allowed_ids);
     free(req->bias_ids);
     free(req->bias_vals);
+    free(req->bad_words);
+    free(req->bad_word_lens);
+    free(req->bad_word_ids);
+    free(req->bad_word_seq_lens);
     openai_guide_deinit(&req->guide);
     if (req->root) {
         json_object_put(req->root);
@@ -405,6 +409,92 @@ static int parse_logit_bias(struct openai_request *req, struct openai_error *err
     return 0;
 }
 
+#define CHECK(cond, param, ...)                                                                    \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            openai_error_set(err, 400, param, __VA_ARGS__);                                        \
+            return -EINVAL;                                                                        \
+        }                                                                                          \
+    } while (0)
+
+/* Appends s as Python's repr() writes a str (for vLLM's messages that quote a list). */
+static void py_repr(struct buf *out, const char *s, size_t len)
+{
+    const char q = memchr(s, '\'', len) && !memchr(s, '"', len) ? '"' : '\'';
+    buf_append(out, &q, 1);
+    for (size_t i = 0; i < len; i++) {
+        const unsigned char c = (unsigned char)s[i];
+        if (c == '\\' || c == (unsigned char)q) {
+            buf_appendf(out, "\\%c", c);
+        } else if (c == '\n' || c == '\r' || c == '\t') {
+            buf_appends(out, c == '\n' ? "\\n" : c == '\r' ? "\\r" : "\\t");
+        } else if (c < 0x20 || c == 0x7f) {
+            buf_appendf(out, "\\x%02x", c);
+        } else {
+            buf_append(out, &s[i], 1);
+        }
+    }
+    buf_append(out, &q, 1);
+}
+
+/* bad_words: a list of strings (vLLM's list[str]: null is a 400 too), deduplicated in order as
+ * vLLM's SamplingParams does; an empty string is vLLM's 400. The server tokenizes them
+ * (prompt_bad_words). Past OPENAI_MAX_BAD_WORDS + 1 distinct words the rest are not kept: each
+ * makes a token sequence, so those are vLLM's "Too many bad words" 400 already. */
+static int parse_bad_words(struct openai_request *req, struct openai_error *err)
+{
+    struct json_object *v;
+    if (!member(req->root, "bad_words", &v)) {
+        return 0;
+    }
+    CHECK(json_object_get_type(v) == json_type_array, "bad_words",
+          "'bad_words': input should be a valid list, got %s", type_label(v));
+    size_t n = json_object_array_length(v);
+    if (n == 0) {
+        return 0;
+    }
+    req->bad_words = calloc(n, sizeof(*req->bad_words));
+    req->bad_word_lens = calloc(n, sizeof(*req->bad_word_lens));
+    if (!req->bad_words || !req->bad_word_lens) {
+        openai_error_set(err, 500, NULL, "out of memory");
+        return -ENOMEM;
+    }
+    size_t k = 0, empty = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct json_object *e = json_object_array_get_idx(v, i);
+        CHECK(json_object_get_type(e) == json_type_string, "bad_words",
+              "'bad_words[%zu]': input should be a valid string, got %s", i, type_label(e));
+        const char *w = json_object_get_string(e);
+        const size_t wl = (size_t)json_object_get_string_len(e);
+        empty += wl == 0;
+        size_t j = 0;
+        while (j < k && (req->bad_word_lens[j] != wl || memcmp(req->bad_words[j], w, wl) != 0)) {
+            j++;
+        }
+        if (j == k && k <= OPENAI_MAX_BAD_WORDS) {
+            req->bad_words[k] = w;
+            req->bad_word_lens[k++] = wl;
+        }
+    }
+    req->n_bad_words = k;
+    if (empty) { /* vLLM's _verify_args, with its repr of the (deduplicated) list */
+        struct buf list;
+        buf_init(&list, 300);
+        buf_appends(&list, "[");
+        for (size_t i = 0; i < k && list.len < 256; i++) {
+            buf_appends(&list, i ? ", " : "");
+            py_repr(&list, req->bad_words[i], req->bad_word_lens[i]);
+        }
+        buf_appends(&list, "]");
+        openai_error_set(err, 400, "bad_words",
+                         "bad_words cannot contain an empty string. Got bad_words=%s",
+                         list.data && buf_error(&list) == 0 ? list.data : "[...]");
+        buf_free(&list);
+        return -EINVAL;
+    }
+    return 0;
+}
+
 /* Rejects fields this engine does not support (vLLM supports them). */
 static int reject_unsupported(struct openai_request *req, struct openai_error *err)
 {
@@ -428,10 +518,7 @@ static int reject_unsupported(struct openai_request *req, struct openai_error *e
      * naming them, never silently dropped */
     static const char *const not_yet[] = {
         "prompt_logprobs",
-        "bad_words",
         "logprob_token_ids",
-        "return_token_ids",
-        "return_tokens_as_token_ids",
         "use_beam_search",
     };
     for (size_t i = 0; i < ARRAY_SIZE(not_yet); i++) {
@@ -453,14 +540,6 @@ static int reject_unsupported(struct openai_request *req, struct openai_error *e
     }
     return 0;
 }
-
-#define CHECK(cond, param, ...)                                                                    \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            openai_error_set(err, 400, param, __VA_ARGS__);                                        \
-            return -EINVAL;                                                                        \
-        }                                                                                          \
-    } while (0)
 
 /* Fields common to completions and chat. */
 static int parse_common(struct openai_request *req, struct openai_error *err)
@@ -564,6 +643,8 @@ static int parse_common(struct openai_request *req, struct openai_error *err)
         {"skip_special_tokens", &req->skip_special_tokens},
         {"spaces_between_special_tokens", &req->spaces_between_special_tokens},
         {"add_special_tokens", &req->add_special_tokens},
+        {"return_tokens_as_token_ids", &req->return_tokens_as_token_ids},
+        {"return_token_ids", &req->return_token_ids},
     };
     for (size_t i = 0; i < ARRAY_SIZE(flags); i++) {
         if ((rc = opt_bool(root, flags[i].key, flags[i].key, flags[i].dst, err)) != 0) {
@@ -644,7 +725,7 @@ static int parse_common(struct openai_request *req, struct openai_error *err)
         sp->allowed_ids = req->allowed_ids;
         sp->n_allowed = req->n_allowed;
     }
-    if ((rc = parse_logit_bias(req, err)) != 0) {
+    if ((rc = parse_logit_bias(req, err)) != 0 || (rc = parse_bad_words(req, err)) != 0) {
         return rc;
     }
     if (reject_unsupported(req, err) != 0) {

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/common.h"
 #include "lib/err.h"
 #include "lib/json.h"
 
@@ -158,4 +159,128 @@ int prompt_build(const struct prompt_ctx *pc, const struct openai_request *o, in
     *text_out = text;
     *text_len = len;
     return 0;
+}
+
+/* Bytes of whitespace at the start of s (Python's str.isspace characters, as str.lstrip). */
+static size_t leading_space(const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < len) {
+        uint32_t cp = p[i];
+        size_t n = 1;
+        if (cp >= 0xc0 && cp < 0xe0 && i + 1 < len) {
+            cp = ((cp & 0x1f) << 6) | (p[i + 1] & 0x3f);
+            n = 2;
+        } else if (cp >= 0xe0 && cp < 0xf0 && i + 2 < len) {
+            cp = ((cp & 0x0f) << 12) | ((uint32_t)(p[i + 1] & 0x3f) << 6) | (p[i + 2] & 0x3f);
+            n = 3;
+        }
+        const bool space = (cp >= 0x09 && cp <= 0x0d) || (cp >= 0x1c && cp <= 0x20) || cp == 0x85 ||
+                           cp == 0xa0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200a) ||
+                           cp == 0x2028 || cp == 0x2029 || cp == 0x202f || cp == 0x205f ||
+                           cp == 0x3000;
+        if (!space) {
+            break;
+        }
+        i += n;
+    }
+    return i;
+}
+
+int prompt_bad_words(const struct prompt_ctx *pc, struct openai_request *o,
+                     struct openai_error *err)
+{
+    size_t n_seqs = 0, total = 0, cap_ids = 0;
+    int32_t *all = NULL, *lens = NULL;
+    char *text = NULL;
+    int rc = 0;
+    if (o->n_bad_words == 0) {
+        return 0;
+    }
+    lens = malloc(2 * o->n_bad_words * sizeof(*lens));
+    if (!lens) {
+        goto err_nomem;
+    }
+    for (size_t w = 0; w < o->n_bad_words; w++) {
+        const size_t skip = leading_space(o->bad_words[w], o->bad_word_lens[w]);
+        const size_t wl = o->bad_word_lens[w] - skip;
+        free(text);
+        text = malloc(wl + 2);
+        if (!text) {
+            goto err_nomem;
+        }
+        text[0] = ' ';
+        memcpy(text + 1, o->bad_words[w] + skip, wl);
+        text[wl + 1] = '\0';
+        for (int spaced = 0; spaced <= 1; spaced++) {
+            int32_t *ids = NULL;
+            size_t n = 0;
+            rc = tokenizer_encode(pc->tok, spaced ? text : text + 1, wl + (size_t)spaced, false,
+                                  true, &ids, &n);
+            if (rc == -ENOMEM) {
+                goto err_nomem;
+            }
+            if (rc != 0) {
+                openai_error_set(err, 400, "bad_words", "cannot tokenize bad_words[%zu] (%s)", w,
+                                 tandem_strerror(rc));
+                goto err_free;
+            }
+            const int32_t *prev = n_seqs ? all + total - (size_t)lens[n_seqs - 1] : NULL;
+            const bool keep =
+                n > 0 && (!spaced || (ids[0] != prev[0] && n == (size_t)lens[n_seqs - 1]));
+            if (n == 0 && !spaced) {
+                free(ids);
+                openai_error_set(err, 400, "bad_words",
+                                 "bad_words entries must tokenize to at least one token.");
+                rc = -EINVAL;
+                goto err_free;
+            }
+            if (keep && n_seqs == OPENAI_MAX_BAD_WORDS) { /* vLLM counts up to max + 1 */
+                free(ids);
+                openai_error_set(err, 400, "bad_words",
+                                 "Too many bad words after tokenization: %d. The max number is "
+                                 "%d.",
+                                 OPENAI_MAX_BAD_WORDS + 1, OPENAI_MAX_BAD_WORDS);
+                rc = -EINVAL;
+                goto err_free;
+            }
+            int32_t *grown = keep ? tandem_grow(all, &cap_ids, total + n, sizeof(*all), 64) : all;
+            if (!grown) {
+                free(ids);
+                goto err_nomem;
+            }
+            all = grown;
+            if (keep) {
+                memcpy(all + total, ids, n * sizeof(*all));
+                total += n;
+                lens[n_seqs++] = (int32_t)n;
+            }
+            free(ids);
+        }
+    }
+    if (total > OPENAI_MAX_BAD_WORD_TOKENS) {
+        openai_error_set(err, 400, "bad_words",
+                         "Too many total bad word tokens: %zu. The max is %d.", total,
+                         OPENAI_MAX_BAD_WORD_TOKENS);
+        rc = -EINVAL;
+        goto err_free;
+    }
+    free(text);
+    free(o->bad_word_ids);
+    free(o->bad_word_seq_lens);
+    o->bad_word_ids = all;
+    o->bad_word_seq_lens = lens;
+    o->sampling.bad_words = all;
+    o->sampling.bad_words_lens = lens;
+    o->sampling.n_bad_words = n_seqs;
+    return 0;
+err_nomem:
+    openai_error_set(err, 500, NULL, "out of memory");
+    rc = -ENOMEM;
+err_free:
+    free(text);
+    free(all);
+    free(lens);
+    return rc;
 }

@@ -36,4 +36,14 @@ int prompt_render_chat(const struct prompt_ctx *pc, const struct openai_request 
 int prompt_build(const struct prompt_ctx *pc, const struct openai_request *o, int32_t **ids,
                  size_t *n_ids, char **text_out, size_t *text_len, struct openai_error *err);
 
+/* o's bad_words as token sequences, as vLLM's SamplingParams.update_from_tokenizer makes them:
+ * each word without its leading whitespace, tokenized without special tokens, then again after
+ * one blank, that second form kept only when it starts with another token and has as many (a
+ * word of its own). Fills o->bad_word_ids / bad_word_seq_lens and points o->sampling at them.
+ * 0 (nothing to do without bad_words), or -EINVAL with err a 400 naming "bad_words" (a word
+ * that tokenizes to nothing, more than OPENAI_MAX_BAD_WORDS sequences or
+ * OPENAI_MAX_BAD_WORD_TOKENS tokens), -ENOMEM (500). */
+int prompt_bad_words(const struct prompt_ctx *pc, struct openai_request *o,
+                     struct openai_error *err);
+
 #endif

@@ -97,6 +97,11 @@ struct choice {
                                event is queued), n_embedding floats */
     int32_t n_embedding;
     int tool_started; /* streamed named tool call: its id and name were sent */
+    /* return_token_ids: the generated ids (non-streaming), and whether a streamed completion
+     * choice sent its prompt's ids (vLLM: in its first chunk only) */
+    int32_t *ids;
+    size_t n_ids, cap_ids;
+    int prompt_ids_sent;
 };
 
 struct gen {
@@ -106,11 +111,13 @@ struct gen {
     enum openai_kind kind;
     char id[80];
     int64_t created;
-    int n;            /* choices: n_prompts × n_per, choice p * n_per + j is prompt p's j-th */
-    int n_per;        /* the request's n */
-    int n_prompts;    /* completions: prompts in the request; chat: 1 */
-    char **echo;      /* [n_prompts] completions echo: each prompt's text, or NULL */
-    size_t *echo_len; /* [n_prompts] their lengths */
+    int n;                /* choices: n_prompts × n_per, choice p * n_per + j is prompt p's j-th */
+    int n_per;            /* the request's n */
+    int n_prompts;        /* completions: prompts in the request; chat: 1 */
+    char **echo;          /* [n_prompts] completions echo: each prompt's text, or NULL */
+    size_t *echo_len;     /* [n_prompts] their lengths */
+    int32_t **prompt_ids; /* [n_prompts] return_token_ids: each prompt's ids as run, or NULL */
+    size_t *n_prompt_ids; /* [n_prompts] their counts */
     struct choice *choices;
     int pending;      /* submitted choices not finished */
     double kv_load_s; /* P/D: the longest KV load of its choices (x-kv-transfer-time-ms) */
@@ -321,6 +328,14 @@ static void gen_trace_fail(struct gen *g, int status, const char *why)
     g->prefill = g->span = NULL;
 }
 
+static void free_prompt_ids(int32_t **ids, int n)
+{
+    for (int p = 0; ids && p < n; p++) {
+        free(ids[p]);
+    }
+    free(ids);
+}
+
 static void gen_free_echo(struct gen *g)
 {
     for (int p = 0; g->echo && p < g->n_prompts; p++) {
@@ -344,9 +359,12 @@ static void gen_free(struct gen *g)
         json_object_put(g->choices[i].kv_params);
         tool_stream_free(g->choices[i].ts);
         free(g->choices[i].embedding);
+        free(g->choices[i].ids);
     }
     free(g->choices);
     gen_free_echo(g);
+    free_prompt_ids(g->prompt_ids, g->n_prompts);
+    free(g->n_prompt_ids);
     openai_request_deinit(&g->o);
     free(g);
 }
@@ -458,11 +476,13 @@ static struct openai_token_logprob *lp_convert(const struct engine_server *s,
     }
     size_t t = 0;
     for (size_t i = 0; i < n; i++) {
+        out[i].token = lps[i].token;
         out[i].text = tokenizer_piece(s->tok, lps[i].token, &out[i].text_len);
         out[i].logprob = lps[i].logprob;
         out[i].top = tops + t;
         out[i].n_top = (size_t)lps[i].n_top;
         for (int k = 0; k < lps[i].n_top; k++, t++) {
+            tops[t].token = lps[i].top[k].token;
             tops[t].text = tokenizer_piece(s->tok, lps[i].top[k].token, &tops[t].text_len);
             tops[t].logprob = lps[i].top[k].logprob;
         }
@@ -477,6 +497,12 @@ static void fill_meta(struct gen *g, struct openai_meta *meta)
     meta->model = g->lora ? g->lora : g->s->served_name;
     meta->created = g->created;
     meta->kv_transfer_params = g->n > 0 ? g->choices[0].kv_params : NULL;
+    meta->tokens_as_ids = g->o.return_tokens_as_token_ids;
+    meta->return_token_ids = g->o.return_token_ids;
+    if (g->kind == OPENAI_CHAT && g->prompt_ids) {
+        meta->prompt_token_ids = g->prompt_ids[0];
+        meta->n_prompt_token_ids = g->n_prompt_ids[0];
+    }
 }
 
 static void fill_usage(struct gen *g, struct openai_usage *u)
@@ -729,6 +755,13 @@ static void stream_event(struct gen *g, struct choice *c, const struct out_event
         oc.logprobs = lps;
         oc.n_logprobs = 1;
     }
+    /* return_token_ids: each chunk carries its tokens (vLLM sends a chunk per output then, with
+     * or without text); a completion choice's first chunk its prompt's ids */
+    const int carry_ids = g->o.return_token_ids && ev->token >= 0;
+    if (g->o.return_token_ids) {
+        oc.token_ids = ev->token >= 0 ? &ev->token : NULL;
+        oc.n_token_ids = ev->token >= 0 ? 1 : 0;
+    }
     struct tool_delta td;
     struct buf calls;
     tool_delta_init(&td);
@@ -741,12 +774,21 @@ static void stream_event(struct gen *g, struct choice *c, const struct out_event
         gen_fail(g, "cannot extract the tool calls");
         return;
     }
-    if (oc.text_len == 0 && !oc.tool_calls_json && !ev->finished && !oc.logprobs) {
+    if (oc.text_len == 0 && !oc.tool_calls_json && !ev->finished && !oc.logprobs && !carry_ids) {
         tool_delta_free(&td);
         buf_free(&calls);
         free(lps);
         free(tops);
         return; /* nothing to say (e.g. a token held back by a stop string) */
+    }
+    if (tool_mode(g) && carry_ids && oc.text_len == 0 && !oc.tool_calls_json) {
+        oc.delta_empty = 1; /* vLLM's DeltaMessage() when the parser holds everything back */
+    }
+    if (g->o.return_token_ids && g->kind == OPENAI_COMPLETION && !c->prompt_ids_sent) {
+        const int p = c->index / g->n_per;
+        oc.prompt_token_ids = g->prompt_ids[p];
+        oc.n_prompt_token_ids = g->n_prompt_ids[p];
+        c->prompt_ids_sent = 1;
     }
     struct buf json;
     buf_init(&json, SERVER_MAX_BODY_OUT);
@@ -879,6 +921,12 @@ static void respond_full(struct gen *g)
             cs[i].n_logprobs = c->n_lps;
             cs[i].text_offset = c->echo_len;
         }
+        if (g->o.return_token_ids) {
+            cs[i].token_ids = c->ids;
+            cs[i].n_token_ids = c->n_ids;
+            cs[i].prompt_token_ids = g->prompt_ids[i / g->n_per];
+            cs[i].n_prompt_token_ids = g->n_prompt_ids[i / g->n_per];
+        }
         if (tres && tools_full(g, c, &cs[i], &tres[i], &tjson[i]) != 0) {
             goto out; /* rc is still -ENOMEM */
         }
@@ -935,6 +983,15 @@ static void collect_event(struct gen *g, struct choice *c, const struct out_even
         }
         c->lps = p;
         c->lps[c->n_lps++] = ev->lp;
+    }
+    if (g->o.return_token_ids && ev->token >= 0) {
+        int32_t *p = tandem_grow(c->ids, &c->cap_ids, c->n_ids + 1, sizeof *p, 16);
+        if (!p) {
+            gen_fail(g, "out of memory collecting token ids");
+            return;
+        }
+        c->ids = p;
+        c->ids[c->n_ids++] = ev->token;
     }
 }
 
@@ -1232,14 +1289,6 @@ static void trace_request(struct gen *g, const engine_kv_transfer *kvt)
     }
 }
 
-static void free_prompt_ids(int32_t **ids, int n)
-{
-    for (int p = 0; ids && p < n; p++) {
-        free(ids[p]);
-    }
-    free(ids);
-}
-
 /* The compiled grammar of a request's structured-output constraint (400 naming the field when
  * it does not compile). */
 static int structured_grammar(struct engine_server *s, const struct openai_guide *og,
@@ -1322,6 +1371,9 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
         goto err_respond;
     }
     g->lora = is_lora ? g->o.model : NULL;
+    if (prompt_bad_words(&s->pc, &g->o, &err) != 0) {
+        goto err_respond;
+    }
     if (kind == OPENAI_EMBEDDING && g->o.embed_dimensions > 0) {
         /* vLLM: only matryoshka models may return fewer dimensions; none here is one */
         openai_error_set(&err, 400, "dimensions",
@@ -1390,7 +1442,8 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
             mt = s->defaults.max_tokens; /* generation config's max_new_tokens caps it */
         }
         max_tok[p] = mt;
-        if (g->o.echo && kind == OPENAI_COMPLETION) {
+        if (g->o.echo && kind == OPENAI_COMPLETION && !g->o.return_token_ids) {
+            /* (vLLM echoes no prompt text with return_token_ids: the ids say it) */
             if (prompt_text) {
                 g->echo[p] = prompt_text;
                 g->echo_len[p] = prompt_len;
@@ -1528,6 +1581,12 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
         }
         g->choices[i].id = id;
         g->pending++;
+    }
+    if (g->o.return_token_ids) { /* the answer names them */
+        g->prompt_ids = ids;
+        g->n_prompt_ids = n_ids;
+        ids = NULL;
+        n_ids = NULL;
     }
     free_prompt_ids(ids, n_prompts);
     free(n_ids);

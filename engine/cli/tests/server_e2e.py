@@ -9,7 +9,9 @@ token prompts, n > 1, echo, logprobs, stop strings, seed reproducibility), chat 
 (template applied, streaming with include_usage and [DONE]), vLLM metric names on /metrics,
 bad input (malformed JSON, wrong types, out-of-range values, unknown model, too-long prompt,
 max_tokens past the context) answered 400/404 with the error JSON naming the field while the
-server keeps serving, a client that disconnects mid-stream (its sequence is aborted: the
+server keeps serving, vLLM's return_token_ids / return_tokens_as_token_ids (completions and chat,
+whole and streamed) and bad_words (a one-token word never generated, a two-token word cut only
+after its first token, per request in a batch), a client that disconnects mid-stream (its sequence is aborted: the
 abort counter moves and the KV cache empties), a full waiting queue answered 503 with
 Retry-After, and SIGTERM draining an in-flight streaming request to completion before exit.
 """
@@ -140,6 +142,8 @@ def main():
     srv = Server(exe, model, [], os.path.join(work, "server.log"))
     try:
         run_basic(srv)
+        run_token_ids(srv)
+        run_bad_words(srv)
         run_bad_input(srv)
     finally:
         srv.stop()
@@ -234,6 +238,200 @@ def run_basic(srv):
         check(srv.metric(name) is not None, "metric %s exposed" % name)
     check(srv.metric("vllm:request_success_total", 'finished_reason="length"') >= 5,
           "request_success_total{finished_reason=length}")
+
+
+def stream_chunks(srv, path, body):
+    c = srv.conn()
+    c.request("POST", path, body=json.dumps(dict(body, stream=True)),
+              headers={"Content-Type": "application/json"})
+    resp = c.getresponse()
+    check(resp.status == 200, "%s stream %r: status %d" % (path, body, resp.status))
+    ev = sse_events(resp)
+    c.close()
+    check(ev and ev[-1] == b"[DONE]", "%s stream ends with [DONE]" % path)
+    return [json.loads(e) for e in ev[:-1]]
+
+
+def tokenize(srv, text, special=True):
+    return json.loads(srv.post("/tokenize", {"prompt": text,
+                                             "add_special_tokens": special})[1])["tokens"]
+
+
+def detokenize(srv, ids):
+    return json.loads(srv.post("/detokenize", {"tokens": ids})[1])["prompt"]
+
+
+def run_token_ids(srv):
+    """return_token_ids and return_tokens_as_token_ids, as vLLM writes them."""
+    base = {"prompt": "Once upon a time", "max_tokens": 10, "temperature": 0, "ignore_eos": True}
+    st, body, _ = srv.post("/v1/completions", base)
+    plain = json.loads(body)["choices"][0]
+    check("token_ids" not in plain and "prompt_token_ids" not in plain,
+          "no id fields without return_token_ids: %r" % plain)
+    st, body, _ = srv.post("/v1/completions", dict(base, return_token_ids=True))
+    r = json.loads(body)
+    c = r["choices"][0]
+    check(st == 200 and c["prompt_token_ids"] == tokenize(srv, base["prompt"]),
+          "completion prompt_token_ids: %r" % c.get("prompt_token_ids"))
+    ids = c.get("token_ids") or []
+    check(len(ids) == r["usage"]["completion_tokens"] == 10 and c["text"] == plain["text"]
+          and detokenize(srv, ids) == c["text"], "completion token_ids %r for %r" % (ids, c["text"]))
+    # streamed: the prompt's ids in each choice's first chunk only, then the delta ids
+    chunks = stream_chunks(srv, "/v1/completions",
+                           dict(base, prompt=[base["prompt"], "The weather"], return_token_ids=True))
+    got = {0: [], 1: []}
+    firsts = {}
+    for ch in chunks:
+        for cc in ch["choices"]:
+            firsts.setdefault(cc["index"], cc["prompt_token_ids"])
+            if cc["index"] in firsts and got[cc["index"]]:
+                check(cc["prompt_token_ids"] is None, "prompt_token_ids only in the first chunk")
+            got[cc["index"]] += cc["token_ids"]
+    check(firsts.get(0) == c["prompt_token_ids"] and firsts.get(1) == tokenize(srv, "The weather")
+          and got[0] == ids and len(got[1]) == 10,
+          "streamed completion ids: first chunks %r, ids %r" % (firsts, got))
+    # echo: vLLM echoes no text with return_token_ids
+    st, body, _ = srv.post("/v1/completions", dict(base, echo=True, return_token_ids=True))
+    check(json.loads(body)["choices"][0]["text"] == plain["text"], "echo with return_token_ids")
+
+    # return_tokens_as_token_ids: logprobs name tokens "token_id:{id}"
+    st, body, _ = srv.post("/v1/completions", dict(base, logprobs=2, return_tokens_as_token_ids=True,
+                                                   return_token_ids=True))
+    c = json.loads(body)["choices"][0]
+    lp = c["logprobs"]
+    names = ["token_id:%d" % t for t in c["token_ids"]]
+    check(lp["tokens"] == names and all(k.startswith("token_id:") for d in lp["top_logprobs"]
+                                        for k in d) and names[0] in lp["top_logprobs"][0],
+          "completion tokens as ids: %r" % lp["tokens"])
+    offs = [0]
+    for n in names[:-1]:
+        offs.append(offs[-1] + len(n))
+    check(lp["text_offset"] == offs, "text_offset advances by the names: %r" % lp["text_offset"])
+    chunks = stream_chunks(srv, "/v1/completions", dict(base, logprobs=0,
+                                                        return_tokens_as_token_ids=True))
+    check(sum((ch["choices"][0]["logprobs"]["tokens"] for ch in chunks if ch["choices"]), [])
+          == names, "streamed completion tokens as ids")
+
+    chat = {"messages": [{"role": "user", "content": "Hi there"}], "max_tokens": 6,
+            "temperature": 0, "ignore_eos": True}
+    st, body, _ = srv.post("/v1/chat/completions", chat)
+    plain = json.loads(body)
+    check("prompt_token_ids" not in plain and "token_ids" not in plain["choices"][0],
+          "chat: no id fields without return_token_ids")
+    st, body, _ = srv.post("/v1/chat/completions", dict(chat, return_token_ids=True))
+    r = json.loads(body)
+    ids = r["choices"][0].get("token_ids") or []
+    check(len(r.get("prompt_token_ids") or []) == r["usage"]["prompt_tokens"]
+          and "prompt_token_ids" not in r["choices"][0] and len(ids) == 6
+          and r["choices"][0]["message"]["content"] == plain["choices"][0]["message"]["content"],
+          "chat token ids: %r" % body[:400])
+    chunks = stream_chunks(srv, "/v1/chat/completions", dict(chat, return_token_ids=True))
+    check(chunks[0].get("prompt_token_ids") == r["prompt_token_ids"]
+          and "token_ids" not in chunks[0]["choices"][0]
+          and all("prompt_token_ids" not in ch for ch in chunks[1:]),
+          "chat stream: the prompt's ids with the role chunk: %r" % chunks[0])
+    check(sum((ch["choices"][0]["token_ids"] for ch in chunks[1:] if ch["choices"]), []) == ids,
+          "chat stream token_ids add up to the whole answer's")
+    st, body, _ = srv.post("/v1/chat/completions", dict(chat, logprobs=True, top_logprobs=2))
+    lp_text = json.loads(body)["choices"][0]["logprobs"]["content"]
+    st, body, _ = srv.post("/v1/chat/completions", dict(chat, logprobs=True, top_logprobs=2,
+                                                        return_tokens_as_token_ids=True))
+    lp_ids = json.loads(body)["choices"][0]["logprobs"]["content"]
+    check([e["token"] for e in lp_ids] == ["token_id:%d" % t for t in ids]
+          and [e["bytes"] for e in lp_ids] == [e["bytes"] for e in lp_text]
+          and all(t["token"].startswith("token_id:") and t["bytes"] == list(t["token"].encode())
+                  for e in lp_ids for t in e["top_logprobs"]),
+          "chat tokens as ids (a token's bytes its text's, a top entry's its name's): %r"
+          % lp_ids[:1])
+    for bad in ({"return_token_ids": "yes"}, {"return_tokens_as_token_ids": 1}):
+        key = list(bad)[0]
+        expect_error(srv, "/v1/completions", dict(base, **bad), 400, key)
+        expect_error(srv, "/v1/chat/completions", dict(chat, **bad), 400, key)
+
+
+def run_bad_words(srv):
+    """bad_words: vLLM's logits processor over the generated tokens."""
+    base = {"prompt": "Once upon a time", "max_tokens": 24, "temperature": 0, "ignore_eos": True,
+            "return_token_ids": True}
+    greedy = json.loads(srv.post("/v1/completions", base)[1])["choices"][0]["token_ids"]
+    # a word of one token that greedy decoding generates: never again
+    one = None
+    for t in greedy:
+        w = detokenize(srv, [t])
+        if w.strip() and tokenize(srv, w, False) == [t]:
+            one = (t, w)
+            break
+    check(one is not None, "a one-token word in %r" % greedy)
+    # a word of two tokens a, b that greedy decoding generates: a stays, b is cut after it
+    two = None
+    for k in range(len(greedy) - 1):
+        a, b = greedy[k], greedy[k + 1]
+        w = detokenize(srv, [a, b])
+        if w.strip() == w and w and tokenize(srv, w, False) == [a, b]:
+            two = (k, a, b, w)
+            break
+    check(two is not None, "a two-token word in %r" % greedy)
+    if one:
+        t, w = one
+        for path, body in (("/v1/completions", dict(base, bad_words=[w])),
+                           ("/v1/completions", dict(base, bad_words=["  " + w, w]))):
+            st, out, _ = srv.post(path, body)
+            ids = json.loads(out)["choices"][0]["token_ids"] if st == 200 else None
+            check(st == 200 and t not in ids and len(ids) == 24,
+                  "bad_words %r: %d %r" % (body["bad_words"], st, out[:300]))
+        chunks = stream_chunks(srv, "/v1/completions", dict(base, bad_words=[w]))
+        sids = sum((ch["choices"][0]["token_ids"] for ch in chunks if ch["choices"]), [])
+        check(t not in sids and len(sids) == 24, "streamed bad_words: %r" % sids)
+        # per request: batched with requests without it (threads) and in a multi-prompt request
+        results = {}
+
+        def one_req(name, body):
+            results[name] = srv.post("/v1/completions", body)
+
+        threads = [threading.Thread(target=one_req, args=("banned%d" % i, dict(base, bad_words=[w])))
+                   for i in range(3)]
+        threads += [threading.Thread(target=one_req, args=("control%d" % i, base)) for i in range(3)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        for name, (st, out, _) in sorted(results.items()):
+            # (a batch may round differently from a lone request: the control only has to
+            # still generate the word)
+            ids = json.loads(out)["choices"][0]["token_ids"]
+            check(st == 200 and (t not in ids) == name.startswith("banned"),
+                  "batched %s, bad word %d: %r" % (name, t, ids))
+        st, out, _ = srv.post("/v1/completions", dict(base, prompt=[base["prompt"], "The weather"],
+                                                      bad_words=[w]))
+        check(st == 200 and all(t not in c["token_ids"] for c in json.loads(out)["choices"]),
+              "bad_words in a multi-prompt request")
+        chat = {"messages": [{"role": "user", "content": "Hi there"}], "max_tokens": 12,
+                "temperature": 0, "ignore_eos": True, "return_token_ids": True}
+        cids = json.loads(srv.post("/v1/chat/completions", chat)[1])["choices"][0]["token_ids"]
+        cw = detokenize(srv, [cids[0]])
+        st, out, _ = srv.post("/v1/chat/completions", dict(chat, bad_words=[cw]))
+        banned = tokenize(srv, cw.lstrip(), False)
+        check(st == 200 and (len(banned) != 1 or banned[0] not in
+                             json.loads(out)["choices"][0]["token_ids"]),
+              "chat bad_words %r: %r" % (cw, out[:300]))
+    if two:
+        k, a, b, w = two
+        st, out, _ = srv.post("/v1/completions", dict(base, bad_words=[w]))
+        ids = json.loads(out)["choices"][0]["token_ids"]
+        pairs = list(zip(ids, ids[1:]))
+        check(st == 200 and ids[:k + 1] == greedy[:k + 1] and ids[k + 1] != b
+              and (a, b) not in pairs,
+              "two-token bad word %r (%d %d): the first token stays, the second never follows: "
+              "%r vs greedy %r" % (w, a, b, ids, greedy))
+    for bad, what in ((["   "], "must tokenize to at least one token"),
+                      (["ok", ""], "cannot contain an empty string"),
+                      (["w%d" % i for i in range(200)], "Too many bad words"),
+                      ("word", "bad_words"), ([1], "bad_words"), (None, "bad_words")):
+        st, out, _ = srv.post("/v1/completions", dict(base, bad_words=bad))
+        err = json.loads(out).get("error", {})
+        check(st == 400 and err.get("param") == "bad_words" and what in err.get("message", ""),
+              "bad_words %r: %d %r" % (bad if not isinstance(bad, list) or len(bad) < 5 else "...",
+                                      st, out[:200]))
 
 
 def run_bad_input(srv):

@@ -62,8 +62,8 @@ static void echo_request(const struct openai_request *r)
         text = r->messages[0].content;
         text_len = r->messages[0].content_len;
     }
-    struct openai_top_logprob top = {text, text_len, -1.0f};
-    struct openai_token_logprob lp = {text, text_len, -0.5f, &top, 1};
+    struct openai_top_logprob top = {text, text_len, -1.0f, 3};
+    struct openai_token_logprob lp = {text, text_len, -0.5f, &top, 1, 4};
     struct openai_choice ch;
     memset(&ch, 0, sizeof(ch));
     ch.text = text;
@@ -72,7 +72,19 @@ static void echo_request(const struct openai_request *r)
     ch.stop_str = r->n_stop ? r->stop[0] : NULL;
     ch.logprobs = r->logprobs >= 0 ? &lp : NULL;
     ch.n_logprobs = 1;
-    struct openai_meta meta = {"id", r->model, 1, r->kv_transfer_params};
+    struct openai_meta meta = {.id = "id",
+                               .model = r->model,
+                               .created = 1,
+                               .kv_transfer_params = r->kv_transfer_params,
+                               .tokens_as_ids = r->return_tokens_as_token_ids,
+                               .return_token_ids = r->return_token_ids};
+    static const int32_t ids[] = {1, 2, 3};
+    ch.token_ids = ids;
+    ch.n_token_ids = 3;
+    ch.prompt_token_ids = r->n_prompt_tokens ? ids : NULL;
+    ch.n_prompt_token_ids = r->n_prompt_tokens ? 2 : 0;
+    meta.prompt_token_ids = ids;
+    meta.n_prompt_token_ids = 1;
     struct openai_usage usage = {1, 2, 3};
     struct buf b;
     buf_init(&b, 1 << 24);
@@ -83,6 +95,12 @@ static void echo_request(const struct openai_request *r)
     check_valid_json(&b);
     buf_reset(&b);
     CHECK(openai_build_chat_chunk(&meta, &ch, 1, 0, &usage, &b) == 0);
+    check_valid_json(&b);
+    buf_reset(&b);
+    CHECK(openai_build_chat_chunk(&meta, &ch, 1, 1, NULL, &b) == 0);
+    check_valid_json(&b);
+    buf_reset(&b);
+    CHECK(openai_build_completion_chunk(&meta, &ch, 1, NULL, &b) == 0);
     check_valid_json(&b);
     buf_free(&b);
 }

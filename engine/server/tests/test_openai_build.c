@@ -72,11 +72,11 @@ static size_t len_at(struct json_object *o, const char *path)
     return json_object_array_length(a);
 }
 
-static const struct openai_top_logprob tops1[] = {{"Hi", 2, -0.1f}, {"Hello", 5, -2.5f}};
-static const struct openai_top_logprob tops2[] = {{"!", 1, -0.01f}, {"\xff", 1, -5.0f}};
+static const struct openai_top_logprob tops1[] = {{"Hi", 2, -0.1f, 17}, {"Hello", 5, -2.5f, 40}};
+static const struct openai_top_logprob tops2[] = {{"!", 1, -0.01f, 3}, {"\xff", 1, -5.0f, 255}};
 static const struct openai_token_logprob lps[] = {
-    {"Hello", 5, -2.5f, tops1, 2}, /* sampled token not the top one */
-    {"!", 1, -0.01f, tops2, 2},
+    {"Hello", 5, -2.5f, tops1, 2, 40}, /* sampled token not the top one */
+    {"!", 1, -0.01f, tops2, 2, 3},
 };
 
 static void test_completion_body(void **state)
@@ -84,7 +84,8 @@ static void test_completion_body(void **state)
     (void)state;
     struct json_object *kv = json_object_new_object();
     json_object_object_add(kv, "remote_block_ids", json_object_new_array());
-    struct openai_meta meta = {"cmpl-abc", "tiny", 1700000000, kv};
+    struct openai_meta meta = {
+        .id = "cmpl-abc", .model = "tiny", .created = 1700000000, .kv_transfer_params = kv};
     struct openai_choice ch[2];
     memset(ch, 0, sizeof(ch));
     ch[0].index = 0;
@@ -160,7 +161,8 @@ static void test_completion_body(void **state)
 static void test_chat_body(void **state)
 {
     (void)state;
-    struct openai_meta meta = {"chatcmpl-1", "tiny", 5, NULL};
+    struct openai_meta meta = {
+        .id = "chatcmpl-1", .model = "tiny", .created = 5, .kv_transfer_params = NULL};
     struct openai_choice ch;
     memset(&ch, 0, sizeof(ch));
     ch.text = "Hello!";
@@ -195,6 +197,117 @@ static void test_chat_body(void **state)
     buf_free(&b);
 }
 
+/* return_token_ids and return_tokens_as_token_ids: vLLM's fields where it writes them, nothing
+ * new without them. */
+static void test_token_ids(void **state)
+{
+    (void)state;
+    static const int32_t gen[] = {40, 3};
+    static const int32_t prompt[] = {5, 6, 7};
+    struct openai_meta meta = {.id = "cmpl-t", .model = "tiny", .created = 5};
+    struct openai_choice ch;
+    memset(&ch, 0, sizeof(ch));
+    ch.text = "Hello!";
+    ch.text_len = 6;
+    ch.finish = OPENAI_FINISH_STOP;
+    ch.stop_str = "\n";
+    ch.logprobs = lps;
+    ch.n_logprobs = 2;
+    ch.text_offset = 10;
+    ch.token_ids = gen;
+    ch.n_token_ids = 2;
+    ch.prompt_token_ids = prompt;
+    ch.n_prompt_token_ids = 3;
+    struct openai_usage usage = {3, 2, 0};
+    struct buf b;
+    buf_init(&b, 1 << 20);
+    /* flags off: today's bodies, no id fields */
+    assert_int_equal(openai_build_completion(&meta, &ch, 1, &usage, &b), 0);
+    assert_null(strstr(buf_cstr(&b), "token_ids"));
+    assert_non_null(strstr(buf_cstr(&b), "\"tokens\":[\"Hello\",\"!\"]"));
+    buf_reset(&b);
+    assert_int_equal(openai_build_completion_chunk(&meta, &ch, 1, NULL, &b), 0);
+    assert_null(strstr(buf_cstr(&b), "token_ids"));
+    buf_reset(&b);
+    assert_int_equal(openai_build_chat(&meta, &ch, 1, &usage, &b), 0);
+    assert_null(strstr(buf_cstr(&b), "token_ids"));
+    assert_null(strstr(buf_cstr(&b), "token_id:"));
+    buf_reset(&b);
+    assert_int_equal(openai_build_chat_chunk(&meta, &ch, 1, 1, NULL, &b), 0);
+    assert_null(strstr(buf_cstr(&b), "token_ids"));
+    buf_reset(&b);
+
+    /* completions: vLLM's CompletionResponseChoice order; names "token_id:{id}", offsets
+     * advancing by the names */
+    meta.return_token_ids = 1;
+    meta.tokens_as_ids = 1;
+    assert_int_equal(openai_build_completion(&meta, &ch, 1, &usage, &b), 0);
+    assert_non_null(strstr(buf_cstr(&b), "\"stop_reason\":\"\\n\",\"token_ids\":[40,3],"
+                                         "\"prompt_logprobs\":null,\"prompt_token_ids\":[5,6,7]}"));
+    struct json_object *o = parse_back(&b);
+    assert_string_equal(str_at(o, "choices[0].logprobs.tokens[0]"), "token_id:40");
+    assert_string_equal(str_at(o, "choices[0].logprobs.tokens[1]"), "token_id:3");
+    assert_int_equal(int_at(o, "choices[0].logprobs.text_offset[1]"), 10 + 11);
+    struct json_object *t0 = json_get(o, "choices[0].logprobs.top_logprobs[0]");
+    assert_int_equal(json_object_object_length(t0), 2);
+    assert_float_equal(num_at(t0, "token_id:17"), -0.1, 1e-6);
+    assert_float_equal(num_at(t0, "token_id:40"), -2.5, 1e-6);
+    assert_float_equal(num_at(o, "choices[0].logprobs.top_logprobs[1].token_id:255"), -5.0, 1e-6);
+    json_object_put(o);
+    buf_reset(&b);
+    /* completion chunks: the prompt's ids in a choice's first chunk, null after; delta ids */
+    ch.n_token_ids = 1;
+    assert_int_equal(openai_build_completion_chunk(&meta, &ch, 1, NULL, &b), 0);
+    assert_non_null(strstr(buf_cstr(&b), "\"stop_reason\":\"\\n\",\"prompt_token_ids\":[5,6,7],"
+                                         "\"token_ids\":[40]}]}"));
+    buf_reset(&b);
+    ch.prompt_token_ids = NULL;
+    ch.token_ids = NULL;
+    ch.n_token_ids = 0;
+    ch.logprobs = NULL;
+    assert_int_equal(openai_build_completion_chunk(&meta, &ch, 1, NULL, &b), 0);
+    assert_non_null(strstr(buf_cstr(&b), "\"prompt_token_ids\":null,\"token_ids\":[]}]}"));
+    buf_reset(&b);
+
+    /* chat: token_ids on the choice, prompt_token_ids on the response (vLLM's
+     * ChatCompletionResponse); a sampled token's bytes are its text's, a top entry's its name's */
+    ch.token_ids = gen;
+    ch.n_token_ids = 2;
+    ch.logprobs = lps;
+    meta.prompt_token_ids = prompt;
+    meta.n_prompt_token_ids = 3;
+    assert_int_equal(openai_build_chat(&meta, &ch, 1, &usage, &b), 0);
+    assert_non_null(strstr(buf_cstr(&b), "\"stop_reason\":\"\\n\",\"token_ids\":[40,3]}]"));
+    assert_non_null(strstr(buf_cstr(&b), "\"prompt_logprobs\":null,\"prompt_token_ids\":[5,6,7],"
+                                         "\"kv_transfer_params\":null}"));
+    o = parse_back(&b);
+    assert_string_equal(str_at(o, "choices[0].logprobs.content[0].token"), "token_id:40");
+    assert_int_equal(len_at(o, "choices[0].logprobs.content[0].bytes"), 5); /* "Hello" */
+    assert_int_equal(int_at(o, "choices[0].logprobs.content[0].bytes[0]"), 'H');
+    assert_string_equal(str_at(o, "choices[0].logprobs.content[0].top_logprobs[0].token"),
+                        "token_id:17");
+    assert_int_equal(len_at(o, "choices[0].logprobs.content[0].top_logprobs[0].bytes"), 11);
+    assert_int_equal(int_at(o, "choices[0].logprobs.content[0].top_logprobs[0].bytes[0]"), 't');
+    assert_string_equal(str_at(o, "choices[0].logprobs.content[1].token"), "token_id:3");
+    json_object_put(o);
+    buf_reset(&b);
+    /* chat chunks: the role chunk ends with the prompt's ids, the others carry their ids */
+    assert_int_equal(openai_build_chat_chunk(&meta, &ch, 1, 1, NULL, &b), 0);
+    assert_non_null(
+        strstr(buf_cstr(&b), "\"stop_reason\":\"\\n\"}],\"prompt_token_ids\":[5,6,7]}"));
+    buf_reset(&b);
+    ch.n_token_ids = 1;
+    ch.text_len = 0;
+    ch.finish = OPENAI_FINISH_NONE;
+    ch.stop_str = NULL;
+    ch.delta_empty = 1;
+    ch.logprobs = NULL;
+    assert_int_equal(openai_build_chat_chunk(&meta, &ch, 1, 0, NULL, &b), 0);
+    assert_non_null(strstr(buf_cstr(&b), "\"delta\":{},\"logprobs\":null,\"finish_reason\":null,"
+                                         "\"stop_reason\":null,\"token_ids\":[40]}]}"));
+    buf_free(&b);
+}
+
 /* Tool calls: the message's tool_calls, null content, finish "tool_calls"; a chunk's delta
  * carries only the entries (and content when there is some). */
 static void test_tool_calls(void **state)
@@ -202,7 +315,8 @@ static void test_tool_calls(void **state)
     (void)state;
     static const char calls[] = "[{\"id\":\"chatcmpl-tool-1\",\"type\":\"function\","
                                 "\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]";
-    struct openai_meta meta = {"chatcmpl-1", "tiny", 5, NULL};
+    struct openai_meta meta = {
+        .id = "chatcmpl-1", .model = "tiny", .created = 5, .kv_transfer_params = NULL};
     struct openai_choice ch;
     memset(&ch, 0, sizeof(ch));
     ch.finish = OPENAI_FINISH_TOOL_CALLS;
@@ -242,7 +356,8 @@ static void test_tool_calls(void **state)
 static void test_stream_chunks(void **state)
 {
     (void)state;
-    struct openai_meta meta = {"chatcmpl-2", "tiny", 5, NULL};
+    struct openai_meta meta = {
+        .id = "chatcmpl-2", .model = "tiny", .created = 5, .kv_transfer_params = NULL};
     struct openai_choice ch;
     memset(&ch, 0, sizeof(ch));
     struct buf b, sse;
@@ -421,15 +536,16 @@ static void test_misc_bodies(void **state)
 static void test_float_format(void **state)
 {
     (void)state;
-    static const struct openai_top_logprob none[1] = {{"a", 1, 0.0f}};
-    struct openai_token_logprob lp[2] = {{"a", 1, -INFINITY, none, 0}, {"b", 1, -3.0f, none, 1}};
+    static const struct openai_top_logprob none[1] = {{"a", 1, 0.0f, 1}};
+    struct openai_token_logprob lp[2] = {{"a", 1, -INFINITY, none, 0, 1},
+                                         {"b", 1, -3.0f, none, 1, 2}};
     struct openai_choice ch;
     memset(&ch, 0, sizeof(ch));
     ch.text = "ab";
     ch.text_len = 2;
     ch.logprobs = lp;
     ch.n_logprobs = 2;
-    struct openai_meta meta = {"x", "m", 0, NULL};
+    struct openai_meta meta = {.id = "x", .model = "m", .created = 0, .kv_transfer_params = NULL};
     struct buf b;
     buf_init(&b, 1 << 16);
     assert_int_equal(openai_build_chat(&meta, &ch, 1, NULL, &b), 0);
@@ -451,7 +567,8 @@ static struct json_object *cap_kv;
 
 static int cap_completion(struct buf *out)
 {
-    struct openai_meta meta = {"cmpl-cap", "tiny", 7, cap_kv};
+    struct openai_meta meta = {
+        .id = "cmpl-cap", .model = "tiny", .created = 7, .kv_transfer_params = cap_kv};
     struct openai_choice ch[2];
     memset(ch, 0, sizeof(ch));
     ch[0].text = "Hello \"world\"\n";
@@ -468,7 +585,8 @@ static int cap_completion(struct buf *out)
 
 static int cap_chat(struct buf *out)
 {
-    struct openai_meta meta = {"chatcmpl-cap", "tiny", 7, cap_kv};
+    struct openai_meta meta = {
+        .id = "chatcmpl-cap", .model = "tiny", .created = 7, .kv_transfer_params = cap_kv};
     struct openai_choice ch;
     memset(&ch, 0, sizeof(ch));
     ch.text = "\xc3\xa9t\xc3";
@@ -484,7 +602,8 @@ static int cap_chat(struct buf *out)
 
 static int cap_chat_chunk(struct buf *out)
 {
-    struct openai_meta meta = {"chatcmpl-cap", "tiny", 7, NULL};
+    struct openai_meta meta = {
+        .id = "chatcmpl-cap", .model = "tiny", .created = 7, .kv_transfer_params = NULL};
     struct openai_choice ch;
     memset(&ch, 0, sizeof(ch));
     ch.text = "lo";
@@ -497,7 +616,8 @@ static int cap_chat_chunk(struct buf *out)
 
 static int cap_completion_chunk(struct buf *out)
 {
-    struct openai_meta meta = {"cmpl-cap", "tiny", 7, NULL};
+    struct openai_meta meta = {
+        .id = "cmpl-cap", .model = "tiny", .created = 7, .kv_transfer_params = NULL};
     struct openai_choice ch;
     memset(&ch, 0, sizeof(ch));
     ch.text = "lo";
@@ -511,7 +631,8 @@ static int cap_completion_chunk(struct buf *out)
 
 static int cap_usage_chunk(struct buf *out)
 {
-    struct openai_meta meta = {"cmpl-cap", "tiny", 7, NULL};
+    struct openai_meta meta = {
+        .id = "cmpl-cap", .model = "tiny", .created = 7, .kv_transfer_params = NULL};
     struct openai_usage usage = {5, 1, 3};
     return openai_build_usage_chunk(&meta, OPENAI_CHAT, &usage, out);
 }
@@ -581,7 +702,7 @@ int main(void)
         cmocka_unit_test(test_completion_body), cmocka_unit_test(test_chat_body),
         cmocka_unit_test(test_stream_chunks),   cmocka_unit_test(test_misc_bodies),
         cmocka_unit_test(test_float_format),    cmocka_unit_test(test_capped_buffer),
-        cmocka_unit_test(test_tool_calls),
+        cmocka_unit_test(test_tool_calls),      cmocka_unit_test(test_token_ids),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -136,6 +136,73 @@ static void test_completion_all_fields(void **state)
     openai_request_deinit(&r);
 }
 
+/* return_token_ids, return_tokens_as_token_ids and bad_words: read, not refused */
+static void test_token_id_fields(void **state)
+{
+    (void)state;
+    struct openai_request r;
+    parse_ok(OPENAI_COMPLETION, "{\"prompt\":\"x\"}", &r);
+    assert_false(r.return_token_ids);
+    assert_false(r.return_tokens_as_token_ids);
+    assert_int_equal(r.n_bad_words, 0);
+    assert_int_equal(r.sampling.n_bad_words, 0);
+    openai_request_deinit(&r);
+    parse_ok(OPENAI_COMPLETION,
+             "{\"prompt\":\"x\",\"return_token_ids\":true,\"return_tokens_as_token_ids\":true,"
+             "\"logprobs\":1,\"bad_words\":[\" dog\",\"cat\",\" dog\",\"a b\"]}",
+             &r);
+    assert_true(r.return_token_ids);
+    assert_true(r.return_tokens_as_token_ids);
+    assert_int_equal(r.n_bad_words, 3); /* deduplicated in order, as vLLM's dict.fromkeys */
+    assert_string_equal(r.bad_words[0], " dog");
+    assert_int_equal(r.bad_word_lens[0], 4);
+    assert_string_equal(r.bad_words[1], "cat");
+    assert_string_equal(r.bad_words[2], "a b");
+    assert_int_equal(r.sampling.n_bad_words,
+                     0); /* token sequences: the server's prompt_bad_words */
+    openai_request_deinit(&r);
+    parse_ok(OPENAI_CHAT,
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"return_token_ids\":null,"
+             "\"return_tokens_as_token_ids\":false,\"bad_words\":[]}",
+             &r);
+    assert_false(r.return_token_ids);
+    assert_false(r.return_tokens_as_token_ids);
+    assert_int_equal(r.n_bad_words, 0);
+    openai_request_deinit(&r);
+    parse_ok(OPENAI_CHAT,
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"return_token_ids\":true,"
+             "\"bad_words\":[\"x\"]}",
+             &r);
+    assert_true(r.return_token_ids);
+    assert_int_equal(r.n_bad_words, 1);
+    openai_request_deinit(&r);
+    /* a long list keeps OPENAI_MAX_BAD_WORDS + 1 words (enough for vLLM's "too many" 400);
+     * an empty string anywhere is still the empty-string 400 */
+    struct buf big;
+    buf_init(&big, 1 << 20);
+    buf_appends(&big, "{\"prompt\":\"x\",\"bad_words\":[");
+    for (int i = 0; i < 1000; i++) {
+        buf_appendf(&big, "%s\"w%d\"", i ? "," : "", i);
+    }
+    buf_appends(&big, "]}");
+    parse_ok(OPENAI_COMPLETION, big.data, &r);
+    assert_int_equal(r.n_bad_words, OPENAI_MAX_BAD_WORDS + 1);
+    assert_string_equal(r.bad_words[OPENAI_MAX_BAD_WORDS], "w128");
+    openai_request_deinit(&r);
+    big.len -= 2;
+    buf_appends(&big, ",\"\"]}");
+    struct openai_error err;
+    assert_int_equal(openai_parse_completion(big.data, big.len, &r, &err), -EINVAL);
+    assert_non_null(strstr(err.message, "bad_words cannot contain an empty string"));
+    buf_free(&big);
+    /* vLLM's message for an empty word quotes the list as Python prints it */
+    const char *b = "{\"prompt\":\"x\",\"bad_words\":[\"it's\",\"a\\\\b\\n\",\"\",\"it's\"]}";
+    assert_int_equal(openai_parse_completion(b, strlen(b), &r, &err), -EINVAL);
+    assert_string_equal(err.param, "bad_words");
+    assert_string_equal(err.message, "bad_words cannot contain an empty string. Got "
+                                     "bad_words=[\"it's\", 'a\\\\b\\n', '']");
+}
+
 static void test_completion_prompt_forms(void **state)
 {
     (void)state;
@@ -396,8 +463,18 @@ static const struct bad_case bad_cases[] = {
     {H, "{" MSG ",\"structured_outputs\":{\"json\":\"{}\"},\"guided_json\":{}}", "guided_json"},
     {H, "{" MSG ",\"truncate_prompt_tokens\":-2}", "truncate_prompt_tokens"},
     {H, "{" MSG ",\"truncate_prompt_tokens\":\"5\"}", "truncate_prompt_tokens"},
-    {H, "{" MSG ",\"bad_words\":[\"x\"]}", "bad_words"},
-    {H, "{" MSG ",\"return_token_ids\":true}", "return_token_ids"},
+    {H, "{" MSG ",\"bad_words\":\"x\"}", "bad_words"},
+    {H, "{" MSG ",\"bad_words\":null}", "bad_words"}, /* vLLM's list[str]: no None */
+    {H, "{" MSG ",\"bad_words\":{}}", "bad_words"},
+    {H, "{" MSG ",\"bad_words\":[\"a\",1]}", "bad_words"},
+    {C, "{\"prompt\":\"x\",\"bad_words\":[\"a\",\"\"]}", "bad_words"},
+    {C, "{\"prompt\":\"x\",\"bad_words\":5}", "bad_words"},
+    {H, "{" MSG ",\"return_token_ids\":\"yes\"}", "return_token_ids"},
+    {C, "{\"prompt\":\"x\",\"return_token_ids\":1}", "return_token_ids"},
+    {H, "{" MSG ",\"return_tokens_as_token_ids\":1}", "return_tokens_as_token_ids"},
+    {C, "{\"prompt\":\"x\",\"return_tokens_as_token_ids\":[]}", "return_tokens_as_token_ids"},
+    {C, "{\"prompt\":\"x\",\"logprob_token_ids\":[1]}", "logprob_token_ids"},
+    {H, "{" MSG ",\"prompt_logprobs\":2}", "prompt_logprobs"},
     {C, "[1,2]", ""},
     {C, "null", ""},
     {C, "{\"prompt\":\"x\"", ""},
@@ -676,6 +753,7 @@ int main(void)
         cmocka_unit_test(test_completion_defaults),
         cmocka_unit_test(test_completion_all_fields),
         cmocka_unit_test(test_completion_prompt_forms),
+        cmocka_unit_test(test_token_id_fields),
         cmocka_unit_test(test_chat_fields),
         cmocka_unit_test(test_bad_requests),
         cmocka_unit_test(test_structured_forms),
