@@ -771,15 +771,20 @@ static void cpu_lora_worker(void *arg, int ith, int nth)
 {
     cpu_lora_task *lt = arg;
     backend *b = lt->b;
-    const int32_t t0 = (int32_t)((int64_t)lt->n * ith / nth);
-    const int32_t t1 = (int32_t)((int64_t)lt->n * (ith + 1) / nth);
+    /* rows split over the threads; with fewer rows than threads (decode of one or two
+     * sequences) every thread takes all rows and a share of each projection's outputs instead:
+     * A x is small, B's rows are most of the work */
+    const bool by_cols = lt->n < nth;
+    const int32_t t0 = by_cols ? 0 : (int32_t)((int64_t)lt->n * ith / nth);
+    const int32_t t1 = by_cols ? lt->n : (int32_t)((int64_t)lt->n * (ith + 1) / nth);
     const int64_t W = b->lora_width, R = b->cfg.max_lora_rank;
     void *wsp = (uint8_t *)b->lora_wsp + (size_t)ith * b->lora_wsp_bytes;
     float *xg = b->lora_x + (size_t)ith * CPU_LORA_CHUNK * (size_t)W;
     float *tv = b->lora_t + (size_t)ith * CPU_LORA_CHUNK * (size_t)R;
     float *d = b->lora_d + (size_t)ith * CPU_LORA_CHUNK * (size_t)W;
     int32_t *rows = b->lora_rows + (size_t)ith * CPU_LORA_CHUNK;
-    uint8_t *done = b->lora_done;
+    uint8_t local[KC_LORA_MAX_THREADS];
+    uint8_t *done = by_cols ? local : b->lora_done;
     memset(done + t0, 0, (size_t)(t1 - t0));
     for (int32_t t = t0; t < t1; t++) {
         const lora_adapter *ad = b->row_lora[t];
@@ -801,6 +806,13 @@ static void cpu_lora_worker(void *arg, int ith, int nth)
                 continue; /* this adapter leaves the projection alone */
             }
             const int64_t in = w->a.ne[0], r = w->a.ne[1], out = w->b.ne[1];
+            /* a share of the outputs, split at multiples of 16 so that every output is computed
+             * by the same vector lane position as in the whole row (kc_axpy's tails) */
+            const int64_t o0 = by_cols ? out * ith / nth / 16 * 16 : 0;
+            const int64_t o1 = by_cols && ith + 1 < nth ? out * (ith + 1) / nth / 16 * 16 : out;
+            if (o1 <= o0) {
+                continue;
+            }
             const float *xs = lt->x + (int64_t)rows[0] * in;
             if (!contiguous) {
                 for (int32_t k = 0; k < cnt; k++) {
@@ -810,19 +822,23 @@ static void cpu_lora_worker(void *arg, int ith, int nth)
                 xs = xg;
             }
             const kc_weight wa = {.type = w->a.type, .k = in, .m = r, .data = w->a.data};
-            const kc_weight wb = {.type = w->b.type, .k = r, .m = out, .data = w->b.data};
-            int rc = kc_matmul(NULL, &wa, xs, cnt, tv, wsp, b->lora_wsp_bytes);
-            rc = rc ? rc : kc_matmul(NULL, &wb, tv, cnt, d, wsp, b->lora_wsp_bytes);
+            const int rc = kc_matmul(NULL, &wa, xs, cnt, tv, wsp, b->lora_wsp_bytes);
             if (rc != 0) {
                 lt->rc[ith] = rc;
                 return;
             }
+            /* B (A x) as r axpys of B's transposed rows (lora_weights.bt), then y += scale d */
             for (int32_t k = 0; k < cnt; k++) {
-                float *yr = lt->y[i] + (int64_t)rows[k] * out;
-                const float *dr = d + (int64_t)k * out;
-                for (int64_t c = 0; c < out; c++) {
-                    yr[c] += w->scale * dr[c];
+                memset(d, 0, sizeof(float) * (size_t)(o1 - o0));
+                for (int64_t j = 0; j < r; j++) {
+                    if (w->bt_type == TD_F16) {
+                        kc_axpy_f16(d, tv[k * r + j], (const uint16_t *)w->bt + j * out + o0,
+                                    o1 - o0);
+                    } else {
+                        kc_axpy(d, tv[k * r + j], (const float *)w->bt + j * out + o0, o1 - o0);
+                    }
                 }
+                kc_axpy(lt->y[i] + (int64_t)rows[k] * out + o0, w->scale, d, o1 - o0);
             }
         }
     }
@@ -847,11 +863,7 @@ static int cpu_lora(backend *b, int l, const lora_target *tg, float *const *y, i
         lt.tg[i] = tg[i];
         lt.y[i] = y[i];
     }
-    if (n >= 2) {
-        kc_pool_run(b->pool, cpu_lora_worker, &lt);
-    } else {
-        cpu_lora_worker(&lt, 0, 1);
-    }
+    kc_pool_run(b->pool, cpu_lora_worker, &lt);
     for (int i = 0; i < KC_LORA_MAX_THREADS; i++) {
         if (lt.rc[i] != 0) {
             return lt.rc[i];

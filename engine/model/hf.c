@@ -1028,7 +1028,7 @@ static int list_shards(const char *dir, char ***out, size_t *n_out, char *err, s
     return 0;
 }
 
-static float f16_to_f32(uint16_t h)
+float model__f16_to_f32(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu, bits;
@@ -1071,7 +1071,7 @@ static int to_f32(model *m, model_tensor *t, float add)
             memcpy(&dst[i], &bits, sizeof(float));
         } else {
             memcpy(&h, src + 2 * i, 2);
-            dst[i] = f16_to_f32(h);
+            dst[i] = model__f16_to_f32(h);
         }
         dst[i] += add;
     }

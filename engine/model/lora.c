@@ -131,6 +131,69 @@ static int permute_rows(lora_adapter *a, model_tensor *b, int64_t n_head, int64_
     return 0;
 }
 
+/* Element i of a row of type t (F32, F16, BF16 or Q8_0, lora_type_ok's types). */
+static float lora_elem(tdtype t, const uint8_t *row, int64_t i)
+{
+    uint16_t h;
+    switch (t) {
+    case TD_F32: {
+        float f;
+        memcpy(&f, row + 4 * i, sizeof(f));
+        return f;
+    }
+    case TD_F16:
+        memcpy(&h, row + 2 * i, 2);
+        return model__f16_to_f32(h);
+    case TD_BF16: {
+        memcpy(&h, row + 2 * i, 2);
+        const uint32_t bits = (uint32_t)h << 16;
+        float f;
+        memcpy(&f, &bits, sizeof(f));
+        return f;
+    }
+    default: { /* Q8_0: blocks of an f16 scale and 32 int8 */
+        const uint8_t *blk = row + (size_t)(i / TD_QK) * sizeof(td_block_q8_0);
+        memcpy(&h, blk, 2);
+        return model__f16_to_f32(h) * (float)((const int8_t *)(blk + 2))[i % TD_QK];
+    }
+    }
+}
+
+/* w->bt: B ({rank, out}) transposed to [rank][out], F16 (as it is) for an F16 B, else F32;
+ * owned by the adapter. */
+static int transpose_b(lora_adapter *a, lora_weights *w)
+{
+    lora_priv *p = a->priv;
+    const int64_t r = w->b.ne[0], out = w->b.ne[1];
+    const size_t row = td_row_bytes(w->b.type, r);
+    const bool f16 = w->b.type == TD_F16;
+    uint8_t *bt = malloc((f16 ? 2 : 4) * (size_t)(r * out));
+    void **grown = realloc(p->owned, sizeof(void *) * (p->n_owned + 1));
+    if (!bt || !grown) {
+        free(bt);
+        if (grown) {
+            p->owned = grown;
+        }
+        return -ENOMEM;
+    }
+    p->owned = grown;
+    p->owned[p->n_owned++] = bt;
+    const uint8_t *src = w->b.data;
+    for (int64_t o = 0; o < out; o++) {
+        for (int64_t j = 0; j < r; j++) {
+            if (f16) {
+                memcpy(bt + 2 * (size_t)(j * out + o), src + (size_t)o * row + 2 * (size_t)j, 2);
+            } else {
+                const float v = lora_elem(w->b.type, src + (size_t)o * row, j);
+                memcpy(bt + 4 * (size_t)(j * out + o), &v, sizeof(v));
+            }
+        }
+    }
+    w->bt = bt;
+    w->bt_type = f16 ? TD_F16 : TD_F32;
+    return 0;
+}
+
 /* A GGUF llama file's Q/K rows are permuted (model.h). */
 static bool qk_permuted(model_format f, model_arch arch)
 {
@@ -203,9 +266,12 @@ static int lora_finish(lora_adapter *a, const model *m, const char *path, float 
                     return tandem_fail(err, errlen, -ENOMEM, "%s: out of memory", path);
                 }
             }
+            if (transpose_b(a, w) != 0) {
+                return tandem_fail(err, errlen, -ENOMEM, "%s: out of memory", path);
+            }
             a->rank = r > a->rank ? (int32_t)r : a->rank;
             a->n_adapted++;
-            a->bytes += w->a.nbytes + w->b.nbytes;
+            a->bytes += w->a.nbytes + td_row_bytes(w->bt_type, r) * (size_t)out;
         }
     }
     if (a->n_adapted == 0) {

@@ -42,6 +42,11 @@ typedef enum lora_target {
 typedef struct lora_weights {
     model_tensor a; /* {in, rank} */
     model_tensor b; /* {rank, out} */
+    /* B transposed, [rank][out] elements of bt_type (F16 for an F16 B, else F32): B (A x) as
+     * rank axpys over whole output rows, which vectorise, where B's rows of only rank elements
+     * would each need a reduction */
+    const void *bt;
+    tdtype bt_type;
     float scale;
 } lora_weights;
 

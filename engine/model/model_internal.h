@@ -38,6 +38,9 @@ char *model__strndup(model *m, const char *s, size_t len);
  * template, token texts, name). The caller runs model__finish afterwards. 0 or -errno with err. */
 int model__load_hf(model *m, char *err, size_t errlen);
 
+/* An IEEE half as a float (exact). */
+float model__f16_to_f32(uint16_t h);
+
 /* Parses the JSON file at path, which must hold an object (at most 64 MiB): 0 with *out (a new
  * reference), or -errno with err naming the file. */
 struct json_object;

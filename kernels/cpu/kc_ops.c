@@ -149,6 +149,16 @@ void kc_add(float *y, const float *x, int64_t n)
     }
 }
 
+void kc_axpy(float *y, float s, const float *x, int64_t n)
+{
+    kc__ops()->axpy_f32(y, s, x, n);
+}
+
+void kc_axpy_f16(float *y, float s, const uint16_t *x, int64_t n)
+{
+    kc__ops()->axpy_f16(y, s, x, n);
+}
+
 int kc_embed_row(tdtype type, const void *data, int64_t k, int64_t row, float *out)
 {
     size_t rb = td_row_bytes(type, k);

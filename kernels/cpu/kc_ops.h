@@ -66,6 +66,10 @@ void kc_softmax(float *x, int64_t n);
 
 /* y[i] += x[i]. */
 void kc_add(float *y, const float *x, int64_t n);
+/* y += s * x over n elements of x (f32, or IEEE halves for kc_axpy_f16), vectorised at the
+ * active ISA level. */
+void kc_axpy(float *y, float s, const float *x, int64_t n);
+void kc_axpy_f16(float *y, float s, const uint16_t *x, int64_t n);
 
 /* Row `row` of a weight matrix with rows of k elements of `type` at data, as floats into out.
  * 0, or -EINVAL for an unsupported type or a k that is not a whole number of blocks. */

@@ -82,6 +82,24 @@ static lora_adapter *make_adapter(const model *m, int32_t rank, unsigned mask, t
             lora_weights *w = &a->layers[l][t];
             lt_fill(&w->a, type, in, rank, 1.0f / sqrtf((float)in), &seed);
             lt_fill(&w->b, type, rank, out, 0.5f / sqrtf((float)rank), &seed);
+            /* B transposed, as lora_load leaves it: F16 for an F16 B, else F32 */
+            const size_t esz = type == TD_F16 ? 2 : 4;
+            uint8_t *bt = malloc(esz * (size_t)(rank * out) + 1);
+            float *row = malloc(sizeof(float) * (size_t)rank);
+            assert_true(bt && row);
+            const size_t rb = td_row_bytes(type, rank);
+            for (int64_t o = 0; o < out; o++) {
+                const uint8_t *src = (const uint8_t *)w->b.data + (size_t)o * rb;
+                assert_int_equal(kc_dequantize_row(type, src, row, rank), 0);
+                for (int64_t j = 0; j < rank; j++) {
+                    memcpy(bt + esz * (size_t)(j * out + o),
+                           type == TD_F16 ? (const void *)(src + 2 * j) : (const void *)&row[j],
+                           esz);
+                }
+            }
+            free(row);
+            w->bt = bt;
+            w->bt_type = type == TD_F16 ? TD_F16 : TD_F32;
             w->scale = scale;
             a->n_adapted++;
         }
@@ -95,6 +113,7 @@ static void free_adapter(lora_adapter *a)
         for (int t = 0; t < LORA_N_TARGETS; t++) {
             free((void *)a->layers[l][t].a.data);
             free((void *)a->layers[l][t].b.data);
+            free((void *)a->layers[l][t].bt);
         }
     }
     a->priv = NULL;
@@ -154,13 +173,13 @@ static void merge(model *m, const lora_adapter *a)
                 continue;
             }
             const int64_t in = w->a.ne[0], r = w->a.ne[1], out = w->b.ne[1];
-            const float *A = w->a.data, *B = w->b.data;
+            const float *A = w->a.data, *Bt = (const float *)w->bt;
             float *W = (float *)ws[t]->data;
             for (int64_t o = 0; o < out; o++) {
                 for (int64_t i = 0; i < in; i++) {
                     double acc = 0;
                     for (int64_t k = 0; k < r; k++) {
-                        acc += (double)B[o * r + k] * A[k * in + i];
+                        acc += (double)Bt[k * out + o] * A[k * in + i];
                     }
                     W[o * in + i] += (float)(w->scale * acc);
                 }
