@@ -40,16 +40,18 @@ def free_port():
     return port
 
 
-def start_server(model, threads, kv_memory, log_name):
-    """Starts `tandem-engine serve` (model name "bench") on a free loopback port and waits for
-    /health; returns (process, base url, log file). The log is build/bench/<log_name>."""
+def start_server(model, threads, kv_memory, log_name, extra=None):
+    """Starts `tandem-engine serve` (model name "bench", plus the flags in extra) on a free
+    loopback port and waits for /health; returns (process, base url, log file). The log is
+    build/bench/<log_name>."""
     port = free_port()
     exe = os.path.join(engine_cpu.build_dir(), "engine", "cli", "tandem-engine")
     log = open(os.path.join(engine_cpu.build_dir(), "bench", log_name), "w")
     proc = subprocess.Popen([exe, "serve", "--model", model, "--served-model-name", "bench",
                              "--host", "127.0.0.1", "--port", str(port), "--threads",
                              str(threads), "--max-model-len", "1024", "--max-num-seqs", "64",
-                             "--kv-cache-memory", kv_memory], stdout=log, stderr=log)
+                             "--kv-cache-memory", kv_memory] + (extra or []), stdout=log,
+                            stderr=log)
     url = "http://127.0.0.1:%d" % port
     for _ in range(600):
         try:
