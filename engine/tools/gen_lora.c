@@ -28,11 +28,14 @@
 #include <sys/stat.h>
 
 #include "engine/model/gguf_writer.h"
+#include "engine/tools/genfile.h"
 #include "engine/tools/genquant.h"
 #include "lib/buf.h"
 #include "lib/err.h"
 #include "lib/json.h"
 #include "lib/version.h"
+
+#define PROG "tandem-genlora"
 
 enum { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3, N_ARCHS };
 enum { T_Q, T_K, T_V, T_O, T_GATE, T_UP, T_DOWN, N_TARGETS };
@@ -91,16 +94,6 @@ static void target_dims(const lora_opts *o, int t, int64_t *in, int64_t *out)
     *out = outs[t];
 }
 
-static uint64_t name_hash(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s != '\0'; s++) {
-        h ^= (unsigned char)*s;
-        h *= 1099511628211ull;
-    }
-    return h;
-}
-
 /* Values of one tensor in GGUF row order (caller frees), or NULL on OOM. */
 static float *gen_values(const lora_opts *o, const lspec *t)
 {
@@ -110,7 +103,7 @@ static float *gen_values(const lora_opts *o, const lspec *t)
         return NULL;
     }
     genq_rng rng;
-    genq_rng_seed(&rng, o->seed ^ name_hash(t->gguf));
+    genq_rng_seed(&rng, o->seed ^ genf_name_hash(t->gguf));
     for (size_t i = 0; i < n; i++) {
         x[i] = t->bound * genq_rng_uniform(&rng);
     }
@@ -218,22 +211,6 @@ out:
 
 /* ---- PEFT -------------------------------------------------------------------------------- */
 
-static int write_bytes(const char *path, const void *data, size_t len, char *err, size_t errlen)
-{
-    FILE *f = fopen(path, "wb");
-    if (f == NULL) {
-        tandem_set_err(err, errlen, "%s: %s", path, strerror(errno));
-        return -EIO;
-    }
-    bool bad = fwrite(data, 1, len, f) != len;
-    bad |= fclose(f) != 0;
-    if (bad) {
-        tandem_set_err(err, errlen, "%s: write failed", path);
-        return -EIO;
-    }
-    return 0;
-}
-
 /* adapter_config.json as PEFT writes it for a plain LoRA on a causal LM. */
 static int write_config(const lora_opts *o, const char *path, char *err, size_t errlen)
 {
@@ -274,7 +251,7 @@ static int write_config(const lora_opts *o, const char *path, char *err, size_t 
         rc = buf_appends(&b, "\n");
     }
     if (rc == 0) {
-        rc = write_bytes(path, b.data, b.len, err, errlen);
+        rc = genf_write_bytes(path, b.data, b.len, err, errlen);
     }
 out:
     if (rc < 0 && rc != -EIO) {
@@ -356,43 +333,28 @@ out:
     return rc;
 }
 
+struct st_job {
+    const lora_opts *o;
+    const lspec *specs;
+};
+
+static int st_write_one(void *ud, size_t i, FILE *f)
+{
+    const struct st_job *j = ud;
+    return st_write_tensor(j->o, &j->specs[i], f);
+}
+
 static int write_safetensors(const lora_opts *o, const char *path, const lspec *specs,
                              size_t n_specs, char *err, size_t errlen)
 {
     struct buf b;
     buf_init(&b, (size_t)64 << 20);
-    FILE *f = NULL;
     int rc = st_header(o, specs, n_specs, &b);
     if (rc < 0) {
-        goto out;
-    }
-    f = fopen(path, "wb");
-    if (f == NULL) {
-        tandem_set_err(err, errlen, "%s: %s", path, strerror(errno));
-        rc = -EIO;
-        goto out;
-    }
-    uint8_t len8[8];
-    for (int i = 0; i < 8; i++) {
-        len8[i] = (uint8_t)((uint64_t)b.len >> (8 * i));
-    }
-    rc = fwrite(len8, 1, 8, f) != 8 || fwrite(b.data, 1, b.len, f) != b.len ? -EIO : 0;
-    for (size_t i = 0; rc == 0 && i < n_specs; i++) {
-        rc = st_write_tensor(o, &specs[i], f);
-    }
-    if (fclose(f) != 0 && rc == 0) {
-        rc = -EIO;
-    }
-    f = NULL;
-    if (rc == -EIO) {
-        tandem_set_err(err, errlen, "%s: write failed", path);
-    }
-out:
-    if (rc == -ENOMEM) {
-        tandem_set_err(err, errlen, "%s: out of memory", path);
-    }
-    if (f != NULL) {
-        fclose(f);
+        tandem_set_err(err, errlen, "%s: header: %s", path, tandem_strerror(rc));
+    } else {
+        struct st_job job = {.o = o, .specs = specs};
+        rc = genf_write_safetensors(path, &b, st_write_one, &job, n_specs, err, errlen);
     }
     buf_free(&b);
     return rc;
@@ -459,45 +421,6 @@ static void usage(FILE *f)
                "  --help, --version\n");
 }
 
-static int parse_i64(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) {
-        fprintf(stderr, "tandem-genlora: %s: expected an integer in %lld..%lld, got '%s'\n", flag,
-                (long long)lo, (long long)hi, s);
-        return -EINVAL;
-    }
-    *out = v;
-    return 0;
-}
-
-static int parse_alpha(const char *s, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno != 0 || end == s || *end != '\0' || !(v > 0.0) || v > 1e30) {
-        fprintf(stderr, "tandem-genlora: --alpha: expected a positive number, got '%s'\n", s);
-        return -EINVAL;
-    }
-    *out = v;
-    return 0;
-}
-
-static int pick(const char *flag, const char *s, const char *const *names, int n, int *out)
-{
-    for (int i = 0; i < n; i++) {
-        if (strcmp(s, names[i]) == 0) {
-            *out = i;
-            return 0;
-        }
-    }
-    fprintf(stderr, "tandem-genlora: %s: unknown value '%s'\n", flag, s);
-    return -EINVAL;
-}
-
 /* --targets q,k,v,o,gate,up,down (any non-empty subset, any order) */
 static int parse_targets(const char *s, unsigned *out)
 {
@@ -548,49 +471,49 @@ static int parse_args(int argc, char **argv, lora_opts *o)
     while (rc == 0 && (c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
         case 'f':
-            rc = pick("--format", optarg, formats, 2, &o->peft);
+            rc = genf_pick(PROG, "--format", optarg, formats, 2, &o->peft);
             break;
         case 'o':
             o->out = optarg;
             break;
         case 'a':
-            rc = pick("--arch", optarg, arch_names, N_ARCHS, &o->arch);
+            rc = genf_pick(PROG, "--arch", optarg, arch_names, N_ARCHS, &o->arch);
             break;
         case 'l':
-            rc = parse_i64("--layers", optarg, 1, MAX_LAYERS, &o->layers);
+            rc = genf_parse_i64(PROG, "--layers", optarg, 1, MAX_LAYERS, &o->layers);
             break;
         case 'd':
-            rc = parse_i64("--dim", optarg, 1, MAX_DIM, &o->dim);
+            rc = genf_parse_i64(PROG, "--dim", optarg, 1, MAX_DIM, &o->dim);
             break;
         case 'H':
-            rc = parse_i64("--heads", optarg, 1, 4096, &o->heads);
+            rc = genf_parse_i64(PROG, "--heads", optarg, 1, 4096, &o->heads);
             break;
         case 'K':
-            rc = parse_i64("--kv-heads", optarg, 1, 4096, &o->kv_heads);
+            rc = genf_parse_i64(PROG, "--kv-heads", optarg, 1, 4096, &o->kv_heads);
             break;
         case 'D':
-            rc = parse_i64("--head-dim", optarg, 2, 4096, &o->head_dim);
+            rc = genf_parse_i64(PROG, "--head-dim", optarg, 2, 4096, &o->head_dim);
             break;
         case 'F':
-            rc = parse_i64("--ffn", optarg, 1, MAX_DIM, &o->ffn);
+            rc = genf_parse_i64(PROG, "--ffn", optarg, 1, MAX_DIM, &o->ffn);
             break;
         case 'r':
-            rc = parse_i64("--rank", optarg, 1, MAX_RANK, &o->rank);
+            rc = genf_parse_i64(PROG, "--rank", optarg, 1, MAX_RANK, &o->rank);
             break;
         case 'A':
-            rc = parse_alpha(optarg, &o->alpha);
+            rc = genf_parse_positive(PROG, "--alpha", optarg, &o->alpha);
             break;
         case 'T':
             rc = parse_targets(optarg, &o->targets);
             break;
         case 't':
-            rc = pick("--type", optarg, types, 2, &idx);
+            rc = genf_pick(PROG, "--type", optarg, types, 2, &idx);
             if (rc == 0) {
                 o->type = type_ids[idx];
             }
             break;
         case 's':
-            rc = parse_i64("--seed", optarg, 0, INT64_MAX, &seed);
+            rc = genf_parse_i64(PROG, "--seed", optarg, 0, INT64_MAX, &seed);
             o->seed = (uint64_t)seed;
             break;
         case 'n':

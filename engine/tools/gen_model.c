@@ -28,12 +28,15 @@
 
 #include "engine/model/gguf_writer.h"
 #include "engine/model/model.h"
+#include "engine/tools/genfile.h"
 #include "engine/tools/genquant.h"
 #include "engine/tools/genvocab.h"
 #include "lib/buf.h"
 #include "lib/err.h"
 #include "lib/json.h"
 #include "lib/version.h"
+
+#define PROG "tandem-genmodel"
 
 enum {
     ARCH_LLAMA,
@@ -144,16 +147,6 @@ static bool layer_slides(const gen_opts *o, int64_t il)
     return n == 0 || il % n < n - 1;
 }
 
-static uint64_t name_hash(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s != '\0'; s++) {
-        h ^= (unsigned char)*s;
-        h *= 1099511628211ull;
-    }
-    return h;
-}
-
 /* Values of one tensor in GGUF row order (caller frees), or NULL on OOM. */
 static float *gen_values(const gen_opts *o, const tspec *t)
 {
@@ -163,7 +156,7 @@ static float *gen_values(const gen_opts *o, const tspec *t)
         return NULL;
     }
     genq_rng rng;
-    genq_rng_seed(&rng, o->seed ^ name_hash(t->gguf));
+    genq_rng_seed(&rng, o->seed ^ genf_name_hash(t->gguf));
     float scale = 0.0f, offset = 0.0f;
     switch (t->kind) {
     case KIND_EMBED:
@@ -745,23 +738,6 @@ out:
 
 /* ---- Hugging Face ------------------------------------------------------------------------ */
 
-static int write_bytes(const char *path, const void *data, size_t len, char *err, size_t errlen)
-{
-    FILE *f = fopen(path, "wb");
-    if (f == NULL) {
-        tandem_set_err(err, errlen, "%s: %s", path, strerror(errno));
-        return -EIO;
-    }
-    size_t put = fwrite(data, 1, len, f);
-    int bad = put != len;
-    bad |= fclose(f) != 0;
-    if (bad) {
-        tandem_set_err(err, errlen, "%s: write failed", path);
-        return -EIO;
-    }
-    return 0;
-}
-
 static int write_json(const char *dir, const char *file, struct json_object *o, char *err,
                       size_t errlen)
 {
@@ -776,7 +752,7 @@ static int write_json(const char *dir, const char *file, struct json_object *o, 
     if (rc < 0) {
         tandem_set_err(err, errlen, "%s: serializing: %s", path, tandem_strerror(rc));
     } else {
-        rc = write_bytes(path, b.data, b.len, err, errlen);
+        rc = genf_write_bytes(path, b.data, b.len, err, errlen);
     }
     buf_free(&b);
     return rc;
@@ -892,6 +868,17 @@ out:
     return rc;
 }
 
+struct st_job {
+    const gen_opts *o;
+    const tspec *specs;
+};
+
+static int st_write_one(void *ud, size_t i, FILE *f)
+{
+    const struct st_job *j = ud;
+    return st_write_tensor(j->o, &j->specs[i], f);
+}
+
 static int write_safetensors(const gen_opts *o, const tspec *specs, size_t n_specs, char *err,
                              size_t errlen)
 {
@@ -899,38 +886,12 @@ static int write_safetensors(const gen_opts *o, const tspec *specs, size_t n_spe
     snprintf(path, sizeof(path), "%s/model.safetensors", o->out);
     struct buf b;
     buf_init(&b, (size_t)64 << 20);
-    FILE *f = NULL;
     int rc = st_header(o, specs, n_specs, &b);
     if (rc < 0) {
-        goto out;
-    }
-    f = fopen(path, "wb");
-    if (f == NULL) {
-        tandem_set_err(err, errlen, "%s: %s", path, strerror(errno));
-        rc = -EIO;
-        goto out;
-    }
-    uint8_t len8[8];
-    for (int i = 0; i < 8; i++) {
-        len8[i] = (uint8_t)((uint64_t)b.len >> (8 * i));
-    }
-    rc = fwrite(len8, 1, 8, f) != 8 || fwrite(b.data, 1, b.len, f) != b.len ? -EIO : 0;
-    for (size_t i = 0; rc == 0 && i < n_specs; i++) {
-        rc = st_write_tensor(o, &specs[i], f);
-    }
-    if (fclose(f) != 0 && rc == 0) {
-        rc = -EIO;
-    }
-    f = NULL;
-    if (rc == -EIO) {
-        tandem_set_err(err, errlen, "%s: write failed", path);
-    }
-out:
-    if (rc == -ENOMEM) {
-        tandem_set_err(err, errlen, "%s: out of memory", path);
-    }
-    if (f != NULL) {
-        fclose(f);
+        tandem_set_err(err, errlen, "%s: header: %s", path, tandem_strerror(rc));
+    } else {
+        struct st_job job = {.o = o, .specs = specs};
+        rc = genf_write_safetensors(path, &b, st_write_one, &job, n_specs, err, errlen);
     }
     buf_free(&b);
     return rc;
@@ -1110,11 +1071,12 @@ static int write_hf(const gen_opts *o, const genvocab *v, const tspec *specs, si
     char path[4096];
     if (rc == 0) {
         snprintf(path, sizeof(path), "%s/tokenizer.json", o->out);
-        rc = write_bytes(path, v->tokenizer_json, v->tokenizer_json_len, err, errlen);
+        rc = genf_write_bytes(path, v->tokenizer_json, v->tokenizer_json_len, err, errlen);
     }
     if (rc == 0 && v->tokenizer_config_json != NULL) {
         snprintf(path, sizeof(path), "%s/tokenizer_config.json", o->out);
-        rc = write_bytes(path, v->tokenizer_config_json, v->tokenizer_config_json_len, err, errlen);
+        rc = genf_write_bytes(path, v->tokenizer_config_json, v->tokenizer_config_json_len, err,
+                              errlen);
     }
     if (rc == 0) {
         rc = write_safetensors(o, specs, n_specs, err, errlen);
@@ -1220,33 +1182,6 @@ static void usage(FILE *f)
                "  --help, --version\n");
 }
 
-static int parse_i64(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) {
-        fprintf(stderr, "tandem-genmodel: %s: expected an integer in %lld..%lld, got '%s'\n", flag,
-                (long long)lo, (long long)hi, s);
-        return -EINVAL;
-    }
-    *out = v;
-    return 0;
-}
-
-static int parse_f64(const char *flag, const char *s, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno != 0 || end == s || *end != '\0' || !(v > 0.0) || !isfinite(v) || v > 1e30) {
-        fprintf(stderr, "tandem-genmodel: %s: expected a positive number, got '%s'\n", flag, s);
-        return -EINVAL;
-    }
-    *out = v;
-    return 0;
-}
-
 /* --rope-scaling linear:F | llama3:F | yarn:F | longrope:F */
 static int parse_rope_scaling(const char *s, gen_opts *o)
 {
@@ -1266,19 +1201,7 @@ static int parse_rope_scaling(const char *s, gen_opts *o)
                 s);
         return -EINVAL;
     }
-    return parse_f64("--rope-scaling", colon + 1, &o->rope_factor);
-}
-
-static int pick(const char *flag, const char *s, const char *const *names, int n, int *out)
-{
-    for (int i = 0; i < n; i++) {
-        if (strcmp(s, names[i]) == 0) {
-            *out = i;
-            return 0;
-        }
-    }
-    fprintf(stderr, "tandem-genmodel: %s: unknown value '%s'\n", flag, s);
-    return -EINVAL;
+    return genf_parse_positive(PROG, "--rope-scaling", colon + 1, &o->rope_factor);
 }
 
 static int parse_args(int argc, char **argv, gen_opts *o, int64_t *vocab_arg)
@@ -1329,40 +1252,40 @@ static int parse_args(int argc, char **argv, gen_opts *o, int64_t *vocab_arg)
     while (rc == 0 && (c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
         case 'f':
-            rc = pick("--format", optarg, formats, 2, &o->hf);
+            rc = genf_pick(PROG, "--format", optarg, formats, 2, &o->hf);
             break;
         case 'o':
             o->out = optarg;
             break;
         case 'a':
-            rc = pick("--arch", optarg, arch_names, N_ARCHS, &o->arch);
+            rc = genf_pick(PROG, "--arch", optarg, arch_names, N_ARCHS, &o->arch);
             break;
         case 'l':
-            rc = parse_i64("--layers", optarg, 1, MAX_LAYERS, &o->layers);
+            rc = genf_parse_i64(PROG, "--layers", optarg, 1, MAX_LAYERS, &o->layers);
             break;
         case 'd':
-            rc = parse_i64("--dim", optarg, 1, MAX_DIM, &o->dim);
+            rc = genf_parse_i64(PROG, "--dim", optarg, 1, MAX_DIM, &o->dim);
             break;
         case 'H':
-            rc = parse_i64("--heads", optarg, 1, 4096, &o->heads);
+            rc = genf_parse_i64(PROG, "--heads", optarg, 1, 4096, &o->heads);
             break;
         case 'K':
-            rc = parse_i64("--kv-heads", optarg, 1, 4096, &o->kv_heads);
+            rc = genf_parse_i64(PROG, "--kv-heads", optarg, 1, 4096, &o->kv_heads);
             break;
         case 'D':
-            rc = parse_i64("--head-dim", optarg, 2, 4096, &o->head_dim);
+            rc = genf_parse_i64(PROG, "--head-dim", optarg, 2, 4096, &o->head_dim);
             break;
         case 'F':
-            rc = parse_i64("--ffn", optarg, 1, MAX_DIM, &o->ffn);
+            rc = genf_parse_i64(PROG, "--ffn", optarg, 1, MAX_DIM, &o->ffn);
             break;
         case 'V':
-            rc = parse_i64("--vocab", optarg, 1, GENV_MAX_TOKENS, vocab_arg);
+            rc = genf_parse_i64(PROG, "--vocab", optarg, 1, GENV_MAX_TOKENS, vocab_arg);
             break;
         case 'c':
-            rc = parse_i64("--ctx", optarg, 1, 1 << 24, &o->ctx);
+            rc = genf_parse_i64(PROG, "--ctx", optarg, 1, 1 << 24, &o->ctx);
             break;
         case 't':
-            rc = pick("--type", optarg, types, n_types, &idx);
+            rc = genf_pick(PROG, "--type", optarg, types, n_types, &idx);
             if (rc == 0) {
                 o->type = type_ids[idx];
                 o->recipe = idx >= n_types - 2 ? RECIPE_K_M : RECIPE_NONE;
@@ -1372,17 +1295,17 @@ static int parse_args(int argc, char **argv, gen_opts *o, int64_t *vocab_arg)
             o->tied = 1;
             break;
         case 's':
-            rc = parse_i64("--seed", optarg, 0, INT64_MAX, &seed);
+            rc = genf_parse_i64(PROG, "--seed", optarg, 0, INT64_MAX, &seed);
             o->seed = (uint64_t)seed;
             break;
         case 'r':
-            rc = parse_f64("--rope-base", optarg, &o->rope_base);
+            rc = genf_parse_positive(PROG, "--rope-base", optarg, &o->rope_base);
             break;
         case 'R':
             rc = parse_rope_scaling(optarg, o);
             break;
         case 'e':
-            rc = parse_f64("--rms-eps", optarg, &o->rms_eps);
+            rc = genf_parse_positive(PROG, "--rms-eps", optarg, &o->rms_eps);
             break;
         case 'k':
             o->tokenizer = optarg;
@@ -1394,31 +1317,31 @@ static int parse_args(int argc, char **argv, gen_opts *o, int64_t *vocab_arg)
             o->name = optarg;
             break;
         case 'E':
-            rc = parse_i64("--experts", optarg, 1, 1024, &o->experts);
+            rc = genf_parse_i64(PROG, "--experts", optarg, 1, 1024, &o->experts);
             break;
         case 'U':
-            rc = parse_i64("--experts-used", optarg, 1, 1024, &o->experts_used);
+            rc = genf_parse_i64(PROG, "--experts-used", optarg, 1, 1024, &o->experts_used);
             break;
         case 'X':
-            rc = parse_i64("--expert-ffn", optarg, 1, MAX_DIM, &o->expert_ffn);
+            rc = genf_parse_i64(PROG, "--expert-ffn", optarg, 1, MAX_DIM, &o->expert_ffn);
             break;
         case 'W':
-            rc = parse_i64("--sliding-window", optarg, 1, 1 << 24, &o->sliding_window);
+            rc = genf_parse_i64(PROG, "--sliding-window", optarg, 1, 1 << 24, &o->sliding_window);
             break;
         case 'P':
-            rc = parse_i64("--swa-pattern", optarg, 1, MAX_LAYERS, &o->swa_pattern);
+            rc = genf_parse_i64(PROG, "--swa-pattern", optarg, 1, MAX_LAYERS, &o->swa_pattern);
             break;
         case 'B':
-            rc = parse_f64("--rope-base-swa", optarg, &o->rope_base_swa);
+            rc = genf_parse_positive(PROG, "--rope-base-swa", optarg, &o->rope_base_swa);
             break;
         case 'Q':
-            rc = parse_i64("--rotary-dim", optarg, 2, 4096, &o->rotary_dim);
+            rc = genf_parse_i64(PROG, "--rotary-dim", optarg, 2, 4096, &o->rotary_dim);
             break;
         case 'A':
-            rc = parse_f64("--attn-softcap", optarg, &o->attn_softcap);
+            rc = genf_parse_positive(PROG, "--attn-softcap", optarg, &o->attn_softcap);
             break;
         case 'C':
-            rc = parse_f64("--final-softcap", optarg, &o->final_softcap);
+            rc = genf_parse_positive(PROG, "--final-softcap", optarg, &o->final_softcap);
             break;
         case 'h':
             usage(stdout);
