@@ -21,6 +21,7 @@ import os
 import socket
 import subprocess
 import sys
+import statistics
 import time
 import urllib.request
 
@@ -67,6 +68,28 @@ def start_server(model, threads, kv_memory, log_name, extra=None):
     log.close()
     raise SystemExit("tandem-engine did not become healthy; see " + log_name)
 
+
+
+def alternate_variants(url, concurrency, variants, repeats, requests_per_stream, output_len,
+                       vocab, row):
+    """Runs each (name, extra) of variants at one concurrency level, the variants alternating for
+    repeats rounds (a slow spell of the host hits all alike), each run with prompts of its own
+    (no run finds another's in the prefix cache). Into row: each variant's median output tok/s
+    under its name, its runs under name_runs, its errors (and the first one). Returns row."""
+    runs = {name: [] for name, _ in variants}
+    for rep in range(repeats):
+        for k, (name, extra) in enumerate(variants):
+            lv = serve_load.run_level(url, "bench", concurrency, requests_per_stream, 32,
+                                      output_len, vocab, 100 * concurrency + 10 * rep + k,
+                                      extra=extra)
+            runs[name].append(lv["output_tok_s"])
+            row[name + "_errors"] = row.get(name + "_errors", 0) + lv["errors"]
+            if lv["errors"]:
+                row[name + "_first_error"] = lv.get("first_error")
+    for name in runs:
+        row[name] = statistics.median(runs[name])
+        row[name + "_runs"] = runs[name]
+    return row
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])

@@ -22,7 +22,6 @@ level, then a JSON summary with the ratios to the base model.
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 
@@ -92,21 +91,11 @@ def main():
         for c in [int(x) for x in a.concurrency.split(",")]:
             row = {"concurrency": c}
             n_ad = min(4, c)
-            variants = (("base", {}, 0), ("one_adapter", {"model": "a0"}, 1),
-                        ("four_adapters", {"model": Rotate(4)}, n_ad))
-            runs = {name: [] for name, _, _ in variants}
-            for rep in range(a.repeats):
-                for k, (name, extra, _) in enumerate(variants):
-                    lv = serve_load.run_level(url, "bench", c, a.requests_per_stream, 32,
-                                              a.output_len, vocab, 100 * c + 10 * rep + k,
-                                              extra=extra)
-                    runs[name].append(lv["output_tok_s"])
-                    row[name + "_errors"] = row.get(name + "_errors", 0) + lv["errors"]
-                    if lv["errors"]:
-                        row[name + "_first_error"] = lv.get("first_error")
-            for name, _, n in variants:
-                row[name] = statistics.median(runs[name])
-                row[name + "_runs"] = runs[name]
+            variants = (("base", {}), ("one_adapter", {"model": "a0"}),
+                        ("four_adapters", {"model": Rotate(4)}))
+            engine_serving.alternate_variants(url, c, variants, a.repeats, a.requests_per_stream,
+                                              a.output_len, vocab, row)
+            for name, n in (("base", 0), ("one_adapter", 1), ("four_adapters", n_ad)):
                 # c sequences share each step's weights, and the adapters they use
                 gbs = row[name] / c * (size + n * adapter_bytes) / 1e9
                 row[name + "_weights_gbs"] = round(gbs, 2)

@@ -24,7 +24,6 @@ The issue's goal: the mask costs at most 10 % of a decode step at 16 streams (ra
 import argparse
 import json
 import os
-import statistics
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -87,21 +86,9 @@ def main():
                                     "structured_outputs": {"json": schema(100)}}),
                         ("schema_cold", {"temperature": 1.0, "seed": 1,
                                          "structured_outputs": Distinct()}))
-            runs = {name: [] for name, _ in variants}
-            # the variants alternate, --repeats rounds: a slow spell of the host hits all alike
-            for rep in range(a.repeats):
-                for k, (name, extra) in enumerate(variants):
-                    # prompts of their own per run: no run finds another's in the prefix cache
-                    lv = serve_load.run_level(url, "bench", c, a.requests_per_stream, 32,
-                                              a.output_len, vocab, 100 * c + 10 * rep + k,
-                                              extra=extra)
-                    runs[name].append(lv["output_tok_s"])
-                    row[name + "_errors"] = row.get(name + "_errors", 0) + lv["errors"]
-                    if lv["errors"]:
-                        row[name + "_first_error"] = lv.get("first_error")
-            for name in runs:
-                row[name] = statistics.median(runs[name])
-                row[name + "_runs"] = runs[name]
+            engine_serving.alternate_variants(url, c, variants, a.repeats, a.requests_per_stream,
+                                              a.output_len, vocab, row)
+            for name, _ in variants:
                 gbs = row[name] / c * size / 1e9  # c sequences share each step's weights
                 row[name + "_weights_gbs"] = round(gbs, 2)
                 row[name + "_pct_bw"] = round(100.0 * gbs / bw, 1)

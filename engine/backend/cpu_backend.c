@@ -36,8 +36,8 @@
 
 #define CPU_ALIGN 64
 
-#define KC_LORA_MAX_THREADS 256 /* pool threads the LoRA scratch is split over */
-#define CPU_LORA_CHUNK      32  /* rows of one adapter multiplied together by one thread */
+#define CPU_LORA_MAX_THREADS 256 /* pool threads the LoRA scratch is split over */
+#define CPU_LORA_CHUNK       32  /* rows of one adapter multiplied together by one thread */
 
 typedef struct cpu_layer {
     kc_weight wq, wk, wv, wo, gate, up, down;
@@ -261,7 +261,7 @@ static size_t cpu_max_size(size_t a, size_t b)
 static int cpu_lora_alloc(backend *b)
 {
     const int nth = kc_pool_size(b->pool);
-    if (nth > KC_LORA_MAX_THREADS) {
+    if (nth > CPU_LORA_MAX_THREADS) {
         return -EINVAL;
     }
     b->lora_width = b->n_embd > b->q_dim ? b->n_embd : b->q_dim;
@@ -501,7 +501,7 @@ static backend *cpu_create(const model *m, const backend_config *cfg, char *err,
         tandem_set_err(err, errlen,
                        "cpu backend: out of memory for LoRA buffers (or more than %d "
                        "threads)",
-                       KC_LORA_MAX_THREADS);
+                       CPU_LORA_MAX_THREADS);
         goto err_destroy;
     }
     return b;
@@ -764,7 +764,7 @@ typedef struct cpu_lora_task {
     float *y[3]; /* n rows of each target's outputs */
     const float *x;
     int32_t n;
-    int rc[KC_LORA_MAX_THREADS];
+    int rc[CPU_LORA_MAX_THREADS];
 } cpu_lora_task;
 
 static void cpu_lora_worker(void *arg, int ith, int nth)
@@ -783,7 +783,7 @@ static void cpu_lora_worker(void *arg, int ith, int nth)
     float *tv = b->lora_t + (size_t)ith * CPU_LORA_CHUNK * (size_t)R;
     float *d = b->lora_d + (size_t)ith * CPU_LORA_CHUNK * (size_t)W;
     int32_t *rows = b->lora_rows + (size_t)ith * CPU_LORA_CHUNK;
-    uint8_t local[KC_LORA_MAX_THREADS];
+    uint8_t local[CPU_LORA_MAX_THREADS];
     uint8_t *done = by_cols ? local : b->lora_done;
     memset(done + t0, 0, (size_t)(t1 - t0));
     for (int32_t t = t0; t < t1; t++) {
@@ -864,7 +864,7 @@ static int cpu_lora(backend *b, int l, const lora_target *tg, float *const *y, i
         lt.y[i] = y[i];
     }
     kc_pool_run(b->pool, cpu_lora_worker, &lt);
-    for (int i = 0; i < KC_LORA_MAX_THREADS; i++) {
+    for (int i = 0; i < CPU_LORA_MAX_THREADS; i++) {
         if (lt.rc[i] != 0) {
             return lt.rc[i];
         }

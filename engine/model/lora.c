@@ -99,23 +99,31 @@ static int parse_layer_target(const char *s, bool gguf, int *layer, lora_target 
     return -1;
 }
 
+/* A buffer of n bytes owned by the adapter (freed by lora_free), or NULL. */
+static void *lora_alloc(lora_adapter *a, size_t n)
+{
+    lora_priv *p = a->priv;
+    void **grown = realloc(p->owned, sizeof(void *) * (p->n_owned + 1));
+    if (!grown) {
+        return NULL;
+    }
+    p->owned = grown;
+    void *buf = malloc(n ? n : 1);
+    if (buf) {
+        p->owned[p->n_owned++] = buf;
+    }
+    return buf;
+}
+
 /* Copies B's rows into the other Q/K layout (to_gguf: HF rows to GGUF's adjacent-pair order). */
 static int permute_rows(lora_adapter *a, model_tensor *b, int64_t n_head, int64_t head_dim,
                         bool to_gguf)
 {
-    lora_priv *p = a->priv;
     const size_t row = td_row_bytes(b->type, b->ne[0]);
-    uint8_t *dst = malloc(b->nbytes ? b->nbytes : 1);
-    void **grown = realloc(p->owned, sizeof(void *) * (p->n_owned + 1));
-    if (!dst || !grown) {
-        free(dst);
-        if (grown) {
-            p->owned = grown;
-        }
+    uint8_t *dst = lora_alloc(a, b->nbytes);
+    if (!dst) {
         return -ENOMEM;
     }
-    p->owned = grown;
-    p->owned[p->n_owned++] = dst;
     const uint8_t *src = b->data;
     const int64_t half = head_dim / 2;
     for (int64_t h = 0; h < n_head; h++) {
@@ -163,21 +171,13 @@ static float lora_elem(tdtype t, const uint8_t *row, int64_t i)
  * owned by the adapter. */
 static int transpose_b(lora_adapter *a, lora_weights *w)
 {
-    lora_priv *p = a->priv;
     const int64_t r = w->b.ne[0], out = w->b.ne[1];
     const size_t row = td_row_bytes(w->b.type, r);
     const bool f16 = w->b.type == TD_F16;
-    uint8_t *bt = malloc((f16 ? 2 : 4) * (size_t)(r * out));
-    void **grown = realloc(p->owned, sizeof(void *) * (p->n_owned + 1));
-    if (!bt || !grown) {
-        free(bt);
-        if (grown) {
-            p->owned = grown;
-        }
+    uint8_t *bt = lora_alloc(a, (f16 ? 2 : 4) * (size_t)(r * out));
+    if (!bt) {
         return -ENOMEM;
     }
-    p->owned = grown;
-    p->owned[p->n_owned++] = bt;
     const uint8_t *src = w->b.data;
     for (int64_t o = 0; o < out; o++) {
         for (int64_t j = 0; j < r; j++) {

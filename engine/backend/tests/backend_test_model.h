@@ -141,6 +141,16 @@ static void tm_free(model *m)
     free(m);
 }
 
+/* max |a[i] - b[i]| over n floats. */
+static inline float tm_max_abs_diff(const float *a, const float *b, int n)
+{
+    float d = 0.0f;
+    for (int i = 0; i < n; i++) {
+        d = fmaxf(d, fabsf(a[i] - b[i]));
+    }
+    return d;
+}
+
 static model *tm_build(const tm_spec *sp)
 {
     model *m = calloc(1, sizeof(*m));

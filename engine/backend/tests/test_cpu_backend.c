@@ -337,15 +337,6 @@ static void run_chunks(backend *b, const int32_t *toks, int n, const int32_t *bt
     }
 }
 
-static float max_abs_diff(const float *a, const float *b, int n)
-{
-    float d = 0.0f;
-    for (int i = 0; i < n; i++) {
-        d = fmaxf(d, fabsf(a[i] - b[i]));
-    }
-    return d;
-}
-
 static void fill_tokens(int32_t *toks, int n, int vocab, int salt)
 {
     for (int i = 0; i < n; i++) {
@@ -519,15 +510,15 @@ static void check_invariance(const tm_spec *sp)
     print_message("    %s %s: |alone-chunked| %.3g |alone-single| %.3g |alone-batched| %.3g "
                   "|1 vs 2 threads| %.3g\n",
                   model_arch_name_test(sp->arch), td_name(sp->wtype),
-                  max_abs_diff(alone, last_chunk, V), max_abs_diff(alone, last_single, V),
-                  max_abs_diff(alone, in_batch, V), max_abs_diff(alone, two, V));
-    assert_true(max_abs_diff(alone, last_chunk, V) <= 1e-6f);
-    assert_true(max_abs_diff(alone, last_single, V) <= 1e-6f);
-    assert_true(max_abs_diff(alone, in_batch, V) <= 1e-6f);
-    assert_true(max_abs_diff(alone, two, V) <= 1e-6f);
+                  tm_max_abs_diff(alone, last_chunk, V), tm_max_abs_diff(alone, last_single, V),
+                  tm_max_abs_diff(alone, in_batch, V), tm_max_abs_diff(alone, two, V));
+    assert_true(tm_max_abs_diff(alone, last_chunk, V) <= 1e-6f);
+    assert_true(tm_max_abs_diff(alone, last_single, V) <= 1e-6f);
+    assert_true(tm_max_abs_diff(alone, in_batch, V) <= 1e-6f);
+    assert_true(tm_max_abs_diff(alone, two, V) <= 1e-6f);
     /* the chunk ends (positions 4 and 11) must match the one-at-a-time run too */
-    assert_true(max_abs_diff(chunk, single + 4 * (size_t)V, V) <= 1e-6f);
-    assert_true(max_abs_diff(chunk + V, single + 11 * (size_t)V, V) <= 1e-6f);
+    assert_true(tm_max_abs_diff(chunk, single + 4 * (size_t)V, V) <= 1e-6f);
+    assert_true(tm_max_abs_diff(chunk + V, single + 11 * (size_t)V, V) <= 1e-6f);
     free(alone);
     free(chunk);
     free(single);
@@ -587,7 +578,7 @@ static void test_f16_kv(void **state)
     backend *b32 = make_backend(m, KV_DTYPE_F32, 1), *b16 = make_backend(m, KV_DTYPE_F16, 2);
     run_chunks(b32, toks, 13, bt, parts, 2, l32, V);
     run_chunks(b16, toks, 13, bt, parts, 2, l16, V);
-    float d = max_abs_diff(l32, l16, 2 * V);
+    float d = tm_max_abs_diff(l32, l16, 2 * V);
     print_message("    f16 vs f32 KV: max |dlogit| %.3g\n", d);
     assert_true(d < 2e-2f);
     assert_true(d > 0.0f); /* the f16 path really rounded */

@@ -151,15 +151,6 @@ static int run_one(backend *b, const int32_t *toks, int n, const int32_t *bt,
     return cpu_backend_ops.forward(b, &batch);
 }
 
-static float max_abs_diff(const float *a, const float *b, int n)
-{
-    float d = 0.0f;
-    for (int i = 0; i < n; i++) {
-        d = fmaxf(d, fabsf(a[i] - b[i]));
-    }
-    return d;
-}
-
 /* W += scale * B A for every adapted projection (F32 adapter, F32 model). */
 static void merge(model *m, const lora_adapter *a)
 {
@@ -211,7 +202,7 @@ static void test_lora_equals_merged_weights(void **state)
     backend *bm = make_backend(merged, 0, 1);
     assert_int_equal(run_one(bm, toks, 11, bt, NULL, ref), 0);
     cpu_backend_ops.destroy(bm);
-    const float d = max_abs_diff(with, ref, V), effect = max_abs_diff(with, base, V);
+    const float d = tm_max_abs_diff(with, ref, V), effect = tm_max_abs_diff(with, base, V);
     print_message("    |adapter - merged weights| %.3g, |adapter - base| %.3g\n", d, effect);
     assert_true(d <= 1e-4f);
     assert_true(effect >= 1e-2f);
@@ -297,11 +288,11 @@ static void check_mixed(const tm_spec *sp, int threads)
         if (memcmp(alone + (size_t)r * V, mixed + (size_t)r * V, sizeof(float) * (size_t)V) != 0) {
             fail_msg("row %d (sequence %d, %s): mixed batch differs from alone by %g", r, r % 4,
                      r < 4 ? "prefill" : "decode",
-                     (double)max_abs_diff(alone + (size_t)r * V, mixed + (size_t)r * V, V));
+                     (double)tm_max_abs_diff(alone + (size_t)r * V, mixed + (size_t)r * V, V));
         }
     }
     /* the same tokens under different adapters give different logits */
-    assert_true(max_abs_diff(alone, mixed + (size_t)V, V) > 0.0f);
+    assert_true(tm_max_abs_diff(alone, mixed + (size_t)V, V) > 0.0f);
     free(alone);
     free(mixed);
     free_adapter(a1);

@@ -483,8 +483,8 @@ static void test_gguf_tensors(void **state)
 
 /*
  * Names that parse to a layer number only through strtol's leniency ("+1", " 1", "-0") are not
- * canonical GGUF names; accepted, they alias a canonical tensor and the later one silently
- * replaces the earlier (strtol skips white space and takes a sign: the loader must not).
+ * canonical GGUF names; accepted, they would alias a canonical tensor and the later one silently
+ * replace the earlier: refused, naming the tensor.
  */
 static void test_gguf_noncanonical_layer(void **state)
 {
@@ -946,10 +946,7 @@ static void test_peft_tensor_errors(void **state)
     expect_fail(&m, make_peft("peft_empty", CFG_OK(""), &s), "no LoRA weights", NULL);
 }
 
-/*
- * A finite lora_alpha beyond float's range becomes an infinite scale (peft_config casts the
- * double after checking it is finite).
- */
+/* A finite lora_alpha beyond float's range would be an infinite scale once cast: refused. */
 static void test_peft_alpha_overflow(void **state)
 {
     (void)state;
@@ -961,9 +958,8 @@ static void test_peft_alpha_overflow(void **state)
 }
 
 /*
- * Without rank_pattern every PEFT module has rank r (PEFT itself refuses such a state dict), but
- * lora.c compares r with the largest rank only: a k_proj of rank 2 beside a q_proj of rank 4
- * loads with r 4, scaled by alpha / 2.
+ * Without rank_pattern every PEFT module has rank r (PEFT itself refuses such a state dict): a
+ * k_proj of rank 2 beside a q_proj of rank 4 with r 4 is refused, naming the k_proj tensor.
  */
 static void test_peft_mixed_rank(void **state)
 {
