@@ -654,6 +654,37 @@ static void raw_logprobs_top(const float *raw, int n_vocab, int n_top, double *l
     }
 }
 
+/* out->logprob and out->rank of token among raw[0..n_vocab) (lse: their log-sum-exp). The rank
+ * counts the logits >= the token's, as vLLM's batched_count_greater_than does. */
+static void token_logprob(const float *raw, int n_vocab, int32_t token, double lse,
+                          struct sample_result *out)
+{
+    float tv = raw[token];
+    double lp = (double)tv - lse;
+    out->logprob = isnan(lp) || lp < SAMPLER_LOGPROB_FLOOR ? SAMPLER_LOGPROB_FLOOR : (float)lp;
+    int rank = 0;
+    for (int i = 0; i < n_vocab; i++) {
+        rank += raw[i] >= tv;
+    }
+    out->rank = rank;
+}
+
+int sampler_logprobs(const float *raw, int n_vocab, int32_t token, int n_top,
+                     struct sample_result *out)
+{
+    if (n_vocab < 1 || token < 0 || token >= n_vocab || n_top < 0) {
+        return -EINVAL;
+    }
+    memset(out, 0, sizeof(*out));
+    n_top = n_top > SAMPLER_MAX_LOGPROBS ? SAMPLER_MAX_LOGPROBS : n_top;
+    n_top = n_top > n_vocab ? n_vocab : n_top;
+    double lse = 0.0;
+    raw_logprobs_top(raw, n_vocab, n_top, &lse, out);
+    out->token = token;
+    token_logprob(raw, n_vocab, token, lse, out);
+    return 0;
+}
+
 /* bad_words: bans the last token of every sequence whose other tokens end the output so far
  * (vLLM v1's apply_bad_words; a sequence longer than the output plus one cannot match yet). */
 static void apply_bad_words(const struct sampler_state *st, float *logits, int n_vocab)
@@ -829,14 +860,7 @@ int sampler_sample(const struct sampling_params *params, struct sampler_state *s
     }
     out->token = token;
     if (want_lp) {
-        float tv = scratch->raw[token];
-        double lp = (double)tv - lse;
-        out->logprob = isnan(lp) || lp < SAMPLER_LOGPROB_FLOOR ? SAMPLER_LOGPROB_FLOOR : (float)lp;
-        int rank = 0;
-        for (int i = 0; i < n_vocab; i++) {
-            rank += scratch->raw[i] >= tv;
-        }
-        out->rank = rank;
+        token_logprob(scratch->raw, n_vocab, token, lse, out);
     }
 out_free:
     if (scratch == &local) {

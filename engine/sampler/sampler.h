@@ -167,6 +167,13 @@ int sampler_sample(const struct sampling_params *params, struct sampler_state *s
                    struct sampler_scratch *scratch, float *logits, int n_vocab,
                    struct sample_result *out);
 
+/* The raw logprobs of one row of logits without sampling (vLLM's prompt logprobs): token's
+ * logprob and rank and the n_top (capped at SAMPLER_MAX_LOGPROBS and n_vocab) most likely
+ * tokens, as sampler_sample reports them for a sampled token. 0, or -EINVAL (token outside
+ * [0, n_vocab), n_top < 0). */
+int sampler_logprobs(const float *raw, int n_vocab, int32_t token, int n_top,
+                     struct sample_result *out);
+
 /* 1 when token ends the sequence: an eos id (unless ignore_eos) or a stop_token_id, and the
  * output has at least min_tokens tokens. Call it after sampler_accept(token) (vLLM's order). */
 int sampler_is_stop_token(const struct sampling_params *params, const struct sampler_state *st,

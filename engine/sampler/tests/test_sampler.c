@@ -553,6 +553,37 @@ static void test_logprobs_consistent(void **state)
                            exp((double)r.top[2].logprob),
                        1.0, 1e-5);
     assert_int_equal(r.top[0].token, 2);
+
+    /* sampler_logprobs (prompt logprobs): a given token's logprob and rank, the same top list
+     * as sampling reports, the logits untouched; caps and bad arguments */
+    struct sample_result q;
+    float before = l[17];
+    assert_int_equal(sampler_logprobs(l, N, 17, 20, &q), 0);
+    assert_int_equal(q.token, 17);
+    assert_float_equal(q.logprob, l[17] - lse, 1e-4);
+    rank = 0;
+    for (int i = 0; i < N; i++) {
+        rank += l[i] >= l[17];
+    }
+    assert_int_equal(q.rank, rank);
+    assert_true(l[17] == before);
+    c.p.logprobs = 20;
+    sample_once(&c, l, N, &r);
+    assert_int_equal(sampler_logprobs(l, N, 17, 20, &q), 0);
+    assert_int_equal(q.n_top, 20);
+    for (int i = 0; i < 20; i++) {
+        assert_int_equal(q.top[i].token, r.top[i].token);
+        assert_true(q.top[i].logprob == r.top[i].logprob);
+    }
+    assert_int_equal(sampler_logprobs(l, N, 17, 0, &q), 0);
+    assert_int_equal(q.n_top, 0);
+    assert_int_equal(sampler_logprobs(s, 3, 0, 50, &q), 0);
+    assert_int_equal(q.n_top, 3); /* capped at the vocabulary */
+    assert_int_equal(q.rank, 2);
+    assert_int_equal(sampler_logprobs(s, 3, 3, 1, &q), -EINVAL);
+    assert_int_equal(sampler_logprobs(s, 3, -1, 1, &q), -EINVAL);
+    assert_int_equal(sampler_logprobs(s, 3, 0, -1, &q), -EINVAL);
+    assert_int_equal(sampler_logprobs(s, 0, 0, 1, &q), -EINVAL);
     ctx_deinit(&c);
     free(l);
 }
