@@ -733,24 +733,29 @@ static int cpu_tp_sum(backend *b, float *y, int32_t n_rows)
                                             (size_t)n_rows * (size_t)b->n_embd, NULL);
 }
 
-/* The final projection; one rank of several writes its own logits columns. */
-static int cpu_logits(backend *b, int32_t n_rows, float *logits)
+/* The final projection of n_rows rows of x into logits ([n_rows][n_vocab]); one rank of
+ * several writes its own logits columns (through logits_local, max_seqs rows at a time). */
+static int cpu_logits(backend *b, const float *x, int32_t n_rows, float *logits)
 {
     const float cap = b->m->cfg.final_softcap;
     if (!b->tp) {
-        int rc = cpu_mm(b, &b->output, b->xn, n_rows, logits);
+        int rc = cpu_mm(b, &b->output, x, n_rows, logits);
         if (rc == 0 && cap > 0.0f) {
             kc_softcap(logits, (int64_t)n_rows * b->n_vocab, cap);
         }
         return rc;
     }
-    int rc = cpu_mm(b, &b->output, b->xn, n_rows, b->logits_local);
-    if (rc == 0 && cap > 0.0f) {
-        kc_softcap(b->logits_local, (int64_t)n_rows * b->n_out, cap);
-    }
-    for (int32_t r = 0; rc == 0 && r < n_rows; r++) {
-        memcpy(logits + (int64_t)r * b->n_vocab + b->tp->vocab_begin,
-               b->logits_local + (int64_t)r * b->n_out, sizeof(float) * (size_t)b->n_out);
+    int rc = 0;
+    for (int32_t r0 = 0; rc == 0 && r0 < n_rows; r0 += b->cfg.max_seqs) {
+        const int32_t n = n_rows - r0 < b->cfg.max_seqs ? n_rows - r0 : b->cfg.max_seqs;
+        rc = cpu_mm(b, &b->output, x + (int64_t)r0 * b->n_embd, n, b->logits_local);
+        if (rc == 0 && cap > 0.0f) {
+            kc_softcap(b->logits_local, (int64_t)n * b->n_out, cap);
+        }
+        for (int32_t r = 0; rc == 0 && r < n; r++) {
+            memcpy(logits + (int64_t)(r0 + r) * b->n_vocab + b->tp->vocab_begin,
+                   b->logits_local + (int64_t)r * b->n_out, sizeof(float) * (size_t)b->n_out);
+        }
     }
     return rc;
 }
@@ -981,18 +986,42 @@ static int cpu_moe(backend *b, const fwd_batch *batch, int l, int32_t n_rows)
     return b->n_ff_shexp > 0 ? cpu_shared_expert(b, batch, l, n_rows) : 0;
 }
 
-/* After the final norm, xn holds the kept rows (cpu_forward's out_rows, in batch order): writes
- * the pooled hidden states, then gathers the rows that make logits to the front and runs the LM
- * head over them. */
+/* Rows of a sequence kept past the last attention (cpu_forward's out_rows, in batch order):
+ * all of them when it sums hidden states or wants every row's logits, else its last one when
+ * that makes logits or is pooled. */
+static int32_t cpu_kept_rows(const fwd_seq *s)
+{
+    if (s->pool == FWD_POOL_SUM || s->all_logits) {
+        return s->n_new;
+    }
+    return s->want_logits || s->pool == FWD_POOL_LAST ? 1 : 0;
+}
+
+/* After the final norm, xn holds the kept rows: runs the LM head over the rows of the
+ * sequences that want every row's logits (in place, before anything moves), writes the pooled
+ * hidden states, then gathers the rows that make logits to the front and runs the LM head over
+ * them. */
 static int cpu_outputs(backend *b, const fwd_batch *batch, int32_t n_rows)
 {
     const int64_t E = b->n_embd;
     int32_t row = 0, n_pooled = 0, n_logit = 0;
+    int64_t n_all = 0;
     for (int32_t i = 0; i < batch->n_seqs; i++) {
         const fwd_seq *s = &batch->seqs[i];
-        const int32_t rows = s->pool == FWD_POOL_SUM
-                                 ? s->n_new
-                                 : (s->want_logits || s->pool == FWD_POOL_LAST ? 1 : 0);
+        if (s->all_logits) {
+            int rc = cpu_logits(b, b->xn + (int64_t)row * E, s->n_new,
+                                batch->row_logits + n_all * b->n_vocab);
+            if (rc != 0) {
+                return rc;
+            }
+            n_all += s->n_new;
+        }
+        row += cpu_kept_rows(s);
+    }
+    row = 0;
+    for (int32_t i = 0; i < batch->n_seqs; i++) {
+        const fwd_seq *s = &batch->seqs[i];
+        const int32_t rows = cpu_kept_rows(s);
         if (rows == 0) {
             continue;
         }
@@ -1014,7 +1043,7 @@ static int cpu_outputs(backend *b, const fwd_batch *batch, int32_t n_rows)
         row += rows;
     }
     TANDEM_ASSERT(row == n_rows);
-    return n_logit > 0 ? cpu_logits(b, n_logit, batch->logits) : 0;
+    return n_logit > 0 ? cpu_logits(b, b->xn, n_logit, batch->logits) : 0;
 }
 
 static int cpu_check_batch(const backend *b, const fwd_batch *batch)
@@ -1047,10 +1076,8 @@ static int cpu_forward(backend *b, const fwd_batch *batch)
             if (b->row_lora) {
                 b->row_lora[t] = s->lora;
             }
-            /* rows kept past the last attention: every row of a summed sequence, else the last
-             * one when it makes logits or is pooled (rows stay in batch order) */
-            if (s->pool == FWD_POOL_SUM ||
-                (j == s->n_new - 1 && (s->want_logits || s->pool == FWD_POOL_LAST))) {
+            /* rows kept past the last attention (cpu_kept_rows), in batch order */
+            if (j >= s->n_new - cpu_kept_rows(s)) {
                 b->out_rows[n_out++] = t;
             }
         }
@@ -1159,6 +1186,7 @@ const backend_ops cpu_backend_ops = {
     .name = "cpu",
     .pooling = true,
     .lora = true,
+    .all_logits = true,
     .kv_block_bytes = cpu_kv_block_bytes,
     .create = cpu_create,
     .forward = cpu_forward,

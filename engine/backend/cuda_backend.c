@@ -1122,8 +1122,10 @@ static int cuda_forward(backend *b, const fwd_batch *batch)
     if (rc != 0) {
         return rc;
     }
-    if (backend_batch_pools(batch) > 0) {
-        return -ENOTSUP; /* no pooled hidden states on this backend yet (ops.pooling false) */
+    if (backend_batch_pools(batch) > 0 || backend_batch_all_logits(batch) > 0) {
+        /* no pooled hidden states or every-row logits on this backend yet (ops.pooling and
+         * ops.all_logits false) */
+        return -ENOTSUP;
     }
     size_t bt_need = 0;
     for (int32_t i = 0; i < batch->n_seqs; i++) {

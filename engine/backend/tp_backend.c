@@ -236,8 +236,8 @@ static int tp_forward(struct backend *b, const fwd_batch *batch)
         return -EIO;
     }
     /* every rank checks too, but a bad batch must not reach the collectives at all */
-    if (batch && backend_batch_pools(batch) > 0) {
-        return -ENOTSUP; /* ops.pooling false: the engine does not send these */
+    if (batch && (backend_batch_pools(batch) > 0 || backend_batch_all_logits(batch) > 0)) {
+        return -ENOTSUP; /* ops.pooling, ops.all_logits false: the engine does not send these */
     }
     if (!batch) {
         return -EINVAL;

@@ -44,8 +44,8 @@ typedef struct backend_config {
 
 /* Validates a batch against a backend's limits (backend_config), vocabulary and layers: sizes,
  * block tables covering every position with ids below num_blocks, token ids, a logits buffer
- * when a sequence wants logits, adapters within max_lora_rank. 0 or -EINVAL. Shared by every
- * backend's forward. */
+ * when a sequence wants logits (row_logits for all_logits), adapters within max_lora_rank. 0 or
+ * -EINVAL. Shared by every backend's forward. */
 static inline int backend_check_batch(const backend_config *cfg, int32_t n_vocab, int32_t n_layer,
                                       const fwd_batch *batch)
 {
@@ -54,11 +54,12 @@ static inline int backend_check_batch(const backend_config *cfg, int32_t n_vocab
         return -EINVAL;
     }
     int64_t total = 0;
-    int32_t n_logits = 0, n_pooled = 0;
+    int32_t n_logits = 0, n_pooled = 0, n_all = 0;
     for (int32_t i = 0; i < batch->n_seqs; i++) {
         const fwd_seq *s = &batch->seqs[i];
         if (s->n_new < 1 || s->start_pos < 0 || !s->block_table ||
-            (s->lora && (s->lora->rank > cfg->max_lora_rank || s->lora->n_layer != n_layer))) {
+            (s->lora && (s->lora->rank > cfg->max_lora_rank || s->lora->n_layer != n_layer)) ||
+            (s->all_logits && s->pool != FWD_POOL_NONE)) {
             return -EINVAL;
         }
         int64_t end = (int64_t)s->start_pos + s->n_new;
@@ -73,9 +74,10 @@ static inline int backend_check_batch(const backend_config *cfg, int32_t n_vocab
         total += s->n_new;
         n_logits += s->want_logits ? 1 : 0;
         n_pooled += s->pool != FWD_POOL_NONE;
+        n_all += s->all_logits;
     }
     if (total != batch->n_tokens || (n_logits > 0 && !batch->logits) ||
-        (n_pooled > 0 && !batch->hidden)) {
+        (n_pooled > 0 && !batch->hidden) || (n_all > 0 && !batch->row_logits)) {
         return -EINVAL;
     }
     for (int32_t t = 0; t < batch->n_tokens; t++) {
@@ -84,6 +86,16 @@ static inline int backend_check_batch(const backend_config *cfg, int32_t n_vocab
         }
     }
     return 0;
+}
+
+/* Sequences of batch that want every row's logits (fwd_seq.all_logits). */
+static inline int32_t backend_batch_all_logits(const fwd_batch *batch)
+{
+    int32_t n = 0;
+    for (int32_t i = 0; i < batch->n_seqs; i++) {
+        n += batch->seqs[i].all_logits;
+    }
+    return n;
 }
 
 /* Sequences of batch that want hidden states (fwd_seq.pool). */
@@ -102,6 +114,7 @@ typedef struct backend_ops {
     const char *name; /* "cpu", "cuda" */
     bool pooling;     /* forward honours fwd_seq.pool (embeddings); false: -ENOTSUP when asked */
     bool lora;        /* forward applies fwd_seq.lora (backend_config.max_lora_rank > 0) */
+    bool all_logits;  /* forward honours fwd_seq.all_logits (prompt logprobs); false: -ENOTSUP */
     /* Bytes of KV storage one block takes over all layers (K and V). */
     size_t (*kv_block_bytes)(const model *m, int32_t block_size, kv_dtype dt);
     /* Creates the backend for m (borrowed; must outlive it) with cfg; NULL and err on failure. */

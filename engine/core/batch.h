@@ -37,7 +37,10 @@ typedef struct fwd_seq {
     const int32_t *block_table; /* physical block ids for positions [0, start_pos + n_new) */
     int32_t n_blocks;           /* entries in block_table */
     bool want_logits;           /* produce logits for the last new token of this sequence */
-    fwd_pool pool;              /* hidden states into fwd_batch.hidden (FWD_POOL_NONE: none) */
+    /* also the logits of every new token, into fwd_batch.row_logits (prompt logprobs); the
+     * last one's go there as well as into logits when want_logits */
+    bool all_logits;
+    fwd_pool pool; /* hidden states into fwd_batch.hidden (FWD_POOL_NONE: none) */
     /* LoRA adapter of this sequence's tokens (engine/model/lora.h), NULL: the base model. Rows
      * of different adapters may share a batch; each row gets only its own adapter's deltas. */
     const struct lora_adapter *lora;
@@ -50,6 +53,7 @@ typedef struct fwd_batch {
     const fwd_seq *seqs; /* [n_seqs] */
     float *logits;       /* out: [number of seqs with want_logits][n_vocab], in seq order */
     float *hidden;       /* out: [number of seqs with a pool][n_embd], in seq order */
+    float *row_logits;   /* out: [sum of n_new of the all_logits seqs][n_vocab], in seq order */
 } fwd_batch;
 
 #endif

@@ -499,6 +499,29 @@ static void check_invariance(const tm_spec *sp)
     fwd_batch batch = {
         .n_tokens = 24, .tokens = toks, .n_seqs = 3, .seqs = seqs, .logits = batched};
     assert_int_equal(cpu_backend_ops.forward(b, &batch), 0);
+
+    /* every row's logits (prompt logprobs): B mid-prompt without a sampled row, A whole with
+     * one, C plain; the rows equal the one-at-a-time run's, the sampled rows the batch's */
+    float *rows = malloc(sizeof(float) * 18 * (size_t)V);
+    float *last2 = malloc(sizeof(float) * 2 * (size_t)V);
+    assert_true(rows && last2);
+    fwd_seq seqs2[3] = {seqs[0], seqs[1], seqs[2]};
+    seqs2[0].want_logits = false;
+    seqs2[0].all_logits = true;
+    seqs2[1].all_logits = true;
+    batch.seqs = seqs2;
+    batch.logits = last2;
+    batch.row_logits = rows;
+    assert_int_equal(cpu_backend_ops.forward(b, &batch), 0);
+    for (int i = 0; i < 13; i++) {
+        assert_true(tm_max_abs_diff(rows + (size_t)(5 + i) * V, single + (size_t)i * V, V) <=
+                    1e-6f);
+    }
+    assert_true(tm_max_abs_diff(rows + 4 * (size_t)V, batched, V) <= 1e-6f);
+    assert_true(tm_max_abs_diff(last2, alone, V) <= 1e-6f);
+    assert_true(tm_max_abs_diff(last2 + V, batched + 2 * (size_t)V, V) <= 1e-6f);
+    free(rows);
+    free(last2);
     cpu_backend_ops.destroy(b);
 
     backend *b2 = make_backend(m, KV_DTYPE_F32, 2);
@@ -626,6 +649,22 @@ static void test_bad_input(void **state)
     s.block_table = bt;
     batch.logits = NULL;
     assert_int_equal(cpu_backend_ops.forward(b, &batch), -EINVAL);
+    batch.logits = logits;
+    s.all_logits = true; /* no row_logits buffer */
+    assert_int_equal(cpu_backend_ops.forward(b, &batch), -EINVAL);
+    float rows[4 * 101];
+    batch.row_logits = rows;
+    float hidden[64];
+    batch.hidden = hidden;
+    s.pool = FWD_POOL_LAST; /* every row's logits and pooling: not both */
+    assert_int_equal(cpu_backend_ops.forward(b, &batch), -EINVAL);
+    s.pool = FWD_POOL_NONE;
+    s.all_logits = false;
+    s.pool = FWD_POOL_LAST; /* (pooling alone is fine) */
+    assert_int_equal(cpu_backend_ops.forward(b, &batch), 0);
+    s.pool = FWD_POOL_NONE;
+    s.all_logits = true;
+    assert_int_equal(cpu_backend_ops.forward(b, &batch), 0);
     cpu_backend_ops.destroy(b);
 
     char err[256] = "";
