@@ -97,6 +97,11 @@ sched *sched_new(const sched_config *cfg, kvc *kv, char *err, size_t errlen)
                        cfg->long_prefill_token_threshold);
         return NULL;
     }
+    if (cfg->max_prompt_logit_rows < 0) {
+        tandem_set_err(err, errlen, "max_prompt_logit_rows: %d must be >= 0",
+                       cfg->max_prompt_logit_rows);
+        return NULL;
+    }
     if (cfg->policy != SCHED_FCFS && cfg->policy != SCHED_PRIORITY) {
         tandem_set_err(err, errlen, "policy: unknown value %d", (int)cfg->policy);
         return NULL;
@@ -309,6 +314,7 @@ int sched_add(sched *s, const sched_req_params *p, sched_req **out, char *err, s
     r->num_cached_tokens = -1;
     r->delay_free = p->delay_free;
     r->load_remote = p->load_remote;
+    r->prompt_logits = p->prompt_logits;
     r->status = SCHED_WAITING;
     r->running_idx = -1;
     r->out_idx = -1;
@@ -395,6 +401,12 @@ void sched_free(sched *s)
 
 /* ---- scheduling ------------------------------------------------------------------------- */
 
+/* A prompt_logits request whose next chunk has rows that predict prompt tokens. */
+static bool wants_prompt_logits(const sched_req *r)
+{
+    return r->prompt_logits && r->num_computed_tokens < r->n_prompt - 1;
+}
+
 static void out_add(sched *s, sched_req *r, int32_t n_new)
 {
     sched_output *o = &s->out;
@@ -408,6 +420,7 @@ static void out_add(sched *s, sched_req *r, int32_t n_new)
     e->n_blocks = (r->num_computed_tokens + n_new + s->block_size - 1) / s->block_size;
     TANDEM_ASSERT(e->n_blocks <= r->kv.n_blocks);
     e->wants_logits = r->num_computed_tokens + n_new == r->n_tokens;
+    e->all_logits = wants_prompt_logits(r);
     r->out_idx = o->n_entries++;
     o->n_tokens += n_new;
     o->n_logits += e->wants_logits;
@@ -483,13 +496,22 @@ static bool lora_admit(sched *s, const sched_req *r)
     return true;
 }
 
-static int32_t cap_new_tokens(const sched *s, int32_t n, int32_t budget)
+/* A request's tokens this step: n capped by the long-prefill threshold and the token budget,
+ * and for a chunk that wants every row's logits by the step's remaining logit rows (*rows,
+ * charged here). */
+static int32_t cap_new_tokens(const sched *s, const sched_req *r, int32_t n, int32_t budget,
+                              int32_t *rows)
 {
     int32_t thr = s->cfg.long_prefill_token_threshold;
     if (thr > 0 && n > thr) {
         n = thr;
     }
-    return n < budget ? n : budget;
+    n = n < budget ? n : budget;
+    if (wants_prompt_logits(r) && s->cfg.max_prompt_logit_rows > 0) {
+        n = n < *rows ? n : *rows;
+        *rows -= n > 0 ? n : 0;
+    }
+    return n;
 }
 
 /* Admits a load_remote request for its remote KV load: local prefix hits first, then blocks for
@@ -575,11 +597,12 @@ const sched_output *sched_schedule(sched *s)
     o->n_loads = 0;
     s->update_pending = true;
     int32_t budget = s->cfg.max_num_batched_tokens;
+    int32_t rows = s->cfg.max_prompt_logit_rows; /* logit rows left (prompt_logits chunks) */
 
     /* Phase A: running requests, in order. */
     for (int32_t i = 0; i < s->n_running && budget > 0; i++) {
         sched_req *r = s->running[i];
-        int32_t n_new = cap_new_tokens(s, r->n_tokens - r->num_computed_tokens, budget);
+        int32_t n_new = cap_new_tokens(s, r, r->n_tokens - r->num_computed_tokens, budget, &rows);
         if (n_new <= 0) {
             continue;
         }
@@ -623,8 +646,10 @@ const sched_output *sched_schedule(sched *s)
         }
         if (r->kv.n_blocks > 0) {
             /* loaded remotely: its blocks hold the prompt up to the last token */
-            int32_t n_new = cap_new_tokens(s, r->n_tokens - r->num_computed_tokens, budget);
-            if (kvc_allocate(s->kv, &r->kv, r->num_computed_tokens + n_new, NULL) != 0) {
+            int32_t n_new =
+                cap_new_tokens(s, r, r->n_tokens - r->num_computed_tokens, budget, &rows);
+            if (n_new <= 0 ||
+                kvc_allocate(s->kv, &r->kv, r->num_computed_tokens + n_new, NULL) != 0) {
                 break;
             }
             wait_remove(s, r);
@@ -635,14 +660,23 @@ const sched_output *sched_schedule(sched *s)
             budget -= n_new;
             continue;
         }
-        int32_t hit = kvc_lookup(s->kv, &r->kv, r->tokens, r->n_tokens, &s->hits);
-        TANDEM_ASSERT(hit >= 0);
+        int32_t hit = 0;
+        if (r->prompt_logits) {
+            /* every prompt position needs its logits: no hits, and no query (vLLM v1) */
+            s->hits.n_blocks = 0;
+            s->hits.query_tokens = 0;
+        } else {
+            hit = kvc_lookup(s->kv, &r->kv, r->tokens, r->n_tokens, &s->hits);
+            TANDEM_ASSERT(hit >= 0);
+        }
         int32_t n_new = r->n_tokens - hit;
         if (!s->cfg.enable_chunked_prefill && n_new > budget) {
             break;
         }
-        n_new = cap_new_tokens(s, n_new, budget);
-        if (kvc_allocate(s->kv, &r->kv, hit + n_new, &s->hits) != 0) {
+        const int32_t rows_before = rows;
+        n_new = cap_new_tokens(s, r, n_new, budget, &rows);
+        if (n_new <= 0 || kvc_allocate(s->kv, &r->kv, hit + n_new, &s->hits) != 0) {
+            rows = rows_before;
             break;
         }
         wait_remove(s, r);
@@ -726,6 +760,7 @@ int sched_fill_batch(const sched_output *out, int32_t *tokens_buf, int32_t token
             .block_table = e->block_table,
             .n_blocks = e->n_blocks,
             .want_logits = e->wants_logits,
+            .all_logits = e->all_logits,
         };
     }
     *batch = (fwd_batch){

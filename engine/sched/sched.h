@@ -80,6 +80,9 @@ typedef struct sched_config {
     /* > 0: running requests use at most this many distinct LoRA adapters (lora_name); a waiting
      * request that would add one more is passed over until one finishes (vLLM's max_loras) */
     int32_t max_loras;
+    /* > 0: at most this many rows of prompt_logits requests (their chunks' tokens) per step: the
+     * caller holds every such row's logits for the step (0: no bound) */
+    int32_t max_prompt_logit_rows;
 } sched_config;
 
 /* Defaults: 128 seqs, 2048 tokens, max_model_len 2048, threshold off, chunked prefill on, FCFS,
@@ -103,6 +106,10 @@ typedef struct sched_req_params {
      *   the request then waits in SCHED_WAITING_REMOTE_KV (the consumer). */
     bool delay_free;
     bool load_remote;
+    /* prompt logprobs (vLLM's prompt_logprobs): the prompt is computed without prefix-cache hits
+     * (and not counted as a prefix query), its chunks bounded by max_prompt_logit_rows, and each
+     * chunk's entry asks for every row's logits (sched_entry.all_logits) */
+    bool prompt_logits;
 } sched_req_params;
 
 /* A request. Read any field; write none (use the functions). */
@@ -129,6 +136,7 @@ typedef struct sched_req {
     bool load_remote;          /* still to be loaded remotely at admission */
     bool kv_held;              /* finished by length with its blocks kept (sched_release_held) */
     bool load_pending;         /* aborted while its load runs: blocks freed by the load's end */
+    bool prompt_logits;        /* see sched_req_params */
     int32_t load_first_block;  /* WAITING_REMOTE_KV: first block of the load (local prefix hits
                                   before it) */
     int32_t load_n_blocks;     /* blocks [load_first_block, +n) to load: those holding prompt
@@ -150,6 +158,8 @@ typedef struct sched_entry {
     const int32_t *block_table; /* == req->kv.blocks, covering [0, start_pos + n_new) */
     int32_t n_blocks;           /* ceil((start_pos + n_new) / block_size) */
     bool wants_logits;          /* start_pos + n_new == req->n_tokens: sample one token after */
+    bool all_logits; /* prompt_logits and start_pos < n_prompt - 1: the chunk's rows predict
+                        prompt tokens, so every row's logits are wanted (fwd_seq.all_logits) */
 } sched_entry;
 
 /* A step's schedule, owned by the scheduler; valid until the next sched_schedule. After
@@ -228,9 +238,10 @@ int sched_update(sched *s, const int32_t *sampled, int32_t n_sampled);
 
 /* Fills a fwd_batch from out: copies the entries' tokens into tokens_buf (cap tokens_cap) and
  * one fwd_seq per entry into seqs (cap seqs_cap), in entry order, so logits row k belongs to
- * the k-th entry with wants_logits, which is what sched_update expects. batch->logits is left
- * NULL for the caller. Call it right after sched_schedule, before anything can be aborted.
- * 0, -ENOSPC (a buffer too small) or -EINVAL (an entry already lost its request). */
+ * the k-th entry with wants_logits, which is what sched_update expects. batch->logits,
+ * hidden and row_logits are left NULL for the caller. Call it right after sched_schedule, before
+ * anything can be aborted. 0, -ENOSPC (a buffer too small) or -EINVAL (an entry already lost its
+ * request). */
 int sched_fill_batch(const sched_output *out, int32_t *tokens_buf, int32_t tokens_cap,
                      fwd_seq *seqs, int32_t seqs_cap, fwd_batch *batch);
 

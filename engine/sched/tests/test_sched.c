@@ -775,6 +775,122 @@ static void test_max_loras(void **state)
     fx_deinit(&f);
 }
 
+static sched_req *add_plp(fixture *f, int32_t n_prompt, int32_t base, int32_t max_tokens)
+{
+    int32_t prompt[256];
+    assert_true(n_prompt <= 256);
+    for (int32_t i = 0; i < n_prompt; i++) {
+        prompt[i] = base + i;
+    }
+    sched_req_params p = {.id = (uint64_t)base,
+                          .prompt = prompt,
+                          .n_prompt = n_prompt,
+                          .max_tokens = max_tokens,
+                          .prompt_logits = true};
+    sched_req *r = NULL;
+    char err[256];
+    assert_int_equal(sched_add(f->s, &p, &r, err, sizeof(err)), 0);
+    return r;
+}
+
+/* prompt_logits requests: no prefix hits (nor queries), every chunk that predicts prompt tokens
+ * asks for all its rows' logits, and those rows stay within max_prompt_logit_rows a step (the
+ * others' tokens do not count); the last prompt token's own chunk and decode ask for none. */
+static void test_prompt_logits(void **state)
+{
+    (void)state;
+    fixture f;
+    sched_config c = base_cfg();
+    c.max_prompt_logit_rows = 24;
+    fx_init(&f, 64, 16, &c);
+    sched_req *a = add(&f, 40, 0, 2, 0);
+    step(&f); /* a's prompt blocks are cached */
+    uint64_t queries = sched_prefix_queries(f.s);
+    sched_req *b = add_plp(&f, 40, 0, 2); /* same prompt: no hits taken */
+    sched_req *d = add_plp(&f, 10, 100, 1);
+    sched_req *plain = add(&f, 30, 200, 1, 0);
+    const sched_output *o = sched_schedule(f.s);
+    /* a decodes, b gets 24 rows; none are left for d, which waits (and plain behind it) */
+    assert_int_equal(o->n_entries, 2);
+    assert_ptr_equal(o->entries[1].req, b);
+    assert_int_equal(o->entries[1].start_pos, 0);
+    assert_int_equal(o->entries[1].n_new, 24);
+    assert_true(o->entries[1].all_logits);
+    assert_false(o->entries[0].all_logits);
+    assert_int_equal(b->num_cached_tokens, 0);
+    assert_int_equal(sched_prefix_queries(f.s), queries);
+    assert_int_equal(d->status, SCHED_WAITING);
+    int32_t toks[128];
+    fwd_seq seqs[8];
+    fwd_batch batch;
+    assert_int_equal(sched_fill_batch(o, toks, 128, seqs, 8, &batch), 0);
+    assert_true(seqs[1].all_logits);
+    assert_null(batch.row_logits);
+    int32_t sampled[8] = {7, 7, 7, 7, 7, 7, 7, 7};
+    assert_int_equal(sched_update(f.s, sampled, o->n_logits), 0);
+    /* b's remaining 16 tokens (start 24 < 39: its rows predict prompt tokens), d's 10 in the 8
+     * rows left, plain's 30 uncapped */
+    o = sched_schedule(f.s);
+    assert_int_equal(o->n_entries, 3);
+    assert_int_equal(o->n_tokens, 16 + 8 + 30);
+    for (int32_t i = 0; i < o->n_entries; i++) {
+        const sched_entry *e = &o->entries[i];
+        if (e->req == b) {
+            assert_int_equal(e->n_new, 16);
+            assert_true(e->all_logits);
+            assert_true(e->wants_logits);
+        } else if (e->req == d) {
+            assert_int_equal(e->n_new, 8);
+            assert_true(e->all_logits);
+        }
+    }
+    assert_int_equal(sched_update(f.s, sampled, o->n_logits), 0);
+    while (d->status != SCHED_FINISHED_LENGTH) {
+        o = sched_schedule(f.s);
+        for (int32_t i = 0; i < o->n_entries; i++) {
+            if (o->entries[i].req == d) {
+                /* d's last 2 tokens: position 8 predicts the last prompt token, 9 samples */
+                assert_int_equal(o->entries[i].start_pos, 8);
+                assert_int_equal(o->entries[i].n_new, 2);
+                assert_true(o->entries[i].all_logits);
+            }
+            if (o->entries[i].req == b) {
+                assert_false(o->entries[i].all_logits); /* decoding */
+            }
+        }
+        assert_int_equal(sched_update(f.s, sampled, o->n_logits), 0);
+    }
+    assert_int_equal(d->num_cached_tokens, 0);
+    while (sched_has_work(f.s)) {
+        step(&f);
+    }
+    sched_req_free(f.s, a);
+    sched_req_free(f.s, b);
+    sched_req_free(f.s, d);
+    sched_req_free(f.s, plain);
+    fx_deinit(&f);
+
+    /* a chunk that starts at the last prompt token wants no rows: not capped */
+    c.max_prompt_logit_rows = 1;
+    fx_init(&f, 64, 16, &c);
+    sched_req *e = add_plp(&f, 3, 0, 1);
+    o = sched_schedule(f.s);
+    assert_int_equal(o->entries[0].n_new, 1);
+    assert_true(o->entries[0].all_logits);
+    assert_int_equal(sched_update(f.s, sampled, o->n_logits), 0);
+    o = sched_schedule(f.s);
+    assert_int_equal(o->entries[0].n_new, 1);
+    assert_true(o->entries[0].all_logits); /* position 1 predicts prompt token 2 */
+    assert_int_equal(sched_update(f.s, sampled, o->n_logits), 0);
+    o = sched_schedule(f.s);
+    assert_int_equal(o->entries[0].start_pos, 2);
+    assert_false(o->entries[0].all_logits);
+    assert_int_equal(sched_update(f.s, sampled, o->n_logits), 0);
+    assert_int_equal(e->status, SCHED_FINISHED_LENGTH);
+    sched_req_free(f.s, e);
+    fx_deinit(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -794,6 +910,7 @@ int main(void)
         cmocka_unit_test(test_load_remote),
         cmocka_unit_test(test_abort_while_loading),
         cmocka_unit_test(test_max_loras),
+        cmocka_unit_test(test_prompt_logits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
