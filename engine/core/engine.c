@@ -33,6 +33,9 @@
 
 #define ENGINE_DEFAULT_KV_BYTES ((size_t)1 << 30)
 #define ENGINE_TEXT_CAP         ((size_t)1 << 20) /* bytes of text one step may emit per sequence */
+/* Logits of prompt_logprobs rows one step holds at most (fwd_batch.row_logits); it bounds the
+ * rows such requests compute per step (sched_config.max_prompt_logit_rows). */
+#define ENGINE_PROMPT_LOGITS_BYTES ((size_t)64 << 20)
 
 typedef struct ereq {
     uint64_t id;
@@ -53,6 +56,13 @@ typedef struct ereq {
     bool normalize;
     float *pooled;    /* [n_embd] when pool */
     int32_t n_pooled; /* tokens summed into pooled (mean) */
+    /* prompt logprobs (engine_request.prompt_logprobs): plp[i] for prompt position i + 1, filled
+     * in order up to plp_next (the next position wanted), reported with the first output */
+    bool want_plp;
+    bool plp_sent;
+    int32_t plp_top;
+    int32_t plp_next;
+    struct sample_result *plp;
     engine_output_fn cb;
     void *user;
     double t_arrival, t_first, t_last;
@@ -92,6 +102,13 @@ struct kv_held {
     sched_req *sr;
     double expiry; /* tandem_now_s() */
 };
+
+/* A sequence of a step whose every row has logits (prompt logprobs): its rows in row_logits. */
+typedef struct plp_seq {
+    ereq *r;
+    int32_t start_pos;
+    int32_t n_new;
+} plp_seq;
 
 /* What the core hands the output processor about one sequence of a step, after sched_update
  * (vLLM's EngineCoreOutput): the token and whether the core ended the request. */
@@ -155,6 +172,10 @@ struct engine {
     core_output *outs;             /* [max_num_seqs] the step's sequences that got a token */
     float *hidden;                 /* [max_num_seqs][n_embd] pooled hidden states (fwd_batch) */
     ereq **pooled_reqs;            /* [max_num_seqs] the requests of those rows, in order */
+    float *row_logits; /* [plp_rows][n_vocab] every-row logits (fwd_batch.row_logits), allocated
+                          with the first prompt_logprobs request (under mu) */
+    int32_t plp_rows;  /* its rows (sched_config.max_prompt_logit_rows) */
+    plp_seq *plp_seqs; /* [max_num_seqs] the step's sequences with all_logits */
     struct sampler_scratch scratch;
     struct buf text; /* emitted text of one sequence in one step (output processor) */
 
@@ -394,6 +415,7 @@ static void ereq_free(ereq *r)
     guide_free(r->guide);
     lora_ref_put(r->lora);
     free(r->pooled);
+    free(r->plp);
     if (r->has_stop) {
         stop_matcher_deinit(&r->stop);
     }
@@ -789,6 +811,11 @@ engine *engine_new(const model *m, const tokenizer *tok, const engine_config *cf
     }
     sc.sliding_window = all_swa ? m->cfg.n_swa : 0;
     sc.max_loras = c->max_loras;
+    size_t plp_rows = ENGINE_PROMPT_LOGITS_BYTES / ((size_t)e->n_vocab * sizeof(float));
+    e->plp_rows = plp_rows < 1                                   ? 1
+                  : plp_rows > (size_t)c->max_num_batched_tokens ? c->max_num_batched_tokens
+                                                                 : (int32_t)plp_rows;
+    sc.max_prompt_logit_rows = e->plp_rows;
     e->s = sched_new(&sc, e->kv, err, errlen);
     if (!e->s) {
         goto err_free;
@@ -801,12 +828,14 @@ engine *engine_new(const model *m, const tokenizer *tok, const engine_config *cf
     e->sampled = malloc(nseq * sizeof *e->sampled);
     e->results = malloc(nseq * sizeof *e->results);
     e->outs = malloc(nseq * sizeof *e->outs);
+    e->plp_seqs = malloc(nseq * sizeof *e->plp_seqs);
     if (e->ops->pooling) {
         e->hidden = malloc(nseq * (size_t)m->cfg.n_embd * sizeof *e->hidden);
         e->pooled_reqs = malloc(nseq * sizeof(ereq *));
     }
     if (!e->tok_buf || !e->seq_buf || !e->logits || !e->raw_row || !e->sampled || !e->results ||
-        !e->outs || (e->ops->pooling && (!e->hidden || !e->pooled_reqs)) || collect_eog(e) != 0) {
+        !e->outs || !e->plp_seqs || (e->ops->pooling && (!e->hidden || !e->pooled_reqs)) ||
+        collect_eog(e) != 0) {
         tandem_set_err(err, errlen, "out of memory allocating step buffers");
         goto err_free;
     }
@@ -876,6 +905,8 @@ void engine_free(engine *e)
     free(e->outs);
     free(e->hidden);
     free(e->pooled_reqs);
+    free(e->row_logits);
+    free(e->plp_seqs);
     free(e->eog_ids);
     guide_registry_free(e->guides);
     lora_registry_free(e->loras);
@@ -1199,6 +1230,34 @@ static size_t out_of_vocab(const int32_t *ids, size_t n, int32_t n_vocab, char *
     return bad;
 }
 
+/* Prompt logprobs of a new request: checks and the per-position array (n_prompt - 1 entries). */
+static int plp_init(engine *e, ereq *q, const engine_request *r, char *err, size_t errlen)
+{
+    if (r->prompt_top_logprobs < 0 || r->prompt_top_logprobs > SAMPLER_MAX_LOGPROBS) {
+        return tandem_fail(err, errlen, -EINVAL,
+                           "Requested prompt logprobs of %d, which is greater than max allowed: %d",
+                           (int)r->prompt_top_logprobs, SAMPLER_MAX_LOGPROBS);
+    }
+    if (!e->ops->all_logits || r->pool != ENGINE_POOL_NONE ||
+        (r->kv_transfer && r->kv_transfer->mode == ENGINE_KVT_CONSUME)) {
+        return tandem_fail(err, errlen, -EINVAL, "prompt_logprobs are not supported %s",
+                           !e->ops->all_logits ? "by this backend yet"
+                           : r->pool != ENGINE_POOL_NONE
+                               ? "for embeddings"
+                               : "when the prompt's KV is loaded from a remote prefill");
+    }
+    if (r->n_prompt > 1) {
+        q->plp = calloc((size_t)r->n_prompt - 1, sizeof *q->plp);
+        if (!q->plp) {
+            return tandem_fail(err, errlen, -ENOMEM, "out of memory");
+        }
+    }
+    q->want_plp = true;
+    q->plp_top = r->prompt_top_logprobs;
+    q->plp_next = 1;
+    return 0;
+}
+
 int64_t engine_submit(engine *e, const engine_request *r, char *err, size_t errlen)
 {
     if (r->n_prompt < 1 || !r->prompt) {
@@ -1327,6 +1386,9 @@ int64_t engine_submit(engine *e, const engine_request *r, char *err, size_t errl
         q->pool = r->pool;
         q->normalize = r->normalize;
     }
+    if (r->prompt_logprobs && (rc = plp_init(e, q, r, err, errlen)) != 0) {
+        goto err_free;
+    }
     if (r->lora_name && r->lora_name[0]) {
         q->lora = e->loras ? lora_registry_get(e->loras, r->lora_name) : NULL;
         if (!q->lora) {
@@ -1363,6 +1425,16 @@ int64_t engine_submit(engine *e, const engine_request *r, char *err, size_t errl
         rc = -ESHUTDOWN;
         goto err_free;
     }
+    if (q->want_plp && !e->row_logits) {
+        /* the stepping thread reads it under mu, after this request is scheduled */
+        e->row_logits = malloc((size_t)e->plp_rows * (size_t)e->n_vocab * sizeof *e->row_logits);
+        if (!e->row_logits) {
+            pthread_mutex_unlock(&e->mu);
+            tandem_set_err(err, errlen, "out of memory");
+            rc = -ENOMEM;
+            goto err_free;
+        }
+    }
     q->id = e->next_id++;
     /* an embedding sees every prompt token computed: a salt of its own keeps the prefix cache
      * from serving any of them */
@@ -1379,6 +1451,7 @@ int64_t engine_submit(engine *e, const engine_request *r, char *err, size_t errl
         .user = q,
         .delay_free = q->kvt == ENGINE_KVT_PRODUCE,
         .load_remote = q->kvt == ENGINE_KVT_CONSUME,
+        .prompt_logits = q->want_plp,
     };
     if (q->kvt == ENGINE_KVT_PRODUCE && !q->kv_request_id) {
         char id[32];
@@ -1489,6 +1562,31 @@ static void pool_finish(const engine *e, ereq *q)
         const double inv = 1.0 / (sqrt(ss) > 1e-12 ? sqrt(ss) : 1e-12);
         for (size_t d = 0; d < E; d++) {
             q->pooled[d] = (float)(q->pooled[d] * inv);
+        }
+    }
+}
+
+/* The prompt logprobs of the step's every-row logits (lock not held: only the stepping thread
+ * touches them; a prompt's tokens never change). Row j of a sequence predicts the token at
+ * start_pos + j + 1; positions already filled (a chunk computed again after a preemption) and
+ * rows past the prompt are skipped. */
+static void prompt_logprobs_all(engine *e, int32_t n_plp)
+{
+    const size_t nv = (size_t)e->n_vocab;
+    const float *row = e->row_logits;
+    for (int32_t i = 0; i < n_plp; i++) {
+        const plp_seq *ps = &e->plp_seqs[i];
+        ereq *q = ps->r;
+        const sched_req *sr = q->sr;
+        for (int32_t j = 0; j < ps->n_new; j++, row += nv) {
+            int32_t pos = ps->start_pos + j + 1;
+            if (pos != q->plp_next || pos >= sr->n_prompt) {
+                continue;
+            }
+            int rc =
+                sampler_logprobs(row, e->n_vocab, sr->tokens[pos], q->plp_top, &q->plp[pos - 1]);
+            TANDEM_ASSERT(rc == 0); /* prompt ids were checked against the vocabulary */
+            q->plp_next++;
         }
     }
 }
@@ -1637,6 +1735,13 @@ static void process_output(engine *e, core_output *co, const float *raw,
         .stop_index = -1,
         .stop_token = co->stop_token,
     };
+    if (r->want_plp && !r->plp_sent) {
+        /* every prompt position was computed before the first token could be sampled */
+        TANDEM_ASSERT(r->plp_next == sr->n_prompt);
+        r->plp_sent = true;
+        o.prompt_logprobs = r->plp;
+        o.n_prompt_logprobs = sr->n_prompt - 1;
+    }
     buf_reset(&e->text);
     int matched = -1;
     int rc = co->error;
@@ -1711,7 +1816,8 @@ int engine_step(engine *e)
     TANDEM_ASSERT(rc == 0);
     batch.logits = e->logits;
     batch.hidden = e->hidden;
-    int32_t n_pooled = 0;
+    batch.row_logits = e->row_logits;
+    int32_t n_pooled = 0, n_plp = 0;
     for (int32_t i = 0; i < out->n_entries; i++) {
         ereq *q = out->entries[i].req->user;
         if (q->pool == ENGINE_POOL_MEAN) {
@@ -1723,6 +1829,10 @@ int engine_step(engine *e)
             e->pooled_reqs[n_pooled++] = q;
         }
         e->seq_buf[i].lora = q->lora ? lora_ref_adapter(q->lora) : NULL;
+        if (e->seq_buf[i].all_logits) {
+            e->plp_seqs[n_plp++] = (plp_seq){
+                .r = q, .start_pos = e->seq_buf[i].start_pos, .n_new = e->seq_buf[i].n_new};
+        }
     }
     int32_t n_logits = out->n_logits;
     int n = out->n_entries;
@@ -1740,6 +1850,7 @@ int engine_step(engine *e)
     rc = e->ops->forward(e->be, &batch);
     if (rc == 0) {
         pool_all(e, &batch, n_pooled);
+        prompt_logprobs_all(e, n_plp);
         sample_all(e, n_logits);
     }
 

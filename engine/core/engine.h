@@ -143,6 +143,11 @@ typedef struct engine_output {
     int32_t token;       /* token generated in this step, -1 when none (abort, error) */
     const float *logits; /* raw logits of this step ([n_vocab]) when return_logits */
     const struct sample_result *sample; /* logprobs of the token when asked, else NULL */
+    /* engine_request.prompt_logprobs, on the request's first output only (else NULL / 0):
+     * [n_prompt - 1] entries, entry i for prompt position i + 1 (token: the prompt's token there,
+     * logprob and rank: its raw ones, top: the most likely tokens, best first) */
+    const struct sample_result *prompt_logprobs;
+    int32_t n_prompt_logprobs;
     const char *text; /* new text safe to emit (stop strings applied), may be "" */
     size_t text_len;
     bool finished;
@@ -194,7 +199,14 @@ typedef struct engine_request {
     const int32_t *teacher; /* [n_teacher] tokens forced instead of sampled ones (copied); the
                                request ends after them unless max_tokens ends it first */
     int32_t n_teacher;
-    bool return_logits;   /* engine_output.logits gets the raw row */
+    bool return_logits; /* engine_output.logits gets the raw row */
+    /* vLLM's prompt_logprobs: the first output carries, for every prompt position after the
+     * first, the prompt token's raw logprob and rank and the prompt_top_logprobs (0 ..
+     * SAMPLER_MAX_LOGPROBS) most likely tokens there. The prompt then bypasses the prefix cache
+     * (every position needs its logits, as vLLM v1) and is computed in chunks the engine bounds
+     * (the logits of every row are held for a step). */
+    bool prompt_logprobs;
+    int32_t prompt_top_logprobs;
     guide_grammar *guide; /* structured output (engine_guide_grammar), NULL: none; the request
                              takes its own reference */
     /* embeddings: pool the prompt's hidden states into the finished output's embedding (L2-

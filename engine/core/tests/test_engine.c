@@ -33,6 +33,11 @@ struct collect {
     int32_t stop_token;
     int32_t n_cached;
     int callbacks_after_finish;
+    /* prompt logprobs: a copy of what came (plp, when set), the outputs that carried them */
+    struct sample_result *plp;
+    int32_t n_plp;
+    int plp_outputs;
+    int plp_top; /* the top count asked: every entry is checked against it */
 };
 
 static void on_out(void *user, const engine_output *o)
@@ -44,6 +49,30 @@ static void on_out(void *user, const engine_output *o)
     }
     if (o->token >= 0 && c->n < 512) {
         c->tokens[c->n++] = o->token;
+    }
+    if (o->prompt_logprobs || o->n_prompt_logprobs > 0) {
+        if (!o->prompt_logprobs) { /* a count without entries */
+            c->plp_outputs = -1000;
+            return;
+        }
+        c->plp_outputs++;
+        c->n_plp = o->n_prompt_logprobs;
+        for (int32_t i = 0; i < o->n_prompt_logprobs; i++) {
+            const struct sample_result *r = &o->prompt_logprobs[i];
+            int top = c->plp_top < g_model->cfg.n_vocab ? c->plp_top : g_model->cfg.n_vocab;
+            if (r->rank < 1 || r->logprob > 0.0f || r->n_top != top ||
+                (r->n_top > 0 && r->top[0].logprob < r->logprob)) {
+                c->plp_outputs = -1000; /* fails the test's count check */
+            }
+            for (int j = 1; j < r->n_top; j++) {
+                if (r->top[j].logprob > r->top[j - 1].logprob) {
+                    c->plp_outputs = -1000;
+                }
+            }
+        }
+        if (c->plp) {
+            memcpy(c->plp, o->prompt_logprobs, (size_t)o->n_prompt_logprobs * sizeof *c->plp);
+        }
     }
     if (o->logits && c->rows && c->n_rows < 64) {
         memcpy(c->rows + (size_t)c->n_rows * (size_t)g_model->cfg.n_vocab, o->logits,
@@ -222,6 +251,136 @@ static void test_invariance(void **state)
     engine_free(e);
     free(ref);
     free(got);
+}
+
+/* prompt_logprobs: a prompt's every position against the logits teacher forcing produces for
+ * it (prompt = its first token, teacher = the rest): whole, in chunks of 8 batched with another
+ * prompt_logprobs request and a plain one, and after the prompt's blocks were cached (no hits
+ * are taken). */
+static void check_plp(const struct sample_result *got, const float *ref_rows, const int32_t *p,
+                      int n, int top)
+{
+    const int nv = g_model->cfg.n_vocab;
+    for (int i = 1; i < n; i++) {
+        struct sample_result want;
+        assert_int_equal(
+            sampler_logprobs(ref_rows + (size_t)(i - 1) * (size_t)nv, nv, p[i], top, &want), 0);
+        const struct sample_result *g = &got[i - 1];
+        assert_int_equal(g->token, p[i]);
+        assert_true(fabsf(g->logprob - want.logprob) <= 1e-4f);
+        assert_int_equal(g->n_top, want.n_top);
+        for (int j = 0; j < want.n_top; j++) {
+            assert_true(fabsf(g->top[j].logprob - want.top[j].logprob) <= 1e-4f);
+            /* the same token unless a neighbour is within the tolerance (order of near-ties) */
+            bool tie =
+                (j > 0 && want.top[j - 1].logprob - want.top[j].logprob < 1e-3f) ||
+                (j + 1 < want.n_top && want.top[j].logprob - want.top[j + 1].logprob < 1e-3f);
+            assert_true(tie || g->top[j].token == want.top[j].token);
+        }
+        assert_true(abs(g->rank - want.rank) <= 1 || g->rank == want.rank);
+    }
+}
+
+static void submit_plp(engine *e, struct collect *c, const int32_t *prompt, int n_prompt, int top,
+                       int max_tokens)
+{
+    engine_request r;
+    memset(&r, 0, sizeof r);
+    sampling_params_init(&r.sampling);
+    r.sampling.temperature = 0;
+    r.sampling.ignore_eos = 1;
+    r.prompt = prompt;
+    r.n_prompt = n_prompt;
+    r.max_tokens = max_tokens;
+    r.prompt_logprobs = true;
+    r.prompt_top_logprobs = top;
+    c->plp_top = top;
+    r.on_output = on_out;
+    r.user = c;
+    char err[256];
+    int64_t id = engine_submit(e, &r, err, sizeof err);
+    if (id <= 0) {
+        print_error("engine_submit: %s\n", err);
+    }
+    assert_true(id > 0);
+}
+
+static void test_prompt_logprobs(void **state)
+{
+    (void)state;
+    enum { N = 45, M = 29 };
+    const size_t nv = (size_t)g_model->cfg.n_vocab;
+    int32_t p[N], q[M], other[20];
+    make_prompt(p, N, 21);
+    make_prompt(q, M, 22);
+    make_prompt(other, 20, 23);
+    float *ref_p = calloc((size_t)N * nv, sizeof(float));
+    float *ref_q = calloc((size_t)M * nv, sizeof(float));
+    struct sample_result *got_p = calloc(N, sizeof *got_p);
+    struct sample_result *got_q = calloc(M, sizeof *got_q);
+    assert_true(ref_p && ref_q && got_p && got_q);
+
+    engine *e = make_engine(8, 512, 4u << 20, 16);
+    struct collect rp = {.rows = ref_p}, rq = {.rows = ref_q};
+    submit(e, &rp, p, 1, p + 1, N - 1, 0);
+    submit(e, &rq, q, 1, q + 1, M - 1, 0);
+    run_until_idle(e, 200);
+    assert_int_equal(rp.n_rows, N - 1);
+    assert_int_equal(rq.n_rows, M - 1);
+
+    /* whole prompt in one step; the prompt's blocks are now cached by the teacher run too */
+    struct collect a = {.plp = got_p};
+    submit_plp(e, &a, p, N, 5, 3);
+    run_until_idle(e, 100);
+    assert_int_equal(a.plp_outputs, 1);
+    assert_int_equal(a.n_plp, N - 1);
+    assert_int_equal(a.n_cached, 0); /* no prefix-cache hits for prompt logprobs */
+    check_plp(got_p, ref_p, p, N, 5);
+    /* the generated tokens are those of the teacher run's greedy continuation */
+    struct collect g = {0};
+    submit(e, &g, p, N, NULL, 0, 3);
+    run_until_idle(e, 100);
+    assert_memory_equal(a.tokens, g.tokens, 3 * sizeof(int32_t));
+    engine_free(e);
+
+    /* chunks of 8 tokens a step, batched with another prompt_logprobs request (top 0, max
+     * tokens 1) and a plain one; a one-token prompt has no positions */
+    memset(got_p, 0, N * sizeof *got_p);
+    e = make_engine(4, 8, 4u << 20, 16);
+    struct collect b = {.plp = got_p}, c = {.plp = got_q}, o = {0}, one = {0};
+    submit(e, &o, other, 20, NULL, 0, 6);
+    submit_plp(e, &b, p, N, SAMPLER_MAX_LOGPROBS, 2);
+    submit_plp(e, &c, q, M, 0, 1);
+    submit_plp(e, &one, p, 1, 3, 1);
+    run_until_idle(e, 200);
+    assert_int_equal(b.plp_outputs, 1);
+    assert_int_equal(c.plp_outputs, 1);
+    assert_int_equal(one.plp_outputs, 0); /* nothing to report: no entries */
+    assert_int_equal(one.n, 1);
+    assert_int_equal(o.n, 6);
+    check_plp(got_p, ref_p, p, N, SAMPLER_MAX_LOGPROBS);
+    check_plp(got_q, ref_q, q, M, 0);
+
+    /* refusals name the field */
+    engine_request r;
+    memset(&r, 0, sizeof r);
+    sampling_params_init(&r.sampling);
+    r.prompt = p;
+    r.n_prompt = 4;
+    r.prompt_logprobs = true;
+    r.prompt_top_logprobs = SAMPLER_MAX_LOGPROBS + 1;
+    char err[256];
+    assert_int_equal(engine_submit(e, &r, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "prompt logprobs of 21"));
+    r.prompt_top_logprobs = 1;
+    r.pool = ENGINE_POOL_LAST;
+    assert_int_equal(engine_submit(e, &r, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "prompt_logprobs"));
+    engine_free(e);
+    free(ref_p);
+    free(ref_q);
+    free(got_p);
+    free(got_q);
 }
 
 static void test_finish_reasons(void **state)
@@ -514,6 +673,12 @@ static void test_stress(void **state)
             r.prompt = prompt;
             r.n_prompt = len;
             r.max_tokens = 1 + (int)((rng >> 12) % 24);
+            if ((rng >> 16) % 4 == 0) { /* prompt logprobs across chunks and preemptions */
+                r.prompt_logprobs = true;
+                r.prompt_top_logprobs = (int32_t)((rng >> 18) % 4);
+                cs[submitted].plp_top = r.prompt_top_logprobs;
+                cs[submitted].n_plp = -1;
+            }
             r.on_output = on_out;
             r.user = &cs[submitted];
             ids[submitted] = engine_submit(e, &r, err, sizeof err);
@@ -532,10 +697,16 @@ static void test_stress(void **state)
         steps++;
     }
     assert_false(engine_has_work(e));
-    int fin_stop = 0, fin_len = 0, fin_abort = 0;
+    int fin_stop = 0, fin_len = 0, fin_abort = 0, n_plp_checked = 0;
     for (int i = 0; i < N; i++) {
         assert_true(cs[i].finished);
         assert_int_equal(cs[i].callbacks_after_finish, 0);
+        /* prompt logprobs came with the first token, complete and well-formed */
+        assert_true(cs[i].plp_outputs >= 0 && cs[i].plp_outputs <= 1);
+        if (cs[i].n_plp != 0 && cs[i].n > 0) {
+            assert_int_equal(cs[i].plp_outputs, cs[i].n_plp > 0 ? 1 : 0);
+            n_plp_checked++;
+        }
         fin_stop += cs[i].status == SCHED_FINISHED_STOPPED;
         fin_len += cs[i].status == SCHED_FINISHED_LENGTH;
         fin_abort += cs[i].status == SCHED_FINISHED_ABORTED;
@@ -549,6 +720,7 @@ static void test_stress(void **state)
     assert_true(st.kv_usage < 1e-9); /* every block is free again */
     assert_true(st.preemptions > 0);
     assert_true(st.prefix_hits > 0);
+    assert_true(n_plp_checked > 50);
     print_message("stress: %d steps, %d stop, %d length, %d aborted, %llu preemptions, %llu "
                   "prefix-hit tokens\n",
                   steps, fin_stop, fin_len, fin_abort, (unsigned long long)st.preemptions,
@@ -564,6 +736,7 @@ int main(void)
         cmocka_unit_test(test_invariance),         cmocka_unit_test(test_finish_reasons),
         cmocka_unit_test(test_limits_and_abort),   cmocka_unit_test(test_abort_queue),
         cmocka_unit_test(test_callbacks_unlocked), cmocka_unit_test(test_stress),
+        cmocka_unit_test(test_prompt_logprobs),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
