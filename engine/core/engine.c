@@ -36,6 +36,10 @@
 /* Logits of prompt_logprobs rows one step holds at most (fwd_batch.row_logits); it bounds the
  * rows such requests compute per step (sched_config.max_prompt_logit_rows). */
 #define ENGINE_PROMPT_LOGITS_BYTES ((size_t)64 << 20)
+/* Repetition detection's limits: the check after every token compares at most
+ * pattern × count tokens per pattern length. */
+#define ENGINE_MAX_REP_PATTERN 2048
+#define ENGINE_MAX_REP_COUNT   1024
 
 typedef struct ereq {
     uint64_t id;
@@ -126,7 +130,7 @@ typedef struct core_output {
 struct engine_metrics {
     struct metric *running, *waiting, *kv_usage, *cache_info;
     struct metric *prompt_tokens, *generation_tokens, *prefix_queries, *prefix_hits, *preemptions;
-    struct metric *success_stop, *success_length, *success_abort;
+    struct metric *success_stop, *success_length, *success_abort, *success_repetition;
     struct metric *ttft, *itl, *e2e, *tpot;
     struct metric *kv_held, *kv_released, *kv_expired; /* P/D holds (tandem_engine_kv_*) */
     struct metric_family *lora_info; /* vllm:lora_requests_info, with LoRA enabled */
@@ -259,9 +263,11 @@ static int metrics_setup(engine *e, const char *model_name)
         const char *v_stop[] = {model_name, "0", "stop"};
         const char *v_len[] = {model_name, "0", "length"};
         const char *v_abort[] = {model_name, "0", "abort"};
+        const char *v_rep[] = {model_name, "0", "repetition"};
         x->success_stop = metrics_child(succ, v_stop);
         x->success_length = metrics_child(succ, v_len);
         x->success_abort = metrics_child(succ, v_abort);
+        x->success_repetition = metrics_child(succ, v_rep);
     }
     x->ttft = family_child(metrics_histogram_new(r, "vllm:time_to_first_token_seconds",
                                                  "Histogram of time to first token in seconds.", 2,
@@ -543,9 +549,10 @@ static void report_finish(engine *e, ereq *r, engine_output *o)
     }
     if (e->has_metrics) {
         double t = tandem_now_s();
-        struct metric *succ = status == SCHED_FINISHED_STOPPED  ? e->mx.success_stop
-                              : status == SCHED_FINISHED_LENGTH ? e->mx.success_length
-                                                                : e->mx.success_abort;
+        struct metric *succ = status == SCHED_FINISHED_STOPPED      ? e->mx.success_stop
+                              : status == SCHED_FINISHED_LENGTH     ? e->mx.success_length
+                              : status == SCHED_FINISHED_REPETITION ? e->mx.success_repetition
+                                                                    : e->mx.success_abort;
         metric_inc(succ, 1);
         metric_observe(e->mx.e2e, t - r->t_arrival);
         if (sr->num_output_tokens > 1 && r->t_first > 0) {
@@ -1320,6 +1327,28 @@ int64_t engine_submit(engine *e, const engine_request *r, char *err, size_t errl
                            "satisfying: 0 <= token_id <= %d.",
                            (int)e->n_vocab, ids, (int)e->n_vocab - 1);
     }
+    const struct sampling_params *sp = &r->sampling;
+    if (sp->rep_max_pattern < 0 || sp->rep_min_pattern < 0 ||
+        sp->rep_min_pattern > sp->rep_max_pattern) {
+        /* vLLM's RepetitionDetectionParams, its messages */
+        return tandem_fail(err, errlen, -EINVAL,
+                           "max_pattern_size, min_pattern_size must be >=0, with "
+                           "min_pattern_size <= max_pattern_size. Set both to 0 to disable "
+                           "repetitive pattern detection.");
+    }
+    if (sp->rep_max_pattern > 0 && sp->rep_min_count < 2) {
+        return tandem_fail(err, errlen, -EINVAL,
+                           "min_count must be >= 2 to detect repetitive patterns in engine "
+                           "output. If you do not wish to detect repetitive patterns, set "
+                           "max_pattern_size to 0.");
+    }
+    if (sp->rep_max_pattern > ENGINE_MAX_REP_PATTERN || sp->rep_min_count > ENGINE_MAX_REP_COUNT) {
+        return tandem_fail(err, errlen, -EINVAL,
+                           "repetition_detection: max_pattern_size %d / min_count %d exceed the "
+                           "server's limits (%d / %d)",
+                           (int)sp->rep_max_pattern, (int)sp->rep_min_count, ENGINE_MAX_REP_PATTERN,
+                           ENGINE_MAX_REP_COUNT);
+    }
     ereq *q = calloc(1, sizeof *q);
     if (!q) {
         return tandem_fail(err, errlen, -ENOMEM, "out of memory");
@@ -1659,6 +1688,12 @@ static void core_check(engine *e, core_output *co, int32_t token)
     if (r->n_teacher == 0 && sampler_is_stop_token(&r->sp, &r->st, token)) {
         co->stop_token = token;
         co->status = SCHED_FINISHED_STOPPED;
+    }
+    /* vLLM's check_stop: stop tokens, then length, then (past min_tokens) repetition */
+    if (co->status == SCHED_RUNNING && r->n_teacher == 0 && r->sp.rep_max_pattern > 0 &&
+        sr->num_output_tokens >= r->sp.min_tokens &&
+        sampler_is_repetition(&r->sp, sr->tokens + sr->n_prompt, sr->num_output_tokens)) {
+        co->status = SCHED_FINISHED_REPETITION;
     }
     if (sched_status_finished(co->status)) {
         core_end(e, r, co->status);

@@ -868,3 +868,27 @@ out_free:
     }
     return rc;
 }
+
+int sampler_is_repetition(const struct sampling_params *params, const int32_t *out, int32_t n)
+{
+    const int32_t min_len = params->rep_min_pattern > 0 ? params->rep_min_pattern : 1;
+    const int32_t count = params->rep_min_count;
+    if (params->rep_max_pattern <= 0 || count < 2 || min_len > params->rep_max_pattern) {
+        return 0;
+    }
+    for (int32_t len = min_len; len <= params->rep_max_pattern; len++) {
+        if ((int64_t)len * count > n) {
+            return 0; /* longer patterns need even more tokens */
+        }
+        const int32_t *tail = out + n - len;
+        int32_t m = 1;
+        while (m < count &&
+               memcmp(tail - (int64_t)m * len, tail, (size_t)len * sizeof *tail) == 0) {
+            m++;
+        }
+        if (m == count) {
+            return 1;
+        }
+    }
+    return 0;
+}

@@ -79,6 +79,12 @@ struct sampling_params {
     const int32_t *bad_words;
     const int32_t *bad_words_lens;
     size_t n_bad_words;
+    /* repetition detection (vLLM's repetition_detection): the sequence ends ("repetition") once
+     * its output ends with a pattern of rep_min_pattern..rep_max_pattern tokens repeated
+     * rep_min_count times in a row; rep_max_pattern 0: off (sampler_is_repetition) */
+    int32_t rep_max_pattern;
+    int32_t rep_min_pattern; /* 0 counts as 1 */
+    int32_t rep_min_count;   /* >= 2 when on */
 };
 
 /* Sets vLLM's defaults (the comments above) and no stop tokens. */
@@ -178,6 +184,13 @@ int sampler_logprobs(const float *raw, int n_vocab, int32_t token, int n_top,
  * output has at least min_tokens tokens. Call it after sampler_accept(token) (vLLM's order). */
 int sampler_is_stop_token(const struct sampling_params *params, const struct sampler_state *st,
                           int32_t token);
+
+/* 1 when the output tokens out[0..n) end with a repeated pattern (sampling_params'
+ * repetition detection; vLLM's check_sequence_repetition): for some pattern length L in
+ * [max(rep_min_pattern, 1), rep_max_pattern] with L * rep_min_count <= n, the last L tokens
+ * equal each of the rep_min_count - 1 blocks of L before them. 0 when off. The caller applies
+ * min_tokens first (vLLM checks it before repetition). */
+int sampler_is_repetition(const struct sampling_params *params, const int32_t *out, int32_t n);
 
 /* A uniform double in [0, 1) from the state's RNG (53 bits). Exposed for tests. */
 double sampler_rng_uniform(struct sampler_state *st);

@@ -38,7 +38,7 @@ struct sched {
 bool sched_status_finished(sched_status st)
 {
     return st == SCHED_FINISHED_STOPPED || st == SCHED_FINISHED_LENGTH ||
-           st == SCHED_FINISHED_ABORTED;
+           st == SCHED_FINISHED_ABORTED || st == SCHED_FINISHED_REPETITION;
 }
 
 const char *sched_status_reason(sched_status st)
@@ -50,6 +50,8 @@ const char *sched_status_reason(sched_status st)
         return "length";
     case SCHED_FINISHED_ABORTED:
         return "abort";
+    case SCHED_FINISHED_REPETITION:
+        return "repetition";
     default:
         return NULL;
     }

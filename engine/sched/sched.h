@@ -50,17 +50,20 @@ typedef enum sched_policy {
 typedef enum sched_status {
     SCHED_WAITING,
     SCHED_RUNNING,
-    SCHED_PREEMPTED,         /* back in the waiting queue, KV freed, will recompute */
-    SCHED_FINISHED_STOPPED,  /* EOS / stop token / stop string (sched_finish) */
-    SCHED_FINISHED_LENGTH,   /* max_tokens or max_model_len reached */
-    SCHED_FINISHED_ABORTED,  /* cancelled (client gone, shutdown) */
-    SCHED_WAITING_REMOTE_KV, /* blocks allocated, the prompt's KV being loaded from a remote
-                                engine (sched_output.loads; sched_remote_kv_done ends it) */
+    SCHED_PREEMPTED,           /* back in the waiting queue, KV freed, will recompute */
+    SCHED_FINISHED_STOPPED,    /* EOS / stop token / stop string (sched_finish) */
+    SCHED_FINISHED_LENGTH,     /* max_tokens or max_model_len reached */
+    SCHED_FINISHED_ABORTED,    /* cancelled (client gone, shutdown) */
+    SCHED_WAITING_REMOTE_KV,   /* blocks allocated, the prompt's KV being loaded from a remote
+                                  engine (sched_output.loads; sched_remote_kv_done ends it) */
+    SCHED_FINISHED_REPETITION, /* the output repeats a pattern (repetition detection, through
+                                  sched_finish) */
 } sched_status;
 
-/* True for the three FINISHED_* states. */
+/* True for the FINISHED_* states. */
 bool sched_status_finished(sched_status st);
-/* "stop", "length", "abort" (vLLM finish_reason strings), or NULL for unfinished states. */
+/* "stop", "length", "abort", "repetition" (vLLM finish_reason strings), or NULL for unfinished
+ * states. */
 const char *sched_status_reason(sched_status st);
 
 typedef struct sched_config {

@@ -448,6 +448,58 @@ static void test_finish_reasons(void **state)
         assert_int_equal(st.running + st.waiting, 0);
         assert_true(st.kv_usage < 1e-9);
     }
+    /* repetition detection: a bias makes greedy repeat one token; it ends the request after
+     * min_count of them (past min_tokens), a stop token still comes first */
+    engine_request rr;
+    memset(&rr, 0, sizeof rr);
+    sampling_params_init(&rr.sampling);
+    rr.sampling.temperature = 0;
+    rr.sampling.ignore_eos = 1;
+    int32_t tok = 11;
+    float big = 100.0f;
+    rr.sampling.bias_ids = &tok;
+    rr.sampling.bias_vals = &big;
+    rr.sampling.n_bias = 1;
+    rr.sampling.rep_max_pattern = 4;
+    rr.sampling.rep_min_count = 3;
+    rr.prompt = prompt;
+    rr.n_prompt = 10;
+    rr.max_tokens = 20;
+    rr.on_output = on_out;
+    struct collect g = {0};
+    rr.user = &g;
+    assert_true(engine_submit(e, &rr, err, sizeof err) > 0);
+    run_until_idle(e, 50);
+    assert_int_equal(g.status, SCHED_FINISHED_REPETITION);
+    assert_int_equal(g.n, 3);
+    rr.sampling.min_tokens = 5;
+    struct collect h = {0};
+    rr.user = &h;
+    assert_true(engine_submit(e, &rr, err, sizeof err) > 0);
+    run_until_idle(e, 50);
+    assert_int_equal(h.status, SCHED_FINISHED_REPETITION);
+    assert_int_equal(h.n, 5);
+    rr.sampling.min_tokens = 0;
+    rr.sampling.stop_token_ids = &tok;
+    rr.sampling.n_stop_token_ids = 1;
+    struct collect k = {0};
+    rr.user = &k;
+    assert_true(engine_submit(e, &rr, err, sizeof err) > 0);
+    run_until_idle(e, 50);
+    assert_int_equal(k.status, SCHED_FINISHED_STOPPED);
+    assert_int_equal(k.n, 1);
+    rr.sampling.n_stop_token_ids = 0;
+    rr.sampling.rep_min_count = 1; /* vLLM's refusals */
+    assert_int_equal(engine_submit(e, &rr, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "min_count must be >= 2"));
+    rr.sampling.rep_min_count = 3;
+    rr.sampling.rep_min_pattern = 5;
+    assert_int_equal(engine_submit(e, &rr, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "min_pattern_size <= max_pattern_size"));
+    rr.sampling.rep_min_pattern = 0;
+    rr.sampling.rep_max_pattern = 4096;
+    assert_int_equal(engine_submit(e, &rr, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "limits"));
     engine_get_stats(e, &(engine_stats){0});
     engine_free(e);
 }

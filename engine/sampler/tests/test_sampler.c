@@ -588,6 +588,48 @@ static void test_logprobs_consistent(void **state)
     free(l);
 }
 
+/* Repetition detection: vLLM's check_sequence_repetition cases. */
+static int rep(const int32_t *t, int n, int max_p, int min_p, int count)
+{
+    struct sampling_params p;
+    sampling_params_init(&p);
+    p.rep_max_pattern = max_p;
+    p.rep_min_pattern = min_p;
+    p.rep_min_count = count;
+    return sampler_is_repetition(&p, t, n);
+}
+
+static void test_repetition_detection(void **state)
+{
+    (void)state;
+    const int32_t a[] = {1, 2, 3, 1, 2, 3, 1, 2, 3};
+    assert_true(rep(a, 9, 3, 2, 3));
+    assert_false(rep(a, 6, 3, 2, 3)); /* two repeats only */
+    const int32_t b[] = {1, 2, 1, 2, 1, 2, 1, 2};
+    assert_true(rep(b, 8, 5, 2, 4));
+    const int32_t c[] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    assert_false(rep(c, 9, 5, 2, 2));
+    const int32_t d[] = {1, 2, 3, 1, 2, 3, 1, 2, 4};
+    assert_false(rep(d, 9, 3, 2, 3)); /* the tail breaks the pattern */
+    assert_false(rep(a, 0, 3, 2, 2));
+    assert_false(rep(b, 8, 0, 0, 0)); /* off */
+    assert_false(rep(b, 8, 5, 2, 1)); /* min_count < 2 */
+    const int32_t e[] = {1, 2, 3, 4, 5, 6, 5, 6, 5, 6};
+    assert_true(rep(e, 10, 3, 2, 3));
+    int32_t f[40];
+    for (int i = 0; i < 40; i++) {
+        f[i] = 1 + i % 8;
+    }
+    assert_true(rep(f, 40, 10, 2, 3));
+    const int32_t g[] = {10, 20, 10, 20, 10, 20};
+    assert_false(rep(g, 6, 5, 3, 3)); /* min_pattern_size 3 skips the 2-token pattern */
+    assert_false(rep(g, 6, 5, 2, 5));
+    assert_true(rep(g, 6, 5, 0, 3)); /* min 0 counts as 1 (then 2 matches) */
+    const int32_t h[] = {7, 7, 7};
+    assert_true(rep(h, 3, 4, 0, 3));
+    assert_false(rep(h, 3, 4, 2, 3));
+}
+
 static void test_min_tokens_bans_eos(void **state)
 {
     (void)state;
@@ -689,6 +731,7 @@ int main(void)
         cmocka_unit_test(test_distribution_chi_square),
         cmocka_unit_test(test_logprobs_consistent),
         cmocka_unit_test(test_min_tokens_bans_eos),
+        cmocka_unit_test(test_repetition_detection),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_many_output_tokens),
     };
