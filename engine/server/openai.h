@@ -11,10 +11,10 @@
  * "messages[1].content", "stream_options.include_usage") and a message that quotes the field
  * ('temperature' must be non-negative, got -1.0.). Unknown fields are ignored (vLLM logs them).
  * Fields vLLM supports but this engine does not (suffix, non-text content parts, prompt_embeds,
- * and, when set (not null / false / empty), prompt_logprobs, logprob_token_ids,
- * use_beam_search) are a 400 naming the field; best_of > 1 is the 400 vLLM v1 gives ("vLLM V1
- * does not yet support best_of."). logit_bias, allowed_token_ids, bad_words, return_token_ids
- * and return_tokens_as_token_ids are honoured.
+ * and, when set (not null / false / empty), logprob_token_ids, use_beam_search) are a 400 naming
+ * the field; best_of > 1 is the 400 vLLM v1 gives ("vLLM V1 does not yet support best_of.").
+ * logit_bias, allowed_token_ids, bad_words, prompt_logprobs, return_token_ids and
+ * return_tokens_as_token_ids are honoured.
  *
  * Prompts: a completion's prompt is a string, an array of token ids, or an array of strings or
  * of token arrays (one kind; at most OPENAI_MAX_PROMPTS, and prompts × n at most
@@ -177,6 +177,13 @@ struct openai_request {
     size_t n_bias;
     int include_stop_str_in_output;
     int logprobs; /* -1 none; else top count 0..20 (chat: top_logprobs when logprobs true) */
+    /* vLLM's prompt_logprobs, as its to_sampling_params derives it: the field, else with echo
+     * the completion's logprobs (when set) or the chat's top_logprobs (default 0). -1 is the
+     * vocabulary until openai_resolve_prompt_logprobs; else the top count. */
+    int has_prompt_logprobs;
+    int64_t prompt_logprobs;
+    int echo_only; /* completions echo with max_tokens 0 (vLLM's echo_without_generation):
+                      max_tokens is 1, and the answer has the prompt only (text, logprobs) */
     /* bad_words: the strings (owned array of borrowed strings, deduplicated), then their token
      * sequences once prompt_bad_words has run (sampling.bad_words* point there) */
     const char **bad_words;
@@ -242,6 +249,12 @@ int openai_parse_tools(struct openai_request *req, struct openai_error *err);
 /* Appends the GBNF grammar of g (kind not NONE) to out. 0, or -EINVAL with err a 400 naming the
  * field (an unsupported schema keyword, a bad regex), -ENOMEM (500). */
 int openai_guide_gbnf(const struct openai_guide *g, struct buf *out, struct openai_error *err);
+
+/* The prompt_logprobs count the engine computes: -1 becomes n_vocab (vLLM's vocabulary size);
+ * more than OPENAI_MAX_LOGPROBS is vLLM's 400 ("Requested prompt logprobs of N, which is greater
+ * than max allowed: 20", param prompt_logprobs). 0 (also without prompt_logprobs) or -EINVAL. */
+int openai_resolve_prompt_logprobs(struct openai_request *req, int32_t n_vocab,
+                                   struct openai_error *err);
 
 /* Points prompt_text / prompt_tokens at prompts[i] (i < n_prompts) for prompt_build. */
 void openai_request_select_prompt(struct openai_request *req, size_t i);
@@ -314,7 +327,26 @@ struct openai_token_logprob {
     float logprob;
     const struct openai_top_logprob *top; /* best first */
     size_t n_top;
-    int32_t token; /* its id (return_tokens_as_token_ids) */
+    int32_t token;  /* its id (return_tokens_as_token_ids) */
+    int no_logprob; /* echo: the prompt's first token (token_logprobs and top_logprobs null) */
+};
+
+/* One position of vLLM's prompt_logprobs: the prompt's token there with its raw logprob and
+ * 1-based rank, and the most likely tokens there, best first (top[j] has rank j + 1). */
+struct openai_prompt_logprob {
+    int32_t token;
+    const char *text; /* its piece (decoded_token) */
+    size_t text_len;
+    float logprob;
+    int32_t rank;
+    const struct openai_top_logprob *top;
+    size_t n_top;
+};
+
+/* A prompt's prompt_logprobs: positions 1 .. n (position 0 has none: null). */
+struct openai_prompt_logprobs {
+    const struct openai_prompt_logprob *pos;
+    size_t n;
 };
 
 struct openai_choice {
@@ -342,6 +374,8 @@ struct openai_choice {
     size_t n_token_ids;
     const int32_t *prompt_token_ids;
     size_t n_prompt_token_ids;
+    /* completions, full bodies: the choice's "prompt_logprobs" (NULL → null) */
+    const struct openai_prompt_logprobs *prompt_logprobs;
 };
 
 struct openai_usage {
@@ -361,6 +395,8 @@ struct openai_meta {
     /* chat: the response's "prompt_token_ids" (full bodies, first chunks) */
     const int32_t *prompt_token_ids;
     size_t n_prompt_token_ids;
+    /* chat, full bodies: the response's "prompt_logprobs" (NULL → null) */
+    const struct openai_prompt_logprobs *prompt_logprobs;
 };
 
 /* Writes prefix + 32 random hex digits into out (size ≥ strlen(prefix) + 33). */
@@ -368,7 +404,16 @@ void openai_make_id(char *out, size_t size, const char *prefix);
 
 /* Full (non-streaming) bodies. usage NULL → "usage": null. With meta->return_token_ids a
  * completion choice has "token_ids" and "prompt_token_ids", a chat choice "token_ids" and the
- * chat response "prompt_token_ids" (vLLM's places); without, none of them. */
+ * chat response "prompt_token_ids" (vLLM's places); without, none of them.
+ *
+ * prompt_logprobs (a completion choice's, the chat response's) is vLLM's list: null for the first
+ * position, then per position a dict keyed by token id, the prompt's token first, then the top
+ * tokens not already in it, each {"logprob", "rank", "decoded_token"} (logprobs below -9999 and
+ * -inf written -9999.0). Completions logprobs follow vLLM's _create_completion_logprobs: each
+ * top_logprobs dict is keyed by token name, the token first then its top entries (a top entry with
+ * the token's id is the token's, a name met again keeps its first place and takes the later
+ * value, as a Python dict does), and text_offset advances by each name's length in characters
+ * (openai_text_chars). */
 int openai_build_completion(const struct openai_meta *meta, const struct openai_choice *choices,
                             size_t n_choices, const struct openai_usage *usage, struct buf *out);
 int openai_build_chat(const struct openai_meta *meta, const struct openai_choice *choices,
@@ -425,5 +470,9 @@ int openai_build_detokenize(const char *text, size_t len, struct buf *out);
 
 /* Appends text as a JSON string literal (quotes included); invalid UTF-8 → U+FFFD. */
 int openai_json_string(struct buf *out, const char *text, size_t len);
+
+/* The characters of text as openai_json_string writes it (code points, an invalid byte one
+ * U+FFFD): Python's len() of the string, which vLLM's text offsets count. */
+size_t openai_text_chars(const char *text, size_t len);
 
 #endif /* TANDEM_ENGINE_SERVER_OPENAI_H */

@@ -100,6 +100,17 @@ int openai_json_string(struct buf *out, const char *text, size_t len)
     return undo_on_error(out, old);
 }
 
+size_t openai_text_chars(const char *text, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)text;
+    size_t n = 0;
+    for (size_t i = 0; i < len; n++) {
+        const size_t adv = tandem_utf8_seq_len(p + i, len - i);
+        i += adv ? adv : 1;
+    }
+    return n;
+}
+
 static void json_cstr(struct buf *out, const char *s)
 {
     if (!s) {
@@ -252,8 +263,90 @@ static void put_token_name(struct buf *out, int as_ids, int32_t token, const cha
     }
 }
 
-/* Completions logprobs: {"text_offset","token_logprobs","tokens","top_logprobs"}; the offsets
- * advance by each token's name, as vLLM's do ("token_id:{id}" with as_ids). */
+/* The length of a token's name in characters: "token_id:{id}" with as_ids, else its text. */
+static size_t name_chars(int as_ids, int32_t token, const char *text, size_t len)
+{
+    if (as_ids) {
+        char name[32];
+        int n = snprintf(name, sizeof name, "token_id:%" PRId32, token);
+        return n > 0 ? (size_t)n : 0;
+    }
+    return openai_text_chars(text, len);
+}
+
+/* Entry k of a completions top_logprobs dict before the merge by name (vLLM's dict keyed by id:
+ * the token first, then its top entries without the token's id; a top entry with that id gives
+ * the token's value). 0 past the end. */
+static int top_entry(const struct openai_token_logprob *t, size_t k, int32_t *id, const char **s,
+                     size_t *sl, float *lp)
+{
+    if (k == 0) {
+        *id = t->token;
+        *s = t->text;
+        *sl = t->text_len;
+        *lp = t->logprob;
+        for (size_t j = 0; j < t->n_top; j++) {
+            if (t->top[j].token == t->token) {
+                *lp = t->top[j].logprob;
+                break;
+            }
+        }
+        return 1;
+    }
+    for (size_t j = 0; j < t->n_top; j++) {
+        if (t->top[j].token != t->token && --k == 0) {
+            *id = t->top[j].token;
+            *s = t->top[j].text;
+            *sl = t->top[j].text_len;
+            *lp = t->top[j].logprob;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int same_name(int as_ids, int32_t a_id, const char *a, size_t al, int32_t b_id,
+                     const char *b, size_t bl)
+{
+    return as_ids ? a_id == b_id : al == bl && (al == 0 || memcmp(a, b, al) == 0);
+}
+
+/* One top_logprobs dict: the entries keyed by name; a name met again keeps its first place and
+ * takes the later value (a Python dict built in order). */
+static void put_top_dict(struct buf *out, const struct openai_token_logprob *t, int as_ids)
+{
+    int32_t id, id2;
+    const char *s, *s2;
+    size_t sl, sl2, name_len;
+    float lp, lp2;
+    buf_appends(out, "{");
+    size_t written = 0;
+    for (size_t k = 0; top_entry(t, k, &id, &s, &sl, &lp); k++) {
+        int seen = 0;
+        for (size_t e = 0; e < k && !seen; e++) {
+            top_entry(t, e, &id2, &s2, &sl2, &lp2);
+            seen = same_name(as_ids, id, s, sl, id2, s2, sl2);
+        }
+        if (seen) {
+            continue;
+        }
+        float value = lp;
+        for (size_t e = k + 1; top_entry(t, e, &id2, &s2, &sl2, &lp2); e++) {
+            if (same_name(as_ids, id, s, sl, id2, s2, sl2)) {
+                value = lp2;
+            }
+        }
+        buf_appends(out, written++ ? "," : "");
+        put_token_name(out, as_ids, id, s, sl, &name_len);
+        buf_appends(out, ":");
+        json_float(out, value);
+    }
+    buf_appends(out, "}");
+}
+
+/* Completions logprobs: {"text_offset","token_logprobs","tokens","top_logprobs"}, as vLLM's
+ * _create_completion_logprobs: the offsets advance by each token's name in characters
+ * ("token_id:{id}" with as_ids); an echoed prompt's first token has null logprob and dict. */
 static void put_completion_logprobs(struct buf *out, const struct openai_choice *c, int as_ids)
 {
     if (!c->logprobs) {
@@ -264,19 +357,23 @@ static void put_completion_logprobs(struct buf *out, const struct openai_choice 
     buf_appends(out, "{\"text_offset\":[");
     size_t off = c->text_offset;
     for (size_t i = 0; i < c->n_logprobs; i++) {
+        const struct openai_token_logprob *t = &c->logprobs[i];
         buf_appendf(out, "%s%zu", i ? "," : "", off);
-        if (as_ids) {
-            char name[32];
-            int n = snprintf(name, sizeof name, "token_id:%" PRId32, c->logprobs[i].token);
-            off += n > 0 ? (size_t)n : 0;
-        } else {
-            off += c->logprobs[i].text_len;
-        }
+        off += name_chars(as_ids, t->token, t->text, t->text_len);
     }
     buf_appends(out, "],\"token_logprobs\":[");
     for (size_t i = 0; i < c->n_logprobs; i++) {
+        int32_t id;
+        const char *s;
+        size_t sl;
+        float lp;
         buf_appends(out, i ? "," : "");
-        json_float(out, c->logprobs[i].logprob);
+        if (c->logprobs[i].no_logprob) {
+            buf_appends(out, "null");
+        } else {
+            top_entry(&c->logprobs[i], 0, &id, &s, &sl, &lp); /* the dict's value, as vLLM */
+            json_float(out, lp);
+        }
     }
     buf_appends(out, "],\"tokens\":[");
     for (size_t i = 0; i < c->n_logprobs; i++) {
@@ -286,34 +383,60 @@ static void put_completion_logprobs(struct buf *out, const struct openai_choice 
     }
     buf_appends(out, "],\"top_logprobs\":[");
     for (size_t i = 0; i < c->n_logprobs; i++) {
-        const struct openai_token_logprob *t = &c->logprobs[i];
-        buf_appends(out, i ? ",{" : "{");
-        size_t written = 0;
-        /* top entries, then the sampled token when it is not among them; a key (token name)
-         * appears once (the first, most likely, wins), as in a Python dict keyed by name */
-        for (size_t j = 0; j <= t->n_top; j++) {
-            const int32_t id = j < t->n_top ? t->top[j].token : t->token;
-            const char *s = j < t->n_top ? t->top[j].text : t->text;
-            size_t sl = j < t->n_top ? t->top[j].text_len : t->text_len;
-            float lp = j < t->n_top ? t->top[j].logprob : t->logprob;
-            int dup = 0;
-            for (size_t k = 0; k < j && k < t->n_top && !dup; k++) {
-                dup = as_ids ? t->top[k].token == id
-                             : t->top[k].text_len == sl &&
-                                   (sl == 0 || memcmp(t->top[k].text, s, sl) == 0);
+        buf_appends(out, i ? "," : "");
+        if (c->logprobs[i].no_logprob) {
+            buf_appends(out, "null");
+        } else {
+            put_top_dict(out, &c->logprobs[i], as_ids);
+        }
+    }
+    buf_appends(out, "]}");
+}
+
+/* "<id>":{"logprob","rank","decoded_token"} */
+static void put_prompt_logprob_entry(struct buf *out, bool comma, int32_t token, float logprob,
+                                     int32_t rank, const char *text, size_t len)
+{
+    buf_appendf(out, "%s\"%" PRId32 "\":{\"logprob\":", comma ? "," : "", token);
+    json_float(out, logprob);
+    buf_appendf(out, ",\"rank\":%" PRId32 ",\"decoded_token\":", rank);
+    openai_json_string(out, text ? text : "", text ? len : 0);
+    buf_appends(out, "}");
+}
+
+/* vLLM's prompt_logprobs: [null, {id: Logprob, ...} per later position], each dict built as
+ * vLLM's _make_logprob_dict (the prompt's token, then the top tokens; the token found among the
+ * tops takes that entry's value, in the first place). NULL → null. */
+static void put_prompt_logprobs(struct buf *out, const struct openai_prompt_logprobs *plp)
+{
+    if (!plp) {
+        buf_appends(out, "null");
+        return;
+    }
+    buf_appends(out, "[null");
+    for (size_t i = 0; i < plp->n; i++) {
+        const struct openai_prompt_logprob *p = &plp->pos[i];
+        float lp = p->logprob;
+        int32_t rank = p->rank;
+        for (size_t j = 0; j < p->n_top; j++) {
+            if (p->top[j].token == p->token) {
+                lp = p->top[j].logprob;
+                rank = (int32_t)j + 1;
+                break;
             }
-            if (dup) {
-                continue;
+        }
+        buf_appends(out, ",{");
+        put_prompt_logprob_entry(out, false, p->token, lp, rank, p->text, p->text_len);
+        for (size_t j = 0; j < p->n_top; j++) {
+            const struct openai_top_logprob *t = &p->top[j];
+            if (t->token != p->token) {
+                put_prompt_logprob_entry(out, true, t->token, t->logprob, (int32_t)j + 1, t->text,
+                                         t->text_len);
             }
-            buf_appends(out, written ? "," : "");
-            put_token_name(out, as_ids, id, s, sl, &name_len);
-            buf_appends(out, ":");
-            json_float(out, lp);
-            written++;
         }
         buf_appends(out, "}");
     }
-    buf_appends(out, "]}");
+    buf_appends(out, "]");
 }
 
 static void put_bytes(struct buf *out, const char *s, size_t len)
@@ -393,8 +516,11 @@ static void put_completion_choice(struct buf *out, const struct openai_meta *met
             buf_appends(out, ",\"token_ids\":");
             put_ids(out, c->token_ids, c->n_token_ids);
         }
-        buf_appends(out, full ? ",\"prompt_logprobs\":null,\"prompt_token_ids\":"
-                              : ",\"prompt_token_ids\":");
+        if (full) {
+            buf_appends(out, ",\"prompt_logprobs\":");
+            put_prompt_logprobs(out, c->prompt_logprobs);
+        }
+        buf_appends(out, ",\"prompt_token_ids\":");
         if (c->prompt_token_ids || full) {
             put_ids(out, c->prompt_token_ids, c->n_prompt_token_ids);
         } else {
@@ -405,7 +531,8 @@ static void put_completion_choice(struct buf *out, const struct openai_meta *met
             put_ids(out, c->token_ids, c->n_token_ids);
         }
     } else if (full) {
-        buf_appends(out, ",\"prompt_logprobs\":null");
+        buf_appends(out, ",\"prompt_logprobs\":");
+        put_prompt_logprobs(out, c->prompt_logprobs);
     }
     buf_appends(out, "}");
 }
@@ -457,7 +584,8 @@ int openai_build_chat(const struct openai_meta *meta, const struct openai_choice
     }
     buf_appends(out, "],\"usage\":");
     put_usage(out, usage);
-    buf_appends(out, ",\"prompt_logprobs\":null");
+    buf_appends(out, ",\"prompt_logprobs\":");
+    put_prompt_logprobs(out, meta->prompt_logprobs);
     if (meta->return_token_ids) { /* vLLM's ChatCompletionResponse: response level */
         buf_appends(out, ",\"prompt_token_ids\":");
         put_ids(out, meta->prompt_token_ids, meta->n_prompt_token_ids);

@@ -517,7 +517,6 @@ static int reject_unsupported(struct openai_request *req, struct openai_error *e
     /* vLLM request fields not honoured yet: set (not null, not false, not empty) they are a 400
      * naming them, never silently dropped */
     static const char *const not_yet[] = {
-        "prompt_logprobs",
         "logprob_token_ids",
         "use_beam_search",
     };
@@ -538,6 +537,43 @@ static int reject_unsupported(struct openai_request *req, struct openai_error *e
         openai_error_set(err, 400, "suffix", "'suffix' is not currently supported");
         return -EINVAL;
     }
+    return 0;
+}
+
+/* prompt_logprobs: an integer or null, with vLLM's checks in its order (check_logprobs runs on
+ * the raw value, before the field is read as an integer). */
+static int parse_prompt_logprobs(struct openai_request *req, struct openai_error *err)
+{
+    struct json_object *v;
+    if (!member(req->root, "prompt_logprobs", &v) || !v) {
+        return 0;
+    }
+    const enum json_type t = json_object_get_type(v);
+    CHECK(t == json_type_int || t == json_type_double, "prompt_logprobs",
+          "`prompt_logprobs` must be an integer.");
+    const double d = json_object_get_double(v);
+    CHECK(!req->stream || !(d > 0 || d == -1), "prompt_logprobs",
+          "`prompt_logprobs` are not available when `stream=True`.");
+    CHECK(d >= 0 || d == -1, "prompt_logprobs",
+          "`prompt_logprobs` must be a positive value or -1.");
+    int present = 0;
+    int rc = opt_int64(req->root, "prompt_logprobs", "prompt_logprobs", &req->prompt_logprobs,
+                       &present, err);
+    req->has_prompt_logprobs = rc == 0 && present;
+    return rc;
+}
+
+int openai_resolve_prompt_logprobs(struct openai_request *req, int32_t n_vocab,
+                                   struct openai_error *err)
+{
+    if (!req->has_prompt_logprobs) {
+        return 0;
+    }
+    const int64_t k = req->prompt_logprobs == -1 ? n_vocab : req->prompt_logprobs;
+    CHECK(k <= OPENAI_MAX_LOGPROBS, "prompt_logprobs",
+          "Requested prompt logprobs of %" PRId64 ", which is greater than max allowed: %d", k,
+          OPENAI_MAX_LOGPROBS);
+    req->prompt_logprobs = k;
     return 0;
 }
 
@@ -725,7 +761,8 @@ static int parse_common(struct openai_request *req, struct openai_error *err)
         sp->allowed_ids = req->allowed_ids;
         sp->n_allowed = req->n_allowed;
     }
-    if ((rc = parse_logit_bias(req, err)) != 0 || (rc = parse_bad_words(req, err)) != 0) {
+    if ((rc = parse_logit_bias(req, err)) != 0 || (rc = parse_bad_words(req, err)) != 0 ||
+        (rc = parse_prompt_logprobs(req, err)) != 0) {
         return rc;
     }
     if (reject_unsupported(req, err) != 0) {
@@ -738,7 +775,8 @@ static int parse_common(struct openai_request *req, struct openai_error *err)
     return rc;
 }
 
-/* max_tokens (completions: default 16, null → unset) and its checks against min_tokens. */
+/* max_tokens (completions: default 16, null → unset; 0 with echo: vLLM's echo without
+ * generation, one token generated and not returned) and its checks against min_tokens. */
 static int parse_max_tokens(struct openai_request *req, const char *key, int has_default,
                             struct openai_error *err)
 {
@@ -755,6 +793,10 @@ static int parse_max_tokens(struct openai_request *req, const char *key, int has
     int rc = opt_int(req->root, key, key, &iv, &got, err);
     if (rc != 0) {
         return rc;
+    }
+    if (got && iv == 0 && req->kind == OPENAI_COMPLETION && req->echo) {
+        req->echo_only = 1;
+        iv = 1;
     }
     if (got) {
         CHECK(iv >= 1, key, "'%s' must be at least 1, got %d.", key, iv);
@@ -1076,6 +1118,10 @@ static int completion_fields(const char *body, size_t len, struct openai_request
         req->logprobs = lp;
     }
     req->sampling.logprobs = req->logprobs;
+    if (!req->has_prompt_logprobs && req->echo && req->logprobs >= 0) {
+        req->has_prompt_logprobs = 1; /* vLLM: the echoed prompt's logprobs */
+        req->prompt_logprobs = req->logprobs;
+    }
     return 0;
 }
 
@@ -1114,6 +1160,13 @@ static int chat_fields(const char *body, size_t len, struct openai_request *req,
         req->logprobs = top;
     }
     req->sampling.logprobs = req->logprobs;
+    /* vLLM: echo asks for the prompt's logprobs, top_logprobs of them (0 when absent; none when
+     * null) */
+    if (!req->has_prompt_logprobs && req->echo &&
+        (present || !member(req->root, "top_logprobs", &v))) {
+        req->has_prompt_logprobs = 1;
+        req->prompt_logprobs = present ? top : 0;
+    }
     return 0;
 }
 

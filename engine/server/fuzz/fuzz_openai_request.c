@@ -6,6 +6,7 @@
  * JSON. Any crash, leak or failed check aborts.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,21 +64,27 @@ static void echo_request(const struct openai_request *r)
         text_len = r->messages[0].content_len;
     }
     struct openai_top_logprob top = {text, text_len, -1.0f, 3};
-    struct openai_token_logprob lp = {text, text_len, -0.5f, &top, 1, 4};
+    struct openai_token_logprob lp[2] = {{text, text_len, 0.0f, NULL, 0, 2, 1},
+                                         {text, text_len, -0.5f, &top, 1, 4, 0}};
+    /* prompt_logprobs: the request's text as the decoded tokens */
+    const struct openai_prompt_logprob pos = {4, text, text_len, -INFINITY, 7, &top, 1};
+    const struct openai_prompt_logprobs plp = {&pos, 1};
     struct openai_choice ch;
     memset(&ch, 0, sizeof(ch));
     ch.text = text;
     ch.text_len = text_len;
     ch.finish = OPENAI_FINISH_STOP;
     ch.stop_str = r->n_stop ? r->stop[0] : NULL;
-    ch.logprobs = r->logprobs >= 0 ? &lp : NULL;
-    ch.n_logprobs = 1;
+    ch.logprobs = r->logprobs >= 0 ? lp + !r->echo : NULL; /* an echo's: the prompt's too */
+    ch.n_logprobs = r->echo ? 2 : 1;
+    ch.prompt_logprobs = r->has_prompt_logprobs ? &plp : NULL;
     struct openai_meta meta = {.id = "id",
                                .model = r->model,
                                .created = 1,
                                .kv_transfer_params = r->kv_transfer_params,
                                .tokens_as_ids = r->return_tokens_as_token_ids,
-                               .return_token_ids = r->return_token_ids};
+                               .return_token_ids = r->return_token_ids,
+                               .prompt_logprobs = r->has_prompt_logprobs ? &plp : NULL};
     static const int32_t ids[] = {1, 2, 3};
     ch.token_ids = ids;
     ch.n_token_ids = 3;

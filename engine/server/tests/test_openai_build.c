@@ -75,8 +75,8 @@ static size_t len_at(struct json_object *o, const char *path)
 static const struct openai_top_logprob tops1[] = {{"Hi", 2, -0.1f, 17}, {"Hello", 5, -2.5f, 40}};
 static const struct openai_top_logprob tops2[] = {{"!", 1, -0.01f, 3}, {"\xff", 1, -5.0f, 255}};
 static const struct openai_token_logprob lps[] = {
-    {"Hello", 5, -2.5f, tops1, 2, 40}, /* sampled token not the top one */
-    {"!", 1, -0.01f, tops2, 2, 3},
+    {"Hello", 5, -2.5f, tops1, 2, 40, 0}, /* sampled token not the top one */
+    {"!", 1, -0.01f, tops2, 2, 3, 0},
 };
 
 static void test_completion_body(void **state)
@@ -537,8 +537,8 @@ static void test_float_format(void **state)
 {
     (void)state;
     static const struct openai_top_logprob none[1] = {{"a", 1, 0.0f, 1}};
-    struct openai_token_logprob lp[2] = {{"a", 1, -INFINITY, none, 0, 1},
-                                         {"b", 1, -3.0f, none, 1, 2}};
+    struct openai_token_logprob lp[2] = {{"a", 1, -INFINITY, none, 0, 1, 0},
+                                         {"b", 1, -3.0f, none, 1, 2, 0}};
     struct openai_choice ch;
     memset(&ch, 0, sizeof(ch));
     ch.text = "ab";
@@ -565,6 +565,9 @@ typedef int (*build_fn)(struct buf *out);
 
 static struct json_object *cap_kv;
 
+static const struct openai_prompt_logprob cap_pos[] = {{40, "x\"", 2, -INFINITY, 4, tops1, 2}};
+static const struct openai_prompt_logprobs cap_plp = {cap_pos, 1};
+
 static int cap_completion(struct buf *out)
 {
     struct openai_meta meta = {
@@ -579,6 +582,7 @@ static int cap_completion(struct buf *out)
     ch[0].n_logprobs = 2;
     ch[1].index = 1;
     ch[1].finish = OPENAI_FINISH_LENGTH;
+    ch[1].prompt_logprobs = &cap_plp;
     struct openai_usage usage = {5, 2, 1};
     return openai_build_completion(&meta, ch, 2, &usage, out);
 }
@@ -587,6 +591,7 @@ static int cap_chat(struct buf *out)
 {
     struct openai_meta meta = {
         .id = "chatcmpl-cap", .model = "tiny", .created = 7, .kv_transfer_params = cap_kv};
+    meta.prompt_logprobs = &cap_plp;
     struct openai_choice ch;
     memset(&ch, 0, sizeof(ch));
     ch.text = "\xc3\xa9t\xc3";
@@ -696,6 +701,132 @@ static void test_capped_buffer(void **state)
     json_object_put(cap_kv);
 }
 
+/* vLLM's prompt_logprobs (a completion choice's, the chat response's) and an echo's logprobs
+ * over the prompt: dict key order, ranks, the prompt's first position null, -inf clamped, offsets
+ * in characters. */
+static const struct openai_top_logprob ptops1[] = {{"a", 1, -0.5f, 20}, {"b", 1, -1.0f, 21}};
+static const struct openai_top_logprob ptops2[] = {
+    {"c", 1, -0.1f, 30}, {"b", 1, -0.2f, 21}, {"\xff", 1, -INFINITY, 31}};
+static const struct openai_prompt_logprob ppos[] = {
+    {11, "\xc3\xa9t\xc3\xa9", 5, -1.5f, 3, ptops1, 2}, /* not among its tops */
+    {21, "b", 1, -0.25f, 5, ptops2, 3},                /* its top entry's value and rank */
+    {40, "x", 1, -INFINITY, 100, NULL, 0},             /* prompt_logprobs 0: itself only */
+};
+
+static void test_prompt_logprobs(void **state)
+{
+    (void)state;
+    const struct openai_prompt_logprobs plp = {ppos, 3};
+    const char *want =
+        "\"prompt_logprobs\":[null,"
+        "{\"11\":{\"logprob\":-1.5,\"rank\":3,\"decoded_token\":\"\xc3\xa9t\xc3\xa9\"},"
+        "\"20\":{\"logprob\":-0.5,\"rank\":1,\"decoded_token\":\"a\"},"
+        "\"21\":{\"logprob\":-1.0,\"rank\":2,\"decoded_token\":\"b\"}},"
+        "{\"21\":{\"logprob\":-0.2,\"rank\":2,\"decoded_token\":\"b\"},"
+        "\"30\":{\"logprob\":-0.1,\"rank\":1,\"decoded_token\":\"c\"},"
+        "\"31\":{\"logprob\":-9999.0,\"rank\":3,\"decoded_token\":\"\xef\xbf\xbd\"}},"
+        "{\"40\":{\"logprob\":-9999.0,\"rank\":100,\"decoded_token\":\"x\"}}]";
+    struct openai_meta meta = {.id = "cmpl-p", .model = "tiny", .created = 5};
+    struct openai_choice ch[2];
+    memset(ch, 0, sizeof(ch));
+    ch[0].text = "hi";
+    ch[0].text_len = 2;
+    ch[0].finish = OPENAI_FINISH_LENGTH;
+    ch[0].prompt_logprobs = &plp;
+    ch[1] = ch[0];
+    ch[1].index = 1;
+    const struct openai_prompt_logprobs one = {NULL, 0}; /* a one-token prompt */
+    ch[1].prompt_logprobs = &one;
+    struct openai_usage usage = {4, 1, 0};
+    struct buf b;
+    buf_init(&b, 1 << 20);
+    assert_int_equal(openai_build_completion(&meta, ch, 2, &usage, &b), 0);
+    const char *body = buf_cstr(&b);
+    const char *at = strstr(body, want);
+    assert_non_null(at);
+    assert_true(at < strstr(body, "{\"index\":1")); /* the first choice's */
+    assert_non_null(strstr(body, "\"stop_reason\":null,\"prompt_logprobs\":[null]}]"));
+    struct json_object *o = parse_back(&b);
+    assert_null_at(o, "choices[0].prompt_logprobs[0]");
+    assert_int_equal(len_at(o, "choices[0].prompt_logprobs"), 4);
+    assert_int_equal(int_at(o, "choices[0].prompt_logprobs[2].21.rank"), 2);
+    json_object_put(o);
+    /* with return_token_ids: between token_ids and prompt_token_ids */
+    buf_reset(&b);
+    meta.return_token_ids = 1;
+    assert_int_equal(openai_build_completion(&meta, ch, 1, &usage, &b), 0);
+    assert_non_null(strstr(buf_cstr(&b), "\"token_ids\":[],\"prompt_logprobs\":[null,{\"11\":"));
+    assert_non_null(strstr(buf_cstr(&b), "}}],\"prompt_token_ids\":[]}]"));
+    meta.return_token_ids = 0;
+    /* streamed chunks have none (vLLM's CompletionResponseStreamChoice) */
+    buf_reset(&b);
+    assert_int_equal(openai_build_completion_chunk(&meta, ch, 1, NULL, &b), 0);
+    assert_null(strstr(buf_cstr(&b), "prompt_logprobs"));
+    /* chat: the response's, after usage */
+    buf_reset(&b);
+    meta.prompt_logprobs = &plp;
+    ch[0].prompt_logprobs = NULL;
+    assert_int_equal(openai_build_chat(&meta, ch, 1, &usage, &b), 0);
+    at = strstr(buf_cstr(&b), want);
+    assert_non_null(at);
+    assert_true(at > strstr(buf_cstr(&b), "\"usage\":"));
+    assert_non_null(strstr(buf_cstr(&b),
+                           "{\"40\":{\"logprob\":-9999.0,\"rank\":100,"
+                           "\"decoded_token\":\"x\"}}],\"kv_transfer_params\":null}"));
+    json_object_put(parse_back(&b));
+    buf_reset(&b);
+
+    /* an echo's completions logprobs: the prompt's first token null, the token first in each
+     * dict, a name met again keeping its first place and taking the later value (a Python dict),
+     * offsets in characters from 0 */
+    static const struct openai_top_logprob gtops[] = {{"c", 1, -0.1f, 30}, {"c", 1, -3.0f, 32}};
+    const struct openai_token_logprob echo[] = {
+        {"<s>", 3, 0.0f, NULL, 0, 1, 1},
+        {"\xc3\xa9t\xc3\xa9", 5, -1.5f, ptops1, 2, 11, 0},
+        {"b", 1, -0.25f, ptops2, 3, 21, 0}, /* its top entry gives its value */
+        {"c", 1, -0.1f, gtops, 2, 30, 0},   /* generated */
+    };
+    memset(ch, 0, sizeof(ch));
+    ch[0].text = "<s>\xc3\xa9t\xc3\xa9"
+                 "bc";
+    ch[0].text_len = 10;
+    ch[0].logprobs = echo;
+    ch[0].n_logprobs = 4;
+    meta.prompt_logprobs = NULL;
+    assert_int_equal(openai_build_completion(&meta, ch, 1, &usage, &b), 0);
+    assert_non_null(
+        strstr(buf_cstr(&b),
+               "\"logprobs\":{\"text_offset\":[0,3,6,7],\"token_logprobs\":[null,-1.5,-0.2,-0.1],"
+               "\"tokens\":[\"<s>\",\"\xc3\xa9t\xc3\xa9\",\"b\",\"c\"],\"top_logprobs\":[null,"
+               "{\"\xc3\xa9t\xc3\xa9\":-1.5,\"a\":-0.5,\"b\":-1.0},"
+               "{\"b\":-0.2,\"c\":-0.1,\"\xef\xbf\xbd\":-9999.0},{\"c\":-3.0}]}"));
+    json_object_put(parse_back(&b));
+    buf_reset(&b);
+    /* return_tokens_as_token_ids: names, and offsets advancing by them */
+    meta.tokens_as_ids = 1;
+    assert_int_equal(openai_build_completion(&meta, ch, 1, &usage, &b), 0);
+    assert_non_null(strstr(
+        buf_cstr(&b),
+        "\"logprobs\":{\"text_offset\":[0,10,21,32],\"token_logprobs\":[null,-1.5,-0.2,-0.1],"
+        "\"tokens\":[\"token_id:1\",\"token_id:11\",\"token_id:21\",\"token_id:30\"],"
+        "\"top_logprobs\":[null,{\"token_id:11\":-1.5,\"token_id:20\":-0.5,\"token_id:21\":-1.0},"
+        "{\"token_id:21\":-0.2,\"token_id:30\":-0.1,\"token_id:31\":-9999.0},"
+        "{\"token_id:30\":-0.1,\"token_id:32\":-3.0}]}"));
+    buf_free(&b);
+
+    /* characters as Python's len() counts them on the written string */
+    assert_int_equal(openai_text_chars("", 0), 0);
+    assert_int_equal(openai_text_chars("abc", 3), 3);
+    assert_int_equal(openai_text_chars("\xc3\xa9t\xc3\xa9", 5), 3);
+    assert_int_equal(openai_text_chars("a\xe2\x82\xac"
+                                       "b",
+                                       5),
+                     3);
+    assert_int_equal(openai_text_chars("\xff", 1), 1);
+    assert_int_equal(openai_text_chars("\xe2\x82", 2), 2); /* two U+FFFD */
+    assert_int_equal(openai_text_chars("\xf0\x9f\x98\x80", 4), 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -703,6 +834,7 @@ int main(void)
         cmocka_unit_test(test_stream_chunks),   cmocka_unit_test(test_misc_bodies),
         cmocka_unit_test(test_float_format),    cmocka_unit_test(test_capped_buffer),
         cmocka_unit_test(test_tool_calls),      cmocka_unit_test(test_token_ids),
+        cmocka_unit_test(test_prompt_logprobs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

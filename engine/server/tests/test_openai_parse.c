@@ -113,6 +113,11 @@ static void test_completion_all_fields(void **state)
     assert_int_equal(r.logprobs, 5);
     assert_int_equal(r.sampling.logprobs, 5);
     assert_true(r.echo);
+    /* echo with logprobs: vLLM asks for the prompt's logprobs (prompt_logprobs null), also when
+     * streamed (the stream check reads the field only) */
+    assert_true(r.has_prompt_logprobs);
+    assert_int_equal(r.prompt_logprobs, 5);
+    assert_false(r.echo_only);
     assert_float_equal(r.sampling.presence_penalty, -1.5, 1e-7);
     assert_float_equal(r.sampling.frequency_penalty, 2.0, 1e-7);
     assert_float_equal(r.sampling.repetition_penalty, 1.2, 1e-6);
@@ -440,7 +445,12 @@ static const struct bad_case bad_cases[] = {
     {C, "{\"prompt\":\"x\",\"guided_json\":\"{not json\"}", "guided_json"},
     {C, "{\"prompt\":\"x\",\"guided_whitespace_pattern\":\" \"}", "guided_whitespace_pattern"},
     {C, "{\"prompt\":\"x\",\"guided_decoding_backend\":5}", "guided_decoding_backend"},
-    {C, "{\"prompt\":\"x\",\"prompt_logprobs\":1}", "prompt_logprobs"},
+    {C, "{\"prompt\":\"x\",\"prompt_logprobs\":1,\"stream\":true}", "prompt_logprobs"},
+    {C, "{\"prompt\":\"x\",\"prompt_logprobs\":-2}", "prompt_logprobs"},
+    {C, "{\"prompt\":\"x\",\"prompt_logprobs\":\"2\"}", "prompt_logprobs"},
+    {C, "{\"prompt\":\"x\",\"prompt_logprobs\":1.5}", "prompt_logprobs"},
+    {C, "{\"prompt\":\"x\",\"max_tokens\":0,\"echo\":false}", "max_tokens"},
+    {C, "{\"prompt\":\"x\",\"max_tokens\":-1,\"echo\":true}", "max_tokens"},
     {C, "{\"prompt\":\"x\",\"allowed_token_ids\":[]}", "allowed_token_ids"},
     {C, "{\"prompt\":\"x\",\"allowed_token_ids\":[-1]}", "allowed_token_ids"},
     {C, "{\"prompt\":\"x\",\"allowed_token_ids\":\"1\"}", "allowed_token_ids"},
@@ -474,7 +484,9 @@ static const struct bad_case bad_cases[] = {
     {H, "{" MSG ",\"return_tokens_as_token_ids\":1}", "return_tokens_as_token_ids"},
     {C, "{\"prompt\":\"x\",\"return_tokens_as_token_ids\":[]}", "return_tokens_as_token_ids"},
     {C, "{\"prompt\":\"x\",\"logprob_token_ids\":[1]}", "logprob_token_ids"},
-    {H, "{" MSG ",\"prompt_logprobs\":2}", "prompt_logprobs"},
+    {H, "{" MSG ",\"prompt_logprobs\":-1,\"stream\":true}", "prompt_logprobs"},
+    {H, "{" MSG ",\"prompt_logprobs\":true}", "prompt_logprobs"},
+    {H, "{" MSG ",\"max_tokens\":0,\"echo\":true}", "max_tokens"},
     {C, "[1,2]", ""},
     {C, "null", ""},
     {C, "{\"prompt\":\"x\"", ""},
@@ -624,6 +636,139 @@ static void test_structured_forms(void **state)
     openai_request_deinit(&r);
 }
 
+/* The 400 of body (parsed as kind): param and the message, word for word. */
+static void expect_bad(enum openai_kind kind, const char *body, const char *param,
+                       const char *message)
+{
+    struct openai_request r;
+    struct openai_error err;
+    memset(&err, 0, sizeof(err));
+    int rc = kind == OPENAI_CHAT ? openai_parse_chat(body, strlen(body), &r, &err)
+                                 : openai_parse_completion(body, strlen(body), &r, &err);
+    if (rc != -EINVAL || err.status != 400 || strcmp(err.param, param) != 0 ||
+        strcmp(err.message, message) != 0) {
+        fail_msg("%s: rc %d status %d param '%s' message '%s'", body, rc, err.status, err.param,
+                 err.message);
+    }
+}
+
+/* prompt_logprobs: vLLM's check_logprobs messages, its derivation from echo (to_sampling_params),
+ * the max_logprobs check against the vocabulary, and echo without generation */
+static void test_prompt_logprobs(void **state)
+{
+    (void)state;
+    struct openai_request r;
+    struct openai_error err;
+    memset(&err, 0, sizeof(err));
+    parse_ok(OPENAI_COMPLETION, "{\"prompt\":\"x\"}", &r);
+    assert_false(r.has_prompt_logprobs);
+    assert_int_equal(openai_resolve_prompt_logprobs(&r, 512, &err), 0);
+    assert_false(r.has_prompt_logprobs);
+    openai_request_deinit(&r);
+    parse_ok(OPENAI_COMPLETION, "{\"prompt\":\"x\",\"prompt_logprobs\":3}", &r);
+    assert_true(r.has_prompt_logprobs);
+    assert_int_equal(r.prompt_logprobs, 3);
+    assert_int_equal(r.logprobs, -1);
+    openai_request_deinit(&r);
+    /* 0 (the prompt tokens' own entries) and 20 are fine, also 0 when streamed */
+    parse_ok(OPENAI_COMPLETION, "{\"prompt\":\"x\",\"prompt_logprobs\":0,\"stream\":true}", &r);
+    assert_true(r.has_prompt_logprobs);
+    assert_int_equal(r.prompt_logprobs, 0);
+    assert_int_equal(openai_resolve_prompt_logprobs(&r, 512, &err), 0);
+    openai_request_deinit(&r);
+    parse_ok(OPENAI_CHAT, "{" MSG ",\"prompt_logprobs\":20.0}", &r);
+    assert_true(r.has_prompt_logprobs);
+    assert_int_equal(r.prompt_logprobs, 20);
+    assert_int_equal(openai_resolve_prompt_logprobs(&r, 512, &err), 0);
+    assert_int_equal(r.prompt_logprobs, 20);
+    openai_request_deinit(&r);
+    /* above max_logprobs, and -1 (the vocabulary): vLLM's processor, once the vocabulary is
+     * known; a vocabulary of at most 20 makes -1 fine */
+    parse_ok(OPENAI_COMPLETION, "{\"prompt\":\"x\",\"prompt_logprobs\":21}", &r);
+    assert_int_equal(openai_resolve_prompt_logprobs(&r, 512, &err), -EINVAL);
+    assert_int_equal(err.status, 400);
+    assert_string_equal(err.param, "prompt_logprobs");
+    assert_string_equal(err.message,
+                        "Requested prompt logprobs of 21, which is greater than max allowed: 20");
+    openai_request_deinit(&r);
+    parse_ok(OPENAI_CHAT, "{" MSG ",\"prompt_logprobs\":-1}", &r);
+    assert_int_equal(r.prompt_logprobs, -1);
+    assert_int_equal(openai_resolve_prompt_logprobs(&r, 151936, &err), -EINVAL);
+    assert_string_equal(err.param, "prompt_logprobs");
+    assert_string_equal(
+        err.message, "Requested prompt logprobs of 151936, which is greater than max allowed: 20");
+    assert_int_equal(openai_resolve_prompt_logprobs(&r, 16, &err), 0);
+    assert_int_equal(r.prompt_logprobs, 16);
+    openai_request_deinit(&r);
+    parse_ok(OPENAI_COMPLETION, "{\"prompt\":\"x\",\"prompt_logprobs\":4000000000}", &r);
+    assert_int_equal(openai_resolve_prompt_logprobs(&r, 512, &err), -EINVAL);
+    assert_string_equal(
+        err.message,
+        "Requested prompt logprobs of 4000000000, which is greater than max allowed: 20");
+    openai_request_deinit(&r);
+    /* check_logprobs, word for word */
+    const char *stream = "`prompt_logprobs` are not available when `stream=True`.";
+    const char *negative = "`prompt_logprobs` must be a positive value or -1.";
+    expect_bad(OPENAI_COMPLETION, "{\"prompt\":\"x\",\"stream\":true,\"prompt_logprobs\":2}",
+               "prompt_logprobs", stream);
+    expect_bad(OPENAI_COMPLETION, "{\"prompt\":\"x\",\"stream\":true,\"prompt_logprobs\":-1}",
+               "prompt_logprobs", stream);
+    expect_bad(OPENAI_CHAT, "{" MSG ",\"stream\":true,\"prompt_logprobs\":1}", "prompt_logprobs",
+               stream);
+    expect_bad(OPENAI_COMPLETION, "{\"prompt\":\"x\",\"prompt_logprobs\":-2}", "prompt_logprobs",
+               negative);
+    expect_bad(OPENAI_CHAT, "{" MSG ",\"stream\":true,\"prompt_logprobs\":-5}", "prompt_logprobs",
+               negative);
+    expect_bad(OPENAI_COMPLETION, "{\"prompt\":\"x\",\"prompt_logprobs\":\"1\"}", "prompt_logprobs",
+               "`prompt_logprobs` must be an integer.");
+    expect_bad(OPENAI_CHAT, "{" MSG ",\"prompt_logprobs\":[1]}", "prompt_logprobs",
+               "`prompt_logprobs` must be an integer.");
+
+    /* completions echo: prompt_logprobs = logprobs when unset (none without logprobs) */
+    parse_ok(OPENAI_COMPLETION, "{\"prompt\":\"x\",\"echo\":true}", &r);
+    assert_false(r.has_prompt_logprobs);
+    openai_request_deinit(&r);
+    parse_ok(OPENAI_COMPLETION, "{\"prompt\":\"x\",\"echo\":true,\"logprobs\":0}", &r);
+    assert_true(r.has_prompt_logprobs);
+    assert_int_equal(r.prompt_logprobs, 0);
+    openai_request_deinit(&r);
+    parse_ok(OPENAI_COMPLETION,
+             "{\"prompt\":\"x\",\"echo\":true,\"logprobs\":2,\"prompt_logprobs\":7}", &r);
+    assert_int_equal(r.prompt_logprobs, 7); /* the field wins */
+    assert_int_equal(r.logprobs, 2);
+    openai_request_deinit(&r);
+    parse_ok(OPENAI_COMPLETION, "{\"prompt\":\"x\",\"logprobs\":2}", &r);
+    assert_false(r.has_prompt_logprobs);
+    openai_request_deinit(&r);
+    /* chat echo: prompt_logprobs = top_logprobs, whose default is 0 (logprobs or not) */
+    parse_ok(OPENAI_CHAT, "{" MSG ",\"echo\":true}", &r);
+    assert_true(r.has_prompt_logprobs);
+    assert_int_equal(r.prompt_logprobs, 0);
+    assert_int_equal(r.logprobs, -1);
+    openai_request_deinit(&r);
+    parse_ok(OPENAI_CHAT, "{" MSG ",\"echo\":true,\"logprobs\":true,\"top_logprobs\":3}", &r);
+    assert_int_equal(r.prompt_logprobs, 3);
+    openai_request_deinit(&r);
+    parse_ok(OPENAI_CHAT, "{" MSG ",\"echo\":true,\"top_logprobs\":null}", &r);
+    assert_false(r.has_prompt_logprobs);
+    openai_request_deinit(&r);
+    parse_ok(OPENAI_CHAT, "{" MSG ",\"top_logprobs\":0}", &r);
+    assert_false(r.has_prompt_logprobs);
+    openai_request_deinit(&r);
+
+    /* echo without generation: max_tokens 0 with echo is one token generated, not returned */
+    parse_ok(OPENAI_COMPLETION, "{\"prompt\":\"x\",\"echo\":true,\"max_tokens\":0}", &r);
+    assert_true(r.echo_only);
+    assert_true(r.max_tokens_set);
+    assert_int_equal(r.max_tokens, 1);
+    openai_request_deinit(&r);
+    parse_ok(OPENAI_COMPLETION, "{\"prompt\":\"x\",\"echo\":true,\"max_tokens\":1}", &r);
+    assert_false(r.echo_only);
+    openai_request_deinit(&r);
+    expect_bad(OPENAI_COMPLETION, "{\"prompt\":\"x\",\"max_tokens\":0}", "max_tokens",
+               "'max_tokens' must be at least 1, got 0.");
+}
+
 static void test_bad_requests(void **state)
 {
     (void)state;
@@ -756,6 +901,7 @@ int main(void)
         cmocka_unit_test(test_token_id_fields),
         cmocka_unit_test(test_chat_fields),
         cmocka_unit_test(test_bad_requests),
+        cmocka_unit_test(test_prompt_logprobs),
         cmocka_unit_test(test_structured_forms),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_tokenize_detokenize),
