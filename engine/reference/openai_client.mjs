@@ -8,7 +8,8 @@
 // several keys, a wrong key as the client's AuthenticationError (401), logit_bias
 // steering greedy decoding and its out-of-vocabulary error, allowed_token_ids,
 // truncate_prompt_tokens (both sides), embeddings (base64 as the client asks, and floats),
-// return_token_ids, return_tokens_as_token_ids and bad_words, best_of refused as vLLM v1 does.
+// return_token_ids, return_tokens_as_token_ids, prompt_logprobs and bad_words, best_of refused
+// as vLLM v1 does.
 // Prints one line per check; exits 1 when any failed.
 import OpenAI from 'openai';
 
@@ -224,6 +225,40 @@ check(Array.isArray(streamPrompt) && JSON.stringify(streamPrompt) ===
       JSON.stringify(streamedIds) === JSON.stringify(chatIds.choices[0].token_ids) &&
       streamedIds.length === 5,
       `chat return_token_ids, streamed and whole: ${JSON.stringify(streamedIds)}`);
+// vLLM's prompt_logprobs: a list per prompt token, null first, then dicts keyed by token id
+// (the prompt's token among them) of {logprob, rank, decoded_token}. (A JS object lists integer
+// keys in ascending order, so only membership is checked here.)
+const plpOk = (plp, ids, k) => Array.isArray(plp) && plp.length === ids.length &&
+  plp[0] === null && plp.slice(1).every((e, i) => String(ids[i + 1]) in e &&
+    Object.keys(e).length >= k && Object.keys(e).length <= k + 1 &&
+    Object.values(e).every((v) => typeof v.logprob === 'number' && v.rank >= 1 &&
+                                  typeof v.decoded_token === 'string'));
+const plpC = await client.completions.create({ model, prompt: 'Once upon a time', max_tokens: 1,
+                                               temperature: 0, prompt_logprobs: 2,
+                                               return_token_ids: true });
+const pc = plpC.choices[0];
+check(plpOk(pc.prompt_logprobs, pc.prompt_token_ids, 2) &&
+      JSON.stringify(pc.prompt_token_ids) === JSON.stringify(promptIds),
+      `completions prompt_logprobs: ${JSON.stringify(pc.prompt_logprobs?.slice(0, 2))}`);
+const plpChat = await client.chat.completions.create({
+  model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 1, temperature: 0,
+  prompt_logprobs: 1, return_token_ids: true });
+check(plpOk(plpChat.prompt_logprobs, plpChat.prompt_token_ids ?? [], 1) &&
+      plpChat.prompt_logprobs.length === plpChat.usage.prompt_tokens,
+      `chat prompt_logprobs: ${JSON.stringify(plpChat.prompt_logprobs?.slice(0, 2))}`);
+const echoLp = await client.completions.create({ model, prompt: 'Once upon a time', max_tokens: 2,
+                                                 temperature: 0, echo: true, logprobs: 1 });
+const el = echoLp.choices[0].logprobs;
+check(el.tokens.length === promptIds.length + 2 && el.token_logprobs[0] === null &&
+      el.top_logprobs[0] === null && el.text_offset[0] === 0 &&
+      echoLp.choices[0].prompt_logprobs?.length === promptIds.length,
+      `echo with logprobs covers the prompt: ${JSON.stringify(el.tokens)}`);
+await expectError('prompt_logprobs with stream', () => client.completions.create({
+  model, prompt: 'x', max_tokens: 1, stream: true, prompt_logprobs: 1 }), 400,
+  /`prompt_logprobs` are not available when `stream=True`\./);
+await expectError('prompt_logprobs above 20', () => client.chat.completions.create({
+  model, messages: [{ role: 'user', content: 'x' }], max_tokens: 1, prompt_logprobs: 21 }), 400,
+  /Requested prompt logprobs of 21, which is greater than max allowed: 20/);
 // a generated token whose text tokenizes back to it alone: as a bad word, never generated
 let banWord = null, banId = -1;
 for (const t of wc.token_ids) {

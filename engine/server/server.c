@@ -45,6 +45,22 @@ struct lp_entry {
     struct sample_top top[SAMPLER_MAX_LOGPROBS];
 };
 
+/* A prompt's logprobs (engine_output.prompt_logprobs of its first output), one allocation:
+ * pos[i] for prompt position i + 1, its top entries tops[pos[i].top ..) (n_top of them). */
+struct plp_pos {
+    int32_t token;
+    float logprob;
+    int32_t rank;
+    int32_t n_top;
+    size_t top;
+};
+
+struct plp_store {
+    size_t n;
+    struct plp_pos *pos;
+    struct sample_top *tops;
+};
+
 /* One engine output on its way to the loop thread: a single allocation holding its text. */
 struct out_event {
     struct list_node node; /* in engine_server.queue */
@@ -52,7 +68,7 @@ struct out_event {
     int lost;  /* the choice's own event: outputs were lost (out of memory); fail the request */
     int error; /* engine_output.error */
     int32_t token;
-    const char *text; /* the event's own bytes (the choice's echo for the echo chunk) */
+    const char *text; /* the event's own bytes */
     size_t text_len;
     int finished;
     sched_status status;
@@ -61,6 +77,7 @@ struct out_event {
     int32_t n_prompt, n_generated, n_cached;
     int has_lp;
     struct lp_entry lp;
+    struct plp_store *plp; /* owned: the prompt logprobs the first output carries, or NULL */
     int kv_loaded;
     double kv_load_s;
     /* a finished PRODUCE request's held blocks (stored after the text) */
@@ -75,7 +92,7 @@ struct choice {
     int64_t id; /* engine request id, 0 when not submitted */
     int done;
     struct buf text;     /* accumulated text (non-streaming) */
-    size_t text_emitted; /* bytes of text sent or accumulated so far (logprob text offsets) */
+    size_t text_emitted; /* streamed: characters of text sent so far (logprob text offsets) */
     enum openai_finish finish;
     int stop_index;
     int32_t stop_token;
@@ -102,6 +119,11 @@ struct choice {
     int32_t *ids;
     size_t n_ids, cap_ids;
     int prompt_ids_sent;
+    /* prompt_logprobs: taken from the first token's event (plp_ready then; plp stays NULL for a
+     * one-token prompt, which has no position to report) */
+    struct plp_store *plp;
+    int plp_ready;
+    int echoed; /* streamed completions echo: the prompt went out (with the first output) */
 };
 
 struct gen {
@@ -116,7 +138,8 @@ struct gen {
     int n_prompts;        /* completions: prompts in the request; chat: 1 */
     char **echo;          /* [n_prompts] completions echo: each prompt's text, or NULL */
     size_t *echo_len;     /* [n_prompts] their lengths */
-    int32_t **prompt_ids; /* [n_prompts] return_token_ids: each prompt's ids as run, or NULL */
+    int32_t **prompt_ids; /* [n_prompts] return_token_ids or echo: each prompt's ids as run, or
+                             NULL */
     size_t *n_prompt_ids; /* [n_prompts] their counts */
     struct choice *choices;
     int pending;      /* submitted choices not finished */
@@ -195,6 +218,35 @@ static void event_fill(struct out_event *ev, const engine_output *o)
     }
 }
 
+/* Copies the n prompt positions of engine_output.prompt_logprobs (borrowed during the callback).
+ * NULL when out of memory. */
+static struct plp_store *plp_copy(const struct sample_result *r, int32_t n)
+{
+    size_t n_tops = 0;
+    for (int32_t i = 0; i < n; i++) {
+        n_tops += (size_t)r[i].n_top;
+    }
+    struct plp_store *p =
+        malloc(sizeof *p + (size_t)n * sizeof(struct plp_pos) + n_tops * sizeof(struct sample_top));
+    if (!p) {
+        return NULL;
+    }
+    p->n = (size_t)n;
+    p->pos = (struct plp_pos *)(void *)(p + 1);
+    p->tops = (struct sample_top *)(void *)(p->pos + n);
+    size_t t = 0;
+    for (int32_t i = 0; i < n; i++) {
+        p->pos[i] = (struct plp_pos){.token = r[i].token,
+                                     .logprob = r[i].logprob,
+                                     .rank = r[i].rank,
+                                     .n_top = r[i].n_top,
+                                     .top = t};
+        memcpy(p->tops + t, r[i].top, (size_t)r[i].n_top * sizeof *p->tops);
+        t += (size_t)r[i].n_top;
+    }
+    return p;
+}
+
 /* Engine thread: queues the output for the loop. Nothing is dropped: when the event cannot be
  * allocated, the choice's preallocated event takes over (see struct choice). */
 static void on_engine_output(void *user, const engine_output *o)
@@ -206,7 +258,7 @@ static void on_engine_output(void *user, const engine_output *o)
         id_len = strlen(o->kv_request_id);
         kv_bytes = (size_t)o->n_kv_blocks * sizeof(int32_t) + id_len + 1;
     }
-    int lost_embedding = 0;
+    int lost_copy = 0;
     if (o->embedding && !c->embedding) {
         /* read by the loop thread after the final event, which the queue's lock orders */
         c->embedding = malloc((size_t)o->n_embedding * sizeof *c->embedding);
@@ -214,11 +266,18 @@ static void on_engine_output(void *user, const engine_output *o)
             memcpy(c->embedding, o->embedding, (size_t)o->n_embedding * sizeof *c->embedding);
             c->n_embedding = o->n_embedding;
         } else {
-            lost_embedding = 1;
+            lost_copy = 1;
+        }
+    }
+    struct plp_store *plp = NULL;
+    if (o->prompt_logprobs && o->n_prompt_logprobs > 0) {
+        plp = plp_copy(o->prompt_logprobs, o->n_prompt_logprobs);
+        if (!plp) {
+            lost_copy = 1;
         }
     }
     /* [event][kv block ids][text NUL][kv request id NUL] (the ids first: aligned) */
-    struct out_event *ev = lost_embedding ? NULL : malloc(sizeof *ev + kv_bytes + o->text_len + 1);
+    struct out_event *ev = lost_copy ? NULL : malloc(sizeof *ev + kv_bytes + o->text_len + 1);
     if (ev) {
         memset(ev, 0, sizeof *ev);
         ev->c = c;
@@ -239,6 +298,8 @@ static void on_engine_output(void *user, const engine_output *o)
             ev->kv_request_id = id;
         }
         event_fill(ev, o);
+        ev->plp = plp;
+        plp = NULL;
     }
     pthread_mutex_lock(&s->mu);
     if (ev && !c->lost) {
@@ -257,7 +318,11 @@ static void on_engine_output(void *user, const engine_output *o)
     }
     int open = s->async_open;
     pthread_mutex_unlock(&s->mu);
-    free(ev); /* unused: the choice already lost an output */
+    if (ev) { /* unused: the choice already lost an output */
+        free(ev->plp);
+        free(ev);
+    }
+    free(plp);
     if (open) {
         uv_async_send(&s->async);
     }
@@ -360,6 +425,7 @@ static void gen_free(struct gen *g)
         tool_stream_free(g->choices[i].ts);
         free(g->choices[i].embedding);
         free(g->choices[i].ids);
+        free(g->choices[i].plp);
     }
     free(g->choices);
     gen_free_echo(g);
@@ -458,48 +524,154 @@ static enum openai_finish finish_of(sched_status st)
     }
 }
 
-/* Logprob entries in the builder's shape; pieces point into the tokenizer (stable). */
-static struct openai_token_logprob *lp_convert(const struct engine_server *s,
-                                               const struct lp_entry *lps, size_t n,
-                                               struct openai_top_logprob **tops_out)
+/* A choice's logprobs in the builder's shape (lp_build, plp_build); pieces point into the
+ * tokenizer (stable). Release with lp_view_free. */
+struct lp_view {
+    struct openai_token_logprob *lps; /* completions / chat logprobs entries */
+    size_t n_lps;
+    struct openai_top_logprob *tops;
+    struct openai_prompt_logprobs plp; /* the prompt_logprobs field */
+    struct openai_prompt_logprob *plp_pos;
+    struct openai_top_logprob *plp_tops;
+};
+
+static void lp_view_free(struct lp_view *v)
 {
+    free(v->lps);
+    free(v->tops);
+    free(v->plp_pos);
+    free(v->plp_tops);
+    memset(v, 0, sizeof *v);
+}
+
+static void top_fill(const struct engine_server *s, struct openai_top_logprob *t,
+                     const struct sample_top *src)
+{
+    t->token = src->token;
+    t->text = tokenizer_piece(s->tok, src->token, &t->text_len);
+    t->logprob = src->logprob;
+}
+
+/* How many of a prompt position's top entries an echo shows: vLLM cuts its dict (the token, then
+ * the tops without it) to its first logprobs + 1 entries, so at most logprobs tops besides the
+ * token. */
+static size_t echo_tops(const struct plp_store *p, const struct plp_pos *e, int logprobs)
+{
+    size_t keep = 0;
+    int others = 0;
+    for (int32_t j = 0; j < e->n_top; j++) {
+        if (p->tops[e->top + (size_t)j].token != e->token) {
+            if (others == logprobs) {
+                break;
+            }
+            others++;
+        }
+        keep = (size_t)j + 1;
+    }
+    return keep;
+}
+
+/* The completions / chat logprobs entries of a choice: with_prompt (an echo, once the prompt's
+ * logprobs came) first the prompt's tokens (the first without logprobs, as vLLM), then the n_gen
+ * generated ones. 0 or -ENOMEM. */
+static int lp_build(const struct gen *g, const struct choice *c, bool with_prompt,
+                    const struct lp_entry *gen, size_t n_gen, struct lp_view *v)
+{
+    const struct engine_server *s = g->s;
+    const struct plp_store *p = c->plp;
+    const int32_t *prompt = g->prompt_ids ? g->prompt_ids[c->index / g->n_per] : NULL;
+    with_prompt = with_prompt && c->plp_ready && prompt;
+    const size_t n_plp = with_prompt ? 1 + (p ? p->n : 0) : 0;
+    size_t n_tops = 0;
+    for (size_t i = 0; with_prompt && p && i < p->n; i++) {
+        n_tops += echo_tops(p, &p->pos[i], g->o.logprobs);
+    }
+    for (size_t i = 0; i < n_gen; i++) {
+        n_tops += (size_t)gen[i].n_top;
+    }
+    v->lps = calloc(n_plp + n_gen ? n_plp + n_gen : 1, sizeof *v->lps);
+    v->tops = calloc(n_tops ? n_tops : 1, sizeof *v->tops);
+    if (!v->lps || !v->tops) {
+        return -ENOMEM;
+    }
+    size_t t = 0, k = 0;
+    if (with_prompt) {
+        struct openai_token_logprob *first = &v->lps[k++];
+        first->token = prompt[0];
+        first->text = tokenizer_piece(s->tok, prompt[0], &first->text_len);
+        first->no_logprob = 1;
+    }
+    for (size_t i = 0; k < n_plp; i++, k++) {
+        const struct plp_pos *e = &p->pos[i];
+        struct openai_token_logprob *o = &v->lps[k];
+        o->token = e->token;
+        o->text = tokenizer_piece(s->tok, e->token, &o->text_len);
+        o->logprob = e->logprob;
+        o->top = v->tops + t;
+        o->n_top = echo_tops(p, e, g->o.logprobs);
+        for (size_t j = 0; j < o->n_top; j++, t++) {
+            top_fill(s, &v->tops[t], &p->tops[e->top + j]);
+        }
+    }
+    for (size_t i = 0; i < n_gen; i++, k++) {
+        struct openai_token_logprob *o = &v->lps[k];
+        o->token = gen[i].token;
+        o->text = tokenizer_piece(s->tok, gen[i].token, &o->text_len);
+        o->logprob = gen[i].logprob;
+        o->top = v->tops + t;
+        o->n_top = (size_t)gen[i].n_top;
+        for (int j = 0; j < gen[i].n_top; j++, t++) {
+            top_fill(s, &v->tops[t], &gen[i].top[j]);
+        }
+    }
+    v->n_lps = k;
+    return 0;
+}
+
+/* The prompt_logprobs field of a choice (c->plp: none before its first token's output, or for a
+ * one-token prompt: [null]). 0 or -ENOMEM. */
+static int plp_build(const struct engine_server *s, const struct choice *c, struct lp_view *v)
+{
+    const struct plp_store *p = c->plp;
+    const size_t n = p ? p->n : 0;
     size_t n_tops = 0;
     for (size_t i = 0; i < n; i++) {
-        n_tops += (size_t)lps[i].n_top;
+        n_tops += (size_t)p->pos[i].n_top;
     }
-    struct openai_token_logprob *out = calloc(n ? n : 1, sizeof *out);
-    struct openai_top_logprob *tops = calloc(n_tops ? n_tops : 1, sizeof *tops);
-    if (!out || !tops) {
-        free(out);
-        free(tops);
-        return NULL;
+    v->plp_pos = calloc(n ? n : 1, sizeof *v->plp_pos);
+    v->plp_tops = calloc(n_tops ? n_tops : 1, sizeof *v->plp_tops);
+    if (!v->plp_pos || !v->plp_tops) {
+        return -ENOMEM;
     }
     size_t t = 0;
     for (size_t i = 0; i < n; i++) {
-        out[i].token = lps[i].token;
-        out[i].text = tokenizer_piece(s->tok, lps[i].token, &out[i].text_len);
-        out[i].logprob = lps[i].logprob;
-        out[i].top = tops + t;
-        out[i].n_top = (size_t)lps[i].n_top;
-        for (int k = 0; k < lps[i].n_top; k++, t++) {
-            tops[t].token = lps[i].top[k].token;
-            tops[t].text = tokenizer_piece(s->tok, lps[i].top[k].token, &tops[t].text_len);
-            tops[t].logprob = lps[i].top[k].logprob;
+        const struct plp_pos *e = &p->pos[i];
+        struct openai_prompt_logprob *o = &v->plp_pos[i];
+        o->token = e->token;
+        o->text = tokenizer_piece(s->tok, e->token, &o->text_len);
+        o->logprob = e->logprob;
+        o->rank = e->rank;
+        o->top = v->plp_tops + t;
+        o->n_top = (size_t)e->n_top;
+        for (int32_t j = 0; j < e->n_top; j++, t++) {
+            top_fill(s, &v->plp_tops[t], &p->tops[e->top + (size_t)j]);
         }
     }
-    *tops_out = tops;
-    return out;
+    v->plp.pos = v->plp_pos;
+    v->plp.n = n;
+    return 0;
 }
 
 static void fill_meta(struct gen *g, struct openai_meta *meta)
 {
+    memset(meta, 0, sizeof *meta); /* fields not set here are absent (NULL) */
     meta->id = g->id;
     meta->model = g->lora ? g->lora : g->s->served_name;
     meta->created = g->created;
     meta->kv_transfer_params = g->n > 0 ? g->choices[0].kv_params : NULL;
     meta->tokens_as_ids = g->o.return_tokens_as_token_ids;
     meta->return_token_ids = g->o.return_token_ids;
-    if (g->kind == OPENAI_CHAT && g->prompt_ids) {
+    if (g->kind == OPENAI_CHAT && g->o.return_token_ids && g->prompt_ids) {
         meta->prompt_token_ids = g->prompt_ids[0];
         meta->n_prompt_token_ids = g->n_prompt_ids[0];
     }
@@ -726,6 +898,27 @@ static int tools_stream(struct gen *g, struct choice *c, const struct out_event 
     return rc;
 }
 
+/* A streamed completion choice's text for the event: its first output brings the echo before its
+ * text (vLLM sends the prompt with the first output), an echo without generation no more than
+ * the echo. Points into joined when both are there. 0 or the buffer's error. */
+static int stream_text(const struct gen *g, const struct choice *c, const struct out_event *ev,
+                       bool echo_now, struct buf *joined, struct openai_choice *oc)
+{
+    const char *head = echo_now && c->echo ? c->echo : "";
+    const size_t head_len = echo_now && c->echo ? c->echo_len : 0;
+    const char *tail = g->o.echo_only ? "" : ev->text;
+    const size_t tail_len = g->o.echo_only ? 0 : ev->text_len;
+    oc->text = head_len ? head : tail;
+    oc->text_len = head_len ? head_len : tail_len;
+    if (head_len && tail_len) {
+        buf_append(joined, head, head_len);
+        buf_append(joined, tail, tail_len);
+        oc->text = joined->data;
+        oc->text_len = joined->len;
+    }
+    return buf_error(joined);
+}
+
 static void stream_event(struct gen *g, struct choice *c, const struct out_event *ev)
 {
     struct openai_meta meta;
@@ -744,72 +937,80 @@ static void stream_event(struct gen *g, struct choice *c, const struct out_event
         oc.stop_token = c->stop_token;
         oc.has_stop_token = 1;
     }
-    struct openai_top_logprob *tops = NULL;
-    struct openai_token_logprob *lps = NULL;
-    if (ev->has_lp && g->o.logprobs >= 0) {
-        lps = lp_convert(g->s, &ev->lp, 1, &tops);
-        if (!lps) {
-            gen_fail(g, "out of memory building logprobs");
-            return;
-        }
-        oc.logprobs = lps;
-        oc.n_logprobs = 1;
-    }
+    const bool completion = g->kind == OPENAI_COMPLETION;
+    /* the echo waits for the output that brings the prompt's logprobs when it shows them */
+    const bool echo_now = completion && g->o.echo && !c->echoed &&
+                          (c->plp_ready || !g->o.has_prompt_logprobs || ev->finished);
+    const size_t n_gen = ev->has_lp && !g->o.echo_only ? 1 : 0;
     /* return_token_ids: each chunk carries its tokens (vLLM sends a chunk per output then, with
      * or without text); a completion choice's first chunk its prompt's ids */
     const int carry_ids = g->o.return_token_ids && ev->token >= 0;
+    struct openai_usage u;
+    struct lp_view lv;
+    memset(&lv, 0, sizeof lv);
+    struct tool_delta td;
+    struct buf calls, joined, json;
+    tool_delta_init(&td);
+    buf_init(&calls, SERVER_MAX_BODY_OUT);
+    buf_init(&joined, SERVER_MAX_BODY_OUT);
+    buf_init(&json, SERVER_MAX_BODY_OUT);
+    int rc = 0;
+    if (completion && stream_text(g, c, ev, echo_now, &joined, &oc) != 0) {
+        gen_fail(g, "out of memory echoing the prompt");
+        goto out;
+    }
+    /* logprobs: this output's token, after the prompt's tokens with an echo (vLLM's
+     * _create_completion_logprobs over prompt + output) */
+    if (g->o.logprobs >= 0 && (n_gen > 0 || (echo_now && c->plp_ready))) {
+        if (lp_build(g, c, echo_now, &ev->lp, n_gen, &lv) != 0) {
+            gen_fail(g, "out of memory building logprobs");
+            goto out;
+        }
+        oc.logprobs = lv.lps;
+        oc.n_logprobs = lv.n_lps;
+    }
     if (g->o.return_token_ids) {
         oc.token_ids = ev->token >= 0 ? &ev->token : NULL;
         oc.n_token_ids = ev->token >= 0 ? 1 : 0;
     }
-    struct tool_delta td;
-    struct buf calls;
-    tool_delta_init(&td);
-    buf_init(&calls, SERVER_MAX_BODY_OUT);
     if (tool_mode(g) && tools_stream(g, c, ev, &oc, &td, &calls) != 0) {
-        tool_delta_free(&td);
-        buf_free(&calls);
-        free(lps);
-        free(tops);
         gen_fail(g, "cannot extract the tool calls");
-        return;
+        goto out;
     }
     if (oc.text_len == 0 && !oc.tool_calls_json && !ev->finished && !oc.logprobs && !carry_ids) {
-        tool_delta_free(&td);
-        buf_free(&calls);
-        free(lps);
-        free(tops);
-        return; /* nothing to say (e.g. a token held back by a stop string) */
+        goto out; /* nothing to say (e.g. a token held back by a stop string) */
     }
     if (tool_mode(g) && carry_ids && oc.text_len == 0 && !oc.tool_calls_json) {
         oc.delta_empty = 1; /* vLLM's DeltaMessage() when the parser holds everything back */
     }
-    if (g->o.return_token_ids && g->kind == OPENAI_COMPLETION && !c->prompt_ids_sent) {
+    if (g->o.return_token_ids && completion && !c->prompt_ids_sent) {
         const int p = c->index / g->n_per;
         oc.prompt_token_ids = g->prompt_ids[p];
         oc.n_prompt_token_ids = g->n_prompt_ids[p];
         c->prompt_ids_sent = 1;
     }
-    struct buf json;
-    buf_init(&json, SERVER_MAX_BODY_OUT);
-    struct openai_usage u;
     fill_usage(g, &u);
-    int rc = g->kind == OPENAI_CHAT
-                 ? openai_build_chat_chunk(&meta, &oc, 1, 0,
-                                           g->o.continuous_usage_stats ? &u : NULL, &json)
-                 : openai_build_completion_chunk(&meta, &oc, 1,
-                                                 g->o.continuous_usage_stats ? &u : NULL, &json);
+    rc = g->kind == OPENAI_CHAT
+             ? openai_build_chat_chunk(&meta, &oc, 1, 0, g->o.continuous_usage_stats ? &u : NULL,
+                                       &json)
+             : openai_build_completion_chunk(&meta, &oc, 1, g->o.continuous_usage_stats ? &u : NULL,
+                                             &json);
     if (rc == 0) {
         send_chunk_json(g, &json);
-    }
-    buf_free(&json);
-    tool_delta_free(&td);
-    buf_free(&calls);
-    free(lps);
-    free(tops);
-    if (rc != 0) {
+        if (echo_now) {
+            c->echoed = 1;
+        }
+        /* vLLM's text offsets count characters of the text sent so far */
+        c->text_emitted += openai_text_chars(oc.text, oc.text_len);
+    } else {
         gen_fail(g, "cannot build a stream chunk (%s)", tandem_strerror(rc));
     }
+out:
+    buf_free(&json);
+    buf_free(&joined);
+    tool_delta_free(&td);
+    buf_free(&calls);
+    lp_view_free(&lv);
 }
 
 static void finish_stream(struct gen *g)
@@ -887,14 +1088,13 @@ static void respond_full(struct gen *g)
     struct openai_usage u;
     fill_usage(g, &u);
     struct openai_choice *cs = calloc((size_t)g->n, sizeof *cs);
-    struct openai_token_logprob **lpss = calloc((size_t)g->n, sizeof(void *));
-    struct openai_top_logprob **topss = calloc((size_t)g->n, sizeof(void *));
+    struct lp_view *lvs = calloc((size_t)g->n, sizeof *lvs);
     struct tool_result *tres = tool_mode(g) ? calloc((size_t)g->n, sizeof *tres) : NULL;
     struct buf *tjson = tool_mode(g) ? calloc((size_t)g->n, sizeof *tjson) : NULL;
     struct buf body;
     buf_init(&body, SERVER_MAX_BODY_OUT);
     int rc = -ENOMEM;
-    if (!cs || !lpss || !topss || (tool_mode(g) && (!tres || !tjson))) {
+    if (!cs || !lvs || (tool_mode(g) && (!tres || !tjson))) {
         goto out;
     }
     for (int i = 0; tjson && i < g->n; i++) {
@@ -912,14 +1112,26 @@ static void respond_full(struct gen *g)
             cs[i].stop_token = c->stop_token;
             cs[i].has_stop_token = 1;
         }
+        /* logprobs: an echo's cover the prompt too (vLLM's echo: prompt + output, offsets from
+         * 0), an echo without generation's the prompt only */
+        if (g->o.logprobs >= 0 && lp_build(g, c, g->kind == OPENAI_COMPLETION && g->o.echo, c->lps,
+                                           g->o.echo_only ? 0 : c->n_lps, &lvs[i]) != 0) {
+            goto out;
+        }
         if (g->o.logprobs >= 0) {
-            lpss[i] = lp_convert(g->s, c->lps, c->n_lps, &topss[i]);
-            if (!lpss[i]) {
+            cs[i].logprobs = lvs[i].lps;
+            cs[i].n_logprobs = lvs[i].n_lps;
+        }
+        /* prompt_logprobs: each completion choice its prompt's, chat the response's */
+        if (g->o.has_prompt_logprobs && (g->kind == OPENAI_COMPLETION || i == 0)) {
+            if (plp_build(g->s, c, &lvs[i]) != 0) {
                 goto out;
             }
-            cs[i].logprobs = lpss[i];
-            cs[i].n_logprobs = c->n_lps;
-            cs[i].text_offset = c->echo_len;
+            if (g->kind == OPENAI_COMPLETION) {
+                cs[i].prompt_logprobs = &lvs[i].plp;
+            } else {
+                meta.prompt_logprobs = &lvs[i].plp;
+            }
         }
         if (g->o.return_token_ids) {
             cs[i].token_ids = c->ids;
@@ -948,12 +1160,10 @@ out:
         gen_fail(g, "cannot build the response body");
     }
     buf_free(&body);
-    for (int i = 0; lpss && topss && i < g->n; i++) {
-        free(lpss[i]);
-        free(topss[i]);
+    for (int i = 0; lvs && i < g->n; i++) {
+        lp_view_free(&lvs[i]);
     }
-    free(lpss);
-    free(topss);
+    free(lvs);
     for (int i = 0; tres && tjson && i < g->n; i++) {
         tool_result_free(&tres[i]);
         buf_free(&tjson[i]);
@@ -963,10 +1173,11 @@ out:
     free(cs);
 }
 
-/* Non-streaming: accumulates the event's text and logprob into the choice. */
+/* Non-streaming: accumulates the event's text and logprob into the choice (an echo without
+ * generation keeps neither: its answer is the prompt). */
 static void collect_event(struct gen *g, struct choice *c, const struct out_event *ev)
 {
-    int rc = ev->text_len > 0 ? buf_append(&c->text, ev->text, ev->text_len) : 0;
+    int rc = ev->text_len > 0 && !g->o.echo_only ? buf_append(&c->text, ev->text, ev->text_len) : 0;
     if (rc == -ENOSPC) {
         gen_fail(g, "generated text exceeds %zu bytes", (size_t)SERVER_MAX_TEXT);
         return;
@@ -975,7 +1186,7 @@ static void collect_event(struct gen *g, struct choice *c, const struct out_even
         gen_fail(g, "cannot collect the generated text (%s)", tandem_strerror(rc));
         return;
     }
-    if (ev->has_lp && g->o.logprobs >= 0) {
+    if (ev->has_lp && g->o.logprobs >= 0 && !g->o.echo_only) {
         struct lp_entry *p = tandem_grow(c->lps, &c->cap_lps, c->n_lps + 1, sizeof *p, 16);
         if (!p) {
             gen_fail(g, "out of memory collecting logprobs");
@@ -1067,6 +1278,12 @@ static void handle_event(struct engine_server *s, struct out_event *ev)
     struct choice *c = ev->c;
     struct gen *g = c->g;
     (void)s;
+    if (!c->plp_ready && (ev->plp || ev->token >= 0)) {
+        /* the first token's output carries the prompt's logprobs (when asked) */
+        c->plp_ready = 1;
+        c->plp = ev->plp;
+        ev->plp = NULL;
+    }
     c->n_generated = ev->n_generated;
     c->n_prompt = ev->n_prompt;
     if (ev->n_cached > c->n_cached) {
@@ -1098,7 +1315,6 @@ static void handle_event(struct engine_server *s, struct out_event *ev)
             collect_event(g, c, ev);
         }
     }
-    c->text_emitted += ev->text_len;
     if (!ev->finished) {
         return;
     }
@@ -1148,6 +1364,7 @@ static void drain_queue(struct engine_server *s)
         pthread_mutex_unlock(&s->mu);
         handle_event(s, ev);
         if (owned) {
+            free(ev->plp);
             free(ev);
         }
     }
@@ -1388,7 +1605,7 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
                          "--tool-call-parser to be set");
         goto err_respond;
     }
-    int32_t max_len = engine_max_model_len(s->e);
+    const int32_t max_len = engine_max_model_len(s->e);
     for (int p = 0; p < n_prompts; p++) {
         size_t prompt_len = 0;
         if (kind != OPENAI_CHAT) {
@@ -1466,6 +1683,11 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
         free(prompt_text);
         prompt_text = NULL;
     }
+    /* vLLM checks prompt_logprobs against max_logprobs once the prompt is rendered (-1: the
+     * vocabulary, the width of the logits) */
+    if (openai_resolve_prompt_logprobs(&g->o, engine_model(s->e)->cfg.n_vocab, &err) != 0) {
+        goto err_respond;
+    }
 
     const char *xrid = http_request_header(req, "x-request-id");
     const char *prefix = kind == OPENAI_CHAT        ? "chatcmpl-"
@@ -1534,6 +1756,8 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
         .on_output = on_engine_output,
     };
     er.sampling.logprobs = g->o.logprobs;
+    er.prompt_logprobs = g->o.has_prompt_logprobs;
+    er.prompt_top_logprobs = g->o.has_prompt_logprobs ? (int32_t)g->o.prompt_logprobs : 0;
     er.kv_transfer = kvt.mode != ENGINE_KVT_NONE ? &kvt : NULL;
     er.guide = constraint;
     if (kind == OPENAI_EMBEDDING) {
@@ -1582,7 +1806,7 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
         g->choices[i].id = id;
         g->pending++;
     }
-    if (g->o.return_token_ids) { /* the answer names them */
+    if (g->o.return_token_ids || g->o.echo) { /* the answer names them, or an echo's logprobs */
         g->prompt_ids = ids;
         g->n_prompt_ids = n_ids;
         ids = NULL;
@@ -1612,15 +1836,8 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
                     gen_fail(g, "cannot build a stream chunk (%s)", tandem_strerror(crc));
                 }
             }
-        } else {
-            for (int i = 0; i < g->n; i++) {
-                struct choice *c = &g->choices[i];
-                if (c->echo) {
-                    struct out_event ev = {.c = c, .text = c->echo, .text_len = c->echo_len};
-                    stream_event(g, c, &ev);
-                }
-            }
         }
+        /* a completion's echo goes out with its first output (stream_event), as vLLM's */
     }
     return;
 

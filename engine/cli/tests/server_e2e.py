@@ -11,14 +11,18 @@ bad input (malformed JSON, wrong types, out-of-range values, unknown model, too-
 max_tokens past the context) answered 400/404 with the error JSON naming the field while the
 server keeps serving, vLLM's return_token_ids / return_tokens_as_token_ids (completions and chat,
 whole and streamed) and bad_words (a one-token word never generated, a two-token word cut only
-after its first token, per request in a batch), a client that disconnects mid-stream (its sequence is aborted: the
-abort counter moves and the KV cache empties), a full waiting queue answered 503 with
-Retry-After, and SIGTERM draining an in-flight streaming request to completion before exit.
+after its first token, per request in a batch), vLLM's prompt_logprobs (completions and chat,
+each position equal to what generation computes there, also over a prompt longer than an engine
+step), echo with logprobs (whole and streamed) and echo without generation (max_tokens 0), a
+client that disconnects mid-stream (its sequence is aborted: the abort counter moves and the KV
+cache empties), a full waiting queue answered 503 with Retry-After, and SIGTERM draining an
+in-flight streaming request to completion before exit.
 """
 
 import http.client
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -144,9 +148,11 @@ def main():
         run_basic(srv)
         run_token_ids(srv)
         run_bad_words(srv)
+        run_prompt_logprobs(srv)
         run_bad_input(srv)
     finally:
         srv.stop()
+    run_long_prompt_logprobs(exe, model, work)
     run_disconnect(exe, gen, work)
     run_queue_full(exe, model, work)
     run_drain(exe, model, work)
@@ -432,6 +438,199 @@ def run_bad_words(srv):
         check(st == 400 and err.get("param") == "bad_words" and what in err.get("message", ""),
               "bad_words %r: %d %r" % (bad if not isinstance(bad, list) or len(bad) < 5 else "...",
                                       st, out[:200]))
+
+
+def plp_entry_ok(entry, tok, k):
+    """A prompt_logprobs entry: the prompt's token first, then the top tokens besides it, whose
+    ranks (with the token's own when it is among them) are 1..k; {logprob, rank, decoded_token}
+    each."""
+    if not isinstance(entry, dict) or not entry or list(entry)[0] != str(tok):
+        return False
+    own = entry[str(tok)]["rank"]
+    ranks = sorted(v["rank"] for key, v in entry.items() if key != str(tok))
+    return (ranks == [r for r in range(1, k + 1) if r != own]
+            and all(set(v) == {"logprob", "rank", "decoded_token"} for v in entry.values()))
+
+
+def first_token_tops(srv, prefix, k):
+    """The top logprobs of the greedy first token after the token prompt prefix, by token id."""
+    st, body, _ = srv.post("/v1/completions", {"prompt": prefix, "max_tokens": 1, "logprobs": k,
+                                               "temperature": 0,
+                                               "return_tokens_as_token_ids": True})
+    check(st == 200, "generation after %d prompt tokens: %d %r" % (len(prefix), st, body[:200]))
+    tops = json.loads(body)["choices"][0]["logprobs"]["top_logprobs"][0]
+    return {int(key.split(":")[1]): v for key, v in tops.items()}
+
+
+def plp_matches_generation(srv, prompt, plp, k, positions, what):
+    """The real check: prompt_logprobs at position i are what generation computes for the first
+    token after prompt[:i] (the same logits row), within 1e-4."""
+    for i in positions:
+        entry = plp[i]
+        tops = first_token_tops(srv, prompt[:i], k)
+        ranked = {int(key): v["logprob"] for key, v in entry.items() if v["rank"] <= k}
+        ok = set(ranked) == set(tops) and all(abs(ranked[t] - tops[t]) <= 1e-4 for t in tops)
+        if prompt[i] in tops:
+            ok = ok and abs(entry[str(prompt[i])]["logprob"] - tops[prompt[i]]) <= 1e-4
+        check(ok, "%s: position %d: prompt_logprobs %r, generation %r" % (what, i, entry, tops))
+
+
+def expect_message(srv, path, body, param, message):
+    st, out, _ = srv.post(path, body)
+    err = json.loads(out).get("error", {}) if out.startswith(b"{") else {}
+    check(st == 400 and err.get("param") == param and err.get("message") == message,
+          "%s %r: want 400 %r %r, got %d %r" % (path, body, param, message, st, out[:300]))
+
+
+def run_prompt_logprobs(srv):
+    """vLLM's prompt_logprobs, echo with logprobs and echo without generation."""
+    rng = random.Random(11)
+    prompt = [rng.randrange(3, 512) for _ in range(14)]
+    k = 3
+    st, body, _ = srv.post("/v1/completions", {"prompt": prompt, "max_tokens": 1, "temperature": 0,
+                                               "prompt_logprobs": k})
+    r = json.loads(body)
+    plp = r["choices"][0].get("prompt_logprobs") if st == 200 else None
+    check(isinstance(plp, list) and len(plp) == len(prompt) and plp[0] is None
+          and all(plp_entry_ok(plp[i], prompt[i], k) for i in range(1, len(prompt))),
+          "completions prompt_logprobs=%d: %r" % (k, body[:600]))
+    if isinstance(plp, list) and len(plp) == len(prompt):
+        plp_matches_generation(srv, prompt, plp, k, range(1, len(prompt)), "completions")
+    # 0: the prompt tokens' own entries only
+    st, body, _ = srv.post("/v1/completions", {"prompt": prompt, "max_tokens": 1,
+                                               "prompt_logprobs": 0})
+    plp0 = json.loads(body)["choices"][0]["prompt_logprobs"]
+    check(len(plp0) == len(prompt) and plp0[0] is None
+          and all(list(plp0[i]) == [str(prompt[i])] for i in range(1, len(prompt)))
+          and all(abs(plp0[i][str(prompt[i])]["logprob"] - plp[i][str(prompt[i])]["logprob"])
+                  <= 1e-6 for i in range(1, len(prompt))),
+          "prompt_logprobs=0: %r" % plp0[:3])
+    # several prompts and n > 1: each choice its own prompt's
+    other = [rng.randrange(3, 512) for _ in range(5)]
+    st, body, _ = srv.post("/v1/completions", {"prompt": [prompt, other], "n": 2, "max_tokens": 1,
+                                               "prompt_logprobs": 1})
+    cs = sorted(json.loads(body)["choices"], key=lambda c: c["index"])
+    check(len(cs) == 4 and all(
+        len(c["prompt_logprobs"]) == len(p) and c["prompt_logprobs"][0] is None
+        and all(plp_entry_ok(c["prompt_logprobs"][i], p[i], 1) for i in range(1, len(p)))
+        for c, p in zip(cs, [prompt, prompt, other, other])),
+        "two prompts x n=2: each choice its prompt's prompt_logprobs: %r" % body[:400])
+
+    # chat: the response's prompt_logprobs, over the templated prompt's tokens
+    chat = {"messages": [{"role": "user", "content": "Hi there"}], "max_tokens": 1,
+            "temperature": 0, "return_token_ids": True}
+    st, body, _ = srv.post("/v1/chat/completions", dict(chat, prompt_logprobs=2))
+    r = json.loads(body)
+    cp, ids = r.get("prompt_logprobs"), r.get("prompt_token_ids") or []
+    check(st == 200 and isinstance(cp, list) and len(cp) == len(ids) == r["usage"]["prompt_tokens"]
+          and cp[0] is None and all(plp_entry_ok(cp[i], ids[i], 2) for i in range(1, len(ids)))
+          and "prompt_logprobs" not in r["choices"][0],
+          "chat prompt_logprobs=2: %r" % body[:600])
+    if isinstance(cp, list) and len(cp) == len(ids) > 3:
+        plp_matches_generation(srv, ids, cp, 2, (1, len(ids) // 2, len(ids) - 1), "chat")
+    # chat echo: prompt_logprobs = top_logprobs, 0 by default (vLLM's to_sampling_params)
+    st, body, _ = srv.post("/v1/chat/completions", dict(chat, echo=True))
+    ep = json.loads(body).get("prompt_logprobs")
+    check(isinstance(ep, list) and len(ep) == len(ids) and ep[0] is None
+          and all(list(ep[i]) == [str(ids[i])] for i in range(1, len(ids))),
+          "chat echo: the prompt tokens' own logprobs: %r" % body[:300])
+    st, body, _ = srv.post("/v1/chat/completions", chat)
+    check(json.loads(body).get("prompt_logprobs", 0) is None, "chat without: prompt_logprobs null")
+
+    # echo with logprobs: the logprobs cover prompt + output (vLLM's _create_completion_logprobs)
+    echo = {"prompt": prompt, "max_tokens": 3, "temperature": 0, "ignore_eos": True, "echo": True,
+            "logprobs": 2}
+    st, body, _ = srv.post("/v1/completions", echo)
+    c = json.loads(body)["choices"][0]
+    lp, ep = c["logprobs"], c.get("prompt_logprobs") or []
+    n = len(prompt)
+    check(len(lp["tokens"]) == n + 3 and lp["token_logprobs"][0] is None
+          and lp["top_logprobs"][0] is None and len(ep) == n
+          and all(lp["token_logprobs"][i] == ep[i][str(prompt[i])]["logprob"]
+                  and lp["tokens"][i] == ep[i][str(prompt[i])]["decoded_token"]
+                  and list(lp["top_logprobs"][i])[0] == lp["tokens"][i]
+                  and len(lp["top_logprobs"][i]) <= 3 for i in range(1, n))
+          and lp["text_offset"][0] == 0,
+          "echo + logprobs: %r" % body[:800])
+    offs = [0]
+    for t in lp["tokens"][:-1]:
+        offs.append(offs[-1] + len(t))
+    check(lp["text_offset"] == offs, "echo offsets advance by the tokens: %r" % lp["text_offset"])
+    chunks = stream_chunks(srv, "/v1/completions", echo)
+    sc = [ch["choices"][0] for ch in chunks if ch["choices"]]
+    cat = {key: sum((x["logprobs"][key] for x in sc), []) for key in
+           ("tokens", "token_logprobs", "top_logprobs")}
+    check(sc and len(sc[0]["logprobs"]["tokens"]) == n + 1
+          and sc[0]["logprobs"]["text_offset"][0] == 0
+          and "".join(x["text"] for x in sc) == c["text"]
+          and all(cat[key] == lp[key] for key in cat),
+          "streamed echo + logprobs: the prompt's with the first token, as the whole answer's: %r"
+          % (sc[:1],))
+
+    # echo without generation: max_tokens 0 returns the prompt (one token is generated, counted)
+    st, body, _ = srv.post("/v1/completions", dict(echo, max_tokens=1))
+    one = json.loads(body)["choices"][0]
+    gen1 = json.loads(srv.post("/v1/completions", dict(echo, max_tokens=1, echo=False))[1])
+    gen_text = gen1["choices"][0]["text"]
+    st, body, _ = srv.post("/v1/completions", dict(echo, max_tokens=0))
+    r = json.loads(body)
+    z = r["choices"][0] if st == 200 else {}
+    check(st == 200 and z["text"] == one["text"][:len(one["text"]) - len(gen_text)]
+          and z["logprobs"]["tokens"] == lp["tokens"][:n]
+          and z["logprobs"]["token_logprobs"] == lp["token_logprobs"][:n]
+          and r["usage"]["completion_tokens"] == 1
+          and z["finish_reason"] in ("length", "stop") and len(z["prompt_logprobs"]) == n,
+          "echo without generation: %d %r" % (st, body[:500]))
+    # with return_token_ids: no text (vLLM's echo), the generated token's id
+    st, body, _ = srv.post("/v1/completions", dict(echo, max_tokens=0, return_token_ids=True))
+    zi = json.loads(body)["choices"][0] if st == 200 else {}
+    check(st == 200 and zi["text"] == "" and len(zi["token_ids"]) == 1
+          and zi["prompt_token_ids"] == prompt and zi["logprobs"]["tokens"] == lp["tokens"][:n],
+          "echo without generation, return_token_ids: %d %r" % (st, body[:300]))
+    chunks = stream_chunks(srv, "/v1/completions", dict(echo, max_tokens=0))
+    sc = [ch["choices"][0] for ch in chunks if ch["choices"]]
+    check(len(sc) == 1 and sc[0]["text"] == z.get("text") and sc[0]["finish_reason"]
+          == z.get("finish_reason") and sc[0]["logprobs"]["tokens"] == lp["tokens"][:n],
+          "streamed echo without generation: one chunk with the prompt: %r" % chunks)
+
+    # vLLM's checks and messages
+    stream_msg = "`prompt_logprobs` are not available when `stream=True`."
+    expect_message(srv, "/v1/completions", {"prompt": "x", "prompt_logprobs": 1, "stream": True},
+                   "prompt_logprobs", stream_msg)
+    expect_message(srv, "/v1/chat/completions", dict(chat, prompt_logprobs=-1, stream=True),
+                   "prompt_logprobs", stream_msg)
+    expect_message(srv, "/v1/completions", {"prompt": "x", "prompt_logprobs": -3},
+                   "prompt_logprobs", "`prompt_logprobs` must be a positive value or -1.")
+    expect_message(srv, "/v1/completions", {"prompt": "x", "prompt_logprobs": 21},
+                   "prompt_logprobs",
+                   "Requested prompt logprobs of 21, which is greater than max allowed: 20")
+    expect_message(srv, "/v1/chat/completions", dict(chat, prompt_logprobs=-1), "prompt_logprobs",
+                   "Requested prompt logprobs of 512, which is greater than max allowed: 20")
+    expect_message(srv, "/v1/completions", {"prompt": "x", "max_tokens": 0}, "max_tokens",
+                   "'max_tokens' must be at least 1, got 0.")
+    st, _, _ = srv.post("/v1/completions", {"prompt": "x", "prompt_logprobs": 0, "stream": True,
+                                            "max_tokens": 1})
+    check(st == 200, "prompt_logprobs 0 with stream is fine (vLLM): %d" % st)
+
+
+def run_long_prompt_logprobs(exe, model, work):
+    """A prompt of several engine steps (--max-num-batched-tokens 64): every position."""
+    srv = Server(exe, model, ["--max-model-len", "1024", "--max-num-batched-tokens", "64",
+                              "--max-num-seqs", "4"], os.path.join(work, "server-plp.log"))
+    try:
+        rng = random.Random(12)
+        prompt = [rng.randrange(3, 512) for _ in range(400)]
+        st, body, _ = srv.post("/v1/completions", {"prompt": prompt, "max_tokens": 1,
+                                                   "prompt_logprobs": 2})
+        plp = json.loads(body)["choices"][0].get("prompt_logprobs") if st == 200 else None
+        check(isinstance(plp, list) and len(plp) == 400 and plp[0] is None
+              and all(plp_entry_ok(plp[i], prompt[i], 2) for i in range(1, 400)),
+              "400-token prompt: %d %r" % (st, body[:300]))
+        if isinstance(plp, list) and len(plp) == 400:
+            plp_matches_generation(srv, prompt, plp, 2, (1, 63, 64, 65, 127, 128, 250, 399),
+                                   "400-token prompt")
+    finally:
+        srv.stop()
 
 
 def run_bad_input(srv):
