@@ -9,7 +9,8 @@
 // steering greedy decoding and its out-of-vocabulary error, allowed_token_ids,
 // truncate_prompt_tokens (both sides), embeddings (base64 as the client asks, and floats),
 // return_token_ids, return_tokens_as_token_ids, prompt_logprobs and bad_words, best_of refused
-// as vLLM v1 does.
+// as vLLM v1 does; the Responses API (responses.create whole and streamed, output_text, the
+// event sequence, json_schema, its errors).
 // Prints one line per check; exits 1 when any failed.
 import OpenAI from 'openai';
 
@@ -64,8 +65,9 @@ for (const pr of prompts) {
   singles.push(await client.completions.create({ model, prompt: pr, max_tokens: 4,
                                                  temperature: 0 }));
 }
+// (vLLM refuses n > 1 with greedy sampling: top_k 1 picks the same tokens without being greedy)
 const multi = await client.completions.create({ model, prompt: prompts, n: 2, max_tokens: 4,
-                                                temperature: 0 });
+                                                temperature: 1, top_k: 1 });
 const idx = multi.choices.map((ch) => ch.index).sort((a, b) => a - b);
 check(JSON.stringify(idx) === '[0,1,2,3]' &&
       multi.choices.every((ch) => ch.text === singles[Math.floor(ch.index / 2)].choices[0].text),
@@ -284,6 +286,62 @@ await expectError('bad_words with an empty word', () => client.chat.completions.
   /bad_words cannot contain an empty string/);
 await expectError('best_of', () => client.completions.create({
   model, prompt: 'x', max_tokens: 1, best_of: 2 }), 400, /vLLM V1 does not yet support best_of\./);
+
+// vLLM's Responses API: the client's output_text helper and its stream of typed events
+const rChat = await client.chat.completions.create({
+  model, messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'hi' }],
+  max_tokens: 6, temperature: 0 });
+const rText = rChat.choices[0].message.content;
+const resp = await client.responses.create({ model, input: 'hi', instructions: 'Be brief.',
+                                             max_output_tokens: 6, temperature: 0,
+                                             metadata: { run: 'e2e' } });
+check(resp.object === 'response' && resp.id.startsWith('resp_') && resp.output_text === rText &&
+      resp.output[0].type === 'message' && resp.metadata.run === 'e2e' &&
+      resp.usage.output_tokens === rChat.usage.completion_tokens &&
+      resp.usage.input_tokens === rChat.usage.prompt_tokens &&
+      resp.status === (rChat.choices[0].finish_reason === 'length' ? 'incomplete' : 'completed'),
+      `responses.create: output_text ${JSON.stringify(resp.output_text)} equals chat's, ` +
+      `status ${resp.status}, usage ${JSON.stringify(resp.usage)}`);
+const rStream = await client.responses.create({ model, input: 'hi', instructions: 'Be brief.',
+                                                max_output_tokens: 6, temperature: 0,
+                                                stream: true });
+const rTypes = [];
+let rDelta = '', rFinal = null, rSeqOk = true;
+for await (const ev of rStream) {
+  rSeqOk = rSeqOk && ev.sequence_number === rTypes.length;
+  rTypes.push(ev.type);
+  if (ev.type === 'response.output_text.delta') rDelta += ev.delta;
+  if (ev.type === 'response.completed') rFinal = ev.response;
+}
+const rWant = ['response.created', 'response.in_progress', 'response.output_item.added',
+               'response.content_part.added'];
+check(rSeqOk && JSON.stringify(rTypes.slice(0, 4)) === JSON.stringify(rWant) &&
+      JSON.stringify(rTypes.slice(-4)) === JSON.stringify(
+        ['response.output_text.done', 'response.content_part.done', 'response.output_item.done',
+         'response.completed']) &&
+      rTypes.slice(4, -4).every((t) => t === 'response.output_text.delta') &&
+      rDelta === rText && rFinal?.output[0]?.content[0]?.text === rText &&
+      rFinal?.status === resp.status,
+      `responses stream: ${rTypes.length} events, text ${JSON.stringify(rDelta)}`);
+const rJson = await client.responses.create({
+  model, input: 'A user?', max_output_tokens: 96, temperature: 0,
+  text: { format: { type: 'json_schema', name: 'user', strict: true,
+                    schema: { type: 'object', required: ['name'], additionalProperties: false,
+                              properties: { name: { type: 'string', maxLength: 6 } } } } } });
+let rDoc = null;
+try { rDoc = JSON.parse(rJson.output_text); } catch { rDoc = null; }
+check(rJson.status === 'completed' && typeof rDoc?.name === 'string',
+      `responses json_schema: ${JSON.stringify(rJson.output_text)}`);
+await expectError('responses previous_response_id', () => client.responses.create({
+  model, input: 'x', previous_response_id: 'resp_nope' }), 404,
+  /Response with id 'resp_nope' not found\./);
+await expectError('responses max_output_tokens 0', () => client.responses.create({
+  model, input: 'x', max_output_tokens: 0 }), 400, /max_output_tokens/);
+await expectError('responses json_object', () => client.responses.create({
+  model, input: 'x', text: { format: { type: 'json_object' } } }), 501,
+  /json_object is not supported/);
+await expectError('responses.retrieve', () => client.responses.retrieve('resp_nope'), 404,
+  /Response with id 'resp_nope' not found\./);
 
 console.log(`${fails} failure(s)`);
 process.exit(fails ? 1 : 0);

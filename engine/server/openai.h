@@ -8,13 +8,17 @@
  *
  * Validation: wrong types and out-of-range values fill a struct openai_error with status 400,
  * type "BadRequestError", param = the field's name (dotted path for nested fields, e.g.
- * "messages[1].content", "stream_options.include_usage") and a message that quotes the field
- * ('temperature' must be non-negative, got -1.0.). Unknown fields are ignored (vLLM logs them).
- * Fields vLLM supports but this engine does not (suffix, non-text content parts, prompt_embeds,
- * and, when set (not null / false / empty), logprob_token_ids, use_beam_search) are a 400 naming
- * the field; best_of > 1 is the 400 vLLM v1 gives ("vLLM V1 does not yet support best_of.").
- * logit_bias, allowed_token_ids, bad_words, prompt_logprobs, return_token_ids and
- * return_tokens_as_token_ids are honoured.
+ * "messages[1].content", "stream_options.include_usage") and vLLM's message where vLLM has one
+ * ("temperature must be in [0, 2], got 2.5."), else one that quotes the field. Unknown fields
+ * are ignored (vLLM logs them). Every field vLLM accepts is honoured or refused with a 400 naming
+ * it, never silently dropped: fields vLLM supports but this engine does not (suffix, non-text
+ * content parts, prompt_embeds, embeddings' padding "max_length", and, when set (not null / false
+ * / empty), logprob_token_ids, use_beam_search) are a 400 naming the field; best_of > 1 is the
+ * 400 vLLM v1 gives ("vLLM V1 does not yet support best_of."); thinking_token_budget (other than
+ * null and -1) is vLLM's 400 for a server without a reasoning parser, which this one never has.
+ * logit_bias, allowed_token_ids, bad_words, prompt_logprobs, return_token_ids,
+ * return_tokens_as_token_ids, repetition_detection, stream_interval, request_id,
+ * return_prompt_text, reasoning_effort and documents are honoured.
  *
  * Prompts: a completion's prompt is a string, an array of token ids, or an array of strings or
  * of token arrays (one kind; at most OPENAI_MAX_PROMPTS, and prompts × n at most
@@ -28,10 +32,12 @@
  *
  * Defaults (vLLM's, when a field is absent): temperature 1, top_p 1, top_k 0 (off), min_p 0,
  * penalties 0 / repetition 1, n 1, stream false, max_tokens 16 for completions (an explicit null
- * means "until the context is full") and unset for chat (max_completion_tokens, else max_tokens,
- * else the context); an unset max_tokens is max_tokens_set == 0 and the engine resolves it to
- * max_model_len − prompt_len. add_special_tokens: true for completions, false for chat.
- * skip_special_tokens and spaces_between_special_tokens true; add_generation_prompt true.
+ * too: vLLM's normalize_null_max_tokens) and unset for chat (max_completion_tokens, else
+ * max_tokens, else the context); an unset max_tokens is max_tokens_set == 0 and the engine
+ * resolves it to max_model_len − prompt_len. add_special_tokens: true for completions, false for
+ * chat. skip_special_tokens and spaces_between_special_tokens true; add_generation_prompt true.
+ * seed -1 means no seed (vLLM's SamplingParams). A temperature in (0, 0.01) becomes 0.01 and only
+ * 0 is greedy, as vLLM's SamplingParams clamps it (openai_resolve_sampling).
  *
  * Ownership: a parsed request owns its json-c root and some malloc'd arrays; every string and
  * json_object pointer in it is borrowed from the root and lives until openai_request_deinit. The
@@ -66,6 +72,8 @@
 #define OPENAI_MAX_ALLOWED_TOKENS  262144 /* most allowed_token_ids */
 #define OPENAI_MAX_BAD_WORDS       128    /* most bad_words token sequences (vLLM's limit) */
 #define OPENAI_MAX_BAD_WORD_TOKENS 1024   /* most tokens in them all (vLLM's runner v2) */
+#define OPENAI_MAX_CACHE_SALT      128 /* characters of cache_salt (vLLM's validate_cache_salt) */
+#define OPENAI_MAX_REQUEST_ID      64  /* bytes of a request_id (the response id's suffix) */
 
 /* An error answer: HTTP status, OpenAI error type, param (field name, "" for none), message. */
 struct openai_error {
@@ -96,6 +104,9 @@ struct openai_message {
     const char *name;               /* borrowed or NULL */
     const char *tool_call_id;       /* borrowed or NULL (role "tool") */
     struct json_object *tool_calls; /* borrowed array (role "assistant") or NULL */
+    /* borrowed or NULL: "reasoning", else the deprecated "reasoning_content" (vLLM's protocol
+     * renames it); an assistant message's reaches the template as both names (chat_utils) */
+    const char *reasoning;
 };
 
 /* One completion prompt: text, or token ids (tokens != NULL, owned by the request). */
@@ -123,6 +134,34 @@ struct openai_guide {
     struct json_object *choices; /* borrowed array of strings (OPENAI_GUIDE_CHOICE) */
     int compact;                 /* disable_any_whitespace: JSON without optional spaces */
     char param[64];              /* the field it came from, for errors */
+};
+
+/* /v1/embeddings output (vLLM's encoding_format, embed_dtype, endianness). */
+enum openai_embed_encoding {
+    OPENAI_EMBED_FLOAT = 0,  /* "float": JSON numbers */
+    OPENAI_EMBED_BASE64,     /* "base64": the vector's bytes, base64 */
+    OPENAI_EMBED_BYTES,      /* "bytes": the bytes as the body, a "metadata" header (JSON) */
+    OPENAI_EMBED_BYTES_ONLY, /* "bytes_only": the bytes as the body, no header */
+};
+
+enum openai_embed_dtype {
+    OPENAI_DTYPE_FLOAT32 = 0,
+    OPENAI_DTYPE_FLOAT16,  /* IEEE binary16 */
+    OPENAI_DTYPE_BFLOAT16, /* the float32's high half, rounded */
+    OPENAI_DTYPE_FP8_E4M3, /* torch.float8_e4m3fn: no infinities, 480 and above → NaN */
+    OPENAI_DTYPE_FP8_E5M2, /* torch.float8_e5m2 */
+};
+
+enum openai_endianness {
+    OPENAI_ENDIAN_NATIVE = 0, /* the host's (vLLM's default) */
+    OPENAI_ENDIAN_BIG,
+    OPENAI_ENDIAN_LITTLE,
+};
+
+struct openai_embed_format {
+    enum openai_embed_encoding encoding;
+    enum openai_embed_dtype dtype;
+    enum openai_endianness endian;
 };
 
 /* Chat tool_choice (chat_tools.c). */
@@ -157,6 +196,12 @@ struct openai_request {
     int continue_final_message;               /* default 0 */
     const char *chat_template;                /* borrowed or NULL */
     struct json_object *chat_template_kwargs; /* borrowed object or NULL */
+    /* reasoning_effort ("none" ... "max") and documents (an array of objects of strings):
+     * template variables of the same names, and enable_thinking = effort != "none" unless
+     * chat_template_kwargs sets it (vLLM's build_chat_params); borrowed or NULL */
+    const char *reasoning_effort;
+    struct json_object *documents;
+    int return_prompt_text; /* the answer carries the rendered prompt ("prompt_text") */
 
     /* generation */
     struct sampling_params sampling; /* temperature ... logprobs, min_tokens, ignore_eos,
@@ -177,6 +222,9 @@ struct openai_request {
     size_t n_bias;
     int include_stop_str_in_output;
     int logprobs; /* -1 none; else top count 0..20 (chat: top_logprobs when logprobs true) */
+    /* logprobs (chat: top_logprobs) -1: the whole vocabulary, which openai_resolve_sampling
+     * refuses past OPENAI_MAX_LOGPROBS as vLLM does */
+    int logprobs_vocab;
     /* vLLM's prompt_logprobs, as its to_sampling_params derives it: the field, else with echo
      * the completion's logprobs (when set) or the chat's top_logprobs (default 0). -1 is the
      * vocabulary until openai_resolve_prompt_logprobs; else the top count. */
@@ -198,6 +246,9 @@ struct openai_request {
     int stream;
     int include_usage;          /* stream_options.include_usage */
     int continuous_usage_stats; /* stream_options.continuous_usage_stats */
+    /* tokens per streamed chunk (vLLM's stream_interval; default 1): a choice's first and last
+     * chunks go at once, the others every this many tokens */
+    int stream_interval;
 
     /* detokenization, tokenization */
     int skip_special_tokens;           /* default 1 */
@@ -209,13 +260,16 @@ struct openai_request {
     const char *cache_salt;                 /* borrowed, NULL when absent */
     struct json_object *kv_transfer_params; /* borrowed object or NULL */
     const char *user;                       /* borrowed or NULL */
+    const char *request_id; /* borrowed or NULL: the response id's suffix without X-Request-Id */
 
     struct openai_guide guide; /* structured output; kind NONE when unconstrained */
 
     /* embeddings (the inputs are the prompts) */
-    int embed_base64;     /* encoding_format "base64" */
+    int embed_base64;     /* encoding_format "base64" (embed_fmt says more) */
     int embed_dimensions; /* dimensions, 0 when absent */
-    int embed_normalize;  /* normalize: -1 absent (the server's pooler config decides) */
+    int embed_normalize;  /* use_activation (L2 normalisation): -1 absent or null (the server's
+                             pooler config decides) */
+    struct openai_embed_format embed_fmt;
 
     /* chat tools */
     struct json_object *tools; /* borrowed array of {"type": "function", "function"}, or NULL */
@@ -250,9 +304,18 @@ int openai_parse_tools(struct openai_request *req, struct openai_error *err);
  * field (an unsupported schema keyword, a bad regex), -ENOMEM (500). */
 int openai_guide_gbnf(const struct openai_guide *g, struct buf *out, struct openai_error *err);
 
-/* The prompt_logprobs count the engine computes: -1 becomes n_vocab (vLLM's vocabulary size);
- * more than OPENAI_MAX_LOGPROBS is vLLM's 400 ("Requested prompt logprobs of N, which is greater
- * than max allowed: 20", param prompt_logprobs). 0 (also without prompt_logprobs) or -EINVAL. */
+/*
+ * What vLLM's SamplingParams and its verify decide once the server's defaults are applied
+ * (openai_apply_defaults) and the vocabulary is known, in vLLM's order: a temperature in
+ * (0, 0.01) becomes 0.01; a greedy one (below 1e-5) with n > 1 is vLLM's 400 ("n must be 1 when
+ * using greedy sampling, got 2."); sample logprobs -1 becomes n_vocab and more than
+ * OPENAI_MAX_LOGPROBS is vLLM's 400 ("Requested sample logprobs of N, which is greater than max
+ * allowed: 20", param logprobs); then the prompt_logprobs count the same way ("Requested prompt
+ * logprobs of N, ...", param prompt_logprobs). 0 or -EINVAL with err set.
+ */
+int openai_resolve_sampling(struct openai_request *req, int32_t n_vocab, struct openai_error *err);
+
+/* openai_resolve_sampling under its former name. */
 int openai_resolve_prompt_logprobs(struct openai_request *req, int32_t n_vocab,
                                    struct openai_error *err);
 
@@ -291,7 +354,11 @@ void openai_defaults_describe(const struct openai_defaults *d, char *out, size_t
  * for a prompt (text only; add_special_tokens default 1) and OPENAI_CHAT for messages (default
  * 0). The messages/prompt fields of req are filled as by the parsers above. */
 /* /v1/embeddings (vLLM's EmbeddingCompletionRequest): the inputs become req->prompts (text or
- * token ids, as completions' prompt), max_tokens 1 (the engine pools the prompt). */
+ * token ids, as completions' prompt), max_tokens 1 (the engine pools the prompt);
+ * encoding_format / embed_dtype / endianness into req->embed_fmt, use_activation into
+ * embed_normalize, truncation, cache_salt and request_id as for completions (the id does not
+ * use it, as vLLM's pooling ids do not); "normalize" (even null) and the removed task names are
+ * vLLM's 400s, padding "max_length" a 400 of this server's. */
 int openai_parse_embedding(const char *body, size_t len, struct openai_request *req,
                            struct openai_error *err);
 
@@ -312,6 +379,8 @@ enum openai_finish {
     OPENAI_FINISH_LENGTH,     /* "length": max_tokens or max_model_len */
     OPENAI_FINISH_ABORT,      /* "abort" */
     OPENAI_FINISH_TOOL_CALLS, /* "tool_calls": auto or required tool calls were made */
+    OPENAI_FINISH_REPETITION, /* "repetition": repetition_detection ended it (stop_reason
+                                 "repetition_detected", as vLLM's check_stop sets it) */
 };
 
 struct openai_top_logprob {
@@ -397,6 +466,10 @@ struct openai_meta {
     size_t n_prompt_token_ids;
     /* chat, full bodies: the response's "prompt_logprobs" (NULL → null) */
     const struct openai_prompt_logprobs *prompt_logprobs;
+    /* chat with return_prompt_text: the rendered prompt, "prompt_text" of full bodies and role
+     * chunks (NULL: left out) */
+    const char *prompt_text;
+    size_t prompt_text_len;
 };
 
 /* Writes prefix + 32 random hex digits into out (size ≥ strlen(prefix) + 33). */
@@ -447,6 +520,32 @@ int openai_build_usage_chunk(const struct openai_meta *meta, enum openai_kind ki
 int openai_build_embeddings(const struct openai_meta *meta, const float *const *vecs, size_t n,
                             int dims, int base64, const struct openai_usage *usage,
                             struct buf *out);
+
+/* The same answer in fmt's encoding: "float" as above; "base64" the base64 of each vector's bytes
+ * (openai_embed_encode). fmt's encoding must not be a bytes one. */
+int openai_build_embeddings_fmt(const struct openai_meta *meta, const float *const *vecs, size_t n,
+                                int dims, const struct openai_embed_format *fmt,
+                                const struct openai_usage *usage, struct buf *out);
+
+/* encoding_format "bytes" / "bytes_only" (vLLM's encode_pooling_bytes): body gets the vectors'
+ * bytes back to back (openai_embed_encode); for "bytes", metadata (NUL-terminated) gets the
+ * "metadata" header's JSON, as Python's json.dumps writes {"id", "created", "model", "data":
+ * [{"index", "embed_dtype", "endianness", "start", "end", "shape": [dims]}], "usage":
+ * {"prompt_tokens", "total_tokens"}}; for "bytes_only" metadata stays empty. 0 or a buf error. */
+int openai_build_embeddings_bytes(const struct openai_meta *meta, const float *const *vecs,
+                                  size_t n, int dims, const struct openai_embed_format *fmt,
+                                  const struct openai_usage *usage, struct buf *body,
+                                  struct buf *metadata);
+
+/* Bytes per value of dtype (4, 2 or 1). */
+size_t openai_embed_dtype_size(enum openai_embed_dtype dtype);
+
+/* v's n floats in fmt's dtype and byte order into out (n × openai_embed_dtype_size bytes), each
+ * converted as torch's Tensor.to rounds on the CPU: float16 and bfloat16 to nearest even (float16
+ * overflows to infinity, a NaN is 0x7e00 / 0x7fc0), float8_e4m3fn and float8_e5m2 by c10's
+ * fp8e4m3fn_from_fp32_value / fp8e5m2_from_fp32_value (e4m3fn: 480 and above become NaN 0x7f). */
+void openai_embed_encode(const float *v, size_t n, const struct openai_embed_format *fmt,
+                         uint8_t *out);
 
 /* SSE framing: "data: <json>\n\n" and "data: [DONE]\n\n". */
 int openai_sse_data(struct buf *out, const char *json, size_t len);

@@ -10,6 +10,7 @@
  */
 #include "engine/server/openai.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdbool.h>
@@ -182,6 +183,8 @@ static const char *finish_str(enum openai_finish f)
         return "\"abort\"";
     case OPENAI_FINISH_TOOL_CALLS:
         return "\"tool_calls\"";
+    case OPENAI_FINISH_REPETITION:
+        return "\"repetition\"";
     case OPENAI_FINISH_NONE:
     default:
         return "null";
@@ -191,7 +194,9 @@ static const char *finish_str(enum openai_finish f)
 static void put_finish(struct buf *out, const struct openai_choice *c)
 {
     buf_appendf(out, "\"finish_reason\":%s,\"stop_reason\":", finish_str(c->finish));
-    if (c->stop_str) {
+    if (c->finish == OPENAI_FINISH_REPETITION) {
+        buf_appends(out, "\"repetition_detected\""); /* vLLM's check_stop */
+    } else if (c->stop_str) {
         json_cstr(out, c->stop_str);
     } else if (c->has_stop_token) {
         buf_appendf(out, "%" PRId64, c->stop_token);
@@ -235,6 +240,15 @@ static void put_kv_params(struct buf *out, const struct openai_meta *meta)
         return;
     }
     json_to_buf(meta->kv_transfer_params, 0, out);
+}
+
+/* ,"prompt_text": the rendered chat prompt (return_prompt_text), or nothing. */
+static void put_prompt_text(struct buf *out, const struct openai_meta *meta)
+{
+    if (meta->prompt_text) {
+        buf_appends(out, ",\"prompt_text\":");
+        openai_json_string(out, meta->prompt_text, meta->prompt_text_len);
+    }
 }
 
 /* [id,...] */
@@ -590,6 +604,7 @@ int openai_build_chat(const struct openai_meta *meta, const struct openai_choice
         buf_appends(out, ",\"prompt_token_ids\":");
         put_ids(out, meta->prompt_token_ids, meta->n_prompt_token_ids);
     }
+    put_prompt_text(out, meta);
     put_kv_params(out, meta);
     buf_appends(out, "}");
     return buf_error(out);
@@ -665,6 +680,9 @@ int openai_build_chat_chunk(const struct openai_meta *meta, const struct openai_
     if (meta->return_token_ids && first) { /* vLLM: the prompt's ids with the role, at the end */
         buf_appends(out, ",\"prompt_token_ids\":");
         put_ids(out, meta->prompt_token_ids, meta->n_prompt_token_ids);
+    }
+    if (first) {
+        put_prompt_text(out, meta);
     }
     buf_appends(out, "}");
     return buf_error(out);
@@ -794,36 +812,185 @@ static void embed_float(struct buf *out, float f)
     buf_appends(out, tmp);
 }
 
-/* n float32 values, little endian, as standard base64 (vLLM's encoding_format "base64"). */
-static void embed_base64(struct buf *out, const float *v, size_t n)
+/* ---- embedding encodings (vLLM's tensor2binary: Tensor.to(dtype), then the bytes) ---- */
+
+static uint32_t f32_bits(float f)
 {
-    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    const size_t len = n * 4;
-    unsigned char chunk[3];
-    char quad[4];
-    size_t k = 0;
-    for (size_t i = 0; i < len; i++) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static float f32_of(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* IEEE binary16, round to nearest even; overflow → infinity, NaN → 0x7e00. */
+static uint16_t f32_to_f16(float f)
+{
+    const uint32_t u = f32_bits(f);
+    const uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    const uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) {
+        return (uint16_t)(sign | 0x7e00u);
+    }
+    if (a >= 0x477ff000u) { /* 65520 and above round to infinity */
+        return (uint16_t)(sign | 0x7c00u);
+    }
+    /* below 2^-14: a subnormal half in 2^-24 units, nearest even; below 2^-25: zero */
+    if (a < 0x38800000u) {
+        if (a < 0x33000000u) {
+            return sign;
+        }
+        /* the value in 2^-24 units is mant × 2^(exp - 126): shift the 24-bit mantissa right */
+        const uint32_t mant = (a & 0x7fffffu) | 0x800000u;
+        const int shift = 126 - (int)(a >> 23);
+        const uint32_t q = mant >> shift;
+        const uint32_t rem = mant & ((1u << shift) - 1);
+        const uint32_t halfway = 1u << (shift - 1);
+        const uint32_t r = q + (rem > halfway || (rem == halfway && (q & 1)));
+        return (uint16_t)(sign | r);
+    }
+    /* normal: rebias the exponent, keep 10 mantissa bits, round to nearest even */
+    const uint32_t rounded = a + 0xfffu + ((a >> 13) & 1u);
+    return (uint16_t)(sign | ((rounded - 0x38000000u) >> 13));
+}
+
+/* bfloat16: c10's round_to_nearest_even (NaN → 0x7fc0). */
+static uint16_t f32_to_bf16(float f)
+{
+    const uint32_t u = f32_bits(f);
+    if (isnan(f)) {
+        return 0x7fc0u;
+    }
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* float8_e4m3fn, c10's fp8e4m3fn_from_fp32_value: magnitudes from 480 (and inf, NaN) → 0x7f;
+ * below 2^-6 rounded by a float add against 2^(141-127); else round to nearest even. */
+static uint8_t f32_to_e4m3(float f)
+{
+    uint32_t u = f32_bits(f);
+    const uint32_t sign = u & 0x80000000u;
+    u ^= sign;
+    uint8_t r;
+    if (u >= (1087u << 20)) {
+        r = 0x7f;
+    } else if (u < (121u << 23)) {
+        const uint32_t denorm = 141u << 23;
+        r = (uint8_t)(f32_bits(f32_of(u) + f32_of(denorm)) - denorm);
+    } else {
+        const uint32_t odd = (u >> 20) & 1u;
+        u += ((uint32_t)(7 - 127) << 23) + 0x7ffffu + odd;
+        r = (uint8_t)(u >> 20);
+    }
+    return (uint8_t)(r | (sign >> 24));
+}
+
+/* float8_e5m2, c10's fp8e5m2_from_fp32_value: from 65536 → infinity 0x7c (NaN 0x7f); below
+ * 2^-14 by a float add against 2^(134-127); else round to nearest even. */
+static uint8_t f32_to_e5m2(float f)
+{
+    uint32_t u = f32_bits(f);
+    const uint32_t sign = u & 0x80000000u;
+    u ^= sign;
+    uint8_t r;
+    if (u >= (143u << 23)) {
+        r = u > 0x7f800000u ? 0x7f : 0x7c;
+    } else if (u < (113u << 23)) {
+        const uint32_t denorm = 134u << 23;
+        r = (uint8_t)(f32_bits(f32_of(u) + f32_of(denorm)) - denorm);
+    } else {
+        const uint32_t odd = (u >> 21) & 1u;
+        u += ((uint32_t)(15 - 127) << 23) + 0xfffffu + odd;
+        r = (uint8_t)(u >> 21);
+    }
+    return (uint8_t)(r | (sign >> 24));
+}
+
+size_t openai_embed_dtype_size(enum openai_embed_dtype dtype)
+{
+    switch (dtype) {
+    case OPENAI_DTYPE_FLOAT16:
+    case OPENAI_DTYPE_BFLOAT16:
+        return 2;
+    case OPENAI_DTYPE_FP8_E4M3:
+    case OPENAI_DTYPE_FP8_E5M2:
+        return 1;
+    case OPENAI_DTYPE_FLOAT32:
+    default:
+        return 4;
+    }
+}
+
+void openai_embed_encode(const float *v, size_t n, const struct openai_embed_format *fmt,
+                         uint8_t *out)
+{
+    const size_t size = openai_embed_dtype_size(fmt->dtype);
+    const uint16_t probe = 1;
+    uint8_t first;
+    memcpy(&first, &probe, 1);
+    const bool host_big = first == 0;
+    const bool big =
+        fmt->endian == OPENAI_ENDIAN_BIG || (fmt->endian == OPENAI_ENDIAN_NATIVE && host_big);
+    for (size_t i = 0; i < n; i++) {
         uint32_t bits;
-        memcpy(&bits, &v[i / 4], sizeof bits);
-        chunk[k++] = (unsigned char)(bits >> (8 * (i % 4))); /* little endian whatever the host */
-        if (k == 3 || i + 1 == len) {
-            const size_t got = k;
-            while (k < 3) {
-                chunk[k++] = 0;
-            }
-            quad[0] = tab[chunk[0] >> 2];
-            quad[1] = tab[((chunk[0] & 3) << 4) | (chunk[1] >> 4)];
-            quad[2] = got > 1 ? tab[((chunk[1] & 15) << 2) | (chunk[2] >> 6)] : '=';
-            quad[3] = got > 2 ? tab[chunk[2] & 63] : '=';
-            buf_append(out, quad, 4);
-            k = 0;
+        switch (fmt->dtype) {
+        case OPENAI_DTYPE_FLOAT16:
+            bits = f32_to_f16(v[i]);
+            break;
+        case OPENAI_DTYPE_BFLOAT16:
+            bits = f32_to_bf16(v[i]);
+            break;
+        case OPENAI_DTYPE_FP8_E4M3:
+            bits = f32_to_e4m3(v[i]);
+            break;
+        case OPENAI_DTYPE_FP8_E5M2:
+            bits = f32_to_e5m2(v[i]);
+            break;
+        case OPENAI_DTYPE_FLOAT32:
+        default:
+            bits = f32_bits(v[i]);
+            break;
+        }
+        uint8_t *o = out + i * size;
+        for (size_t b = 0; b < size; b++) {
+            const size_t shift = 8 * (big ? size - 1 - b : b);
+            o[b] = (uint8_t)(bits >> shift);
         }
     }
 }
 
-int openai_build_embeddings(const struct openai_meta *meta, const float *const *vecs, size_t n,
-                            int dims, int base64, const struct openai_usage *usage, struct buf *out)
+/* len bytes as standard base64 (vLLM's encoding_format "base64"). */
+static void put_base64(struct buf *out, const uint8_t *bytes, size_t len)
 {
+    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char quad[4];
+    for (size_t i = 0; i < len; i += 3) {
+        const size_t got = len - i < 3 ? len - i : 3;
+        const uint8_t c0 = bytes[i];
+        const uint8_t c1 = got > 1 ? bytes[i + 1] : 0;
+        const uint8_t c2 = got > 2 ? bytes[i + 2] : 0;
+        quad[0] = tab[c0 >> 2];
+        quad[1] = tab[((c0 & 3) << 4) | (c1 >> 4)];
+        quad[2] = got > 1 ? tab[((c1 & 15) << 2) | (c2 >> 6)] : '=';
+        quad[3] = got > 2 ? tab[c2 & 63] : '=';
+        buf_append(out, quad, 4);
+    }
+}
+
+int openai_build_embeddings_fmt(const struct openai_meta *meta, const float *const *vecs, size_t n,
+                                int dims, const struct openai_embed_format *fmt,
+                                const struct openai_usage *usage, struct buf *out)
+{
+    const size_t bytes = (size_t)(dims > 0 ? dims : 0) * openai_embed_dtype_size(fmt->dtype);
+    uint8_t *enc = fmt->encoding == OPENAI_EMBED_FLOAT ? NULL : malloc(bytes ? bytes : 1);
+    if (fmt->encoding != OPENAI_EMBED_FLOAT && !enc) {
+        return -ENOMEM;
+    }
     buf_appends(out, "{\"id\":");
     json_cstr(out, meta->id ? meta->id : "");
     buf_appendf(out, ",\"object\":\"list\",\"created\":%" PRId64 ",\"model\":", meta->created);
@@ -832,9 +999,10 @@ int openai_build_embeddings(const struct openai_meta *meta, const float *const *
     for (size_t i = 0; i < n; i++) {
         buf_appendf(out, "%s{\"index\":%zu,\"object\":\"embedding\",\"embedding\":", i ? "," : "",
                     i);
-        if (base64) {
+        if (enc) {
+            openai_embed_encode(vecs[i], (size_t)dims, fmt, enc);
             buf_appends(out, "\"");
-            embed_base64(out, vecs[i], (size_t)dims);
+            put_base64(out, enc, bytes);
             buf_appends(out, "\"");
         } else {
             buf_appends(out, "[");
@@ -851,5 +1019,109 @@ int openai_build_embeddings(const struct openai_meta *meta, const float *const *
     buf_appends(out, "],\"usage\":");
     put_usage(out, usage);
     buf_appends(out, "}");
+    free(enc);
     return buf_error(out);
+}
+
+int openai_build_embeddings(const struct openai_meta *meta, const float *const *vecs, size_t n,
+                            int dims, int base64, const struct openai_usage *usage, struct buf *out)
+{
+    const struct openai_embed_format fmt = {
+        .encoding = base64 ? OPENAI_EMBED_BASE64 : OPENAI_EMBED_FLOAT,
+        .dtype = OPENAI_DTYPE_FLOAT32,
+        .endian = OPENAI_ENDIAN_LITTLE,
+    };
+    return openai_build_embeddings_fmt(meta, vecs, n, dims, &fmt, usage, out);
+}
+
+/* s as Python's json.dumps writes a str (ensure_ascii: every non-ASCII code point \uXXXX, those
+ * past U+FFFF as a surrogate pair; an invalid byte as U+FFFD). */
+static void put_py_json_string(struct buf *out, const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    const size_t len = strlen(s);
+    buf_appends(out, "\"");
+    for (size_t i = 0; i < len;) {
+        const unsigned char c = p[i];
+        if (c < 0x80) {
+            if (c == '"' || c == '\\') {
+                buf_appendf(out, "\\%c", c);
+            } else if (c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f') {
+                buf_appends(out, c == '\n'   ? "\\n"
+                                 : c == '\r' ? "\\r"
+                                 : c == '\t' ? "\\t"
+                                 : c == '\b' ? "\\b"
+                                             : "\\f");
+            } else if (c < 0x20) {
+                buf_appendf(out, "\\u%04x", c);
+            } else {
+                buf_append(out, &p[i], 1);
+            }
+            i++;
+            continue;
+        }
+        const size_t adv = tandem_utf8_seq_len(p + i, len - i);
+        uint32_t cp = 0xfffd;
+        if (adv == 2) {
+            cp = ((uint32_t)(c & 0x1f) << 6) | (p[i + 1] & 0x3f);
+        } else if (adv == 3) {
+            cp = ((uint32_t)(c & 0x0f) << 12) | ((uint32_t)(p[i + 1] & 0x3f) << 6) |
+                 (p[i + 2] & 0x3f);
+        } else if (adv == 4) {
+            cp = ((uint32_t)(c & 0x07) << 18) | ((uint32_t)(p[i + 1] & 0x3f) << 12) |
+                 ((uint32_t)(p[i + 2] & 0x3f) << 6) | (p[i + 3] & 0x3f);
+        }
+        if (cp > 0xffff) {
+            cp -= 0x10000;
+            buf_appendf(out, "\\u%04x\\u%04x", 0xd800 + (cp >> 10), 0xdc00 + (cp & 0x3ff));
+        } else {
+            buf_appendf(out, "\\u%04x", cp);
+        }
+        i += adv ? adv : 1;
+    }
+    buf_appends(out, "\"");
+}
+
+int openai_build_embeddings_bytes(const struct openai_meta *meta, const float *const *vecs,
+                                  size_t n, int dims, const struct openai_embed_format *fmt,
+                                  const struct openai_usage *usage, struct buf *body,
+                                  struct buf *metadata)
+{
+    static const char *const dtype_names[] = {"float32", "float16", "bfloat16", "fp8_e4m3",
+                                              "fp8_e5m2"};
+    static const char *const endian_names[] = {"native", "big", "little"};
+    const size_t bytes = (size_t)(dims > 0 ? dims : 0) * openai_embed_dtype_size(fmt->dtype);
+    uint8_t *enc = malloc(bytes ? bytes : 1);
+    if (!enc) {
+        return -ENOMEM;
+    }
+    const bool with_meta = fmt->encoding == OPENAI_EMBED_BYTES;
+    if (with_meta) {
+        buf_appends(metadata, "{\"id\": ");
+        put_py_json_string(metadata, meta->id ? meta->id : "");
+        buf_appendf(metadata, ", \"created\": %" PRId64 ", \"model\": ", meta->created);
+        put_py_json_string(metadata, meta->model ? meta->model : "");
+        buf_appends(metadata, ", \"data\": [");
+    }
+    for (size_t i = 0; i < n; i++) {
+        openai_embed_encode(vecs[i], (size_t)dims, fmt, enc);
+        buf_append(body, enc, bytes);
+        if (with_meta) {
+            buf_appendf(metadata,
+                        "%s{\"index\": %zu, \"embed_dtype\": \"%s\", \"endianness\": \"%s\", "
+                        "\"start\": %zu, \"end\": %zu, \"shape\": [%d]}",
+                        i ? ", " : "", i, dtype_names[fmt->dtype], endian_names[fmt->endian],
+                        i * bytes, (i + 1) * bytes, dims);
+        }
+    }
+    if (with_meta) {
+        const int64_t prompt = usage ? usage->prompt_tokens : 0;
+        buf_appendf(metadata,
+                    "], \"usage\": {\"prompt_tokens\": %" PRId64 ", \"total_tokens\": %" PRId64
+                    "}}",
+                    prompt, prompt);
+    }
+    free(enc);
+    int rc = buf_error(body);
+    return rc != 0 ? rc : buf_error(metadata);
 }

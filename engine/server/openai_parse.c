@@ -223,6 +223,8 @@ static void request_defaults(struct openai_request *req, enum openai_kind kind)
     req->spaces_between_special_tokens = 1;
     req->add_special_tokens = kind == OPENAI_COMPLETION;
     req->add_generation_prompt = 1;
+    req->stream_interval = 1;
+    req->embed_normalize = -1;
 }
 
 void openai_request_deinit(struct openai_request *req)
@@ -317,6 +319,12 @@ static int parse_stop(struct openai_request *req, struct openai_error *err)
         req->stop[i] = json_object_get_string(e);
     }
     req->n_stop = n;
+    for (size_t i = 0; i < n; i++) { /* vLLM's SamplingParams._verify_args */
+        if (req->stop[i][0] == '\0') {
+            openai_error_set(err, 400, "stop", "stop cannot contain an empty string.");
+            return -EINVAL;
+        }
+    }
     return 0;
 }
 
@@ -435,6 +443,72 @@ static void py_repr(struct buf *out, const char *s, size_t len)
         }
     }
     buf_append(out, &q, 1);
+}
+
+/* d as Python's repr() writes a float (vLLM's messages quote values so): the shortest digits that
+ * read back as d, in fixed notation for exponents -4 .. 15 with at least one digit after the
+ * point, else as d.ddde+XX. size: 48 bytes at least. */
+static void py_float(char *out, size_t size, double d)
+{
+    if (isnan(d) || isinf(d)) {
+        snprintf(out, size, "%s", isnan(d) ? "nan" : d < 0 ? "-inf" : "inf");
+        return;
+    }
+    char e[40];
+    int prec = 1;
+    for (; prec < 17; prec++) {
+        snprintf(e, sizeof e, "%.*e", prec - 1, d);
+        if (strtod(e, NULL) == d) {
+            break;
+        }
+    }
+    snprintf(e, sizeof e, "%.*e", prec - 1, d);
+    /* e: [-]D[.DDD]e(+|-)XX: the digits and the decimal exponent */
+    const char *p = e;
+    const int neg = *p == '-';
+    p += neg;
+    char digits[24];
+    size_t nd = 0;
+    for (; *p && *p != 'e'; p++) {
+        if (*p != '.' && nd + 1 < sizeof digits) {
+            digits[nd++] = *p;
+        }
+    }
+    digits[nd] = '\0';
+    const int exp10 = *p == 'e' ? (int)strtol(p + 1, NULL, 10) : 0;
+    if (exp10 < -4 || exp10 >= 16) {
+        snprintf(out, size, "%s%c%s%se%c%02d", neg ? "-" : "", digits[0], nd > 1 ? "." : "",
+                 digits + 1, exp10 < 0 ? '-' : '+', exp10 < 0 ? -exp10 : exp10);
+        return;
+    }
+    char fixed[48];
+    size_t k = 0;
+    if (neg) {
+        fixed[k++] = '-';
+    }
+    if (exp10 < 0) {
+        fixed[k++] = '0';
+        fixed[k++] = '.';
+        for (int z = 0; z < -exp10 - 1; z++) {
+            fixed[k++] = '0';
+        }
+        for (size_t i = 0; i < nd; i++) {
+            fixed[k++] = digits[i];
+        }
+    } else {
+        for (int i = 0; i <= exp10; i++) {
+            fixed[k++] = (size_t)i < nd ? digits[i] : '0';
+        }
+        fixed[k++] = '.';
+        if ((size_t)exp10 + 1 >= nd) {
+            fixed[k++] = '0';
+        }
+        for (size_t i = (size_t)exp10 + 1; i < nd; i++) {
+            fixed[k++] = digits[i];
+        }
+    }
+    fixed[k] = '\0';
+    snprintf(out, size, "%s", fixed);
 }
 
 /* bad_words: a list of strings (vLLM's list[str]: null is a 400 too), deduplicated in order as
@@ -563,9 +637,25 @@ static int parse_prompt_logprobs(struct openai_request *req, struct openai_error
     return rc;
 }
 
-int openai_resolve_prompt_logprobs(struct openai_request *req, int32_t n_vocab,
-                                   struct openai_error *err)
+int openai_resolve_sampling(struct openai_request *req, int32_t n_vocab, struct openai_error *err)
 {
+    struct sampling_params *sp = &req->sampling;
+    /* vLLM's SamplingParams.__post_init__: temperatures below _MAX_TEMP are raised to it, and
+     * greedy sampling (only 0 then) takes one sequence */
+    if (sp->temperature > 0.0f && sp->temperature < 0.01f) {
+        sp->temperature = 0.01f;
+    }
+    CHECK(sp->temperature >= SAMPLER_GREEDY_EPS || req->n <= 1, "n",
+          "n must be 1 when using greedy sampling, got %d.", req->n);
+    /* its verify: -1 is the vocabulary, more than max_logprobs a 400 */
+    if (req->logprobs_vocab) {
+        CHECK(n_vocab <= OPENAI_MAX_LOGPROBS, "logprobs",
+              "Requested sample logprobs of %d, which is greater than max allowed: %d",
+              (int)n_vocab, OPENAI_MAX_LOGPROBS);
+        req->logprobs = (int)n_vocab;
+        sp->logprobs = (int)n_vocab;
+        req->logprobs_vocab = 0;
+    }
     if (!req->has_prompt_logprobs) {
         return 0;
     }
@@ -574,6 +664,131 @@ int openai_resolve_prompt_logprobs(struct openai_request *req, int32_t n_vocab,
           "Requested prompt logprobs of %" PRId64 ", which is greater than max allowed: %d", k,
           OPENAI_MAX_LOGPROBS);
     req->prompt_logprobs = k;
+    return 0;
+}
+
+int openai_resolve_prompt_logprobs(struct openai_request *req, int32_t n_vocab,
+                                   struct openai_error *err)
+{
+    return openai_resolve_sampling(req, n_vocab, err);
+}
+
+/* cache_salt, with vLLM's validate_cache_salt (completions, chat, embeddings). */
+static int parse_cache_salt(struct openai_request *req, struct openai_error *err)
+{
+    struct json_object *v;
+    if (!member(req->root, "cache_salt", &v) || !v) {
+        return 0;
+    }
+    CHECK(json_object_get_type(v) == json_type_string && json_object_get_string_len(v) > 0,
+          "cache_salt", "Parameter 'cache_salt' must be a non-empty string if provided.");
+    const char *salt = json_object_get_string(v);
+    const size_t len = (size_t)json_object_get_string_len(v);
+    int forbidden = openai_text_chars(salt, len) > OPENAI_MAX_CACHE_SALT;
+    for (size_t i = 0; i < len && !forbidden; i++) {
+        forbidden = salt[i] == '@' || salt[i] == '/' || salt[i] == '\\' || salt[i] == '\0';
+    }
+    CHECK(!forbidden, "cache_salt",
+          "Parameter 'cache_salt' must be at most %d characters and must not contain '@', '/', "
+          "'\\\\', or NUL.",
+          OPENAI_MAX_CACHE_SALT);
+    req->cache_salt = salt;
+    return 0;
+}
+
+/* truncate_prompt_tokens (-1: max_model_len) and truncation_side ("left" | "right"). */
+static int parse_truncation(struct openai_request *req, struct openai_error *err)
+{
+    int64_t trunc = 0;
+    int present = 0;
+    int rc = opt_int64(req->root, "truncate_prompt_tokens", "truncate_prompt_tokens", &trunc,
+                       &present, err);
+    if (rc != 0) {
+        return rc;
+    }
+    CHECK(!present || trunc >= -1, "truncate_prompt_tokens",
+          "'truncate_prompt_tokens': input should be greater than or equal to -1");
+    req->truncate_prompt_tokens = present && trunc > INT32_MAX ? INT32_MAX : (int32_t)trunc;
+    const char *side = NULL;
+    if ((rc = opt_string(req->root, "truncation_side", "truncation_side", &side, err)) != 0) {
+        return rc;
+    }
+    CHECK(!side || strcmp(side, "left") == 0 || strcmp(side, "right") == 0, "truncation_side",
+          "'truncation_side': input should be 'left' or 'right'");
+    req->truncate_right = side && strcmp(side, "right") == 0;
+    return 0;
+}
+
+/* request_id: a string (vLLM's str field: null is a 400 too); the response id's suffix when the
+ * request has no X-Request-Id. Up to OPENAI_MAX_REQUEST_ID characters of [A-Za-z0-9._:-] here
+ * (as /v1/responses reads it), since it names the request in logs, traces and P/D transfers. */
+static int parse_request_id(struct openai_request *req, struct openai_error *err)
+{
+    struct json_object *v;
+    if (!member(req->root, "request_id", &v)) {
+        return 0;
+    }
+    CHECK(v && json_object_get_type(v) == json_type_string, "request_id",
+          "'request_id': input should be a valid string, got %s", type_label(v));
+    const char *id = json_object_get_string(v);
+    const size_t len = (size_t)json_object_get_string_len(v);
+    CHECK(len <= OPENAI_MAX_REQUEST_ID &&
+              strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-") ==
+                  len,
+          "request_id", "'request_id': at most %d characters of [A-Za-z0-9._:-] are supported",
+          OPENAI_MAX_REQUEST_ID);
+    req->request_id = id;
+    return 0;
+}
+
+/* repetition_detection: {max_pattern_size, min_pattern_size, min_count} (vLLM's
+ * RepetitionDetectionParams, each 0 by default); the engine checks the values with vLLM's
+ * messages (engine_submit). */
+static int parse_repetition_detection(struct openai_request *req, struct openai_error *err)
+{
+    struct json_object *v;
+    if (!member(req->root, "repetition_detection", &v) || !v) {
+        return 0;
+    }
+    CHECK(json_object_get_type(v) == json_type_object, "repetition_detection",
+          "'repetition_detection': input should be an object, got %s", type_label(v));
+    const struct {
+        const char *key, *param;
+        int32_t *dst;
+    } fields[] = {
+        {"max_pattern_size", "repetition_detection.max_pattern_size",
+         &req->sampling.rep_max_pattern},
+        {"min_pattern_size", "repetition_detection.min_pattern_size",
+         &req->sampling.rep_min_pattern},
+        {"min_count", "repetition_detection.min_count", &req->sampling.rep_min_count},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(fields); i++) {
+        int val = 0, present = 0;
+        int rc = opt_int(v, fields[i].key, fields[i].param, &val, &present, err);
+        if (rc != 0) {
+            return rc;
+        }
+        *fields[i].dst = present ? val : 0;
+    }
+    return 0;
+}
+
+/* thinking_token_budget: vLLM's validate_thinking_token_budget (an integer, not a float or a
+ * bool; -1 is unset), then its input processor's 400 for a server without a reasoning parser,
+ * which this one never has. */
+static int parse_thinking_token_budget(struct openai_request *req, struct openai_error *err)
+{
+    struct json_object *v;
+    if (!member(req->root, "thinking_token_budget", &v) || !v) {
+        return 0;
+    }
+    const char *bad = "`thinking_token_budget` must be a non-negative integer or -1 for unlimited.";
+    CHECK(json_object_get_type(v) == json_type_int, "thinking_token_budget", "%s", bad);
+    const int64_t budget = json_object_get_int64(v);
+    CHECK(budget >= -1, "thinking_token_budget", "%s", bad);
+    CHECK(budget == -1, "thinking_token_budget",
+          "thinking_token_budget is set but reasoning_config is not configured. Please set "
+          "--reasoning-parser and/or --reasoning-config to use thinking_token_budget.");
     return 0;
 }
 
@@ -601,9 +816,12 @@ static int parse_common(struct openai_request *req, struct openai_error *err)
     if ((rc = opt_number(root, "temperature", "temperature", &d, &present, err)) != 0) {
         return rc;
     }
-    if (present) {
-        CHECK(d >= 0.0, "temperature", "'temperature' must be non-negative, got %g.", d);
-        CHECK(d <= 1e6, "temperature", "'temperature' must be at most 1e6, got %g.", d);
+    if (present) { /* vLLM's SamplingParams._verify_args, its messages */
+        char f[48];
+        py_float(f, sizeof f, d);
+        CHECK(isfinite(d), "temperature", "temperature must be a finite number, got %s.", f);
+        CHECK(d >= 0.0, "temperature", "temperature must be non-negative, got %s.", f);
+        CHECK(d <= 2.0, "temperature", "temperature must be in [0, 2], got %s.", f);
         sp->temperature = (float)d;
     }
     if ((rc = opt_number(root, "top_p", "top_p", &d, &present, err)) != 0) {
@@ -655,7 +873,7 @@ static int parse_common(struct openai_request *req, struct openai_error *err)
     if ((rc = opt_int64(root, "seed", "seed", &i64, &present, err)) != 0) {
         return rc;
     }
-    if (present) {
+    if (present && i64 != -1) { /* vLLM: seed -1 is no seed */
         sp->has_seed = 1;
         sp->seed = (uint64_t)i64;
     }
@@ -693,24 +911,30 @@ static int parse_common(struct openai_request *req, struct openai_error *err)
     if (present) {
         req->priority = iv;
     }
-    if ((rc = opt_string(root, "cache_salt", "cache_salt", &req->cache_salt, err)) != 0) {
+    if ((rc = parse_cache_salt(req, err)) != 0 || (rc = parse_request_id(req, err)) != 0 ||
+        (rc = opt_object(root, "kv_transfer_params", "kv_transfer_params", &req->kv_transfer_params,
+                         err)) != 0 ||
+        (rc = opt_string(root, "user", "user", &req->user, err)) != 0 ||
+        (rc = parse_repetition_detection(req, err)) != 0 ||
+        (rc = parse_thinking_token_budget(req, err)) != 0) {
         return rc;
     }
-    CHECK(!req->cache_salt || req->cache_salt[0], "cache_salt",
-          "Parameter 'cache_salt' must be a non-empty string if provided.");
-    if ((rc = opt_object(root, "kv_transfer_params", "kv_transfer_params", &req->kv_transfer_params,
-                         err)) != 0 ||
-        (rc = opt_string(root, "user", "user", &req->user, err)) != 0) {
+    if ((rc = opt_int(root, "stream_interval", "stream_interval", &iv, &present, err)) != 0) {
         return rc;
+    }
+    if (present) {
+        CHECK(iv >= 1, "stream_interval",
+              "'stream_interval': input should be greater than or equal to 1");
+        req->stream_interval = iv;
     }
 
     struct json_object *so = NULL;
     if ((rc = opt_object(root, "stream_options", "stream_options", &so, err)) != 0) {
         return rc;
     }
-    if (so) {
-        CHECK(req->stream, "stream_options",
-              "'stream_options' can only be defined when `stream=True`.");
+    if (so) { /* vLLM tests the options' truthiness: {} is fine without stream */
+        CHECK(req->stream || json_object_object_length(so) == 0, "stream_options",
+              "Stream options can only be defined when `stream=True`.");
         if ((rc = opt_bool(so, "include_usage", "stream_options.include_usage", &req->include_usage,
                            err)) != 0 ||
             (rc = opt_bool(so, "continuous_usage_stats", "stream_options.continuous_usage_stats",
@@ -733,22 +957,9 @@ static int parse_common(struct openai_request *req, struct openai_error *err)
         sp->stop_token_ids = req->stop_token_ids;
         sp->n_stop_token_ids = req->n_stop_token_ids;
     }
-    int64_t trunc = 0;
-    present = 0;
-    if ((rc = opt_int64(root, "truncate_prompt_tokens", "truncate_prompt_tokens", &trunc, &present,
-                        err)) != 0) {
+    if ((rc = parse_truncation(req, err)) != 0) {
         return rc;
     }
-    CHECK(!present || trunc >= -1, "truncate_prompt_tokens",
-          "'truncate_prompt_tokens': input should be greater than or equal to -1");
-    req->truncate_prompt_tokens = present && trunc > INT32_MAX ? INT32_MAX : (int32_t)trunc;
-    const char *side = NULL;
-    if ((rc = opt_string(root, "truncation_side", "truncation_side", &side, err)) != 0) {
-        return rc;
-    }
-    CHECK(!side || strcmp(side, "left") == 0 || strcmp(side, "right") == 0, "truncation_side",
-          "'truncation_side': input should be 'left' or 'right'");
-    req->truncate_right = side && strcmp(side, "right") == 0;
     if (member(root, "allowed_token_ids", &v) && v) {
         CHECK(json_object_get_type(v) == json_type_array, "allowed_token_ids",
               "'allowed_token_ids': input should be an array of integers, got %s", type_label(v));
@@ -775,14 +986,15 @@ static int parse_common(struct openai_request *req, struct openai_error *err)
     return rc;
 }
 
-/* max_tokens (completions: default 16, null → unset; 0 with echo: vLLM's echo without
- * generation, one token generated and not returned) and its checks against min_tokens. */
+/* max_tokens (completions: default 16, null too as vLLM's normalize_null_max_tokens makes it;
+ * 0 with echo: vLLM's echo without generation, one token generated and not returned) and its
+ * checks against min_tokens. */
 static int parse_max_tokens(struct openai_request *req, const char *key, int has_default,
                             struct openai_error *err)
 {
     struct json_object *v;
     int present = member(req->root, key, &v);
-    if (!present) {
+    if (!present || (!v && has_default)) {
         if (has_default) {
             req->max_tokens = OPENAI_DEFAULT_MAX_TOKENS;
             req->max_tokens_set = 1;
@@ -1012,6 +1224,16 @@ static int parse_message(struct json_object *m, size_t idx, struct openai_messag
     if ((rc = opt_string(m, "tool_call_id", param, &out->tool_call_id, err)) != 0) {
         return rc;
     }
+    /* vLLM's _normalize_messages_before: reasoning_content is the deprecated name of reasoning */
+    snprintf(param, sizeof(param), "messages[%zu].reasoning", idx);
+    if ((rc = opt_string(m, "reasoning", param, &out->reasoning, err)) != 0) {
+        return rc;
+    }
+    snprintf(param, sizeof(param), "messages[%zu].reasoning_content", idx);
+    if (!out->reasoning &&
+        (rc = opt_string(m, "reasoning_content", param, &out->reasoning, err)) != 0) {
+        return rc;
+    }
     snprintf(param, sizeof(param), "messages[%zu].tool_calls", idx);
     struct json_object *tcs;
     if (member(m, "tool_calls", &tcs) && tcs) {
@@ -1076,6 +1298,46 @@ static int parse_chat_template_fields(struct openai_request *req, struct openai_
     return 0;
 }
 
+/* Chat only: reasoning_effort (vLLM's Literal), documents (list[dict[str, str]]) and
+ * return_prompt_text. */
+static int parse_chat_extras(struct openai_request *req, struct openai_error *err)
+{
+    static const char *const efforts[] = {"none", "minimal", "low", "medium",
+                                          "high", "xhigh",   "max"};
+    int rc =
+        opt_string(req->root, "reasoning_effort", "reasoning_effort", &req->reasoning_effort, err);
+    if (rc != 0) {
+        return rc;
+    }
+    int known = !req->reasoning_effort;
+    for (size_t i = 0; !known && i < ARRAY_SIZE(efforts); i++) {
+        known = strcmp(req->reasoning_effort, efforts[i]) == 0;
+    }
+    CHECK(known, "reasoning_effort",
+          "'reasoning_effort': input should be 'none', 'minimal', 'low', 'medium', 'high', "
+          "'xhigh' or 'max'");
+    struct json_object *v;
+    if (member(req->root, "documents", &v) && v) {
+        CHECK(json_object_get_type(v) == json_type_array, "documents",
+              "'documents': input should be a valid list, got %s", type_label(v));
+        for (size_t i = 0; i < json_object_array_length(v); i++) {
+            struct json_object *doc = json_object_array_get_idx(v, i);
+            CHECK(json_object_get_type(doc) == json_type_object, "documents",
+                  "'documents[%zu]': input should be a valid dictionary, got %s", i,
+                  type_label(doc));
+            json_object_object_foreach(doc, key, val)
+            {
+                CHECK(json_object_get_type(val) == json_type_string, "documents",
+                      "'documents[%zu].%.40s': input should be a valid string, got %s", i, key,
+                      type_label(val));
+            }
+        }
+        req->documents = v;
+    }
+    return opt_bool(req->root, "return_prompt_text", "return_prompt_text", &req->return_prompt_text,
+                    err);
+}
+
 static int finish_parse(int rc, struct openai_request *req, struct openai_error *err)
 {
     if (rc != 0) {
@@ -1095,8 +1357,15 @@ static int completion_fields(const char *body, size_t len, struct openai_request
                              struct openai_error *err)
 {
     int rc;
-    if ((rc = parse_body(body, len, req, err)) != 0 || (rc = parse_common(req, err)) != 0 ||
-        (rc = parse_prompt(req, 0, err)) != 0 ||
+    struct json_object *v;
+    if ((rc = parse_body(body, len, req, err)) != 0 || (rc = parse_common(req, err)) != 0) {
+        return rc;
+    }
+    /* vLLM's validate_prompt_and_prompt_embeds (prompt_embeds was refused above) */
+    CHECK(member(req->root, "prompt", &v) && v &&
+              !(json_object_get_type(v) == json_type_string && json_object_get_string_len(v) == 0),
+          "prompt", "Either prompt or prompt_embeds must be provided and non-empty.");
+    if ((rc = parse_prompt(req, 0, err)) != 0 ||
         (rc = parse_max_tokens(req, "max_tokens", 1, err)) != 0 ||
         (rc = check_min_max(req, "max_tokens", err)) != 0) {
         return rc;
@@ -1107,20 +1376,27 @@ static int completion_fields(const char *body, size_t len, struct openai_request
     CHECK(req->n_prompts == 1 || !req->kv_transfer_params, "kv_transfer_params",
           "'kv_transfer_params' needs a single prompt (got %zu)", req->n_prompts);
     int present = 0, lp = 0;
+    if (member(req->root, "logprobs", &v) && v) { /* vLLM's check_logprobs, then the int field */
+        const enum json_type t = json_object_get_type(v);
+        CHECK(t == json_type_int || t == json_type_double, "logprobs",
+              "`logprobs` must be an integer.");
+        const double d = json_object_get_double(v);
+        CHECK(d >= 0 || d == -1, "logprobs", "`logprobs` must be a positive value or -1.");
+    }
     if ((rc = opt_int(req->root, "logprobs", "logprobs", &lp, &present, err)) != 0) {
         return rc;
     }
     if (present) {
-        CHECK(lp >= 0, "logprobs", "'logprobs' must be a positive value.");
         CHECK(lp <= OPENAI_MAX_LOGPROBS, "logprobs",
-              "Requested sample 'logprobs' of %d, which is greater than max allowed: %d", lp,
+              "Requested sample logprobs of %d, which is greater than max allowed: %d", lp,
               OPENAI_MAX_LOGPROBS);
-        req->logprobs = lp;
+        req->logprobs = lp; /* -1: the vocabulary (openai_resolve_sampling) */
+        req->logprobs_vocab = lp == -1;
     }
     req->sampling.logprobs = req->logprobs;
-    if (!req->has_prompt_logprobs && req->echo && req->logprobs >= 0) {
+    if (!req->has_prompt_logprobs && req->echo && present) {
         req->has_prompt_logprobs = 1; /* vLLM: the echoed prompt's logprobs */
-        req->prompt_logprobs = req->logprobs;
+        req->prompt_logprobs = lp;
     }
     return 0;
 }
@@ -1131,7 +1407,8 @@ static int chat_fields(const char *body, size_t len, struct openai_request *req,
 {
     int rc;
     if ((rc = parse_body(body, len, req, err)) != 0 || (rc = parse_common(req, err)) != 0 ||
-        (rc = parse_messages(req, err)) != 0 || (rc = parse_chat_template_fields(req, err)) != 0) {
+        (rc = parse_messages(req, err)) != 0 || (rc = parse_chat_template_fields(req, err)) != 0 ||
+        (rc = parse_chat_extras(req, err)) != 0) {
         return rc;
     }
     /* max_completion_tokens wins over the deprecated max_tokens */
@@ -1144,20 +1421,29 @@ static int chat_fields(const char *body, size_t len, struct openai_request *req,
         return rc;
     }
     int logprobs = 0, top = 0, present = 0;
-    if ((rc = opt_bool(req->root, "logprobs", "logprobs", &logprobs, err)) != 0 ||
-        (rc = opt_int(req->root, "top_logprobs", "top_logprobs", &top, &present, err)) != 0) {
+    if ((rc = opt_bool(req->root, "logprobs", "logprobs", &logprobs, err)) != 0) {
         return rc;
     }
-    if (present) {
-        CHECK(top >= 0, "top_logprobs", "'top_logprobs' must be a positive value.");
-        CHECK(top <= OPENAI_MAX_LOGPROBS, "top_logprobs",
-              "Requested 'top_logprobs' of %d, which is greater than max allowed: %d", top,
-              OPENAI_MAX_LOGPROBS);
-        CHECK(top == 0 || logprobs, "top_logprobs",
-              "when using 'top_logprobs', 'logprobs' must be set to true.");
+    if (member(req->root, "top_logprobs", &v) && v) { /* vLLM's check_logprobs, its order */
+        const enum json_type t = json_object_get_type(v);
+        CHECK(t == json_type_int || t == json_type_double, "top_logprobs",
+              "`top_logprobs` must be an integer.");
+        const double d = json_object_get_double(v);
+        CHECK(d >= 0 || d == -1, "top_logprobs", "`top_logprobs` must be a positive value or -1.");
+        CHECK(!(d == -1 || d > 0) || logprobs, "top_logprobs",
+              "when using `top_logprobs`, `logprobs` must be set to true.");
     }
-    if (logprobs) {
-        req->logprobs = top;
+    if ((rc = opt_int(req->root, "top_logprobs", "top_logprobs", &top, &present, err)) != 0) {
+        return rc;
+    }
+    CHECK(top <= OPENAI_MAX_LOGPROBS, "top_logprobs",
+          "Requested sample logprobs of %d, which is greater than max allowed: %d", top,
+          OPENAI_MAX_LOGPROBS);
+    /* vLLM returns logprobs with logprobs true and top_logprobs not null (default 0) */
+    const int top_null = member(req->root, "top_logprobs", &v) && !v;
+    if (logprobs && !top_null) {
+        req->logprobs = top; /* -1: the vocabulary (openai_resolve_sampling) */
+        req->logprobs_vocab = top == -1;
     }
     req->sampling.logprobs = req->logprobs;
     /* vLLM: echo asks for the prompt's logprobs, top_logprobs of them (0 when absent; none when
@@ -1212,49 +1498,104 @@ int openai_parse_chat(const char *body, size_t len, struct openai_request *req,
     return finish_parse(chat_fields(body, len, req, err), req, err);
 }
 
-/* /v1/embeddings: {"model", "input", "encoding_format", "dimensions", "user",
- * "truncate_prompt_tokens", "add_special_tokens", "normalize", "priority"}. */
+/* One of a Literal's values (names[i] → i), or a 400 quoting them as pydantic does. Absent or
+ * null: *out untouched. */
+static int opt_literal(struct json_object *obj, const char *key, const char *const *names, size_t n,
+                       int *out, struct openai_error *err)
+{
+    const char *val = NULL;
+    int rc = opt_string(obj, key, key, &val, err);
+    if (rc != 0 || !val) {
+        return rc;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(val, names[i]) == 0) {
+            *out = (int)i;
+            return 0;
+        }
+    }
+    char list[160] = "";
+    size_t used = 0;
+    for (size_t i = 0; i < n && used < sizeof list; i++) {
+        int w = snprintf(list + used, sizeof list - used, "%s'%s'",
+                         i == 0       ? ""
+                         : i + 1 == n ? " or "
+                                      : ", ",
+                         names[i]);
+        used += w > 0 ? (size_t)w : 0;
+    }
+    openai_error_set(err, 400, key, "'%s': input should be %s", key, list);
+    return -EINVAL;
+}
+
+/* /v1/embeddings (vLLM's EmbeddingCompletionRequest): {"model", "input", "encoding_format",
+ * "embed_dtype", "endianness", "dimensions", "use_activation", "user", "truncate_prompt_tokens",
+ * "truncation_side", "padding", "add_special_tokens", "priority", "cache_salt", "request_id"}. */
 static int embedding_fields(const char *body, size_t len, struct openai_request *req,
                             struct openai_error *err)
 {
+    static const char *const encodings[] = {"float", "base64", "bytes", "bytes_only"};
+    static const char *const dtypes[] = {"float32", "float16", "bfloat16", "fp8_e4m3", "fp8_e5m2"};
+    static const char *const endians[] = {"native", "big", "little"};
+    static const char *const paddings[] = {"max_length", "do_not_pad"};
     int rc = parse_body(body, len, req, err);
-    if (rc != 0 || (rc = parse_prompt_key(req, "input", 0, err)) != 0 ||
+    if (rc != 0) {
+        return rc;
+    }
+    /* vLLM's reject_removed_pooling_parameters, before anything else: normalize (even null) and
+     * the removed task names */
+    struct json_object *v;
+    CHECK(!member(req->root, "normalize", &v), "normalize",
+          "Parameter `normalize` was removed; use `use_activation` instead.");
+    if (member(req->root, "task", &v) && json_object_get_type(v) == json_type_string) {
+        CHECK(strcmp(json_object_get_string(v), "score") != 0, "task",
+              "`score` task was removed; use `classify` instead.");
+        CHECK(strcmp(json_object_get_string(v), "encode") != 0, "task",
+              "`encode` task was removed; use `token_embed` or `token_classify` instead.");
+    }
+    int enc = OPENAI_EMBED_FLOAT, dtype = OPENAI_DTYPE_FLOAT32, endian = OPENAI_ENDIAN_NATIVE;
+    int padding = 1;
+    if ((rc = parse_prompt_key(req, "input", 0, err)) != 0 ||
         (rc = opt_string(req->root, "model", "model", &req->model, err)) != 0 ||
         (rc = opt_string(req->root, "user", "user", &req->user, err)) != 0 ||
         (rc = opt_bool(req->root, "add_special_tokens", "add_special_tokens",
-                       &req->add_special_tokens, err)) != 0) {
+                       &req->add_special_tokens, err)) != 0 ||
+        (rc = opt_literal(req->root, "encoding_format", encodings, ARRAY_SIZE(encodings), &enc,
+                          err)) != 0 ||
+        (rc = opt_literal(req->root, "embed_dtype", dtypes, ARRAY_SIZE(dtypes), &dtype, err)) !=
+            0 ||
+        (rc = opt_literal(req->root, "endianness", endians, ARRAY_SIZE(endians), &endian, err)) !=
+            0 ||
+        (rc = opt_literal(req->root, "padding", paddings, ARRAY_SIZE(paddings), &padding, err)) !=
+            0) {
         return rc;
     }
-    const char *fmt = NULL;
-    if ((rc = opt_string(req->root, "encoding_format", "encoding_format", &fmt, err)) != 0) {
-        return rc;
-    }
-    CHECK(!fmt || strcmp(fmt, "float") == 0 || strcmp(fmt, "base64") == 0, "encoding_format",
-          "'encoding_format': input should be 'float' or 'base64'");
-    req->embed_base64 = fmt && strcmp(fmt, "base64") == 0;
+    req->embed_fmt.encoding = (enum openai_embed_encoding)enc;
+    req->embed_fmt.dtype = (enum openai_embed_dtype)dtype;
+    req->embed_fmt.endian = (enum openai_endianness)endian;
+    req->embed_base64 = enc == OPENAI_EMBED_BASE64;
+    /* "max_length" pads the prompt to max_model_len with the pad token (for models trained so,
+     * such as SigLIP); the engine here generates a token after every prompt, so it cannot take
+     * a prompt that long */
+    CHECK(padding != 0, "padding",
+          "'padding': \"max_length\" is not supported by this server (\"do_not_pad\" is)");
     int present = 0, dims = 0;
     if ((rc = opt_int(req->root, "dimensions", "dimensions", &dims, &present, err)) != 0) {
         return rc;
     }
     CHECK(!present || dims >= 1, "dimensions", "'dimensions' must be a positive integer");
     req->embed_dimensions = present ? dims : 0;
-    req->embed_normalize = -1;
-    int norm = 0;
-    struct json_object *v;
-    if (member(req->root, "normalize", &v) && v) {
-        if ((rc = opt_bool(req->root, "normalize", "normalize", &norm, err)) != 0) {
+    int act = 0;
+    if (member(req->root, "use_activation", &v) && v) { /* null: the pooler's default */
+        if ((rc = opt_bool(req->root, "use_activation", "use_activation", &act, err)) != 0) {
             return rc;
         }
-        req->embed_normalize = norm;
+        req->embed_normalize = act;
     }
-    int64_t trunc = 0;
-    if ((rc = opt_int64(req->root, "truncate_prompt_tokens", "truncate_prompt_tokens", &trunc,
-                        &present, err)) != 0) {
+    if ((rc = parse_truncation(req, err)) != 0 || (rc = parse_cache_salt(req, err)) != 0 ||
+        (rc = parse_request_id(req, err)) != 0) {
         return rc;
     }
-    CHECK(!present || trunc >= -1, "truncate_prompt_tokens",
-          "'truncate_prompt_tokens': input should be greater than or equal to -1");
-    req->truncate_prompt_tokens = present && trunc > INT32_MAX ? INT32_MAX : (int32_t)trunc;
     int iv = 0;
     if ((rc = opt_int(req->root, "priority", "priority", &iv, &present, err)) != 0) {
         return rc;

@@ -39,6 +39,42 @@ static struct json_object *template_tool_calls(struct json_object *calls)
     return copy;
 }
 
+/* The template variables of a request that sets tools, documents or reasoning_effort, as vLLM's
+ * build_chat_params merges them: chat_template_kwargs, then documents and reasoning_effort over
+ * them, enable_thinking = reasoning_effort != "none" unless chat_template_kwargs sets it, and
+ * the tools (vLLM passes them whatever tool_choice is). NULL when out of memory. */
+static struct json_object *chat_kwargs(const struct openai_request *o)
+{
+    struct json_object *merged = json_object_new_object();
+    if (!merged) {
+        return NULL;
+    }
+    int user_thinking = 0;
+    if (o->chat_template_kwargs) {
+        json_object_object_foreach(o->chat_template_kwargs, k, v)
+        {
+            json_object_object_add(merged, k, json_object_get(v));
+            user_thinking |= strcmp(k, "enable_thinking") == 0;
+        }
+    }
+    if (o->documents) {
+        json_object_object_add(merged, "documents", json_object_get(o->documents));
+    }
+    if (o->reasoning_effort) {
+        json_object_object_add(merged, "reasoning_effort",
+                               json_object_new_string(o->reasoning_effort));
+        if (!user_thinking) {
+            json_object_object_add(
+                merged, "enable_thinking",
+                json_object_new_boolean(strcmp(o->reasoning_effort, "none") != 0));
+        }
+    }
+    if (o->tools) {
+        json_object_object_add(merged, "tools", json_object_get(o->tools));
+    }
+    return merged;
+}
+
 /* Renders the chat messages through the template into a prompt string (malloc'd). */
 int prompt_render_chat(const struct prompt_ctx *pc, const struct openai_request *o, char **out,
                        size_t *out_len, struct openai_error *err)
@@ -64,25 +100,22 @@ int prompt_render_chat(const struct prompt_ctx *pc, const struct openai_request 
         if (m->tool_calls) {
             json_object_object_add(jm, "tool_calls", template_tool_calls(m->tool_calls));
         }
+        if (m->reasoning && strcmp(m->role, "assistant") == 0) {
+            /* vLLM's chat_utils: an assistant message's reasoning, under both names */
+            json_object_object_add(jm, "reasoning", json_object_new_string(m->reasoning));
+            json_object_object_add(jm, "reasoning_content", json_object_new_string(m->reasoning));
+        }
         json_object_array_add(msgs, jm);
     }
-    /* the tools reach the template as `tools` (vLLM passes them whatever tool_choice is) */
     struct json_object *kwargs = o->chat_template_kwargs;
     struct json_object *merged = NULL;
-    if (o->tools) {
-        merged = json_object_new_object();
+    if (o->tools || o->documents || o->reasoning_effort) {
+        merged = chat_kwargs(o);
         if (!merged) {
             json_object_put(msgs);
             openai_error_set(err, 500, NULL, "out of memory");
             return -ENOMEM;
         }
-        if (kwargs) {
-            json_object_object_foreach(kwargs, k, v)
-            {
-                json_object_object_add(merged, k, json_object_get(v));
-            }
-        }
-        json_object_object_add(merged, "tools", json_object_get(o->tools));
         kwargs = merged;
     }
     char terr[512] = "";

@@ -25,8 +25,11 @@ struct prompt_ctx {
     const char *eos_token;
 };
 
-/* Renders o's messages into *out (malloc'd, NUL-terminated, *out_len bytes). 0, or -EINVAL /
- * -ENOMEM with err set (400 naming "messages", 500). */
+/* Renders o's messages into *out (malloc'd, NUL-terminated, *out_len bytes). The template sees
+ * what vLLM hands it: the messages (an assistant message's reasoning as "reasoning" and
+ * "reasoning_content"), chat_template_kwargs, and over them documents, reasoning_effort (with
+ * enable_thinking = effort != "none" unless chat_template_kwargs sets it) and tools. 0, or
+ * -EINVAL / -ENOMEM with err set (400 naming "messages", 500). */
 int prompt_render_chat(const struct prompt_ctx *pc, const struct openai_request *o, char **out,
                        size_t *out_len, struct openai_error *err);
 

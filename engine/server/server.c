@@ -21,6 +21,8 @@
 #include "engine/server/tool_parser.h"
 #include "engine/server/openai.h"
 #include "engine/server/prompt.h"
+#include "engine/server/responses.h"
+#include "engine/server/scoring.h"
 #include "engine/server/tokenizer_info.h"
 #include "engine/template/chat_template.h"
 #include "lib/buf.h"
@@ -124,6 +126,13 @@ struct choice {
     struct plp_store *plp;
     int plp_ready;
     int echoed; /* streamed completions echo: the prompt went out (with the first output) */
+    /* stream_interval > 1 (stream_hold): whether an output went out, and the outputs held since
+     * the last chunk: their text, their tokens' logprobs and ids, and how many tokens */
+    int sent_any;
+    struct buf held_text;
+    struct lp_entry *held_lps;
+    int32_t *held_ids;
+    size_t n_held_lps, cap_held_lps, n_held_ids, cap_held_ids, n_held_tokens;
 };
 
 struct gen {
@@ -155,8 +164,15 @@ struct gen {
     int kv_traced;        /* the kv_transfer span was recorded */
     int32_t kv_blocks;    /* a P/D consumer's remote blocks */
     char xrid[72];        /* the x-request-id the request came with ("" when none) */
-    const char *lora;     /* the LoRA adapter the request names as its model (g->o.model), or
-                             NULL: the base model */
+    char *prompt_text;    /* chat with return_prompt_text: the rendered prompt, or NULL */
+    size_t prompt_text_len;
+    const char *lora; /* the LoRA adapter the request names as its model (g->o.model), or
+                         NULL: the base model */
+    /* /v1/responses: its fields and stream state (owned), or NULL for other requests */
+    struct responses_request *rs;
+    /* /score, /rerank, /pooling: how the pooled vectors become the answer (kind SCORING_NONE
+     * for other requests) */
+    struct scoring_request sc;
 };
 
 struct engine_server {
@@ -332,10 +348,11 @@ static void on_engine_output(void *user, const engine_output *o)
 
 static const char *finish_name(enum openai_finish f)
 {
-    return f == OPENAI_FINISH_STOP     ? "stop"
-           : f == OPENAI_FINISH_LENGTH ? "length"
-           : f == OPENAI_FINISH_ABORT  ? "abort"
-                                       : "none";
+    return f == OPENAI_FINISH_STOP         ? "stop"
+           : f == OPENAI_FINISH_LENGTH     ? "length"
+           : f == OPENAI_FINISH_ABORT      ? "abort"
+           : f == OPENAI_FINISH_REPETITION ? "repetition"
+                                           : "none";
 }
 
 /* Usage over the prompts: each prompt's tokens once (its first choice's), cached tokens the
@@ -426,12 +443,18 @@ static void gen_free(struct gen *g)
         free(g->choices[i].embedding);
         free(g->choices[i].ids);
         free(g->choices[i].plp);
+        buf_free(&g->choices[i].held_text);
+        free(g->choices[i].held_lps);
+        free(g->choices[i].held_ids);
     }
     free(g->choices);
     gen_free_echo(g);
     free_prompt_ids(g->prompt_ids, g->n_prompts);
     free(g->n_prompt_ids);
+    free(g->prompt_text);
     openai_request_deinit(&g->o);
+    scoring_request_deinit(&g->sc);
+    responses_request_free(g->rs);
     free(g);
 }
 
@@ -484,8 +507,11 @@ static void gen_fail(struct gen *g, const char *fmt, ...)
             struct buf body, frame;
             buf_init(&body, 4096);
             buf_init(&frame, 8192);
-            if (openai_error_body(&err, &body) == 0 &&
-                openai_sse_data(&frame, body.data, body.len) == 0 && openai_sse_done(&frame) == 0) {
+            /* /v1/responses: an "error" event (its streams have no [DONE]) */
+            if (g->rs ? responses_stream_error(g->rs, why, &frame) == 0
+                      : openai_error_body(&err, &body) == 0 &&
+                            openai_sse_data(&frame, body.data, body.len) == 0 &&
+                            openai_sse_done(&frame) == 0) {
                 http_stream_send(g->req, frame.data, frame.len);
             }
             buf_free(&body);
@@ -519,6 +545,8 @@ static enum openai_finish finish_of(sched_status st)
         return OPENAI_FINISH_LENGTH;
     case SCHED_FINISHED_ABORTED:
         return OPENAI_FINISH_ABORT;
+    case SCHED_FINISHED_REPETITION:
+        return OPENAI_FINISH_REPETITION;
     default:
         return OPENAI_FINISH_NONE;
     }
@@ -675,6 +703,8 @@ static void fill_meta(struct gen *g, struct openai_meta *meta)
         meta->prompt_token_ids = g->prompt_ids[0];
         meta->n_prompt_token_ids = g->n_prompt_ids[0];
     }
+    meta->prompt_text = g->prompt_text;
+    meta->prompt_text_len = g->prompt_text_len;
 }
 
 static void fill_usage(struct gen *g, struct openai_usage *u)
@@ -919,8 +949,330 @@ static int stream_text(const struct gen *g, const struct choice *c, const struct
     return buf_error(joined);
 }
 
+/* ---- /v1/responses (responses.h): the chat generation answered in the Responses form ---- */
+
+/* What a Responses answer reports: the generation's settings (max_output_tokens is the
+ * max_tokens the engine ran with, as vLLM's sampling_params.max_tokens), and usage when u. */
+static void rs_result(struct gen *g, struct responses_result *res, struct openai_usage *u,
+                      enum openai_finish finish)
+{
+    const struct engine_server *s = g->s;
+    int64_t mt = g->o.max_tokens_set ? g->o.max_tokens
+                                     : engine_max_model_len(s->e) - (int64_t)g->choices[0].n_prompt;
+    if (s->defaults.has_max_tokens && mt > s->defaults.max_tokens) {
+        mt = s->defaults.max_tokens;
+    }
+    memset(res, 0, sizeof *res);
+    res->id = g->id;
+    res->model = g->lora ? g->lora : s->served_name;
+    res->created_at = g->created;
+    res->finish = finish;
+    res->temperature = g->o.sampling.temperature;
+    res->top_p = g->o.sampling.top_p;
+    res->max_output_tokens = mt;
+    res->tool_mode = tool_mode(g);
+    if (u) {
+        fill_usage(g, u);
+        res->usage = u;
+    }
+}
+
+/* Sends frames (whole SSE events) as they are. */
+static void rs_send(struct gen *g, const struct buf *frames)
+{
+    if (!g->req || g->failed || frames->len == 0) {
+        return;
+    }
+    if (http_stream_send(g->req, frames->data, frames->len) != 0) {
+        log_warn("request %s: cannot stream to the client (slow or gone); aborting", g->id);
+        g->failed = 1;
+        gen_abort_all(g);
+    }
+}
+
+static void rs_stream_start(struct gen *g)
+{
+    struct responses_result res;
+    struct buf frames;
+    rs_result(g, &res, NULL, OPENAI_FINISH_NONE);
+    buf_init(&frames, SERVER_MAX_BODY_OUT);
+    int rc = responses_stream_begin(g->rs, &res, &frames);
+    if (rc == 0) {
+        rs_send(g, &frames);
+    } else {
+        gen_fail(g, "cannot build the response events (%s)", tandem_strerror(rc));
+    }
+    buf_free(&frames);
+}
+
+/* Tool calls of a streamed event, as entries (calls[], owned; their names borrowed from res):
+ * "auto" through the server's parser as chat streams them (into td), a named tool's or
+ * "required"'s output once whole (into res), as the chat stream sends "required"'s. */
+static int rs_tool_entries(struct gen *g, struct choice *c, const struct out_event *ev,
+                           struct tool_delta *td, struct tool_result *res,
+                           struct tool_delta_call **calls, size_t *n_calls, const char **text,
+                           size_t *len)
+{
+    int rc = 0;
+    *text = NULL;
+    *len = 0;
+    if (g->o.tool_choice == OPENAI_TOOL_AUTO) {
+        rc = c->ts ? 0 : tool_stream_new(&g->s->tools, &c->ts);
+        if (rc == 0 && ev->text_len > 0) {
+            rc = tool_stream_feed(c->ts, ev->text, ev->text_len, td);
+        }
+        if (rc == 0 && ev->finished) {
+            rc = tool_stream_finish(c->ts, td);
+        }
+        if (rc == 0 && !g->o.parallel_tool_calls) {
+            delta_first_call_only(td);
+        }
+        *text = td->content.data;
+        *len = td->content.len;
+        *calls = td->calls;
+        *n_calls = td->n_calls;
+        return rc;
+    }
+    rc = ev->text_len > 0 ? buf_append(&c->text, ev->text, ev->text_len) : 0;
+    if (rc != 0 || !ev->finished) {
+        return rc;
+    }
+    const char *all = c->text.data ? c->text.data : "";
+    rc = g->o.tool_choice == OPENAI_TOOL_REQUIRED
+             ? tool_parse_required(&g->s->tools, all, c->text.len, res)
+             : named_call(g, all, c->text.len, res);
+    if (rc != 0) {
+        return rc;
+    }
+    size_t n = res->n_calls > 1 && !g->o.parallel_tool_calls ? 1 : res->n_calls;
+    struct tool_delta_call *e = n > 0 ? calloc(n, sizeof *e) : NULL;
+    if (n > 0 && !e) {
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        e[i].index = i;
+        memcpy(e[i].id, res->calls[i].id, sizeof e[i].id);
+        e[i].name = res->calls[i].name;
+        e[i].name_len = res->calls[i].name_len;
+        buf_init(&e[i].arguments, SERVER_MAX_TEXT);
+        rc = rc ? rc
+                : buf_append(&e[i].arguments, res->calls[i].arguments, res->calls[i].arguments_len);
+    }
+    *calls = e;
+    *n_calls = n;
+    if (rc == 0 && n == 0 && res->content) { /* not the grammar's array (cut off): the text */
+        *text = res->content;
+        *len = res->content_len;
+    }
+    return rc;
+}
+
+static void rs_stream_event(struct gen *g, struct choice *c, const struct out_event *ev)
+{
+    struct lp_view lv;
+    struct tool_delta td;
+    struct tool_result tr;
+    struct tool_delta_call *own = NULL, *calls = NULL;
+    size_t n_calls = 0;
+    const char *text = ev->text;
+    size_t len = ev->text_len;
+    struct buf frames;
+    memset(&lv, 0, sizeof lv);
+    memset(&tr, 0, sizeof tr);
+    tool_delta_init(&td);
+    buf_init(&frames, SERVER_MAX_BODY_OUT);
+    int rc = 0;
+    if (g->o.logprobs >= 0 && ev->has_lp) {
+        rc = lp_build(g, c, false, &ev->lp, 1, &lv);
+    }
+    if (rc == 0 && tool_mode(g)) {
+        rc = rs_tool_entries(g, c, ev, &td, &tr, &calls, &n_calls, &text, &len);
+        own = calls != td.calls ? calls : NULL;
+    }
+    if (rc == 0) {
+        rc = responses_stream_delta(g->rs, text, len, lv.lps, lv.n_lps, calls, n_calls, &frames);
+    }
+    if (rc == 0) {
+        rs_send(g, &frames);
+    } else {
+        gen_fail(g, "cannot build the response events (%s)", tandem_strerror(rc));
+    }
+    for (size_t i = 0; own && i < n_calls; i++) {
+        buf_free(&own[i].arguments);
+    }
+    free(own);
+    tool_result_free(&tr);
+    tool_delta_free(&td);
+    lp_view_free(&lv);
+    buf_free(&frames);
+}
+
+static void rs_finish_stream(struct gen *g)
+{
+    if (!g->req) {
+        return;
+    }
+    if (!g->failed) {
+        struct openai_usage u;
+        struct responses_result res;
+        struct buf frames;
+        rs_result(g, &res, &u, g->choices[0].finish);
+        buf_init(&frames, SERVER_MAX_BODY_OUT);
+        int rc = responses_stream_end(g->rs, &res, &frames);
+        if (rc == 0) {
+            rs_send(g, &frames);
+        }
+        buf_free(&frames);
+        if (rc != 0) {
+            gen_fail(g, "cannot build the response events (%s)", tandem_strerror(rc));
+            return;
+        }
+    }
+    http_stream_end(g->req);
+    g->req = NULL;
+}
+
+static void rs_respond_full(struct gen *g)
+{
+    struct choice *c = &g->choices[0];
+    struct openai_usage u;
+    struct responses_result res;
+    struct lp_view lv;
+    struct tool_result tr;
+    struct openai_choice oc;
+    struct buf calls_json, body;
+    memset(&lv, 0, sizeof lv);
+    memset(&tr, 0, sizeof tr);
+    memset(&oc, 0, sizeof oc);
+    buf_init(&calls_json, SERVER_MAX_BODY_OUT);
+    buf_init(&body, SERVER_MAX_BODY_OUT);
+    rs_result(g, &res, &u, c->finish);
+    res.text = c->text.data ? c->text.data : "";
+    res.text_len = c->text.len;
+    int rc = 0;
+    if (g->o.logprobs >= 0) {
+        rc = lp_build(g, c, false, c->lps, c->n_lps, &lv);
+        res.logprobs = lv.lps;
+        res.n_logprobs = lv.n_lps;
+    }
+    if (rc == 0 && tool_mode(g)) {
+        rc = tools_full(g, c, &oc, &tr, &calls_json);
+        res.text = oc.content_null ? NULL : oc.text;
+        res.text_len = oc.content_null ? 0 : oc.text_len;
+        res.calls = tr.calls;
+        res.n_calls = !tr.tools_called                              ? 0
+                      : tr.n_calls > 1 && !g->o.parallel_tool_calls ? 1
+                                                                    : tr.n_calls;
+    }
+    if (rc == 0) {
+        rc = responses_build(g->rs, &res, &body);
+    }
+    if (rc == 0) {
+        http_respond_json(g->req, 200, body.data);
+        g->req = NULL;
+    } else {
+        gen_fail(g, "cannot build the response body (%s)", tandem_strerror(rc));
+    }
+    tool_result_free(&tr);
+    lp_view_free(&lv);
+    buf_free(&calls_json);
+    buf_free(&body);
+}
+
+/* GET /v1/responses/{id}, POST /v1/responses/{id}/cancel: vLLM without its store keeps no
+ * response, so every id is its 404. */
+static void h_responses_stored(struct http_request *req, void *ud)
+{
+    (void)ud;
+    const char *path = http_request_path(req) + strlen("/v1/responses");
+    const char *cancel = strstr(path, "/cancel");
+    const int post = strcmp(http_request_method(req), "POST") == 0;
+    size_t id_len = path[0] == '/' ? strcspn(path + 1, "/") : 0;
+    if (id_len == 0 || (post && (!cancel || cancel != path + 1 + id_len || cancel[7] != '\0')) ||
+        (!post && path[1 + id_len] != '\0')) {
+        http_respond_error(req, 404, "NotFoundError", "Not Found", NULL);
+        return;
+    }
+    char msg[256];
+    snprintf(msg, sizeof msg, "Response with id '%.*s' not found.",
+             (int)(id_len > 200 ? 200 : id_len), path + 1);
+    http_respond_error(req, 404, "invalid_request_error", msg, "response_id");
+}
+
+/* vLLM's stream_interval (RequestState.make_request_output): a choice's first output and its
+ * last go out at once; the others wait until stream_interval tokens have come since its last
+ * chunk and go out as one. 1: ev is held, nothing to send; 0: send *send, ev itself or (merged)
+ * the held outputs and ev as one, whose logprobs and ids are c's held ones until
+ * stream_release; -ENOMEM. */
+static int stream_hold(const struct gen *g, struct choice *c, const struct out_event *ev,
+                       struct out_event *merged, const struct out_event **send)
+{
+    *send = ev;
+    const size_t interval = g->o.stream_interval > 1 ? (size_t)g->o.stream_interval : 1;
+    const size_t n_tok = ev->token >= 0 ? 1 : 0;
+    const bool release = !c->sent_any || ev->finished || c->n_held_tokens + n_tok >= interval;
+    c->sent_any = 1;
+    const bool holding = c->held_text.len > 0 || c->n_held_ids > 0 || c->n_held_lps > 0;
+    if (interval == 1 || (release && !holding)) {
+        return 0;
+    }
+    int32_t *ids =
+        tandem_grow(c->held_ids, &c->cap_held_ids, c->n_held_ids + 1, sizeof *c->held_ids, 16);
+    if (ids) {
+        c->held_ids = ids;
+    }
+    struct lp_entry *lps = ev->has_lp ? tandem_grow(c->held_lps, &c->cap_held_lps,
+                                                    c->n_held_lps + 1, sizeof *c->held_lps, 4)
+                                      : c->held_lps;
+    if (lps) {
+        c->held_lps = lps;
+    }
+    if (!ids || (ev->has_lp && !lps) || buf_append(&c->held_text, ev->text, ev->text_len) != 0) {
+        return -ENOMEM;
+    }
+    if (n_tok) {
+        c->held_ids[c->n_held_ids++] = ev->token;
+    }
+    if (ev->has_lp) {
+        c->held_lps[c->n_held_lps++] = ev->lp;
+    }
+    c->n_held_tokens += n_tok;
+    if (!release) {
+        return 1;
+    }
+    *merged = *ev;
+    merged->text = c->held_text.data ? c->held_text.data : "";
+    merged->text_len = c->held_text.len;
+    *send = merged;
+    return 0;
+}
+
+/* After a merged chunk (stream_hold) went out: nothing held any more. */
+static void stream_release(struct choice *c)
+{
+    buf_reset(&c->held_text);
+    c->n_held_lps = 0;
+    c->n_held_ids = 0;
+    c->n_held_tokens = 0;
+}
+
 static void stream_event(struct gen *g, struct choice *c, const struct out_event *ev)
 {
+    if (g->rs) {
+        rs_stream_event(g, c, ev);
+        return;
+    }
+    struct out_event merged;
+    const struct out_event *send = ev;
+    const int held = stream_hold(g, c, ev, &merged, &send);
+    if (held != 0) {
+        if (held < 0) {
+            gen_fail(g, "out of memory holding stream outputs (stream_interval)");
+        }
+        return;
+    }
+    ev = send;
+    const bool batched = send == &merged; /* its tokens are c's held ones */
     struct openai_meta meta;
     fill_meta(g, &meta);
     struct openai_choice oc = {
@@ -941,10 +1293,13 @@ static void stream_event(struct gen *g, struct choice *c, const struct out_event
     /* the echo waits for the output that brings the prompt's logprobs when it shows them */
     const bool echo_now = completion && g->o.echo && !c->echoed &&
                           (c->plp_ready || !g->o.has_prompt_logprobs || ev->finished);
-    const size_t n_gen = ev->has_lp && !g->o.echo_only ? 1 : 0;
+    const struct lp_entry *gen_lps = batched ? c->held_lps : &ev->lp;
+    const size_t n_gen = g->o.echo_only ? 0 : batched ? c->n_held_lps : ev->has_lp ? 1 : 0;
+    const int32_t *tok_ids = batched ? c->held_ids : &ev->token;
+    const size_t n_tok = batched ? c->n_held_ids : ev->token >= 0 ? 1 : 0;
     /* return_token_ids: each chunk carries its tokens (vLLM sends a chunk per output then, with
      * or without text); a completion choice's first chunk its prompt's ids */
-    const int carry_ids = g->o.return_token_ids && ev->token >= 0;
+    const int carry_ids = g->o.return_token_ids && n_tok > 0;
     struct openai_usage u;
     struct lp_view lv;
     memset(&lv, 0, sizeof lv);
@@ -962,7 +1317,7 @@ static void stream_event(struct gen *g, struct choice *c, const struct out_event
     /* logprobs: this output's token, after the prompt's tokens with an echo (vLLM's
      * _create_completion_logprobs over prompt + output) */
     if (g->o.logprobs >= 0 && (n_gen > 0 || (echo_now && c->plp_ready))) {
-        if (lp_build(g, c, echo_now, &ev->lp, n_gen, &lv) != 0) {
+        if (lp_build(g, c, echo_now, gen_lps, n_gen, &lv) != 0) {
             gen_fail(g, "out of memory building logprobs");
             goto out;
         }
@@ -970,8 +1325,8 @@ static void stream_event(struct gen *g, struct choice *c, const struct out_event
         oc.n_logprobs = lv.n_lps;
     }
     if (g->o.return_token_ids) {
-        oc.token_ids = ev->token >= 0 ? &ev->token : NULL;
-        oc.n_token_ids = ev->token >= 0 ? 1 : 0;
+        oc.token_ids = n_tok > 0 ? tok_ids : NULL;
+        oc.n_token_ids = n_tok;
     }
     if (tool_mode(g) && tools_stream(g, c, ev, &oc, &td, &calls) != 0) {
         gen_fail(g, "cannot extract the tool calls");
@@ -1006,6 +1361,9 @@ static void stream_event(struct gen *g, struct choice *c, const struct out_event
         gen_fail(g, "cannot build a stream chunk (%s)", tandem_strerror(rc));
     }
 out:
+    if (batched) {
+        stream_release(c);
+    }
     buf_free(&json);
     buf_free(&joined);
     tool_delta_free(&td);
@@ -1015,6 +1373,10 @@ out:
 
 static void finish_stream(struct gen *g)
 {
+    if (g->rs) {
+        rs_finish_stream(g);
+        return;
+    }
     if (!g->req) {
         return;
     }
@@ -1064,21 +1426,87 @@ static void respond_embeddings(struct gen *g)
         vecs[i] = g->choices[i].embedding;
         rc = vecs[i] && g->choices[i].n_embedding == dims ? 0 : -EIO;
     }
+    const struct openai_embed_format *fmt = &g->o.embed_fmt;
+    const bool bytes =
+        fmt->encoding == OPENAI_EMBED_BYTES || fmt->encoding == OPENAI_EMBED_BYTES_ONLY;
+    struct buf md; /* encoding_format "bytes": the metadata header */
+    buf_init(&md, SERVER_MAX_BODY_OUT);
     if (rc == 0) {
-        rc = openai_build_embeddings(&meta, vecs, (size_t)g->n, dims, g->o.embed_base64, &u, &body);
+        rc = bytes ? openai_build_embeddings_bytes(&meta, vecs, (size_t)g->n, dims, fmt, &u, &body,
+                                                   &md)
+                   : openai_build_embeddings_fmt(&meta, vecs, (size_t)g->n, dims, fmt, &u, &body);
     }
-    if (rc == 0) {
+    if (rc == 0 && bytes) {
+        if (md.len > 0) {
+            http_add_header(g->req, "metadata", md.data);
+        }
+        http_respond(g->req, 200, "application/octet-stream", body.data ? body.data : "", body.len);
+        g->req = NULL;
+    } else if (rc == 0) {
         http_respond_json(g->req, 200, body.data);
         g->req = NULL;
     } else {
         gen_fail(g, "cannot build the embeddings (%s)", tandem_strerror(rc));
     }
+    buf_free(&md);
     buf_free(&body);
     free(vecs);
 }
 
+/* /score, /rerank, /pooling: scoring.c's answer from every choice's pooled vector. */
+static void respond_scoring(struct gen *g)
+{
+    const enum openai_embed_encoding enc = g->o.embed_fmt.encoding;
+    if (enc == OPENAI_EMBED_BYTES || enc == OPENAI_EMBED_BYTES_ONLY) {
+        respond_embeddings(g); /* /pooling: vLLM's encode_pooling_bytes, as for embeddings */
+        return;
+    }
+    const float **vecs = calloc((size_t)g->n, sizeof *vecs);
+    int32_t *n_tokens = calloc((size_t)g->n, sizeof *n_tokens);
+    struct buf body;
+    buf_init(&body, SERVER_MAX_BODY_OUT);
+    int rc = vecs && n_tokens ? 0 : -ENOMEM;
+    const int32_t dims = g->n > 0 ? g->choices[0].n_embedding : 0;
+    for (int i = 0; rc == 0 && i < g->n; i++) {
+        vecs[i] = g->choices[i].embedding;
+        n_tokens[i] = g->choices[i].n_prompt;
+        rc = vecs[i] && g->choices[i].n_embedding == dims ? 0 : -EIO;
+    }
+    if (rc == 0) {
+        const struct scoring_output so = {
+            .id = g->id,
+            .model = g->s->served_name, /* vLLM's models.model_name(): the base model's */
+            .created = g->created,
+            .vecs = vecs,
+            .n_tokens = n_tokens,
+            .n = (size_t)g->n,
+            .dims = (size_t)dims,
+            .pad_token = engine_model(g->s->e)->vocab.pad_id >= 0,
+            .fmt = &g->o.embed_fmt,
+        };
+        rc = scoring_build(&g->sc, &so, &body);
+    }
+    if (rc == 0) {
+        http_respond_json(g->req, 200, body.data);
+        g->req = NULL;
+    } else {
+        gen_fail(g, "cannot build the answer (%s)", tandem_strerror(rc));
+    }
+    buf_free(&body);
+    free(vecs);
+    free(n_tokens);
+}
+
 static void respond_full(struct gen *g)
 {
+    if (g->rs) {
+        rs_respond_full(g);
+        return;
+    }
+    if (g->sc.kind != SCORING_NONE) {
+        respond_scoring(g);
+        return;
+    }
     if (g->kind == OPENAI_EMBEDDING) {
         respond_embeddings(g);
         return;
@@ -1527,8 +1955,9 @@ static int structured_grammar(struct engine_server *s, const struct openai_guide
     return rc;
 }
 
+/* sk: a scoring request (/score, /rerank, /pooling, kind OPENAI_EMBEDDING), or SCORING_NONE */
 static void handle_generate(struct http_request *req, struct engine_server *s,
-                            enum openai_kind kind)
+                            enum openai_kind kind, enum scoring_kind sk)
 {
     size_t blen = 0;
     const char *body = http_request_body(req, &blen);
@@ -1556,7 +1985,13 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
             span_set_str(g->span, "x-request-id", g->xrid);
         }
     }
-    int rc = kind == OPENAI_CHAT ? openai_parse_chat(body ? body : "", blen, &g->o, &err)
+    /* /v1/responses: a chat request in the Responses form (responses.h) */
+    const bool responses = strcmp(http_request_path(req), "/v1/responses") == 0;
+    int rc = responses ? responses_parse(body ? body : "", blen, s->auto_tools, &g->rs, &g->o, &err)
+             : sk != SCORING_NONE
+                 ? scoring_parse(sk, body ? body : "", blen,
+                                 model_arch_name(engine_model(s->e)->cfg.arch), &g->o, &g->sc, &err)
+             : kind == OPENAI_CHAT ? openai_parse_chat(body ? body : "", blen, &g->o, &err)
              : kind == OPENAI_EMBEDDING
                  ? openai_parse_embedding(body ? body : "", blen, &g->o, &err)
                  : openai_parse_completion(body ? body : "", blen, &g->o, &err);
@@ -1588,6 +2023,13 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
         goto err_respond;
     }
     g->lora = is_lora ? g->o.model : NULL;
+    if (g->rs && responses_check(g->rs, &err) != 0) {
+        goto err_respond;
+    }
+    if (sk != SCORING_NONE &&
+        scoring_prepare(&g->sc, &g->o, s->tok, engine_max_model_len(s->e), &err) != 0) {
+        goto err_respond;
+    }
     if (prompt_bad_words(&s->pc, &g->o, &err) != 0) {
         goto err_respond;
     }
@@ -1613,6 +2055,14 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
         }
         if (prompt_build(&s->pc, &g->o, &ids[p], &n_ids[p], &prompt_text, &prompt_len, &err) != 0) {
             goto err_respond;
+        }
+        if (kind == OPENAI_CHAT && g->o.return_prompt_text && prompt_text) {
+            g->prompt_text = strndup(prompt_text, prompt_len); /* vLLM's res.prompt */
+            g->prompt_text_len = prompt_len;
+            if (!g->prompt_text) {
+                openai_error_set(&err, 500, NULL, "out of memory");
+                goto err_respond;
+            }
         }
         if (g->o.truncate_prompt_tokens != 0) {
             const int32_t k =
@@ -1685,17 +2135,24 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
     }
     /* vLLM checks prompt_logprobs against max_logprobs once the prompt is rendered (-1: the
      * vocabulary, the width of the logits) */
-    if (openai_resolve_prompt_logprobs(&g->o, engine_model(s->e)->cfg.n_vocab, &err) != 0) {
+    if (openai_resolve_sampling(&g->o, engine_model(s->e)->cfg.n_vocab, &err) != 0) {
         goto err_respond;
     }
 
     const char *xrid = http_request_header(req, "x-request-id");
-    const char *prefix = kind == OPENAI_CHAT        ? "chatcmpl-"
+    const char *prefix = g->rs                      ? "resp_"
+                         : sk != SCORING_NONE       ? scoring_id_prefix(sk)
+                         : kind == OPENAI_CHAT      ? "chatcmpl-"
                          : kind == OPENAI_EMBEDDING ? "embd-"
                                                     : "cmpl-";
     if (xrid && xrid[0] && strlen(xrid) < 64 &&
         strspn(xrid, "0123456789abcdefABCDEF-_.:") == strlen(xrid)) {
         snprintf(g->id, sizeof g->id, "%s%s", prefix, xrid);
+    } else if (g->rs && g->rs->request_id) {
+        snprintf(g->id, sizeof g->id, "%s", g->rs->request_id); /* vLLM: the id as given */
+    } else if (g->o.request_id && kind != OPENAI_EMBEDDING) {
+        /* vLLM: the body's request_id without the header (pooling ids ignore it) */
+        snprintf(g->id, sizeof g->id, "%s%s", prefix, g->o.request_id);
     } else {
         openai_make_id(g->id, sizeof g->id, prefix);
     }
@@ -1718,6 +2175,7 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
         c->echo = g->echo[p];
         c->echo_len = g->echo_len[p];
         buf_init(&c->text, SERVER_MAX_TEXT);
+        buf_init(&c->held_text, SERVER_MAX_TEXT);
         c->lost_ev.c = c;
         int arc = c->echo ? buf_append(&c->text, c->echo, c->echo_len) : 0;
         if (arc != 0) {
@@ -1820,7 +2278,9 @@ static void handle_generate(struct http_request *req, struct engine_server *s,
     http_request_on_abort(req, on_client_abort, g);
     if (g->o.stream) {
         http_stream_start(req, 200, "text/event-stream");
-        if (kind == OPENAI_CHAT) {
+        if (g->rs) {
+            rs_stream_start(g);
+        } else if (kind == OPENAI_CHAT) {
             struct openai_meta meta;
             fill_meta(g, &meta);
             for (int i = 0; i < g->n && g->req; i++) {
@@ -1848,14 +2308,20 @@ err_respond:
     free(max_tok);
     free(kv_blocks);
     free(prompt_text);
+    if (g->rs) {
+        responses_fix_error(&err); /* a chat field's name → its Responses name */
+    }
     gen_trace_fail(g, err.status, err.message);
     respond_openai_error(req, &err);
     openai_request_deinit(&g->o);
+    scoring_request_deinit(&g->sc);
+    responses_request_free(g->rs);
     gen_free_echo(g);
     for (int i = 0; g->choices && i < g->n; i++) {
         buf_free(&g->choices[i].text);
     }
     free(g->choices);
+    free(g->prompt_text);
     free(g);
 }
 
@@ -1874,17 +2340,37 @@ static int auth_gate(struct http_request *req, void *ud)
 
 static void h_completions(struct http_request *req, void *ud)
 {
-    handle_generate(req, ud, OPENAI_COMPLETION);
+    handle_generate(req, ud, OPENAI_COMPLETION, SCORING_NONE);
 }
 
 static void h_chat(struct http_request *req, void *ud)
 {
-    handle_generate(req, ud, OPENAI_CHAT);
+    handle_generate(req, ud, OPENAI_CHAT, SCORING_NONE);
 }
 
 static void h_embeddings(struct http_request *req, void *ud)
 {
-    handle_generate(req, ud, OPENAI_EMBEDDING);
+    handle_generate(req, ud, OPENAI_EMBEDDING, SCORING_NONE);
+}
+
+static void h_score(struct http_request *req, void *ud)
+{
+    handle_generate(req, ud, OPENAI_EMBEDDING, SCORING_SCORE);
+}
+
+static void h_rerank(struct http_request *req, void *ud)
+{
+    handle_generate(req, ud, OPENAI_EMBEDDING, SCORING_RERANK);
+}
+
+static void h_pooling(struct http_request *req, void *ud)
+{
+    handle_generate(req, ud, OPENAI_EMBEDDING, SCORING_POOLING);
+}
+
+static void h_responses(struct http_request *req, void *ud)
+{
+    handle_generate(req, ud, OPENAI_CHAT, SCORING_NONE); /* the path makes it a Responses one */
 }
 
 static void h_health(struct http_request *req, void *ud)
@@ -2191,6 +2677,15 @@ struct engine_server *engine_server_new(uv_loop_t *loop, struct http_server *srv
     if (http_server_route(srv, "POST", "/v1/completions", 0, h_completions, s) != 0 ||
         http_server_route(srv, "POST", "/v1/chat/completions", 0, h_chat, s) != 0 ||
         http_server_route(srv, "POST", "/v1/embeddings", 0, h_embeddings, s) != 0 ||
+        http_server_route(srv, "POST", "/score", 0, h_score, s) != 0 ||
+        http_server_route(srv, "POST", "/v1/score", 0, h_score, s) != 0 ||
+        http_server_route(srv, "POST", "/rerank", 0, h_rerank, s) != 0 ||
+        http_server_route(srv, "POST", "/v1/rerank", 0, h_rerank, s) != 0 ||
+        http_server_route(srv, "POST", "/v2/rerank", 0, h_rerank, s) != 0 ||
+        http_server_route(srv, "POST", "/pooling", 0, h_pooling, s) != 0 ||
+        http_server_route(srv, "POST", "/v1/responses", 0, h_responses, s) != 0 ||
+        http_server_route(srv, "GET", "/v1/responses", 1, h_responses_stored, s) != 0 ||
+        http_server_route(srv, "POST", "/v1/responses", 1, h_responses_stored, s) != 0 ||
         http_server_route(srv, "GET", "/v1/models", 0, h_models, s) != 0 ||
         http_server_route(srv, "GET", "/health", 0, h_health, s) != 0 ||
         http_server_route(srv, NULL, "/ping", 0, h_health, s) != 0 ||

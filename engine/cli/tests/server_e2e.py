@@ -14,17 +14,26 @@ whole and streamed) and bad_words (a one-token word never generated, a two-token
 after its first token, per request in a batch), vLLM's prompt_logprobs (completions and chat,
 each position equal to what generation computes there, also over a prompt longer than an engine
 step), echo with logprobs (whole and streamed) and echo without generation (max_tokens 0), a
+vLLM's scoring endpoints (/score, /v1/score, /rerank, /v1/rerank, /v2/rerank, /pooling: cosine
+scores of the /v1/embeddings vectors 1:1, 1:N and N:N, rerank order and top_n, pooling equal to
+the embeddings, usage, max_tokens_per_doc, their 400s), vLLM's Responses API (/v1/responses:
+the chat completion's text and usage in vLLM's ResponsesResponse, whole and as its SSE events,
+logprobs, incomplete at max_output_tokens, json_schema output, a named function tool, its
+errors with the Responses field names), a
 client that disconnects mid-stream (its sequence is aborted: the abort counter moves and the KV
 cache empties), a full waiting queue answered 503 with Retry-After, and SIGTERM draining an
 in-flight streaming request to completion before exit.
 """
 
+import base64
 import http.client
 import json
+import math
 import os
 import random
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -149,6 +158,9 @@ def main():
         run_token_ids(srv)
         run_bad_words(srv)
         run_prompt_logprobs(srv)
+        run_vllm_fields(srv)
+        run_scoring(srv)
+        run_responses(srv)
         run_bad_input(srv)
     finally:
         srv.stop()
@@ -633,6 +645,151 @@ def run_long_prompt_logprobs(exe, model, work):
         srv.stop()
 
 
+def run_vllm_fields(srv):
+    """vLLM's request fields: repetition_detection (a logit_bias forcing one token at temperature
+    0 repeats it, so the answer ends "repetition" after min_count tokens, whole and streamed),
+    request_id, return_prompt_text with reasoning_effort / documents reaching the template,
+    stream_interval, seed -1, max_tokens null, stream_options {} without stream, and vLLM's 400s
+    (its messages) for thinking_token_budget, temperature, greedy n > 1, empty stop strings and
+    prompts, cache salts, logprobs -1 and repetition_detection's values."""
+    forced = {"logit_bias": {"100": 100}, "temperature": 0,
+              "repetition_detection": {"max_pattern_size": 2, "min_count": 3}}
+    st, body, _ = srv.post("/v1/completions", dict(forced, prompt="Once", max_tokens=40))
+    r = json.loads(body)
+    c = r["choices"][0] if st == 200 else {}
+    check(st == 200 and c["finish_reason"] == "repetition" and
+          c["stop_reason"] == "repetition_detected" and r["usage"]["completion_tokens"] == 3,
+          "repetition_detection ends the completion: %r" % body[:400])
+    chunks = stream_chunks(srv, "/v1/completions", dict(forced, prompt="Once", max_tokens=40))
+    last = [ch for ch in chunks if ch["choices"]][-1]["choices"][0]
+    check(last["finish_reason"] == "repetition" and last["stop_reason"] == "repetition_detected",
+          "repetition_detection streamed: %r" % last)
+    st, body, _ = srv.post("/v1/chat/completions", dict(
+        forced, messages=[{"role": "user", "content": "Hi"}], max_tokens=40,
+        repetition_detection={"max_pattern_size": 4, "min_pattern_size": 1, "min_count": 5}))
+    r = json.loads(body)
+    check(st == 200 and r["choices"][0]["finish_reason"] == "repetition" and
+          r["choices"][0]["stop_reason"] == "repetition_detected" and
+          r["usage"]["completion_tokens"] == 5, "chat repetition_detection: %r" % body[:400])
+    chunks = stream_chunks(srv, "/v1/chat/completions", dict(
+        forced, messages=[{"role": "user", "content": "Hi"}], max_tokens=40))
+    check(any(ch["choices"] and ch["choices"][0]["finish_reason"] == "repetition" and
+              ch["choices"][0]["stop_reason"] == "repetition_detected" for ch in chunks),
+          "chat repetition_detection streamed")
+    check(srv.metric("vllm:request_success_total", 'finished_reason="repetition"') >= 4,
+          "request_success_total{finished_reason=repetition}")
+    expect_message(srv, "/v1/completions", dict(forced, prompt="x", repetition_detection={
+        "max_pattern_size": 2, "min_count": 1}), None,
+        "min_count must be >= 2 to detect repetitive patterns in engine output. If you do not "
+        "wish to detect repetitive patterns, set max_pattern_size to 0.")
+    expect_message(srv, "/v1/chat/completions", {
+        "messages": [{"role": "user", "content": "Hi"}],
+        "repetition_detection": {"max_pattern_size": 1, "min_pattern_size": 2}}, None,
+        "max_pattern_size, min_pattern_size must be >=0, with min_pattern_size <= "
+        "max_pattern_size. Set both to 0 to disable repetitive pattern detection.")
+
+    # request_id: the response id without X-Request-Id (the header wins)
+    st, body, _ = srv.post("/v1/completions", {"prompt": "x", "max_tokens": 1,
+                                               "request_id": "my-req.7"})
+    check(st == 200 and json.loads(body)["id"] == "cmpl-my-req.7", "request_id: %r" % body[:200])
+    c = srv.conn()
+    c.request("POST", "/v1/chat/completions", body=json.dumps({
+        "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1, "request_id": "r2"}),
+        headers={"Content-Type": "application/json", "X-Request-Id": "abc-123"})
+    got = json.loads(c.getresponse().read())
+    c.close()
+    check(got.get("id") == "chatcmpl-abc-123", "X-Request-Id wins over request_id: %r" % got)
+    chunks = stream_chunks(srv, "/v1/chat/completions", {
+        "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2, "request_id": "r3"})
+    check(all(ch["id"] == "chatcmpl-r3" for ch in chunks), "streamed request_id")
+
+    # return_prompt_text: the rendered prompt, with reasoning_effort and documents in it
+    tmpl = ("{% for m in messages %}{{ m.content }}/{{ m.reasoning_content }};{% endfor %}"
+            "{{ reasoning_effort }},{{ enable_thinking }},"
+            "{% for d in documents %}{{ d.title }}{% endfor %}")
+    body = {"messages": [{"role": "user", "content": "Hi"},
+                         {"role": "assistant", "content": "A", "reasoning": "R"}],
+            "max_tokens": 2, "chat_template": tmpl, "reasoning_effort": "none",
+            "documents": [{"title": "D1", "text": "x"}], "return_prompt_text": True,
+            "continue_final_message": True, "add_generation_prompt": False}
+    st, out, _ = srv.post("/v1/chat/completions", body)
+    r = json.loads(out)
+    check(st == 200 and r.get("prompt_text") == "Hi/;A/R;none,False,D1"[:len("Hi/;A")],
+          "return_prompt_text (continue_final_message cuts after the last content): %r"
+          % out[:300])
+    body.update(continue_final_message=False, add_generation_prompt=True)
+    st, out, _ = srv.post("/v1/chat/completions", body)
+    r = json.loads(out)
+    check(st == 200 and r.get("prompt_text") == "Hi/;A/R;none,False,D1",
+          "reasoning_effort, documents and reasoning reach the template: %r" % out[:300])
+    chunks = stream_chunks(srv, "/v1/chat/completions", body)
+    check(chunks[0].get("prompt_text") == "Hi/;A/R;none,False,D1" and
+          all("prompt_text" not in ch for ch in chunks[1:]),
+          "prompt_text in the first chunk only: %r" % chunks[:2])
+    st, out, _ = srv.post("/v1/chat/completions", dict(body, return_prompt_text=False))
+    check(st == 200 and "prompt_text" not in json.loads(out), "no prompt_text unless asked")
+
+    # stream_interval: the first chunk at once, then stream_interval tokens per chunk
+    base = {"prompt": "Once upon a time", "max_tokens": 10, "temperature": 0,
+            "ignore_eos": True}
+    st, out, _ = srv.post("/v1/completions", base)
+    whole = json.loads(out)["choices"][0]["text"]
+    chunks = stream_chunks(srv, "/v1/completions", dict(base, stream_interval=3,
+                                                        return_token_ids=True))
+    sizes = [len(ch["choices"][0]["token_ids"]) for ch in chunks if ch["choices"]]
+    text = "".join(ch["choices"][0]["text"] for ch in chunks if ch["choices"])
+    check(sizes == [1, 3, 3, 3] and text == whole,
+          "stream_interval 3: chunks of %r tokens, text %r vs %r" % (sizes, text, whole))
+    chunks = stream_chunks(srv, "/v1/chat/completions", {
+        "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 7, "ignore_eos": True,
+        "stream_interval": 4, "logprobs": True, "top_logprobs": 1})
+    lps = [len(ch["choices"][0]["logprobs"]["content"]) for ch in chunks
+           if ch["choices"] and ch["choices"][0].get("logprobs")]
+    check(lps == [1, 4, 2], "chat stream_interval 4: logprobs per chunk %r" % lps)
+
+    # seed -1 (no seed), max_tokens null (16), stream_options {} without stream
+    st, out, _ = srv.post("/v1/completions", {"prompt": "x", "seed": -1, "max_tokens": 2})
+    check(st == 200, "seed -1: %d" % st)
+    st, out, _ = srv.post("/v1/completions", {"prompt": "x", "max_tokens": None,
+                                              "ignore_eos": True, "stream_options": {}})
+    check(st == 200 and json.loads(out)["usage"]["completion_tokens"] == 16,
+          "max_tokens null is 16, stream_options {} fine: %r" % out[:200])
+
+    # vLLM's 400s, word for word
+    msg = [{"role": "user", "content": "Hi"}]
+    for path, body, param, message in (
+            ("/v1/chat/completions", {"messages": msg, "thinking_token_budget": 10},
+             "thinking_token_budget",
+             "thinking_token_budget is set but reasoning_config is not configured. Please set "
+             "--reasoning-parser and/or --reasoning-config to use thinking_token_budget."),
+            ("/v1/chat/completions", {"messages": msg, "thinking_token_budget": 1.5},
+             "thinking_token_budget",
+             "`thinking_token_budget` must be a non-negative integer or -1 for unlimited."),
+            ("/v1/completions", {"prompt": "x", "temperature": 2.5}, "temperature",
+             "temperature must be in [0, 2], got 2.5."),
+            ("/v1/completions", {"prompt": "x", "temperature": 0, "n": 2}, "n",
+             "n must be 1 when using greedy sampling, got 2."),
+            ("/v1/completions", {"prompt": "x", "stop": ["a", ""]}, "stop",
+             "stop cannot contain an empty string."),
+            ("/v1/completions", {"prompt": ""}, "prompt",
+             "Either prompt or prompt_embeds must be provided and non-empty."),
+            ("/v1/chat/completions", {"messages": msg, "cache_salt": "a@b"}, "cache_salt",
+             "Parameter 'cache_salt' must be at most 128 characters and must not contain '@', "
+             "'/', '\\\\', or NUL."),
+            ("/v1/completions", {"prompt": "x", "logprobs": -1}, "logprobs",
+             "Requested sample logprobs of 512, which is greater than max allowed: 20"),
+            ("/v1/chat/completions", {"messages": msg, "logprobs": True, "top_logprobs": -1},
+             "logprobs", "Requested sample logprobs of 512, which is greater than max allowed: 20"),
+            ("/v1/completions", {"prompt": "x", "stream_options": {"include_usage": True}},
+             "stream_options", "Stream options can only be defined when `stream=True`."),
+            ("/v1/chat/completions", {"messages": msg, "reasoning_effort": "huge"},
+             "reasoning_effort", None),
+            ("/v1/completions", {"prompt": "x", "stream_interval": 0}, "stream_interval", None)):
+        expect_error(srv, path, body, 400, param)
+        if message:
+            expect_message(srv, path, body, param, message)
+
+
 def run_bad_input(srv):
     long_prompt = list(range(1, 300))
     cases = [
@@ -663,6 +820,425 @@ def run_bad_input(srv):
         expect_error(srv, path, body, status, param, raw)
     st, _, _ = srv.post("/v1/completions", {"prompt": "still alive", "max_tokens": 2})
     check(st == 200, "server keeps serving after bad input")
+
+
+def cosine(a, b):
+    """torch.nn.functional.cosine_similarity of two vectors (each norm clamped to 1e-8)."""
+    dot = sum(x * y for x, y in zip(a, b))
+    na = math.sqrt(sum(x * x for x in a))
+    nb = math.sqrt(sum(y * y for y in b))
+    return dot / (max(na, 1e-8) * max(nb, 1e-8))
+
+
+def run_scoring(srv):
+    """vLLM's bi-encoder scoring over the embeddings path: every score is the cosine similarity
+    of the two texts' /v1/embeddings vectors, every pooled vector the embedding itself."""
+    texts = ["The weather today", "Once upon a time", "hello world", "a b c d e f g h",
+             "zebra", "Once upon a time"]
+    st, out, _ = srv.post("/v1/embeddings", {"input": texts})
+    check(st == 200, "embeddings for scoring: %d %r" % (st, out[:200]))
+    emb = {t: d["embedding"] for t, d in zip(texts, json.loads(out)["data"])}
+    ntok = {t: len(tokenize(srv, t)) for t in texts}
+    pad = []  # tokens vLLM counts between a pair's prompts (1 with a pad token), once known
+
+    def check_usage(usage, pairs, what):
+        extra = usage["prompt_tokens"] - sum(ntok[a] + ntok[b] for a, b in pairs)
+        if not pad:
+            pad.append(extra // len(pairs) if extra in (0, len(pairs)) else -1)
+        check(extra == pad[0] * len(pairs) and pad[0] in (0, 1)
+              and usage["total_tokens"] == usage["prompt_tokens"],
+              "%s usage (query + pad + document per pair): %r" % (what, usage))
+
+    def score(path, body, pairs, what):
+        st, out, _ = srv.post(path, body)
+        r = json.loads(out) if st == 200 else {}
+        check(st == 200 and r.get("id", "").startswith("score-") and r["object"] == "list"
+              and r["model"] == "tiny" and isinstance(r["created"], int)
+              and len(r["data"]) == len(pairs), "%s %s: %d %r" % (what, path, st, out[:300]))
+        if st != 200:
+            return r
+        for i, ((a, b), d) in enumerate(zip(pairs, r["data"])):
+            check(d["index"] == i and d["object"] == "score"
+                  and abs(d["score"] - cosine(emb[a], emb[b])) < 1e-5,
+                  "%s pair %d: %r, want %r" % (what, i, d, cosine(emb[a], emb[b])))
+        check_usage(r["usage"], pairs, what)
+        check(r["usage"]["completion_tokens"] == 0, "%s: completion_tokens 0" % what)
+        return r
+
+    q, docs = texts[0], texts[1:5]
+    score("/score", {"text_1": q, "text_2": texts[2]}, [(q, texts[2])], "1:1")
+    score("/v1/score", {"model": "tiny", "text_1": [q], "text_2": [texts[2]]}, [(q, texts[2])],
+          "1:1 lists")
+    score("/score", {"queries": q, "documents": docs}, [(q, d) for d in docs], "1:N")
+    score("/score", {"queries": [q], "items": docs}, [(q, d) for d in docs], "1:N items")
+    score("/score", {"data_1": texts[:3], "data_2": texts[3:]}, list(zip(texts[:3], texts[3:])),
+          "N:N")
+    r = score("/score", {"text_1": texts[1], "text_2": texts[5]}, [(texts[1], texts[5])], "same")
+    check(r and abs(r["data"][0]["score"] - 1.0) < 1e-6, "a text scores 1 with itself: %r" % r)
+    # use_activation (normalisation) does not move a cosine
+    score("/score", {"text_1": q, "text_2": docs, "use_activation": False},
+          [(q, d) for d in docs], "use_activation false")
+
+    # truncate_prompt_tokens: the same cut as /v1/embeddings
+    st, out, _ = srv.post("/v1/embeddings", {"input": [q, docs[2]], "truncate_prompt_tokens": 3})
+    cut = [d["embedding"] for d in json.loads(out)["data"]]
+    st, out, _ = srv.post("/score", {"text_1": q, "text_2": docs[2], "truncate_prompt_tokens": 3})
+    r = json.loads(out)
+    check(st == 200 and abs(r["data"][0]["score"] - cosine(cut[0], cut[1])) < 1e-5
+          and r["usage"]["prompt_tokens"] == 6 + pad[0], "truncate_prompt_tokens: %r" % r)
+    # max_tokens_per_doc / max_tokens_per_query: each text cut to the text of its first tokens
+    # (counted without special tokens); a shorter one as it is
+    def head(text, k):
+        ids = tokenize(srv, text, special=False)
+        return detokenize(srv, ids[:k]) if len(ids) > k else text
+
+    heads = [head(d, 2) for d in docs] + [head(q, 3)]
+    check(heads[2] == "a b" and heads[4] != q, "cut texts: %r" % heads)
+    st, out, _ = srv.post("/v1/embeddings", {"input": heads})
+    head_emb = [d["embedding"] for d in json.loads(out)["data"]]
+    st, out, _ = srv.post("/score", {"text_1": q, "text_2": docs, "max_tokens_per_doc": 2,
+                                     "max_tokens_per_query": 3})
+    r = json.loads(out)
+    check(st == 200 and all(abs(d["score"] - cosine(head_emb[4], head_emb[i])) < 1e-5
+                            for i, d in enumerate(r["data"])),
+          "max_tokens_per_doc/query: %r (heads %r)" % (r, heads))
+
+    # rerank: best first, the documents as given, top_n
+    want = sorted(range(len(docs)), key=lambda i: -cosine(emb[q], emb[docs[i]]))
+    for path in ("/rerank", "/v1/rerank", "/v2/rerank"):
+        st, out, _ = srv.post(path, {"model": "tiny", "query": q, "documents": docs})
+        r = json.loads(out)
+        check(st == 200 and r["id"].startswith("score-") and r["model"] == "tiny"
+              and "object" not in r and [x["index"] for x in r["results"]] == want,
+              "%s order: %r, want %r" % (path, out[:400], want))
+        for x in r.get("results", []):
+            check(x["document"] == {"text": docs[x["index"]], "multi_modal": None}
+                  and abs(x["relevance_score"] - cosine(emb[q], emb[docs[x["index"]]])) < 1e-5,
+                  "%s result %r" % (path, x))
+        check(r["usage"]["prompt_tokens"] == sum(ntok[q] + pad[0] + ntok[d] for d in docs)
+              and r["usage"]["total_tokens"] == r["usage"]["prompt_tokens"]
+              and set(r["usage"]) == {"prompt_tokens", "total_tokens"},
+              "%s usage: %r" % (path, r["usage"]))
+    for top_n, n in ((2, 2), (0, 4), (-1, 4), (9, 4), (1, 1)):
+        st, out, _ = srv.post("/rerank", {"query": q, "documents": docs, "top_n": top_n})
+        r = json.loads(out)
+        check(st == 200 and [x["index"] for x in r["results"]] == want[:n],
+              "rerank top_n %d: %r" % (top_n, out[:300]))
+    st, out, _ = srv.post("/rerank", {"query": q, "documents": docs[0]})
+    r = json.loads(out)
+    check(st == 200 and len(r["results"]) == 1 and r["results"][0]["index"] == 0,
+          "rerank of one document: %r" % out[:300])
+
+    # pooling: the embeddings themselves, as the same JSON numbers
+    st, out, _ = srv.post("/pooling", {"model": "tiny", "input": texts[:3]})
+    r = json.loads(out)
+    check(st == 200 and r["id"].startswith("pooling-") and r["object"] == "list"
+          and r["model"] == "tiny" and [d["index"] for d in r["data"]] == [0, 1, 2]
+          and all(d["object"] == "pooling" for d in r["data"])
+          and [d["data"] for d in r["data"]] == [emb[t] for t in texts[:3]]
+          and r["usage"]["prompt_tokens"] == sum(ntok[t] for t in texts[:3]),
+          "pooling equals embeddings: %r" % out[:300])
+    st, out, _ = srv.post("/pooling", {"input": texts[0], "encoding_format": "base64",
+                                       "task": "embed"})
+    raw = base64.b64decode(json.loads(out)["data"][0]["data"])
+    vec = [x[0] for x in struct.iter_unpack("<f", raw)]
+    check(st == 200 and len(vec) == len(emb[texts[0]])
+          and max(abs(a - b) for a, b in zip(vec, emb[texts[0]])) < 1e-6,
+          "pooling base64: %r" % out[:200])
+    st, out, resp = srv.post("/pooling", {"input": texts[:2], "encoding_format": "bytes_only"})
+    vec = [x[0] for x in struct.iter_unpack("<f", out)] if st == 200 else []
+    check(st == 200 and resp.getheader("Content-Type", "").startswith("application/octet-stream")
+          and len(vec) == 2 * len(emb[texts[0]])
+          and max(abs(a - b) for a, b in zip(vec, emb[texts[0]] + emb[texts[1]])) < 1e-6,
+          "pooling bytes_only: %d %r" % (st, out[:100]))
+    st, out, _ = srv.post("/pooling", {"input": [texts[1]], "use_activation": False})
+    st2, out2, _ = srv.post("/v1/embeddings", {"input": [texts[1]], "use_activation": False})
+    check(st == 200 and st2 == 200
+          and json.loads(out)["data"][0]["data"] == json.loads(out2)["data"][0]["embedding"],
+          "pooling use_activation false equals the embedding's: %r %r" % (out[:200], out2[:200]))
+
+    # vLLM's 400s (and the 404 of an unknown model)
+    expect_message(srv, "/score", {"text_1": ["a", "b"], "text_2": ["c", "d", "e"]}, "text_2",
+                   "Input lengths must be either 1:1, 1:N or N:N")
+    expect_message(srv, "/score", {"queries": [], "documents": ["a"]}, "queries",
+                   "At least one text element must be given")
+    expect_message(srv, "/rerank", {"query": "q", "documents": []}, "documents",
+                   "At least one text_pair element must be given")
+    expect_message(srv, "/rerank", {"query": "q", "documents": [{"content": [
+        {"type": "text", "text": "x"}]}]}, None, "MultiModalParam is not supported for "
+                   "LlamaForCausalLM")
+    expect_message(srv, "/score", {"text_1": "a", "text_2": "b", "max_tokens_per_query": 256},
+                   "max_tokens_per_query",
+                   "max_tokens_per_query (256) must be less than max_model_len (256).")
+    expect_message(srv, "/score", {"text_1": "a", "text_2": "b", "truncate_prompt_tokens": 257},
+                   "truncate_prompt_tokens", "truncate_prompt_tokens value is greater than "
+                   "max_model_len. Please request a smaller truncation size.")
+    expect_message(srv, "/pooling", {"input": "a", "dimensions": 4}, "dimensions",
+                   "dimensions is currently not supported")
+    expect_message(srv, "/pooling", {"input": "a", "task": "classify"}, "task",
+                   "Unsupported task: 'classify' Supported tasks: ('generate', 'embed')")
+    for path, body, status, param in (
+            ("/score", {"text_1": "a"}, 400, "text_2"),
+            ("/score", {"text_1": 5, "text_2": "b"}, 400, "text_1"),
+            ("/score", {"text_1": "a", "text_2": "b", "max_tokens_per_doc": -1}, 400,
+             "max_tokens_per_doc"),
+            ("/score", {"text_1": "x " * 300, "text_2": "b"}, 400, None),
+            ("/score", {"model": "other", "text_1": "a", "text_2": "b"}, 404, "model"),
+            ("/v1/score", b"{oops", 400, None),
+            ("/rerank", {"query": "q"}, 400, "documents"),
+            ("/v2/rerank", {"query": ["q"], "documents": ["d"]}, 400, "query"),
+            ("/rerank", {"query": "q", "documents": [{"text": "d"}]}, 400, "documents"),
+            ("/rerank", {"query": "q", "documents": ["d"], "top_n": 1.5}, 400, "top_n"),
+            ("/pooling", {"input": []}, 400, "input"),
+            ("/pooling", {"input": "a", "normalize": True}, 400, "normalize")):
+        expect_error(srv, path, body, status, param, raw=isinstance(body, bytes))
+    st, _, _ = srv.post("/score", {"text_1": "still", "text_2": "alive"})
+    check(st == 200, "scoring keeps serving after bad input")
+
+
+def responses_sse(srv, body, headers=None):
+    """POST /v1/responses streamed: [(event line, data JSON)], the Content-Type."""
+    c = srv.conn()
+    c.request("POST", "/v1/responses", body=json.dumps(dict(body, stream=True)),
+              headers=dict({"Content-Type": "application/json"}, **(headers or {})))
+    resp = c.getresponse()
+    check(resp.status == 200, "/v1/responses stream %r: status %d" % (body, resp.status))
+    ctype = resp.getheader("Content-Type", "")
+    raw = resp.read().decode()
+    c.close()
+    events = []
+    for frame in raw.split("\n\n"):
+        if not frame:
+            continue
+        lines = frame.split("\n")
+        ok = len(lines) == 2 and lines[0].startswith("event: ") and lines[1].startswith("data: ")
+        check(ok, "SSE frame 'event: T\\ndata: J': %r" % frame[:200])
+        if ok:
+            events.append((lines[0][7:], json.loads(lines[1][6:])))
+    check("[DONE]" not in raw, "a Responses stream has no [DONE]")
+    for i, (name, ev) in enumerate(events):
+        check(ev.get("type") == name and ev.get("sequence_number") == i,
+              "event %d: %r with sequence_number %r" % (i, name, ev.get("sequence_number")))
+    return events, ctype
+
+
+RESPONSE_KEYS = ["id", "created_at", "incomplete_details", "instructions", "metadata", "model",
+                 "object", "output", "parallel_tool_calls", "temperature", "tool_choice", "tools",
+                 "top_p", "background", "max_output_tokens", "max_tool_calls",
+                 "previous_response_id", "prompt", "reasoning", "service_tier", "status", "text",
+                 "top_logprobs", "truncation", "usage", "user", "input_messages",
+                 "output_messages"]
+
+
+def run_responses(srv):
+    """/v1/responses: the chat path's text in vLLM's Responses form, whole and streamed."""
+    chat_body = {"messages": [{"role": "system", "content": "Be brief."},
+                              {"role": "user", "content": "Hello there"}],
+                 "max_tokens": 12, "temperature": 0, "logprobs": True, "top_logprobs": 2}
+    st, out, _ = srv.post("/v1/chat/completions", chat_body)
+    chat = json.loads(out)
+    want = chat["choices"][0]["message"]["content"]
+    want_status = "incomplete" if chat["choices"][0]["finish_reason"] == "length" else "completed"
+    base = {"model": "tiny", "input": "Hello there", "instructions": "Be brief.",
+            "max_output_tokens": 12, "temperature": 0}
+    gen0 = srv.metric("vllm:generation_tokens_total")
+    st, out, r = srv.post("/v1/responses", dict(base, metadata={"k": "v"}))
+    resp = json.loads(out) if st == 200 else {}
+    check(st == 200 and list(resp) == RESPONSE_KEYS,
+          "/v1/responses keys in vLLM's order: %d %r" % (st, out[:300]))
+    if st != 200:
+        return
+    msg = resp["output"][0]
+    check(resp["id"].startswith("resp_") and resp["object"] == "response"
+          and resp["model"] == "tiny" and resp["instructions"] == "Be brief."
+          and resp["metadata"] == {"k": "v"} and resp["temperature"] == 0.0
+          and resp["top_p"] == 1.0 and resp["max_output_tokens"] == 12
+          and resp["tool_choice"] == "auto" and resp["tools"] == [] and resp["background"] is False
+          and resp["parallel_tool_calls"] is True and resp["service_tier"] == "auto"
+          and resp["truncation"] == "disabled" and resp["top_logprobs"] is None
+          and resp["previous_response_id"] is None and resp["text"] is None
+          and resp["reasoning"] is None and resp["user"] is None,
+          "/v1/responses fields: %r" % {k: v for k, v in resp.items() if k != "output"})
+    check(len(resp["output"]) == 1 and msg["type"] == "message" and msg["role"] == "assistant"
+          and msg["status"] == "completed" and msg["id"].startswith("msg_")
+          and msg["content"][0]["type"] == "output_text" and msg["content"][0]["annotations"] == []
+          and msg["content"][0]["logprobs"] is None,
+          "/v1/responses output item: %r" % msg)
+    check(msg["content"][0]["text"] == want,
+          "/v1/responses text equals the chat completion's: %r vs %r"
+          % (msg["content"][0]["text"], want))
+    u = resp["usage"]
+    check(u["input_tokens"] == chat["usage"]["prompt_tokens"]
+          and u["output_tokens"] == chat["usage"]["completion_tokens"]
+          and u["total_tokens"] == u["input_tokens"] + u["output_tokens"]
+          and u["input_tokens_details"]["cached_tokens"] >= 0
+          and u["output_tokens_details"]["reasoning_tokens"] == 0,
+          "/v1/responses usage: %r vs chat %r" % (u, chat["usage"]))
+    check(resp["status"] == want_status
+          and (resp["incomplete_details"] == {"reason": "max_output_tokens"})
+          == (want_status == "incomplete"),
+          "/v1/responses status %r / %r, chat finish %r" % (resp["status"],
+                                                           resp["incomplete_details"],
+                                                           chat["choices"][0]["finish_reason"]))
+    gen1 = srv.metric("vllm:generation_tokens_total")
+    check(gen0 is not None and gen1 - gen0 >= u["output_tokens"],
+          "vllm:generation_tokens_total counts /v1/responses: %r -> %r" % (gen0, gen1))
+
+    # the same conversation as items, and the include'd logprobs equal chat's
+    items = {"model": "tiny", "instructions": "Be brief.", "max_output_tokens": 12,
+             "temperature": 0, "include": ["message.output_text.logprobs"], "top_logprobs": 2,
+             "input": [{"type": "message", "role": "user",
+                        "content": [{"type": "input_text", "text": "Hello there"}]}]}
+    st, out, _ = srv.post("/v1/responses", items)
+    r2 = json.loads(out)
+    part = r2["output"][0]["content"][0] if st == 200 else {}
+    clp = chat["choices"][0]["logprobs"]["content"]
+    check(st == 200 and part.get("text") == want and r2["top_logprobs"] == 2
+          and len(part["logprobs"]) == len(clp)
+          and all(a["token"] == b["token"] and abs(a["logprob"] - b["logprob"]) < 1e-6
+                  and a["bytes"] == b["bytes"]
+                  and [t["token"] for t in a["top_logprobs"]] ==
+                  [t["token"] for t in b["top_logprobs"]]
+                  for a, b in zip(part["logprobs"], clp)),
+          "/v1/responses items + logprobs equal chat's: %r" % out[:400])
+
+    # x-request-id as chat uses it; the body's request_id as vLLM does
+    c = srv.conn()
+    c.request("POST", "/v1/responses", body=json.dumps(dict(base, max_output_tokens=1)),
+              headers={"Content-Type": "application/json", "x-request-id": "abc-123"})
+    got = json.loads(c.getresponse().read())
+    c.close()
+    check(got.get("id") == "resp_abc-123", "x-request-id: id %r" % got.get("id"))
+    st, out, _ = srv.post("/v1/responses", dict(base, max_output_tokens=1, request_id="my-id.1"))
+    check(st == 200 and json.loads(out)["id"] == "my-id.1", "request_id: %r" % out[:200])
+
+    # max_output_tokens reached: incomplete
+    st, out, _ = srv.post("/v1/responses", dict(base, max_output_tokens=1))
+    r3 = json.loads(out)
+    check(st == 200 and r3["status"] == "incomplete"
+          and r3["incomplete_details"] == {"reason": "max_output_tokens"}
+          and r3["usage"]["output_tokens"] == 1 and r3["max_output_tokens"] == 1,
+          "max_output_tokens 1: %r" % out[:300])
+
+    # streamed: vLLM's events, the same text
+    events, ctype = responses_sse(srv, dict(base, include=["message.output_text.logprobs"],
+                                            top_logprobs=1))
+    names = [n for n, _ in events]
+    deltas = [e for n, e in events if n == "response.output_text.delta"]
+    want_names = (["response.created", "response.in_progress"] +
+                  (["response.output_item.added", "response.content_part.added"] +
+                   ["response.output_text.delta"] * len(deltas) +
+                   ["response.output_text.done", "response.content_part.done",
+                    "response.output_item.done"] if want else []) + ["response.completed"])
+    check(ctype.startswith("text/event-stream") and names == want_names,
+          "/v1/responses stream events: %r (%s)" % (names, ctype))
+    text = "".join(e["delta"] for e in deltas)
+    check(text == want, "streamed text equals the chat completion's: %r vs %r" % (text, want))
+    if events and want:
+        added = events[2][1]["item"]
+        final = events[-1][1]["response"]
+        check(events[0][1]["response"]["status"] == "in_progress"
+              and events[0][1]["response"]["output"] == []
+              and events[0][1]["response"]["usage"] is None,
+              "response.created: %r" % events[0][1])
+        check(all(e["item_id"] == added["id"] and e["output_index"] == 0
+                  and e["content_index"] == 0 and len(e["logprobs"]) == 1 for e in deltas),
+              "deltas name the item and carry one logprob each: %r" % deltas[:2])
+        check(events[-4][1]["text"] == want and events[-2][1]["item"]["status"] == "completed",
+              "output_text.done / output_item.done: %r" % events[-4][1])
+        check(final["status"] == want_status and final["output"][0]["id"] == added["id"]
+              and final["output"][0]["content"][0]["text"] == want
+              and len(final["output"][0]["content"][0]["logprobs"]) == final["usage"]["output_tokens"]
+              and final["usage"]["output_tokens"] == u["output_tokens"],
+              "response.completed: %r" % final)
+
+    # text.format json_schema: the structured-output path
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 6}},
+              "required": ["name"]}
+    st, out, _ = srv.post("/v1/responses", {
+        "input": "A user?", "max_output_tokens": 128, "temperature": 0,
+        "text": {"format": {"type": "json_schema", "name": "u", "schema": schema,
+                            "strict": True}}})
+    r4 = json.loads(out) if st == 200 else {}
+    try:
+        doc = json.loads(r4["output"][0]["content"][0]["text"])
+        ok = isinstance(doc, dict) and isinstance(doc.get("name"), str) and len(doc["name"]) <= 6
+    except (KeyError, IndexError, ValueError):
+        ok = False
+    check(st == 200 and ok and r4["status"] == "completed"
+          and r4["text"]["format"]["type"] == "json_schema",
+          "json_schema output parses and fits the schema: %r" % out[:400])
+
+    # a named function tool: a function_call item whose arguments fit its parameters
+    tools = [{"type": "function", "name": "get_weather", "description": "Weather in a city",
+              "parameters": {"type": "object", "properties": {
+                  "city": {"type": "string", "maxLength": 6}}, "required": ["city"]}}]
+    tc = {"input": "Weather in Paris?", "tools": tools, "max_output_tokens": 128,
+          "temperature": 0, "tool_choice": {"type": "function", "name": "get_weather"}}
+    st, out, _ = srv.post("/v1/responses", tc)
+    r5 = json.loads(out) if st == 200 else {}
+    fc = r5.get("output", [{}])[-1]
+    try:
+        args = json.loads(fc["arguments"])
+    except (KeyError, ValueError):
+        args = None
+    check(st == 200 and len(r5["output"]) == 1 and fc["type"] == "function_call"
+          and fc["name"] == "get_weather" and fc["status"] == "completed"
+          and fc["id"].startswith("fc_") and fc["call_id"]
+          and isinstance(args, dict) and isinstance(args.get("city"), str)
+          and r5["tools"] == tools and r5["tool_choice"] == tc["tool_choice"],
+          "named tool: a function_call item: %r" % out[:400])
+    events, _ = responses_sse(srv, tc)
+    names = [n for n, _ in events]
+    check(names[:3] == ["response.created", "response.in_progress", "response.output_item.added"]
+          and names[-3:] == ["response.function_call_arguments.done",
+                             "response.output_item.done", "response.completed"]
+          and events[2][1]["item"]["type"] == "function_call"
+          and "".join(e["delta"] for n, e in events
+                      if n == "response.function_call_arguments.delta") == fc.get("arguments")
+          and events[-1][1]["response"]["output"][0]["arguments"] == fc.get("arguments"),
+          "named tool streamed: %r" % names)
+    # "auto" without --enable-auto-tool-choice: the text, as vLLM without a tool parser
+    st, out, _ = srv.post("/v1/responses", dict(tc, tool_choice="auto", max_output_tokens=4))
+    check(st == 200 and json.loads(out)["output"][0]["type"] == "message",
+          "tool_choice auto without a parser: a message: %r" % out[:300])
+
+    # vLLM's errors, with the Responses field names
+    long_input = "hello " * 300
+    cases = [
+        ({"model": "tiny"}, 400, "input"),
+        ({"input": 5}, 400, "input"),
+        ({"input": "x", "max_output_tokens": 0}, 400, "max_output_tokens"),
+        ({"input": "x", "max_output_tokens": 1000}, 400, "max_output_tokens"),
+        ({"input": long_input}, 400, "input"),
+        ({"input": "x", "temperature": -1}, 400, "temperature"),
+        ({"input": "x", "include": ["message.output_text.logprobs"], "top_logprobs": 30}, 400,
+         "top_logprobs"),
+        ({"input": [{"type": "item_reference", "id": "x"}]}, 400, "input[0]"),
+        ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "u"}]}]},
+         400, "input[0].content[0]"),
+        ({"input": "x", "prompt": {"id": "p"}}, 400, "prompt"),
+        ({"input": "x", "background": True}, 400, "background"),
+        ({"input": "x", "background": True, "store": False}, 400, "background"),
+        ({"input": "x", "previous_response_id": "resp_1"}, 404, "response_id"),
+        ({"input": "x", "model": "other"}, 404, "model"),
+        ({"input": "x", "text": {"format": {"type": "json_object"}}}, 501, None),
+    ]
+    for body, status, param in cases:
+        expect_error(srv, "/v1/responses", body, status, param)
+    st, out, _ = srv.post("/v1/responses", {"input": "x", "text": {"format": {"type":
+                                                                                "json_object"}}})
+    check(json.loads(out)["error"]["type"] == "NotImplementedError",
+          "json_object: vLLM's NotImplementedError: %r" % out)
+    expect_error(srv, "/v1/responses", b"{bad", 400, None, raw=True)
+    st, out, _ = srv.get("/v1/responses/resp_123")
+    err = json.loads(out).get("error", {})
+    check(st == 404 and err.get("message") == "Response with id 'resp_123' not found."
+          and err.get("param") == "response_id", "GET /v1/responses/{id}: %d %r" % (st, out))
+    st, out, _ = srv.post("/v1/responses/resp_123/cancel", {})
+    check(st == 404 and "resp_123" in out.decode(), "cancel: %d %r" % (st, out))
+    st, _, _ = srv.post("/v1/responses", dict(base, max_output_tokens=2))
+    check(st == 200, "the server keeps serving /v1/responses after bad input")
 
 
 def run_disconnect(exe, gen, work):

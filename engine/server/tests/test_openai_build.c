@@ -827,6 +827,198 @@ static void test_prompt_logprobs(void **state)
     assert_int_equal(openai_text_chars("\xf0\x9f\x98\x80", 4), 1);
 }
 
+/* repetition_detection's finish: "repetition" with stop_reason "repetition_detected", in full
+ * bodies and chunks of both kinds; return_prompt_text's prompt_text in the full chat body and
+ * the role chunks only. */
+static void test_repetition_and_prompt_text(void **state)
+{
+    (void)state;
+    struct openai_meta meta = {.id = "cmpl-r", .model = "tiny", .created = 1};
+    struct openai_choice ch;
+    memset(&ch, 0, sizeof ch);
+    ch.text = "abab";
+    ch.text_len = 4;
+    ch.finish = OPENAI_FINISH_REPETITION;
+    ch.stop_token = 7; /* never the stop_reason of a repetition */
+    ch.has_stop_token = 1;
+    struct openai_usage u = {3, 4, 0};
+    struct buf b;
+    buf_init(&b, 1 << 20);
+    for (int kind = 0; kind < 4; kind++) {
+        buf_reset(&b);
+        const int rc = kind == 0   ? openai_build_completion(&meta, &ch, 1, &u, &b)
+                       : kind == 1 ? openai_build_chat(&meta, &ch, 1, &u, &b)
+                       : kind == 2 ? openai_build_completion_chunk(&meta, &ch, 1, NULL, &b)
+                                   : openai_build_chat_chunk(&meta, &ch, 1, 0, NULL, &b);
+        assert_int_equal(rc, 0);
+        struct json_object *o = parse_back(&b);
+        assert_string_equal(str_at(o, "choices[0].finish_reason"), "repetition");
+        assert_string_equal(str_at(o, "choices[0].stop_reason"), "repetition_detected");
+        assert_null(json_get(o, "prompt_text"));
+        json_object_put(o);
+    }
+
+    meta.prompt_text = "<|user|>hi\n<|assistant|>";
+    meta.prompt_text_len = strlen(meta.prompt_text);
+    ch.finish = OPENAI_FINISH_STOP;
+    ch.has_stop_token = 0;
+    buf_reset(&b);
+    assert_int_equal(openai_build_chat(&meta, &ch, 1, &u, &b), 0);
+    struct json_object *o = parse_back(&b);
+    assert_string_equal(str_at(o, "prompt_text"), "<|user|>hi\n<|assistant|>");
+    assert_non_null(strstr(b.data, "\"prompt_logprobs\":null,\"prompt_text\":")); /* vLLM's order */
+    json_object_put(o);
+    buf_reset(&b);
+    assert_int_equal(openai_build_chat_chunk(&meta, &ch, 1, 1, NULL, &b), 0);
+    o = parse_back(&b);
+    assert_string_equal(str_at(o, "prompt_text"), "<|user|>hi\n<|assistant|>");
+    assert_string_equal(str_at(o, "choices[0].delta.role"), "assistant");
+    json_object_put(o);
+    buf_reset(&b);
+    assert_int_equal(openai_build_chat_chunk(&meta, &ch, 1, 0, NULL, &b), 0);
+    o = parse_back(&b);
+    assert_null(json_get(o, "prompt_text"));
+    json_object_put(o);
+    buf_free(&b);
+}
+
+static uint32_t encode1(float f, enum openai_embed_dtype dtype, enum openai_endianness endian)
+{
+    const struct openai_embed_format fmt = {OPENAI_EMBED_BASE64, dtype, endian};
+    uint8_t out[4] = {0};
+    openai_embed_encode(&f, 1, &fmt, out);
+    uint32_t v = 0;
+    for (size_t i = 0; i < openai_embed_dtype_size(dtype); i++) { /* read back little endian */
+        v |= (uint32_t)out[i] << (8 * i);
+    }
+    return v;
+}
+
+static float f32_from(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* embed_dtype conversions against known bit patterns (torch's rounding: nearest even; c10's fp8
+ * conversions with their NaN rules), byte orders, and the base64 / bytes bodies. */
+static void test_embed_encodings(void **state)
+{
+    (void)state;
+    const enum openai_endianness le = OPENAI_ENDIAN_LITTLE;
+    static const struct {
+        float f;
+        uint32_t f16, bf16, e4m3, e5m2;
+    } cases[] = {
+        {1.0f, 0x3c00, 0x3f80, 0x38, 0x3c},        {-2.0f, 0xc000, 0xc000, 0xc0, 0xc0},
+        {0.1f, 0x2e66, 0x3dcd, 0x1d, 0x2e},        {-0.1f, 0xae66, 0xbdcd, 0x9d, 0xae},
+        {0.0f, 0x0000, 0x0000, 0x00, 0x00},        {-0.0f, 0x8000, 0x8000, 0x80, 0x80},
+        {3.14159274f, 0x4248, 0x4049, 0x45, 0x42}, {448.0f, 0x5f00, 0x43e0, 0x7e, 0x5f},
+        {57344.0f, 0x7b00, 0x4760, 0x7f, 0x7b},    {65504.0f, 0x7bff, 0x4780, 0x7f, 0x7c},
+        {1.0f / 3.0f, 0x3555, 0x3eab, 0x2b, 0x35},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const float f = cases[i].f;
+        if (encode1(f, OPENAI_DTYPE_FLOAT16, le) != cases[i].f16 ||
+            encode1(f, OPENAI_DTYPE_BFLOAT16, le) != cases[i].bf16 ||
+            encode1(f, OPENAI_DTYPE_FP8_E4M3, le) != cases[i].e4m3 ||
+            encode1(f, OPENAI_DTYPE_FP8_E5M2, le) != cases[i].e5m2) {
+            fail_msg("%g: f16 %04x bf16 %04x e4m3 %02x e5m2 %02x", (double)f,
+                     encode1(f, OPENAI_DTYPE_FLOAT16, le), encode1(f, OPENAI_DTYPE_BFLOAT16, le),
+                     encode1(f, OPENAI_DTYPE_FP8_E4M3, le), encode1(f, OPENAI_DTYPE_FP8_E5M2, le));
+        }
+    }
+    /* float16: ties to even, subnormals, overflow, NaN */
+    assert_int_equal(encode1(1.0f + 0x1p-11f, OPENAI_DTYPE_FLOAT16, le), 0x3c00);
+    assert_int_equal(encode1(1.0f + 0x3p-11f, OPENAI_DTYPE_FLOAT16, le), 0x3c02);
+    assert_int_equal(encode1(0x1p-24f, OPENAI_DTYPE_FLOAT16, le), 0x0001);
+    assert_int_equal(encode1(0x1p-25f, OPENAI_DTYPE_FLOAT16, le), 0x0000);
+    assert_int_equal(encode1(0x1.8p-25f, OPENAI_DTYPE_FLOAT16, le), 0x0001);
+    assert_int_equal(encode1(0x1.ff8p-15f, OPENAI_DTYPE_FLOAT16, le), 0x03ff); /* 1023 × 2^-24 */
+    assert_int_equal(encode1(0x1.ffcp-15f, OPENAI_DTYPE_FLOAT16, le), 0x0400); /* rounds up */
+    assert_int_equal(encode1(65519.0f, OPENAI_DTYPE_FLOAT16, le), 0x7bff);
+    assert_int_equal(encode1(65520.0f, OPENAI_DTYPE_FLOAT16, le), 0x7c00);
+    assert_int_equal(encode1(-INFINITY, OPENAI_DTYPE_FLOAT16, le), 0xfc00);
+    assert_int_equal(encode1(NAN, OPENAI_DTYPE_FLOAT16, le), 0x7e00);
+    /* bfloat16: ties to even, overflow to infinity, NaN 0x7fc0 */
+    assert_int_equal(encode1(1.0f + 0x1p-8f, OPENAI_DTYPE_BFLOAT16, le), 0x3f80);
+    assert_int_equal(encode1(1.0f + 0x3p-8f, OPENAI_DTYPE_BFLOAT16, le), 0x3f82);
+    assert_int_equal(encode1(f32_from(0x7f7fffff), OPENAI_DTYPE_BFLOAT16, le), 0x7f80);
+    assert_int_equal(encode1(-NAN, OPENAI_DTYPE_BFLOAT16, le), 0x7fc0);
+    /* float8_e4m3fn: subnormals (2^-9 units), 464 rounds to 448, 470 and up are NaN */
+    assert_int_equal(encode1(0x1p-9f, OPENAI_DTYPE_FP8_E4M3, le), 0x01);
+    assert_int_equal(encode1(0x1p-10f, OPENAI_DTYPE_FP8_E4M3, le), 0x00); /* tie: even */
+    assert_int_equal(encode1(0x3p-10f, OPENAI_DTYPE_FP8_E4M3, le), 0x02); /* tie: even */
+    assert_int_equal(encode1(0x7p-9f, OPENAI_DTYPE_FP8_E4M3, le), 0x07);
+    assert_int_equal(encode1(464.0f, OPENAI_DTYPE_FP8_E4M3, le), 0x7e);
+    assert_int_equal(encode1(470.0f, OPENAI_DTYPE_FP8_E4M3, le), 0x7f);
+    assert_int_equal(encode1(-480.0f, OPENAI_DTYPE_FP8_E4M3, le), 0xff);
+    assert_int_equal(encode1(INFINITY, OPENAI_DTYPE_FP8_E4M3, le), 0x7f);
+    /* float8_e5m2: subnormals (2^-16 units), 61440 ties up to infinity, NaN */
+    assert_int_equal(encode1(0x1p-16f, OPENAI_DTYPE_FP8_E5M2, le), 0x01);
+    assert_int_equal(encode1(0x3p-17f, OPENAI_DTYPE_FP8_E5M2, le), 0x02);
+    assert_int_equal(encode1(61439.0f, OPENAI_DTYPE_FP8_E5M2, le), 0x7b);
+    assert_int_equal(encode1(61440.0f, OPENAI_DTYPE_FP8_E5M2, le), 0x7c);
+    assert_int_equal(encode1(-INFINITY, OPENAI_DTYPE_FP8_E5M2, le), 0xfc);
+    assert_int_equal(encode1(NAN, OPENAI_DTYPE_FP8_E5M2, le), 0x7f);
+    /* float32 as is; byte orders (this host is little endian) */
+    assert_int_equal(encode1(1.0f, OPENAI_DTYPE_FLOAT32, le), 0x3f800000);
+    assert_int_equal(encode1(1.0f, OPENAI_DTYPE_FLOAT32, OPENAI_ENDIAN_BIG), 0x0000803f);
+    assert_int_equal(encode1(1.0f, OPENAI_DTYPE_FLOAT32, OPENAI_ENDIAN_NATIVE), 0x3f800000);
+    assert_int_equal(encode1(1.0f, OPENAI_DTYPE_BFLOAT16, OPENAI_ENDIAN_BIG), 0x803f);
+    assert_int_equal(encode1(1.0f, OPENAI_DTYPE_FP8_E4M3, OPENAI_ENDIAN_BIG), 0x38);
+
+    /* base64 of float16 [1, -2] big endian: 3c 00 c0 00 */
+    const float v[] = {1.0f, -2.0f};
+    const float *vecs[] = {v, v};
+    struct openai_meta meta = {.id = "embd-1", .model = "m\xc3\xa9", .created = 9};
+    struct openai_usage u = {6, 0, 0};
+    struct openai_embed_format fmt = {OPENAI_EMBED_BASE64, OPENAI_DTYPE_FLOAT16, OPENAI_ENDIAN_BIG};
+    struct buf b, md;
+    buf_init(&b, 1 << 20);
+    buf_init(&md, 1 << 20);
+    assert_int_equal(openai_build_embeddings_fmt(&meta, vecs, 2, 2, &fmt, &u, &b), 0);
+    struct json_object *o = parse_back(&b);
+    assert_string_equal(str_at(o, "data[0].embedding"), "PADAAA==");
+    assert_string_equal(str_at(o, "data[1].embedding"), "PADAAA==");
+    assert_int_equal(int_at(o, "usage.prompt_tokens"), 6);
+    json_object_put(o);
+    /* the former builder: float32 little endian */
+    buf_reset(&b);
+    assert_int_equal(openai_build_embeddings(&meta, vecs, 1, 2, 1, &u, &b), 0);
+    o = parse_back(&b);
+    assert_string_equal(str_at(o, "data[0].embedding"), "AACAPwAAAMA=");
+    json_object_put(o);
+    /* bytes: the vectors back to back, the metadata as Python's json.dumps writes it */
+    fmt.encoding = OPENAI_EMBED_BYTES;
+    fmt.dtype = OPENAI_DTYPE_BFLOAT16;
+    fmt.endian = OPENAI_ENDIAN_LITTLE;
+    buf_reset(&b);
+    assert_int_equal(openai_build_embeddings_bytes(&meta, vecs, 2, 2, &fmt, &u, &b, &md), 0);
+    static const uint8_t want[] = {0x80, 0x3f, 0x00, 0xc0, 0x80, 0x3f, 0x00, 0xc0};
+    assert_int_equal(b.len, sizeof want);
+    assert_memory_equal(b.data, want, sizeof want);
+    assert_string_equal(
+        md.data, "{\"id\": \"embd-1\", \"created\": 9, \"model\": \"m\\u00e9\", \"data\": "
+                 "[{\"index\": 0, \"embed_dtype\": \"bfloat16\", \"endianness\": \"little\", "
+                 "\"start\": 0, \"end\": 4, \"shape\": [2]}, {\"index\": 1, \"embed_dtype\": "
+                 "\"bfloat16\", \"endianness\": \"little\", \"start\": 4, \"end\": 8, \"shape\": "
+                 "[2]}], \"usage\": {\"prompt_tokens\": 6, \"total_tokens\": 6}}");
+    /* bytes_only: no metadata */
+    fmt.encoding = OPENAI_EMBED_BYTES_ONLY;
+    fmt.dtype = OPENAI_DTYPE_FP8_E4M3;
+    buf_reset(&b);
+    buf_reset(&md);
+    assert_int_equal(openai_build_embeddings_bytes(&meta, vecs, 1, 2, &fmt, &u, &b, &md), 0);
+    assert_int_equal(b.len, 2);
+    assert_int_equal((uint8_t)b.data[0], 0x38);
+    assert_int_equal((uint8_t)b.data[1], 0xc0);
+    assert_int_equal(md.len, 0);
+    buf_free(&b);
+    buf_free(&md);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -834,7 +1026,8 @@ int main(void)
         cmocka_unit_test(test_stream_chunks),   cmocka_unit_test(test_misc_bodies),
         cmocka_unit_test(test_float_format),    cmocka_unit_test(test_capped_buffer),
         cmocka_unit_test(test_tool_calls),      cmocka_unit_test(test_token_ids),
-        cmocka_unit_test(test_prompt_logprobs),
+        cmocka_unit_test(test_prompt_logprobs), cmocka_unit_test(test_repetition_and_prompt_text),
+        cmocka_unit_test(test_embed_encodings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -18,8 +18,9 @@ static void parse_ok(enum openai_kind kind, const char *body, struct openai_requ
 {
     struct openai_error err;
     memset(&err, 0, sizeof(err));
-    int rc = kind == OPENAI_CHAT ? openai_parse_chat(body, strlen(body), req, &err)
-                                 : openai_parse_completion(body, strlen(body), req, &err);
+    int rc = kind == OPENAI_CHAT        ? openai_parse_chat(body, strlen(body), req, &err)
+             : kind == OPENAI_EMBEDDING ? openai_parse_embedding(body, strlen(body), req, &err)
+                                        : openai_parse_completion(body, strlen(body), req, &err);
     if (rc != 0) {
         fail_msg("parse of %s failed: %s (param %s)", body, err.message, err.param);
     }
@@ -61,10 +62,13 @@ static void test_completion_defaults(void **state)
     assert_int_equal(r.priority, 0);
     assert_null(r.cache_salt);
     assert_null(r.kv_transfer_params);
+    assert_int_equal(r.stream_interval, 1);
+    assert_null(r.request_id);
     openai_request_deinit(&r);
-    /* explicit null max_tokens: until the context is full */
+    /* explicit null max_tokens: the default, 16 (vLLM's normalize_null_max_tokens) */
     parse_ok(OPENAI_COMPLETION, "{\"prompt\":\"x\",\"max_tokens\":null}", &r);
-    assert_false(r.max_tokens_set);
+    assert_true(r.max_tokens_set);
+    assert_int_equal(r.max_tokens, 16);
     openai_request_deinit(&r);
 }
 
@@ -242,9 +246,9 @@ static void test_completion_prompt_forms(void **state)
     assert_int_equal(r.n_prompt_tokens, 1);
     assert_int_equal(r.prompt_tokens[0], 4);
     openai_request_deinit(&r);
-    parse_ok(OPENAI_COMPLETION, "{\"prompt\":\"\",\"temperature\":0,\"top_k\":-1,\"seed\":1.0}",
+    parse_ok(OPENAI_COMPLETION, "{\"prompt\":\"x\",\"temperature\":0,\"top_k\":-1,\"seed\":1.0}",
              &r);
-    assert_int_equal(r.prompt_text_len, 0);
+    assert_int_equal(r.prompt_text_len, 1);
     assert_float_equal(r.sampling.temperature, 0.0, 0);
     assert_int_equal(r.sampling.top_k, -1);
     assert_true(r.sampling.seed == 1);
@@ -379,7 +383,6 @@ static const struct bad_case bad_cases[] = {
     {C, "{\"prompt\":\"x\",\"max_tokens\":0}", "max_tokens"},
     {C, "{\"prompt\":\"x\",\"max_tokens\":\"5\"}", "max_tokens"},
     {C, "{\"prompt\":\"x\",\"stream\":\"yes\"}", "stream"},
-    {C, "{\"prompt\":\"x\",\"stream_options\":{\"include_usage\":true}}", "stream_options"},
     {C, "{\"prompt\":\"x\",\"stream\":true,\"stream_options\":[]}", "stream_options"},
     {C, "{\"prompt\":\"x\",\"stream\":true,\"stream_options\":{\"include_usage\":1}}",
      "stream_options.include_usage"},
@@ -402,7 +405,7 @@ static const struct bad_case bad_cases[] = {
     {C, "{\"prompt\":\"x\",\"kv_transfer_params\":[]}", "kv_transfer_params"},
     {C, "{\"prompt\":\"x\",\"user\":5}", "user"},
     {C, "{\"prompt\":\"x\",\"model\":5}", "model"},
-    {C, "{\"prompt\":\"x\",\"logprobs\":-1}", "logprobs"},
+    {C, "{\"prompt\":\"x\",\"logprobs\":-2}", "logprobs"},
     {C, "{\"prompt\":\"x\",\"logprobs\":21}", "logprobs"},
     {C, "{\"prompt\":\"x\",\"logprobs\":true}", "logprobs"},
     {C, "{}", "prompt"},
@@ -512,8 +515,8 @@ static const struct bad_case bad_cases[] = {
      "messages[0].tool_call_id"},
     {H, "{" MSG ",\"logprobs\":1}", "logprobs"},
     {H, "{" MSG ",\"top_logprobs\":5}", "top_logprobs"},
-    {H, "{" MSG ",\"logprobs\":true,\"top_logprobs\":-1}", "top_logprobs"},
-    {H, "{" MSG ",\"logprobs\":true,\"top_logprobs\":21}", "top_logprobs"},
+    {H, "{" MSG ",\"logprobs\":true,\"top_logprobs\":-2}", "top_logprobs"},
+    {H, "{" MSG ",\"top_logprobs\":-1}", "top_logprobs"},
     {H, "{" MSG ",\"max_completion_tokens\":0}", "max_completion_tokens"},
     {H, "{" MSG ",\"max_tokens\":-5}", "max_tokens"},
     {H, "{" MSG ",\"max_completion_tokens\":3,\"min_tokens\":4}", "min_tokens"},
@@ -643,8 +646,9 @@ static void expect_bad(enum openai_kind kind, const char *body, const char *para
     struct openai_request r;
     struct openai_error err;
     memset(&err, 0, sizeof(err));
-    int rc = kind == OPENAI_CHAT ? openai_parse_chat(body, strlen(body), &r, &err)
-                                 : openai_parse_completion(body, strlen(body), &r, &err);
+    int rc = kind == OPENAI_CHAT        ? openai_parse_chat(body, strlen(body), &r, &err)
+             : kind == OPENAI_EMBEDDING ? openai_parse_embedding(body, strlen(body), &r, &err)
+                                        : openai_parse_completion(body, strlen(body), &r, &err);
     if (rc != -EINVAL || err.status != 400 || strcmp(err.param, param) != 0 ||
         strcmp(err.message, message) != 0) {
         fail_msg("%s: rc %d status %d param '%s' message '%s'", body, rc, err.status, err.param,
@@ -767,6 +771,317 @@ static void test_prompt_logprobs(void **state)
     openai_request_deinit(&r);
     expect_bad(OPENAI_COMPLETION, "{\"prompt\":\"x\",\"max_tokens\":0}", "max_tokens",
                "'max_tokens' must be at least 1, got 0.");
+}
+
+/* The fields and checks aligned with vLLM's protocol.py / sampling_params.py: repetition_detection,
+ * seed -1, thinking_token_budget, request_id, stream_interval, stream_options truthiness, cache
+ * salts, empty stops and prompts, temperature's range, logprobs -1 and the resolve step. */
+static void test_vllm_sampling_fields(void **state)
+{
+    (void)state;
+    struct openai_request r;
+    struct openai_error err;
+    memset(&err, 0, sizeof err);
+    parse_ok(OPENAI_COMPLETION,
+             "{\"prompt\":\"x\",\"repetition_detection\":{\"max_pattern_size\":4,"
+             "\"min_pattern_size\":2,\"min_count\":3},\"seed\":-1,\"stream_interval\":3,"
+             "\"request_id\":\"req-1:A_b.c\",\"thinking_token_budget\":-1}",
+             &r);
+    assert_int_equal(r.sampling.rep_max_pattern, 4);
+    assert_int_equal(r.sampling.rep_min_pattern, 2);
+    assert_int_equal(r.sampling.rep_min_count, 3);
+    assert_false(r.sampling.has_seed); /* vLLM: seed -1 is None */
+    assert_int_equal(r.stream_interval, 3);
+    assert_string_equal(r.request_id, "req-1:A_b.c");
+    openai_request_deinit(&r);
+    parse_ok(OPENAI_CHAT,
+             "{" MSG ",\"seed\":-2,\"thinking_token_budget\":null,\"repetition_detection\":null}",
+             &r);
+    assert_int_equal(r.sampling.rep_max_pattern, 0);
+    assert_true(r.sampling.has_seed);
+    assert_true(r.sampling.seed == (uint64_t)-2);
+    openai_request_deinit(&r);
+    parse_ok(OPENAI_CHAT, "{" MSG ",\"repetition_detection\":{\"max_pattern_size\":2}}", &r);
+    assert_int_equal(r.sampling.rep_max_pattern, 2); /* min_count 0: the engine's 400 */
+    assert_int_equal(r.sampling.rep_min_count, 0);
+    openai_request_deinit(&r);
+    expect_bad(OPENAI_COMPLETION, "{\"prompt\":\"x\",\"repetition_detection\":[4]}",
+               "repetition_detection",
+               "'repetition_detection': input should be an object, got array");
+    expect_bad(OPENAI_CHAT, "{" MSG ",\"repetition_detection\":{\"min_count\":\"3\"}}",
+               "repetition_detection.min_count",
+               "'repetition_detection.min_count': input should be a valid integer, got string");
+
+    /* thinking_token_budget: vLLM's type check, then its 400 without a reasoning parser */
+    const char *budget = "`thinking_token_budget` must be a non-negative integer or -1 for "
+                         "unlimited.";
+    const char *no_parser = "thinking_token_budget is set but reasoning_config is not configured. "
+                            "Please set --reasoning-parser and/or --reasoning-config to use "
+                            "thinking_token_budget.";
+    expect_bad(OPENAI_CHAT, "{" MSG ",\"thinking_token_budget\":100}", "thinking_token_budget",
+               no_parser);
+    expect_bad(OPENAI_COMPLETION, "{\"prompt\":\"x\",\"thinking_token_budget\":0}",
+               "thinking_token_budget", no_parser);
+    expect_bad(OPENAI_CHAT, "{" MSG ",\"thinking_token_budget\":-2}", "thinking_token_budget",
+               budget);
+    expect_bad(OPENAI_CHAT, "{" MSG ",\"thinking_token_budget\":5.0}", "thinking_token_budget",
+               budget);
+    expect_bad(OPENAI_CHAT, "{" MSG ",\"thinking_token_budget\":true}", "thinking_token_budget",
+               budget);
+    expect_bad(OPENAI_CHAT, "{" MSG ",\"thinking_token_budget\":\"5\"}", "thinking_token_budget",
+               budget);
+
+    /* request_id: a string; bounded here */
+    expect_bad(OPENAI_CHAT, "{" MSG ",\"request_id\":null}", "request_id",
+               "'request_id': input should be a valid string, got null");
+    expect_bad(OPENAI_COMPLETION, "{\"prompt\":\"x\",\"request_id\":5}", "request_id",
+               "'request_id': input should be a valid string, got integer");
+    expect_bad(OPENAI_COMPLETION, "{\"prompt\":\"x\",\"request_id\":\"a b\"}", "request_id",
+               "'request_id': at most 64 characters of [A-Za-z0-9._:-] are supported");
+    parse_ok(OPENAI_COMPLETION, "{\"prompt\":\"x\",\"request_id\":\"\"}", &r);
+    assert_string_equal(r.request_id, "");
+    openai_request_deinit(&r);
+
+    /* stream_interval: an integer >= 1 */
+    expect_bad(OPENAI_COMPLETION, "{\"prompt\":\"x\",\"stream_interval\":0}", "stream_interval",
+               "'stream_interval': input should be greater than or equal to 1");
+    expect_bad(OPENAI_CHAT, "{" MSG ",\"stream_interval\":\"2\"}", "stream_interval",
+               "'stream_interval': input should be a valid integer, got string");
+
+    /* stream_options: vLLM tests its truthiness, so {} needs no stream */
+    parse_ok(OPENAI_COMPLETION, "{\"prompt\":\"x\",\"stream_options\":{}}", &r);
+    assert_false(r.include_usage);
+    openai_request_deinit(&r);
+    const char *options = "Stream options can only be defined when `stream=True`.";
+    expect_bad(OPENAI_COMPLETION, "{\"prompt\":\"x\",\"stream_options\":{\"include_usage\":true}}",
+               "stream_options", options);
+    expect_bad(OPENAI_CHAT,
+               "{" MSG ",\"stream\":false,\"stream_options\":{\"include_usage\":false}}",
+               "stream_options", options);
+
+    /* cache_salt: vLLM's validate_cache_salt, characters counted as Python does */
+    const char *salt = "Parameter 'cache_salt' must be at most 128 characters and must not "
+                       "contain '@', '/', '\\\\', or NUL.";
+    const char *empty = "Parameter 'cache_salt' must be a non-empty string if provided.";
+    char body[1024];
+    char many[800] = "";
+    for (int i = 0; i < 128; i++) {
+        strcat(many, "\\u00e9"); /* é: 2 bytes, 1 character */
+    }
+    snprintf(body, sizeof body, "{\"prompt\":\"x\",\"cache_salt\":\"%s\"}", many);
+    parse_ok(OPENAI_COMPLETION, body, &r);
+    assert_int_equal(strlen(r.cache_salt), 256);
+    openai_request_deinit(&r);
+    snprintf(body, sizeof body, "{\"prompt\":\"x\",\"cache_salt\":\"%sa\"}", many);
+    expect_bad(OPENAI_COMPLETION, body, "cache_salt", salt);
+    expect_bad(OPENAI_COMPLETION, "{\"prompt\":\"x\",\"cache_salt\":\"a@b\"}", "cache_salt", salt);
+    expect_bad(OPENAI_CHAT, "{" MSG ",\"cache_salt\":\"a/b\"}", "cache_salt", salt);
+    expect_bad(OPENAI_CHAT, "{" MSG ",\"cache_salt\":\"a\\\\b\"}", "cache_salt", salt);
+    expect_bad(OPENAI_CHAT, "{" MSG ",\"cache_salt\":\"a\\u0000b\"}", "cache_salt", salt);
+    expect_bad(OPENAI_CHAT, "{" MSG ",\"cache_salt\":\"\"}", "cache_salt", empty);
+    expect_bad(OPENAI_CHAT, "{" MSG ",\"cache_salt\":7}", "cache_salt", empty);
+
+    /* stop strings and prompts may not be empty */
+    expect_bad(OPENAI_COMPLETION, "{\"prompt\":\"x\",\"stop\":\"\"}", "stop",
+               "stop cannot contain an empty string.");
+    expect_bad(OPENAI_CHAT, "{" MSG ",\"stop\":[\"a\",\"\"]}", "stop",
+               "stop cannot contain an empty string.");
+    const char *no_prompt = "Either prompt or prompt_embeds must be provided and non-empty.";
+    expect_bad(OPENAI_COMPLETION, "{\"prompt\":\"\"}", "prompt", no_prompt);
+    expect_bad(OPENAI_COMPLETION, "{\"prompt\":null}", "prompt", no_prompt);
+    expect_bad(OPENAI_COMPLETION, "{\"max_tokens\":3}", "prompt", no_prompt);
+
+    /* temperature: [0, 2], the value as Python's repr writes a float */
+    expect_bad(OPENAI_COMPLETION, "{\"prompt\":\"x\",\"temperature\":2.5}", "temperature",
+               "temperature must be in [0, 2], got 2.5.");
+    expect_bad(OPENAI_COMPLETION, "{\"prompt\":\"x\",\"temperature\":3}", "temperature",
+               "temperature must be in [0, 2], got 3.0.");
+    expect_bad(OPENAI_CHAT, "{" MSG ",\"temperature\":1e20}", "temperature",
+               "temperature must be in [0, 2], got 1e+20.");
+    expect_bad(OPENAI_CHAT, "{" MSG ",\"temperature\":2.0000001}", "temperature",
+               "temperature must be in [0, 2], got 2.0000001.");
+    expect_bad(OPENAI_CHAT, "{" MSG ",\"temperature\":-1}", "temperature",
+               "temperature must be non-negative, got -1.0.");
+    expect_bad(OPENAI_CHAT, "{" MSG ",\"temperature\":-0.00001}", "temperature",
+               "temperature must be non-negative, got -1e-05.");
+    parse_ok(OPENAI_CHAT, "{" MSG ",\"temperature\":2}", &r);
+    assert_float_equal(r.sampling.temperature, 2.0, 0);
+    openai_request_deinit(&r);
+
+    /* resolve: greedy (temperature 0) takes n 1; (0, 0.01) becomes 0.01, which is not greedy */
+    parse_ok(OPENAI_COMPLETION, "{\"prompt\":\"x\",\"temperature\":0,\"n\":2}", &r);
+    assert_int_equal(openai_resolve_sampling(&r, 512, &err), -EINVAL);
+    assert_string_equal(err.param, "n");
+    assert_string_equal(err.message, "n must be 1 when using greedy sampling, got 2.");
+    openai_request_deinit(&r);
+    parse_ok(OPENAI_COMPLETION, "{\"prompt\":\"x\",\"temperature\":0.000001,\"n\":2}", &r);
+    assert_int_equal(openai_resolve_sampling(&r, 512, &err), 0);
+    assert_float_equal(r.sampling.temperature, 0.01, 1e-9);
+    openai_request_deinit(&r);
+    parse_ok(OPENAI_COMPLETION, "{\"prompt\":\"x\",\"temperature\":0}", &r);
+    assert_int_equal(openai_resolve_sampling(&r, 512, &err), 0);
+    assert_float_equal(r.sampling.temperature, 0.0, 0);
+    openai_request_deinit(&r);
+
+    /* logprobs -1: the vocabulary, over max_logprobs but for a tiny one */
+    const char *over = "Requested sample logprobs of 512, which is greater than max allowed: 20";
+    parse_ok(OPENAI_COMPLETION, "{\"prompt\":\"x\",\"logprobs\":-1}", &r);
+    assert_true(r.logprobs_vocab);
+    assert_int_equal(openai_resolve_sampling(&r, 512, &err), -EINVAL);
+    assert_string_equal(err.param, "logprobs");
+    assert_string_equal(err.message, over);
+    assert_int_equal(openai_resolve_sampling(&r, 16, &err), 0);
+    assert_int_equal(r.logprobs, 16);
+    assert_int_equal(r.sampling.logprobs, 16);
+    openai_request_deinit(&r);
+    parse_ok(OPENAI_CHAT, "{" MSG ",\"logprobs\":true,\"top_logprobs\":-1}", &r);
+    assert_true(r.logprobs_vocab);
+    assert_int_equal(openai_resolve_sampling(&r, 512, &err), -EINVAL);
+    assert_string_equal(err.message, over);
+    openai_request_deinit(&r);
+    parse_ok(OPENAI_CHAT, "{" MSG ",\"logprobs\":true,\"top_logprobs\":null}", &r);
+    assert_int_equal(r.logprobs, -1); /* vLLM: no logprobs with top_logprobs null */
+    openai_request_deinit(&r);
+    expect_bad(OPENAI_COMPLETION, "{\"prompt\":\"x\",\"logprobs\":21}", "logprobs",
+               "Requested sample logprobs of 21, which is greater than max allowed: 20");
+    expect_bad(OPENAI_COMPLETION, "{\"prompt\":\"x\",\"logprobs\":-3}", "logprobs",
+               "`logprobs` must be a positive value or -1.");
+    expect_bad(OPENAI_COMPLETION, "{\"prompt\":\"x\",\"logprobs\":\"2\"}", "logprobs",
+               "`logprobs` must be an integer.");
+    expect_bad(OPENAI_CHAT, "{" MSG ",\"logprobs\":true,\"top_logprobs\":21}", "top_logprobs",
+               "Requested sample logprobs of 21, which is greater than max allowed: 20");
+    expect_bad(OPENAI_CHAT, "{" MSG ",\"top_logprobs\":-1}", "top_logprobs",
+               "when using `top_logprobs`, `logprobs` must be set to true.");
+    expect_bad(OPENAI_CHAT, "{" MSG ",\"logprobs\":true,\"top_logprobs\":-2}", "top_logprobs",
+               "`top_logprobs` must be a positive value or -1.");
+    expect_bad(OPENAI_CHAT, "{" MSG ",\"logprobs\":true,\"top_logprobs\":\"1\"}", "top_logprobs",
+               "`top_logprobs` must be an integer.");
+}
+
+/* Chat: reasoning_effort, documents, return_prompt_text and messages' reasoning. */
+static void test_chat_reasoning_fields(void **state)
+{
+    (void)state;
+    struct openai_request r;
+    parse_ok(OPENAI_CHAT,
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"q\",\"reasoning\":\"dropped\"},"
+             "{\"role\":\"assistant\",\"content\":\"a\",\"reasoning_content\":\"old name\"},"
+             "{\"role\":\"assistant\",\"content\":\"b\",\"reasoning\":\"new\","
+             "\"reasoning_content\":5}],"
+             "\"reasoning_effort\":\"xhigh\",\"documents\":[{\"title\":\"t\",\"text\":\"x\"},{}],"
+             "\"return_prompt_text\":true}",
+             &r);
+    assert_string_equal(r.reasoning_effort, "xhigh");
+    assert_non_null(r.documents);
+    assert_int_equal(json_object_array_length(r.documents), 2);
+    assert_true(r.return_prompt_text);
+    assert_string_equal(r.messages[0].reasoning, "dropped"); /* the template drops it */
+    assert_string_equal(r.messages[1].reasoning, "old name");
+    assert_string_equal(r.messages[2].reasoning, "new"); /* reasoning_content not read then */
+    openai_request_deinit(&r);
+    parse_ok(OPENAI_CHAT, "{" MSG ",\"reasoning_effort\":null,\"documents\":null}", &r);
+    assert_null(r.reasoning_effort);
+    assert_null(r.documents);
+    assert_false(r.return_prompt_text);
+    openai_request_deinit(&r);
+    expect_bad(OPENAI_CHAT, "{" MSG ",\"reasoning_effort\":\"extreme\"}", "reasoning_effort",
+               "'reasoning_effort': input should be 'none', 'minimal', 'low', 'medium', 'high', "
+               "'xhigh' or 'max'");
+    expect_bad(OPENAI_CHAT, "{" MSG ",\"reasoning_effort\":1}", "reasoning_effort",
+               "'reasoning_effort': input should be a valid string, got integer");
+    expect_bad(OPENAI_CHAT, "{" MSG ",\"documents\":{}}", "documents",
+               "'documents': input should be a valid list, got object");
+    expect_bad(OPENAI_CHAT, "{" MSG ",\"documents\":[\"x\"]}", "documents",
+               "'documents[0]': input should be a valid dictionary, got string");
+    expect_bad(OPENAI_CHAT, "{" MSG ",\"documents\":[{\"a\":\"b\"},{\"n\":1}]}", "documents",
+               "'documents[1].n': input should be a valid string, got integer");
+    expect_bad(OPENAI_CHAT, "{" MSG ",\"return_prompt_text\":1}", "return_prompt_text",
+               "'return_prompt_text': input should be a valid boolean, got integer");
+    expect_bad(OPENAI_CHAT,
+               "{\"messages\":[{\"role\":\"assistant\",\"content\":\"a\",\"reasoning\":[]}]}",
+               "messages[0].reasoning",
+               "'messages[0].reasoning': input should be a valid string, got array");
+    expect_bad(OPENAI_CHAT,
+               "{\"messages\":[{\"role\":\"assistant\",\"content\":\"a\","
+               "\"reasoning_content\":1}]}",
+               "messages[0].reasoning_content",
+               "'messages[0].reasoning_content': input should be a valid string, got integer");
+}
+
+/* /v1/embeddings: use_activation, the encodings, padding, truncation_side, cache_salt, and
+ * vLLM's refusal of the removed normalize. */
+static void test_embedding_fields(void **state)
+{
+    (void)state;
+    struct openai_request r;
+    parse_ok(OPENAI_EMBEDDING, "{\"input\":\"x\"}", &r);
+    assert_int_equal(r.embed_normalize, -1);
+    assert_int_equal(r.embed_fmt.encoding, OPENAI_EMBED_FLOAT);
+    assert_int_equal(r.embed_fmt.dtype, OPENAI_DTYPE_FLOAT32);
+    assert_int_equal(r.embed_fmt.endian, OPENAI_ENDIAN_NATIVE);
+    assert_false(r.embed_base64);
+    assert_false(r.truncate_right);
+    openai_request_deinit(&r);
+    parse_ok(OPENAI_EMBEDDING,
+             "{\"input\":[\"a\",\"b\"],\"use_activation\":false,\"encoding_format\":\"base64\","
+             "\"embed_dtype\":\"bfloat16\",\"endianness\":\"big\",\"padding\":\"do_not_pad\","
+             "\"truncate_prompt_tokens\":3,\"truncation_side\":\"right\",\"cache_salt\":\"s\","
+             "\"request_id\":\"r1\",\"task\":\"embed\"}",
+             &r);
+    assert_int_equal(r.embed_normalize, 0);
+    assert_true(r.embed_base64);
+    assert_int_equal(r.embed_fmt.encoding, OPENAI_EMBED_BASE64);
+    assert_int_equal(r.embed_fmt.dtype, OPENAI_DTYPE_BFLOAT16);
+    assert_int_equal(r.embed_fmt.endian, OPENAI_ENDIAN_BIG);
+    assert_int_equal(r.truncate_prompt_tokens, 3);
+    assert_true(r.truncate_right);
+    assert_string_equal(r.cache_salt, "s");
+    assert_string_equal(r.request_id, "r1");
+    openai_request_deinit(&r);
+    parse_ok(OPENAI_EMBEDDING,
+             "{\"input\":\"x\",\"use_activation\":true,\"encoding_format\":\"bytes\","
+             "\"embed_dtype\":\"fp8_e5m2\",\"endianness\":\"little\",\"padding\":null}",
+             &r);
+    assert_int_equal(r.embed_normalize, 1);
+    assert_int_equal(r.embed_fmt.encoding, OPENAI_EMBED_BYTES);
+    assert_int_equal(r.embed_fmt.dtype, OPENAI_DTYPE_FP8_E5M2);
+    assert_int_equal(r.embed_fmt.endian, OPENAI_ENDIAN_LITTLE);
+    openai_request_deinit(&r);
+    parse_ok(OPENAI_EMBEDDING,
+             "{\"input\":\"x\",\"use_activation\":null,"
+             "\"encoding_format\":\"bytes_only\"}",
+             &r);
+    assert_int_equal(r.embed_normalize, -1);
+    assert_int_equal(r.embed_fmt.encoding, OPENAI_EMBED_BYTES_ONLY);
+    openai_request_deinit(&r);
+    const char *normalize = "Parameter `normalize` was removed; use `use_activation` instead.";
+    expect_bad(OPENAI_EMBEDDING, "{\"input\":\"x\",\"normalize\":true}", "normalize", normalize);
+    expect_bad(OPENAI_EMBEDDING, "{\"input\":\"x\",\"normalize\":null}", "normalize", normalize);
+    expect_bad(OPENAI_EMBEDDING, "{\"input\":\"x\",\"task\":\"score\"}", "task",
+               "`score` task was removed; use `classify` instead.");
+    expect_bad(OPENAI_EMBEDDING, "{\"input\":\"x\",\"task\":\"encode\"}", "task",
+               "`encode` task was removed; use `token_embed` or `token_classify` instead.");
+    expect_bad(OPENAI_EMBEDDING, "{\"input\":\"x\",\"use_activation\":1}", "use_activation",
+               "'use_activation': input should be a valid boolean, got integer");
+    expect_bad(OPENAI_EMBEDDING, "{\"input\":\"x\",\"encoding_format\":\"int8\"}",
+               "encoding_format",
+               "'encoding_format': input should be 'float', 'base64', 'bytes' or 'bytes_only'");
+    expect_bad(OPENAI_EMBEDDING, "{\"input\":\"x\",\"embed_dtype\":\"float64\"}", "embed_dtype",
+               "'embed_dtype': input should be 'float32', 'float16', 'bfloat16', 'fp8_e4m3' or "
+               "'fp8_e5m2'");
+    expect_bad(OPENAI_EMBEDDING, "{\"input\":\"x\",\"endianness\":\"middle\"}", "endianness",
+               "'endianness': input should be 'native', 'big' or 'little'");
+    expect_bad(OPENAI_EMBEDDING, "{\"input\":\"x\",\"padding\":\"max_length\"}", "padding",
+               "'padding': \"max_length\" is not supported by this server (\"do_not_pad\" is)");
+    expect_bad(OPENAI_EMBEDDING, "{\"input\":\"x\",\"padding\":true}", "padding",
+               "'padding': input should be a valid string, got boolean");
+    expect_bad(OPENAI_EMBEDDING, "{\"input\":\"x\",\"truncation_side\":\"up\"}", "truncation_side",
+               "'truncation_side': input should be 'left' or 'right'");
+    expect_bad(OPENAI_EMBEDDING, "{\"input\":\"x\",\"cache_salt\":\"a@b\"}", "cache_salt",
+               "Parameter 'cache_salt' must be at most 128 characters and must not contain '@', "
+               "'/', '\\\\', or NUL.");
+    expect_bad(OPENAI_EMBEDDING, "{\"input\":\"x\",\"request_id\":[]}", "request_id",
+               "'request_id': input should be a valid string, got array");
 }
 
 static void test_bad_requests(void **state)
@@ -905,6 +1220,9 @@ int main(void)
         cmocka_unit_test(test_structured_forms),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_tokenize_detokenize),
+        cmocka_unit_test(test_vllm_sampling_fields),
+        cmocka_unit_test(test_chat_reasoning_fields),
+        cmocka_unit_test(test_embedding_fields),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
