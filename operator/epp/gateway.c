@@ -461,6 +461,11 @@ struct epp_gateway *epp_gateway_new(uv_loop_t *loop, struct epp_router *r, struc
     if (!g->http || http_server_route(g->srv, "POST", "/v1", 1, h_infer, g) != 0 ||
         http_server_route(g->srv, "POST", "/tokenize", 0, h_infer, g) != 0 ||
         http_server_route(g->srv, "POST", "/detokenize", 0, h_infer, g) != 0 ||
+        /* vLLM's pooling endpoints outside /v1 (/v2/rerank by prefix) */
+        http_server_route(g->srv, "POST", "/score", 0, h_infer, g) != 0 ||
+        http_server_route(g->srv, "POST", "/rerank", 0, h_infer, g) != 0 ||
+        http_server_route(g->srv, "POST", "/pooling", 0, h_infer, g) != 0 ||
+        http_server_route(g->srv, "POST", "/v2", 1, h_infer, g) != 0 ||
         http_server_route(g->srv, "GET", "/v1/models", 0, h_models, g) != 0 ||
         http_server_route(g->srv, "GET", "/health", 0, h_health, g) != 0) {
         if (g->srv) {

@@ -194,6 +194,17 @@ def run_basic(epp, decode_names):
     check(st == 200 and text.rstrip().endswith("data: [DONE]") and
           r.getheader("content-type", "").startswith("text/event-stream"),
           "a stream passes through as SSE: %d %r" % (st, text[-80:]))
+    # vLLM's pooling endpoints outside /v1 reach a pod too
+    for path, body, key in (("/rerank", {"query": "a b", "documents": ["a b", "c d"]}, "results"),
+                            ("/v2/rerank", {"query": "a", "documents": ["b"]}, "results"),
+                            ("/score", {"text_1": "a b", "text_2": ["a b", "x"]}, "data"),
+                            ("/v1/score", {"text_1": "a", "text_2": "b"}, "data"),
+                            ("/pooling", {"input": "a b c"}, "data")):
+        body["model"] = MODEL
+        st, out, r = epp.request("POST", path, body)
+        ok = st == 200 and key in json.loads(out)
+        check(ok and r.getheader("x-selected-pod") in decode_names,
+              "%s through the gateway: %d %s" % (path, st, out[:200]))
 
 
 def seed_prefix(agent, prompt):
