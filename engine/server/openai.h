@@ -537,6 +537,13 @@ int openai_build_embeddings_bytes(const struct openai_meta *meta, const float *c
                                   const struct openai_usage *usage, struct buf *body,
                                   struct buf *metadata);
 
+/* An embedding component as /v1/embeddings writes it: the shortest digits that read back as the
+ * same float32, always with a '.' or exponent; a non-finite value (JSON has none) as 0.0. */
+void openai_put_embed_float(struct buf *out, float f);
+
+/* len bytes as standard base64 with '=' padding (encoding_format "base64"). */
+void openai_put_base64(struct buf *out, const uint8_t *bytes, size_t len);
+
 /* Bytes per value of dtype (4, 2 or 1). */
 size_t openai_embed_dtype_size(enum openai_embed_dtype dtype);
 

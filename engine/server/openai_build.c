@@ -791,9 +791,7 @@ int openai_build_detokenize(const char *text, size_t len, struct buf *out)
     return buf_error(out);
 }
 
-/* An embedding component: the shortest form that reads back as the same float, as Python's repr
- * of the float32 value would round-trip (non-finite values cannot appear in JSON: 0). */
-static void embed_float(struct buf *out, float f)
+void openai_put_embed_float(struct buf *out, float f)
 {
     char tmp[40];
     if (!isfinite(f)) {
@@ -964,8 +962,7 @@ void openai_embed_encode(const float *v, size_t n, const struct openai_embed_for
     }
 }
 
-/* len bytes as standard base64 (vLLM's encoding_format "base64"). */
-static void put_base64(struct buf *out, const uint8_t *bytes, size_t len)
+void openai_put_base64(struct buf *out, const uint8_t *bytes, size_t len)
 {
     static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     char quad[4];
@@ -1002,7 +999,7 @@ int openai_build_embeddings_fmt(const struct openai_meta *meta, const float *con
         if (enc) {
             openai_embed_encode(vecs[i], (size_t)dims, fmt, enc);
             buf_appends(out, "\"");
-            put_base64(out, enc, bytes);
+            openai_put_base64(out, enc, bytes);
             buf_appends(out, "\"");
         } else {
             buf_appends(out, "[");
@@ -1010,7 +1007,7 @@ int openai_build_embeddings_fmt(const struct openai_meta *meta, const float *con
                 if (d) {
                     buf_appends(out, ",");
                 }
-                embed_float(out, vecs[i][d]);
+                openai_put_embed_float(out, vecs[i][d]);
             }
             buf_appends(out, "]");
         }

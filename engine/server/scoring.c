@@ -617,45 +617,6 @@ static void put_score(struct buf *out, float f)
     buf_appends(out, tmp);
 }
 
-/* A pooled component as /v1/embeddings writes it (openai_build.c): the shortest form that reads
- * back as the same float32; non-finite as 0.0. */
-static void put_component(struct buf *out, float f)
-{
-    char tmp[40];
-    if (!isfinite(f)) {
-        f = 0.0f;
-    }
-    for (int prec = 6; prec <= 9; prec++) {
-        snprintf(tmp, sizeof(tmp), "%.*g", prec, (double)f);
-        if (strtof(tmp, NULL) == f) {
-            break;
-        }
-    }
-    if (!strpbrk(tmp, ".eE")) {
-        const size_t n = strlen(tmp);
-        snprintf(tmp + n, sizeof(tmp) - n, ".0");
-    }
-    buf_appends(out, tmp);
-}
-
-/* len bytes as standard base64. */
-static void put_base64(struct buf *out, const uint8_t *bytes, size_t len)
-{
-    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    char quad[4];
-    for (size_t i = 0; i < len; i += 3) {
-        const size_t got = len - i < 3 ? len - i : 3;
-        const uint8_t c0 = bytes[i];
-        const uint8_t c1 = got > 1 ? bytes[i + 1] : 0;
-        const uint8_t c2 = got > 2 ? bytes[i + 2] : 0;
-        quad[0] = tab[c0 >> 2];
-        quad[1] = tab[((c0 & 3) << 4) | (c1 >> 4)];
-        quad[2] = got > 1 ? tab[((c1 & 15) << 2) | (c2 >> 6)] : '=';
-        quad[3] = got > 2 ? tab[c2 & 63] : '=';
-        buf_append(out, quad, 4);
-    }
-}
-
 static void put_string(struct buf *out, const char *s)
 {
     openai_json_string(out, s ? s : "", s ? strlen(s) : 0);
@@ -705,7 +666,7 @@ static int build_pooling(const struct scoring_output *o, struct buf *out)
         if (base64) { /* vLLM's encode_pooling_output_base64: embed_dtype, endianness */
             openai_embed_encode(o->vecs[i], o->dims, o->fmt, enc);
             buf_appends(out, "\"");
-            put_base64(out, enc, size);
+            openai_put_base64(out, enc, size);
             buf_appends(out, "\"");
         } else {
             buf_appends(out, "[");
@@ -713,7 +674,7 @@ static int build_pooling(const struct scoring_output *o, struct buf *out)
                 if (d) {
                     buf_appends(out, ",");
                 }
-                put_component(out, o->vecs[i][d]);
+                openai_put_embed_float(out, o->vecs[i][d]);
             }
             buf_appends(out, "]");
         }
