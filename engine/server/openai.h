@@ -537,6 +537,13 @@ int openai_build_embeddings_bytes(const struct openai_meta *meta, const float *c
                                   const struct openai_usage *usage, struct buf *body,
                                   struct buf *metadata);
 
+/* The bytes of s as a JSON array of numbers ([104,105]): logprobs' "bytes". */
+void openai_put_bytes(struct buf *out, const char *s, size_t len);
+
+/* v as Python writes a float: the shortest digits that read back as v (as the float32 (float)v
+ * when as_float32), always with a '.' or exponent; a non-finite value (JSON has none) as 0.0. */
+void openai_put_repr_float(struct buf *out, double v, int as_float32);
+
 /* An embedding component as /v1/embeddings writes it: the shortest digits that read back as the
  * same float32, always with a '.' or exponent; a non-finite value (JSON has none) as 0.0. */
 void openai_put_embed_float(struct buf *out, float f);

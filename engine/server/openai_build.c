@@ -453,7 +453,7 @@ static void put_prompt_logprobs(struct buf *out, const struct openai_prompt_logp
     buf_appends(out, "]");
 }
 
-static void put_bytes(struct buf *out, const char *s, size_t len)
+void openai_put_bytes(struct buf *out, const char *s, size_t len)
 {
     buf_appends(out, "[");
     for (size_t i = 0; i < len; i++) {
@@ -477,9 +477,9 @@ static void put_chat_token(struct buf *out, int as_ids, int name_bytes, int32_t 
     if (as_ids && name_bytes) {
         char name[32];
         snprintf(name, sizeof name, "token_id:%" PRId32, token);
-        put_bytes(out, name, strlen(name));
+        openai_put_bytes(out, name, strlen(name));
     } else {
-        put_bytes(out, s, len);
+        openai_put_bytes(out, s, len);
     }
 }
 
@@ -789,6 +789,25 @@ int openai_build_detokenize(const char *text, size_t len, struct buf *out)
     openai_json_string(out, text ? text : "", text ? len : 0);
     buf_appends(out, "}");
     return buf_error(out);
+}
+
+void openai_put_repr_float(struct buf *out, double v, int as_float32)
+{
+    char tmp[40];
+    if (!isfinite(v)) {
+        v = 0.0;
+    }
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(tmp, sizeof tmp, "%.*g", prec, v);
+        if (as_float32 ? strtof(tmp, NULL) == (float)v : strtod(tmp, NULL) == v) {
+            break;
+        }
+    }
+    if (!strpbrk(tmp, ".eE")) {
+        const size_t n = strlen(tmp);
+        snprintf(tmp + n, sizeof tmp - n, ".0");
+    }
+    buf_appends(out, tmp);
 }
 
 void openai_put_embed_float(struct buf *out, float f)

@@ -1068,30 +1068,10 @@ void responses_fix_error(struct openai_error *err)
 
 /* ---- building ---- */
 
-/* A double as Python's repr writes it: the shortest digits that read back, always a float. */
-static void put_py_float(struct buf *out, double v, int is_float)
-{
-    char tmp[40];
-    if (!isfinite(v)) {
-        v = 0.0;
-    }
-    for (int prec = 1; prec <= 17; prec++) {
-        snprintf(tmp, sizeof tmp, "%.*g", prec, v);
-        if (is_float ? strtof(tmp, NULL) == (float)v : strtod(tmp, NULL) == v) {
-            break;
-        }
-    }
-    if (!strpbrk(tmp, ".eE")) {
-        size_t n = strlen(tmp);
-        snprintf(tmp + n, sizeof tmp - n, ".0");
-    }
-    buf_appends(out, tmp);
-}
-
 /* A logprob: below -9999 (or NaN) written -9999.0, as vLLM clamps it. */
 static void put_logprob(struct buf *out, float lp)
 {
-    put_py_float(out, isnan(lp) || lp < -9999.0f ? -9999.0 : (double)lp, 1);
+    openai_put_repr_float(out, isnan(lp) || lp < -9999.0f ? -9999.0 : (double)lp, 1);
 }
 
 static void put_str(struct buf *out, const char *s)
@@ -1103,15 +1083,6 @@ static void put_str(struct buf *out, const char *s)
     }
 }
 
-static void put_bytes(struct buf *out, const char *s, size_t len)
-{
-    buf_appends(out, "[");
-    for (size_t i = 0; i < len; i++) {
-        buf_appendf(out, "%s%u", i ? "," : "", (unsigned)(unsigned char)s[i]);
-    }
-    buf_appends(out, "]");
-}
-
 /* ResponseOutputText.Logprob: {"token","bytes","logprob","top_logprobs":[{"token","bytes",
  * "logprob"}]} (full bodies); compact: the delta event's {"token","logprob","top_logprobs":
  * [{"token","logprob"}]}. */
@@ -1121,7 +1092,7 @@ static void put_token_logprob(struct buf *out, const struct openai_token_logprob
     openai_json_string(out, t->text, t->text_len);
     if (!compact) {
         buf_appends(out, ",\"bytes\":");
-        put_bytes(out, t->text, t->text_len);
+        openai_put_bytes(out, t->text, t->text_len);
     }
     buf_appends(out, ",\"logprob\":");
     put_logprob(out, t->logprob);
@@ -1131,7 +1102,7 @@ static void put_token_logprob(struct buf *out, const struct openai_token_logprob
         openai_json_string(out, t->top[j].text, t->top[j].text_len);
         if (!compact) {
             buf_appends(out, ",\"bytes\":");
-            put_bytes(out, t->top[j].text, t->top[j].text_len);
+            openai_put_bytes(out, t->top[j].text, t->top[j].text_len);
         }
         buf_appends(out, ",\"logprob\":");
         put_logprob(out, t->top[j].logprob);
@@ -1233,8 +1204,8 @@ static void put_response(struct buf *out, const struct responses_request *rr,
     }
     buf_appendf(out, "],\"parallel_tool_calls\":%s,\"temperature\":",
                 rr->parallel_tool_calls ? "true" : "false");
-    put_py_float(out, rr->has_temperature ? rr->temperature : res->temperature,
-                 !rr->has_temperature);
+    openai_put_repr_float(out, rr->has_temperature ? rr->temperature : res->temperature,
+                          !rr->has_temperature);
     buf_appends(out, ",\"tool_choice\":");
     if (rr->tool_choice) {
         json_to_buf(rr->tool_choice, 0, out);
@@ -1248,7 +1219,7 @@ static void put_response(struct buf *out, const struct responses_request *rr,
         buf_appends(out, "[]");
     }
     buf_appends(out, ",\"top_p\":");
-    put_py_float(out, rr->has_top_p ? rr->top_p : res->top_p, !rr->has_top_p);
+    openai_put_repr_float(out, rr->has_top_p ? rr->top_p : res->top_p, !rr->has_top_p);
     buf_appendf(out, ",\"background\":false,\"max_output_tokens\":%" PRId64 ",\"max_tool_calls\":",
                 res->max_output_tokens);
     if (rr->has_max_tool_calls) {

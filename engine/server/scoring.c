@@ -598,25 +598,6 @@ float scoring_cosine(const float *a, const float *b, size_t dims)
     return (float)(dot / den);
 }
 
-/* A score: the float32 value as Python writes the double it becomes (its shortest repr);
- * non-finite values, which JSON cannot hold, as 0.0. */
-static void put_score(struct buf *out, float f)
-{
-    char tmp[40];
-    const double d = isfinite(f) ? (double)f : 0.0;
-    for (int prec = 1; prec <= 17; prec++) {
-        snprintf(tmp, sizeof(tmp), "%.*g", prec, d);
-        if (strtod(tmp, NULL) == d) {
-            break;
-        }
-    }
-    if (!strpbrk(tmp, ".eE")) {
-        const size_t n = strlen(tmp);
-        snprintf(tmp + n, sizeof(tmp) - n, ".0");
-    }
-    buf_appends(out, tmp);
-}
-
 static void put_string(struct buf *out, const char *s)
 {
     openai_json_string(out, s ? s : "", s ? strlen(s) : 0);
@@ -717,7 +698,7 @@ int scoring_build(const struct scoring_request *sc, const struct scoring_output 
         buf_appends(out, ",\"data\":[");
         for (size_t i = 0; i < nd; i++) {
             buf_appendf(out, "%s{\"index\":%zu,\"object\":\"score\",\"score\":", i ? "," : "", i);
-            put_score(out, pairs[i].score);
+            openai_put_repr_float(out, pairs[i].score, 0);
             buf_appends(out, "}");
         }
         buf_appends(out, "],");
@@ -739,7 +720,7 @@ int scoring_build(const struct scoring_request *sc, const struct scoring_output 
                         pairs[k].index);
             openai_json_string(out, sc->texts[d], sc->text_lens[d]);
             buf_appends(out, ",\"multi_modal\":null},\"relevance_score\":");
-            put_score(out, pairs[k].score);
+            openai_put_repr_float(out, pairs[k].score, 0);
             buf_appends(out, "}");
         }
         buf_appends(out, "]}");

@@ -549,24 +549,31 @@ static void test_prefix_hits_and_fill_batch(void **state)
     fx_deinit(&f);
 }
 
-static sched_req *add_kv(fixture *f, int32_t n_prompt, int32_t base, int32_t max_tokens,
-                         bool delay_free, bool load_remote)
+/* Adds a request of prompt base, base + 1, ... with the flags of p (its other fields are set
+ * here). */
+static sched_req *add_with(fixture *f, int32_t n_prompt, int32_t base, int32_t max_tokens,
+                           sched_req_params p)
 {
     int32_t prompt[256];
     assert_true(n_prompt <= 256);
     for (int32_t i = 0; i < n_prompt; i++) {
         prompt[i] = base + i;
     }
-    sched_req_params p = {.id = (uint64_t)base,
-                          .prompt = prompt,
-                          .n_prompt = n_prompt,
-                          .max_tokens = max_tokens,
-                          .delay_free = delay_free,
-                          .load_remote = load_remote};
+    p.id = (uint64_t)base;
+    p.prompt = prompt;
+    p.n_prompt = n_prompt;
+    p.max_tokens = max_tokens;
     sched_req *r = NULL;
     char err[256];
     assert_int_equal(sched_add(f->s, &p, &r, err, sizeof(err)), 0);
     return r;
+}
+
+static sched_req *add_kv(fixture *f, int32_t n_prompt, int32_t base, int32_t max_tokens,
+                         bool delay_free, bool load_remote)
+{
+    return add_with(f, n_prompt, base, max_tokens,
+                    (sched_req_params){.delay_free = delay_free, .load_remote = load_remote});
 }
 
 /* The producer of a P/D pair: a length finish keeps the blocks until released; other finishes
@@ -777,20 +784,7 @@ static void test_max_loras(void **state)
 
 static sched_req *add_plp(fixture *f, int32_t n_prompt, int32_t base, int32_t max_tokens)
 {
-    int32_t prompt[256];
-    assert_true(n_prompt <= 256);
-    for (int32_t i = 0; i < n_prompt; i++) {
-        prompt[i] = base + i;
-    }
-    sched_req_params p = {.id = (uint64_t)base,
-                          .prompt = prompt,
-                          .n_prompt = n_prompt,
-                          .max_tokens = max_tokens,
-                          .prompt_logits = true};
-    sched_req *r = NULL;
-    char err[256];
-    assert_int_equal(sched_add(f->s, &p, &r, err, sizeof(err)), 0);
-    return r;
+    return add_with(f, n_prompt, base, max_tokens, (sched_req_params){.prompt_logits = true});
 }
 
 /* prompt_logits requests: no prefix hits (nor queries), every chunk that predicts prompt tokens

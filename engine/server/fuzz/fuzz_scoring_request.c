@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "engine/server/scoring.h"
+#include "engine/server/tests/tiny_vocab.h"
 #include "lib/json.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -29,20 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define FUZZ_DIMS    3
 #define FUZZ_MAX_LEN 64 /* max_model_len scoring_prepare checks against */
 
-/* ▁ a b ▁a ab, no space prefix (engine/server/tests/test_scoring.c's vocabulary) */
-static const model_str g_tokens[] = {{"<unk>", 5},
-                                     {"<s>", 3},
-                                     {"</s>", 4},
-                                     {"\xe2\x96\x81", 3},
-                                     {"a", 1},
-                                     {"b", 1},
-                                     {"\xe2\x96\x81"
-                                      "a",
-                                      4},
-                                     {"ab", 2}};
-static const float g_scores[] = {0, 0, 0, -1, -2, -3, -1.5f, -2.5f};
-static const int32_t g_types[] = {2, 3, 3, 1, 1, 1, 1, 1};
-
+/* the tiny vocabulary (tests/tiny_vocab.h), no space prefix */
 static tokenizer *g_tok;
 
 static void check_valid_json(const struct buf *b)
@@ -71,21 +59,7 @@ static void check_error(int rc, const struct openai_error *err)
 static tokenizer *vocab(void)
 {
     if (!g_tok) {
-        model_gguf_vocab v = {
-            .model = "llama",
-            .n_tokens = 8,
-            .tokens = g_tokens,
-            .scores = g_scores,
-            .token_types = g_types,
-            .bos_id = 1,
-            .eos_id = 2,
-            .unk_id = 0,
-            .pad_id = -1,
-            .eot_id = -1,
-            .add_bos = 1,
-            .add_eos = -1,
-            .add_space_prefix = 0,
-        };
+        model_gguf_vocab v = tiny_vocab(0);
         char err[256];
         CHECK(tokenizer_load_gguf(&v, &g_tok, err, sizeof(err)) == 0);
     }

@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "engine/server/scoring.h"
+#include "engine/server/tests/tiny_vocab.h"
 #include "lib/common.h"
 #include "lib/json.h"
 
@@ -294,36 +295,9 @@ static void test_pooling_parse(void **state)
 }
 
 /* ▁ a b ▁a ab, no space prefix: "abab" is [7, 7], "aba" [7, 4] (scores favour "ab") */
-static const model_str g_tokens[] = {{"<unk>", 5},
-                                     {"<s>", 3},
-                                     {"</s>", 4},
-                                     {"\xe2\x96\x81", 3},
-                                     {"a", 1},
-                                     {"b", 1},
-                                     {"\xe2\x96\x81"
-                                      "a",
-                                      4},
-                                     {"ab", 2}};
-static const float g_scores[] = {0, 0, 0, -1, -2, -3, -1.5f, -2.5f};
-static const int32_t g_types[] = {2, 3, 3, 1, 1, 1, 1, 1};
-
 static tokenizer *load(void)
 {
-    model_gguf_vocab v = {
-        .model = "llama",
-        .n_tokens = 8,
-        .tokens = g_tokens,
-        .scores = g_scores,
-        .token_types = g_types,
-        .bos_id = 1,
-        .eos_id = 2,
-        .unk_id = 0,
-        .pad_id = -1,
-        .eot_id = -1,
-        .add_bos = 1,
-        .add_eos = -1,
-        .add_space_prefix = 0,
-    };
+    model_gguf_vocab v = tiny_vocab(0);
     tokenizer *tok = NULL;
     char err[256] = "";
     assert_int_equal(tokenizer_load_gguf(&v, &tok, err, sizeof err), 0);

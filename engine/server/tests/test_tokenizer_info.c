@@ -21,38 +21,11 @@
 
 #include "engine/model/gguf.h"
 #include "engine/server/tokenizer_info.h"
-
-static const model_str g_tokens[] = {{"<unk>", 5},
-                                     {"<s>", 3},
-                                     {"</s>", 4},
-                                     {"\xe2\x96\x81", 3},
-                                     {"a", 1},
-                                     {"b", 1},
-                                     {"\xe2\x96\x81"
-                                      "a",
-                                      4},
-                                     {"ab", 2}};
-static const float g_scores[] = {0, 0, 0, -1, -2, -3, -1.5f, -2.5f};
-static const int32_t g_types[] = {2, 3, 3, 1, 1, 1, 1, 1};
+#include "engine/server/tests/tiny_vocab.h"
 
 static model_gguf_vocab vocab(void)
 {
-    model_gguf_vocab v = {
-        .model = "llama",
-        .n_tokens = 8,
-        .tokens = g_tokens,
-        .scores = g_scores,
-        .token_types = g_types,
-        .bos_id = 1,
-        .eos_id = 2,
-        .unk_id = 0,
-        .pad_id = -1,
-        .eot_id = -1,
-        .add_bos = 1,
-        .add_eos = -1,
-        .add_space_prefix = -1,
-    };
-    return v;
+    return tiny_vocab(-1);
 }
 
 static void test_gguf_vocab_round_trip(void **state)
