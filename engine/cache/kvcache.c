@@ -5,6 +5,7 @@
 #include "engine/cache/kvcache.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,7 +21,8 @@ typedef struct kvc_block {
     int32_t ref_cnt; /* sequences holding the block */
     bool in_free;    /* in the free queue (ref_cnt == 0) */
     bool hashed;     /* registered in the hash map under hash */
-    kvc_hash hash;
+    bool group0;     /* hashed for group 0 (kvc_seq_set_group): eviction is an event */
+    kvc_hash hash;   /* the map key: the block hash, mixed with the group's key */
 } kvc_block;
 
 struct kvc {
@@ -217,7 +219,7 @@ static int32_t queue_pop(kvc *c)
         map_remove(c, h);
         b->hashed = false;
         b->hash = 0;
-        if (c->sink.removed) {
+        if (b->group0 && c->sink.removed) {
             c->sink.removed(c->sink.user, &h, 1);
         }
     }
@@ -329,6 +331,23 @@ int kvc_seq_init(kvc_seq *s, const kvc *c, int32_t max_tokens, const char *cache
     return 0;
 }
 
+void kvc_seq_set_group(kvc_seq *s, int32_t group)
+{
+    s->group = group;
+    s->group_key = 0;
+    if (group > 0) {
+        char name[32];
+        snprintf(name, sizeof name, "kv-cache-group:%d", (int)group);
+        s->group_key = kvc_hash_string(name);
+    }
+}
+
+/* The prefix-cache key of s's block i: its hash, mixed with the group's key. */
+static kvc_hash seq_key(const kvc_seq *s, int32_t i)
+{
+    return s->hashes[i] ^ s->group_key;
+}
+
 void kvc_seq_deinit(kvc *c, kvc_seq *s)
 {
     if (s->blocks) {
@@ -370,7 +389,7 @@ int32_t kvc_lookup(kvc *c, kvc_seq *s, const int32_t *tokens, int32_t n_tokens, 
     seq_hash_blocks(c, s, tokens, n_tokens);
     int32_t max_hit_blocks = (n_tokens - 1) / c->block_size;
     for (int32_t i = 0; i < s->n_hashes && i < max_hit_blocks && i < hits->cap; i++) {
-        int32_t id = map_find(c, s->hashes[i]);
+        int32_t id = map_find(c, seq_key(s, i));
         if (id == KVC_NONE) {
             break;
         }
@@ -380,7 +399,50 @@ int32_t kvc_lookup(kvc *c, kvc_seq *s, const int32_t *tokens, int32_t n_tokens, 
     return hits->n_blocks * c->block_size;
 }
 
-int kvc_allocate(kvc *c, kvc_seq *s, int32_t n_total_tokens, const kvc_hits *hits)
+int32_t kvc_lookup_window(kvc *c, kvc_seq *s, const int32_t *tokens, int32_t n_tokens,
+                          int32_t max_hit_tokens, int32_t window, kvc_hits *hits)
+{
+    hits->n_blocks = 0;
+    hits->query_tokens = 0;
+    if (s->n_blocks != 0 || n_tokens < 1 || n_tokens > (int64_t)s->max_blocks * c->block_size ||
+        window < 1) {
+        return -EINVAL;
+    }
+    hits->query_tokens = n_tokens;
+    if (!c->prefix_caching) {
+        return 0;
+    }
+    seq_hash_blocks(c, s, tokens, n_tokens);
+    int32_t limit = n_tokens - 1 < max_hit_tokens ? n_tokens - 1 : max_hit_tokens;
+    int32_t max_blocks = limit > 0 ? limit / c->block_size : 0;
+    max_blocks = max_blocks < s->n_hashes ? max_blocks : s->n_hashes;
+    max_blocks = max_blocks < hits->cap ? max_blocks : hits->cap;
+    const int32_t run_needed = (window - 1 + c->block_size - 1) / c->block_size;
+    int32_t run = 0;
+    for (int32_t i = max_blocks - 1; i >= 0; i--) {
+        int32_t id = map_find(c, seq_key(s, i));
+        if (id == KVC_NONE) {
+            run = 0;
+            continue;
+        }
+        hits->blocks[i] = id;
+        if (++run >= run_needed) {
+            for (int32_t j = 0; j < i; j++) {
+                hits->blocks[j] = 0; /* outside the window of every later query */
+            }
+            hits->n_blocks = i + run;
+            return hits->n_blocks * c->block_size;
+        }
+    }
+    /* no full run: the cached blocks from position 0 on still make a (shorter) hit */
+    hits->n_blocks = run;
+    return run * c->block_size;
+}
+
+/* Checks n_total_tokens and hits against s; the fresh blocks and the hits in the free queue
+ * that taking them would use, or -EINVAL. */
+static int32_t alloc_plan(const kvc *c, const kvc_seq *s, int32_t n_total_tokens,
+                          const kvc_hits *hits, int32_t *fresh, int32_t *evictable_hits)
 {
     int32_t n_hits = hits ? hits->n_blocks : 0;
     if (n_total_tokens < 0 || n_total_tokens > (int64_t)s->max_blocks * c->block_size ||
@@ -392,24 +454,50 @@ int kvc_allocate(kvc *c, kvc_seq *s, int32_t n_total_tokens, const kvc_hits *hit
         return -EINVAL;
     }
     int32_t have = s->n_blocks + n_hits;
-    int32_t fresh = need > have ? need - have : 0;
-    int32_t evictable_hits = 0;
+    *fresh = need > have ? need - have : 0;
+    *evictable_hits = 0;
     for (int32_t i = 0; i < n_hits; i++) {
+        if (hits->blocks[i] == 0) {
+            continue; /* a null entry of kvc_lookup_window */
+        }
         const kvc_block *b = &c->blocks[hits->blocks[i]];
         /* a hit is valid only until the pool changes: it must still be this chain's block */
-        TANDEM_ASSERT(i < s->n_hashes && b->hashed && b->hash == s->hashes[i]);
-        evictable_hits += b->ref_cnt == 0;
+        TANDEM_ASSERT(i < s->n_hashes && b->hashed && b->hash == seq_key(s, i));
+        *evictable_hits += b->ref_cnt == 0;
+    }
+    return 0;
+}
+
+int32_t kvc_blocks_needed(const kvc *c, const kvc_seq *s, int32_t n_total_tokens,
+                          const kvc_hits *hits)
+{
+    int32_t fresh, evictable_hits;
+    int rc = alloc_plan(c, s, n_total_tokens, hits, &fresh, &evictable_hits);
+    return rc != 0 ? rc : fresh + evictable_hits;
+}
+
+int kvc_allocate(kvc *c, kvc_seq *s, int32_t n_total_tokens, const kvc_hits *hits)
+{
+    int32_t n_hits = hits ? hits->n_blocks : 0;
+    int32_t fresh, evictable_hits;
+    int rc = alloc_plan(c, s, n_total_tokens, hits, &fresh, &evictable_hits);
+    if (rc != 0) {
+        return rc;
     }
     if (c->n_free - evictable_hits < fresh) {
         return -ENOSPC;
     }
     if (hits) {
-        if (c->prefix_caching) {
+        if (c->prefix_caching && s->group == 0) {
             c->queries += (uint64_t)hits->query_tokens;
             c->hits += (uint64_t)n_hits * (uint64_t)c->block_size;
         }
         for (int32_t i = 0; i < n_hits; i++) {
             int32_t id = hits->blocks[i];
+            if (id == 0) {
+                s->blocks[s->n_blocks++] = 0;
+                continue;
+            }
             kvc_block *b = &c->blocks[id];
             if (b->in_free) {
                 queue_remove(c, id);
@@ -429,7 +517,7 @@ int kvc_allocate(kvc *c, kvc_seq *s, int32_t n_total_tokens, const kvc_hits *hit
 
 static void emit_stored(kvc *c, const kvc_seq *s, const int32_t *tokens, int32_t first, int32_t n)
 {
-    if (n == 0 || !c->sink.stored) {
+    if (n == 0 || !c->sink.stored || s->group != 0) {
         return;
     }
     kvc_stored_event ev = {
@@ -461,10 +549,12 @@ void kvc_cache_blocks(kvc *c, kvc_seq *s, const int32_t *tokens, int32_t n_compu
     int32_t run_start = s->n_cached;
     for (int32_t i = s->n_cached; i < full; i++) {
         kvc_block *b = &c->blocks[s->blocks[i]];
-        bool registers = !b->hashed && map_find(c, s->hashes[i]) == KVC_NONE;
+        /* a null entry (released past a sliding window) has nothing to register */
+        bool registers = s->blocks[i] != 0 && !b->hashed && map_find(c, seq_key(s, i)) == KVC_NONE;
         if (registers) {
             b->hashed = true;
-            b->hash = s->hashes[i];
+            b->group0 = s->group == 0;
+            b->hash = seq_key(s, i);
             map_insert(c, b->hash, s->blocks[i]);
         } else {
             emit_stored(c, s, tokens, run_start, i - run_start);

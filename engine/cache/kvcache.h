@@ -107,6 +107,8 @@ typedef struct kvc_seq {
     bool has_salt;
     kvc_hash salt_hash;    /* hash of cache_salt, folded into the first block only */
     const char *lora_name; /* borrowed; reported in stored events */
+    int32_t group;         /* KV cache group (kvc_seq_set_group); 0 by default */
+    kvc_hash group_key;    /* mixed into the prefix-cache keys of groups other than 0 */
 } kvc_seq;
 
 /* Creates a pool of num_blocks blocks (block 0 reserved; 2 .. KVC_MAX_BLOCKS) of block_size
@@ -127,6 +129,14 @@ int32_t kvc_num_blocks(const kvc *c); /* including the null block */
  * outlive s. 0, -EINVAL or -ENOMEM. */
 int kvc_seq_init(kvc_seq *s, const kvc *c, int32_t max_tokens, const char *cache_salt,
                  const char *lora_name);
+/* KV cache groups (vLLM's hybrid allocator: layers with different attention types keep separate
+ * block tables over one pool). Puts s in group `group` (>= 0; call right after kvc_seq_init): its
+ * blocks are cached under keys of their own, so that the groups of one sequence, which share
+ * every block hash, never share a block. Only group 0 counts prefix-cache queries and hits and
+ * reports stored and removed events (vLLM turns KV events off with the hybrid allocator; group 0
+ * alone keeps the wire format of a one-group cache). */
+void kvc_seq_set_group(kvc_seq *s, int32_t group);
+
 /* Releases s's blocks (kvc_release) and frees its arrays. Safe on a zeroed or deinitialised s. */
 void kvc_seq_deinit(kvc *c, kvc_seq *s);
 
@@ -139,13 +149,32 @@ void kvc_seq_deinit(kvc *c, kvc_seq *s);
  * by the kvc_allocate that takes the hits. */
 int32_t kvc_lookup(kvc *c, kvc_seq *s, const int32_t *tokens, int32_t n_tokens, kvc_hits *hits);
 
+/* Prefix-cache lookup for a sliding-window group (vLLM's SlidingWindowManager): tokens beyond
+ * the window of the last hit position are never read again, so a hit needs only the last
+ * ceil((window - 1) / block_size) blocks before it cached. Searches from the right among the
+ * first min(max_hit_tokens, n_tokens - 1) / block_size blocks for the rightmost run of that many
+ * cached blocks and reports the hit up to its end, with the null block 0 for the blocks before
+ * the run; without such a run, the cached blocks from position 0 (a shorter hit). Returns the
+ * hit tokens (hits->n_blocks entries, nulls included) or -EINVAL as kvc_lookup. */
+int32_t kvc_lookup_window(kvc *c, kvc_seq *s, const int32_t *tokens, int32_t n_tokens,
+                          int32_t max_hit_tokens, int32_t window, kvc_hits *hits);
+
+/* Free blocks kvc_allocate(c, s, n_total_tokens, hits) would consume: the fresh ones plus the
+ * hits that sit in the free queue. -EINVAL where kvc_allocate would fail so. For allocating
+ * several groups all or nothing: when the sum over the groups fits kvc_num_free_blocks, take
+ * every group's hits first (kvc_allocate with the hits' tokens), then the fresh blocks. */
+int32_t kvc_blocks_needed(const kvc *c, const kvc_seq *s, int32_t n_total_tokens,
+                          const kvc_hits *hits);
+
 /* Makes s hold blocks for positions [0, n_total_tokens): first takes the prefix hits of
  * kvc_lookup when hits is not NULL (touching them: out of the free queue, ref_cnt++), then pops
  * fresh blocks from the LRU head (evicting a cached one from the hash map -> removed event). All
  * or nothing: -ENOSPC (s unchanged) when not enough free blocks; -EINVAL when n_total_tokens
  * exceeds s's max_tokens or is below the hits, or hits are given for an s that holds blocks.
  * Taking hits commits their lookup: the query counter grows by hits->query_tokens and the hit
- * counter by the hit tokens (also for a lookup that found nothing). */
+ * counter by the hit tokens (also for a lookup that found nothing). Null entries among the hits
+ * (kvc_lookup_window) go into the table as 0. The caller may shorten a lookup's hits (lower
+ * n_blocks) before taking them. */
 int kvc_allocate(kvc *c, kvc_seq *s, int32_t n_total_tokens, const kvc_hits *hits);
 
 /* Registers the full blocks of s among positions [0, n_computed) that are not cached yet

@@ -206,6 +206,162 @@ static void test_release_before(void **state)
     kvc_free(c);
 }
 
+/* KV cache groups: two groups of one sequence share the block hashes but never a block; only
+ * group 0 counts queries and hits and reports events. */
+static void test_groups(void **state)
+{
+    (void)state;
+    ev_log l;
+    kvc *c = new_logged(17, 4, &l);
+    int32_t toks[16];
+    seq_tokens(toks, 16, 7);
+    kvc_seq g0, g1, h0, h1;
+    assert_int_equal(kvc_seq_init(&g0, c, 16, NULL, NULL), 0);
+    assert_int_equal(kvc_seq_init(&g1, c, 16, NULL, NULL), 0);
+    kvc_seq_set_group(&g1, 1);
+    assert_int_equal(kvc_allocate(c, &g0, 16, NULL), 0);
+    assert_int_equal(kvc_allocate(c, &g1, 16, NULL), 0);
+    kvc_cache_blocks(c, &g0, toks, 16);
+    kvc_cache_blocks(c, &g1, toks, 16);
+    assert_int_equal(kvc_num_cached_blocks(c), 8); /* 4 per group, the same hashes */
+    assert_int_equal(l.n_stored, 1);               /* group 0's run only */
+    assert_int_equal(l.stored[0].n_blocks, 4);
+    for (int i = 0; i < 4; i++) {
+        assert_true(g0.hashes[i] == g1.hashes[i]);
+        assert_true(g0.blocks[i] != g1.blocks[i]);
+    }
+    kvc_release(c, &g1);
+    kvc_release(c, &g0);
+    /* each group finds its own blocks back */
+    assert_int_equal(kvc_seq_init(&h0, c, 16, NULL, NULL), 0);
+    assert_int_equal(kvc_seq_init(&h1, c, 16, NULL, NULL), 0);
+    kvc_seq_set_group(&h1, 1);
+    int32_t b0[4], b1[4];
+    kvc_hits k0 = {.blocks = b0, .cap = 4}, k1 = {.blocks = b1, .cap = 4};
+    assert_int_equal(kvc_lookup(c, &h0, toks, 16, &k0), 12);
+    assert_int_equal(kvc_lookup(c, &h1, toks, 16, &k1), 12);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(b0[i], g0.blocks[i]);
+        assert_int_equal(b1[i], g1.blocks[i]);
+    }
+    /* all or nothing over the groups: 12 free blocks, each group takes its 3 hits + 1 fresh */
+    assert_int_equal(kvc_num_free_blocks(c), 16);
+    assert_int_equal(kvc_blocks_needed(c, &h0, 16, &k0), 4);
+    assert_int_equal(kvc_blocks_needed(c, &h1, 16, &k1), 4);
+    assert_int_equal(kvc_blocks_needed(c, &h1, 20, &k1), -EINVAL); /* beyond max_tokens */
+    assert_int_equal(kvc_allocate(c, &h0, 12, &k0), 0);
+    assert_int_equal(kvc_allocate(c, &h1, 12, &k1), 0);
+    assert_int_equal(kvc_allocate(c, &h0, 16, NULL), 0);
+    assert_int_equal(kvc_allocate(c, &h1, 16, NULL), 0);
+    assert_int_equal(kvc_num_free_blocks(c), 8);
+    /* the counters saw group 0's lookup only */
+    assert_int_equal((int)kvc_prefix_queries(c), 16);
+    assert_int_equal((int)kvc_prefix_hits(c), 12);
+    kvc_release(c, &h0);
+    kvc_release(c, &h1);
+    /* evicting every cached block: removed events for group 0's four blocks only */
+    kvc_seq big;
+    assert_int_equal(kvc_seq_init(&big, c, 64, NULL, NULL), 0);
+    assert_int_equal(kvc_allocate(c, &big, 64, NULL), 0);
+    assert_int_equal(l.n_removed, 4);
+    assert_int_equal(kvc_num_cached_blocks(c), 0);
+    assert_int_equal(kvc_check(c), 0);
+    kvc_seq_deinit(c, &big);
+    kvc_seq_deinit(c, &g0);
+    kvc_seq_deinit(c, &g1);
+    kvc_seq_deinit(c, &h0);
+    kvc_seq_deinit(c, &h1);
+    kvc_free(c);
+}
+
+/* Sliding-window lookups (vLLM's SlidingWindowManager.find_longest_cache_hit): the rightmost run
+ * of ceil((window - 1) / block_size) cached blocks ends the hit, the blocks before it are null. */
+static void test_lookup_window(void **state)
+{
+    (void)state;
+    kvc *c = kvc_new(33, 4, true, 3, NULL);
+    assert_non_null(c);
+    int32_t toks[40];
+    seq_tokens(toks, 40, 500);
+    kvc_seq a;
+    assert_int_equal(kvc_seq_init(&a, c, 40, NULL, NULL), 0);
+    kvc_seq_set_group(&a, 2);
+    assert_int_equal(kvc_allocate(c, &a, 40, NULL), 0);
+    kvc_cache_blocks(c, &a, toks, 40); /* 10 cached blocks */
+    int32_t held[10];
+    memcpy(held, a.blocks, sizeof held);
+    kvc_release(c, &a);
+    kvc_seq e;
+    assert_int_equal(kvc_seq_init(&e, c, 128, NULL, NULL), 0);
+    int32_t hb[16];
+    kvc_hits hits = {.blocks = hb, .cap = 16};
+    kvc_seq b;
+    assert_int_equal(kvc_seq_init(&b, c, 40, NULL, NULL), 0);
+    kvc_seq_set_group(&b, 2);
+    /* window 9: 2 blocks; the whole 40-token prompt can hit 39 tokens: blocks 0..8 */
+    assert_int_equal(kvc_lookup_window(c, &b, toks, 40, 1 << 30, 9, &hits), 36);
+    assert_int_equal(hits.n_blocks, 9);
+    for (int i = 0; i < 7; i++) {
+        assert_int_equal(hb[i], 0);
+    }
+    assert_int_equal(hb[7], held[7]);
+    assert_int_equal(hb[8], held[8]);
+    /* capped by a full-attention group's shorter hit */
+    assert_int_equal(kvc_lookup_window(c, &b, toks, 40, 22, 9, &hits), 20);
+    assert_int_equal(hb[3], held[3]);
+    assert_int_equal(hb[4], held[4]);
+    assert_int_equal(hb[2], 0);
+    /* another group's keys are different: nothing */
+    kvc_seq other;
+    assert_int_equal(kvc_seq_init(&other, c, 40, NULL, NULL), 0);
+    kvc_seq_set_group(&other, 1);
+    assert_int_equal(kvc_lookup_window(c, &other, toks, 40, 1 << 30, 9, &hits), 0);
+    assert_int_equal(kvc_lookup_window(c, &other, toks, 40, 1 << 30, 0, &hits), -EINVAL);
+    /* evict blocks 9 and 8: the free queue holds the 22 never-used blocks, then held[9],
+     * held[8], ... (released last first) */
+    assert_int_equal(kvc_allocate(c, &e, 4 * (22 + 2), NULL), 0);
+    assert_int_equal(kvc_ref_cnt(c, held[9]), 1);
+    assert_int_equal(kvc_ref_cnt(c, held[8]), 1);
+    /* blocks 0..7 cached, window 9: the run 6, 7 ends the hit at 32 tokens */
+    assert_int_equal(kvc_lookup_window(c, &b, toks, 40, 1 << 30, 9, &hits), 32);
+    assert_int_equal(hb[7], held[7]);
+    assert_int_equal(hb[5], 0);
+    /* a window of 17 tokens needs 4 cached blocks: 4..7 */
+    assert_int_equal(kvc_lookup_window(c, &b, toks, 40, 1 << 30, 17, &hits), 32);
+    assert_int_equal(hb[4], held[4]);
+    assert_int_equal(hb[3], 0);
+    /* taking window hits: null entries stay null, the others are touched */
+    assert_int_equal(kvc_lookup_window(c, &b, toks, 40, 1 << 30, 9, &hits), 32);
+    assert_int_equal(kvc_blocks_needed(c, &b, 40, &hits), 2 + 2); /* hits 6, 7 + 2 fresh */
+    assert_int_equal(kvc_allocate(c, &b, 40, &hits), 0);
+    assert_int_equal(b.blocks[0], 0);
+    assert_int_equal(b.blocks[6], held[6]);
+    assert_int_equal(kvc_ref_cnt(c, held[6]), 1);
+    assert_int_equal(kvc_ref_cnt(c, held[3]), 0); /* held[5], held[4] were the fresh ones */
+    assert_int_equal(b.n_cached, 8);
+    /* nothing queried or hit: group 2 */
+    assert_int_equal((int)kvc_prefix_queries(c), 0);
+    kvc_cache_blocks(c, &b, toks, 40); /* registers blocks 8, 9 anew; skips nothing cached */
+    assert_int_equal(kvc_check(c), 0);
+    kvc_seq_deinit(c, &b);
+    kvc_seq_deinit(c, &e);
+    kvc_seq_deinit(c, &other);
+    kvc_seq_deinit(c, &a);
+    /* without a full run from the right, the cached blocks from position 0 are still a hit */
+    kvc_seq f, g;
+    assert_int_equal(kvc_seq_init(&f, c, 40, NULL, NULL), 0);
+    assert_int_equal(kvc_allocate(c, &f, 4, NULL), 0);
+    kvc_cache_blocks(c, &f, toks + 20, 4); /* one cached block of other tokens */
+    kvc_release(c, &f);
+    assert_int_equal(kvc_seq_init(&g, c, 40, NULL, NULL), 0);
+    assert_int_equal(kvc_lookup_window(c, &g, toks + 20, 20, 1 << 30, 9, &hits), 4);
+    assert_int_equal(hits.n_blocks, 1);
+    assert_true(hb[0] > 0);
+    kvc_seq_deinit(c, &f);
+    kvc_seq_deinit(c, &g);
+    kvc_free(c);
+}
+
 static void test_shared_prefix_refcounts_and_touch(void **state)
 {
     (void)state;
@@ -770,6 +926,8 @@ int main(void)
         cmocka_unit_test(test_new_bad_args),
         cmocka_unit_test(test_lru_and_tail_first_eviction),
         cmocka_unit_test(test_release_before),
+        cmocka_unit_test(test_groups),
+        cmocka_unit_test(test_lookup_window),
         cmocka_unit_test(test_shared_prefix_refcounts_and_touch),
         cmocka_unit_test(test_events_removed_and_cleared),
         cmocka_unit_test(test_hash_chain),
