@@ -577,6 +577,11 @@ static int run(struct agent_flags *f)
                        "pods with --tensor-parallel-size 1",
                        (int)f->ef.tensor_parallel_size);
     }
+    if (f->connector) {
+        /* one block table per request is what the connector moves (vLLM turns its hybrid KV
+         * cache manager off for a kv-transfer-config as well) */
+        f->ef.cfg.disable_hybrid_kv_cache_manager = true;
+    }
     char why[256] = "";
     if (f->connector && strcmp(f->ef.device, "auto") == 0 && !kvx_ucx_has_cuda(why, sizeof why)) {
         log_info("--device auto: %s, and the P/D connector registers the KV cache with it: using "

@@ -49,7 +49,8 @@ typedef struct cpu_layer {
     float *q_norm, *k_norm;                    /* [head_dim] or NULL */
     float *bq, *bk, *bv;                       /* [q_dim], [kv_dim], [kv_dim] or NULL */
     void *k_pool, *v_pool;                     /* KV pools, pool_bytes each */
-    bool k_external, v_external;               /* adopted (cpu_kv_adopt): not ours to free */
+    bool k_external, v_external; /* adopted (cpu_kv_adopt) or a group slot's: not ours to free */
+    int32_t kv_group;            /* the block table of its KV (fwd_seq.group_tables), or 0 */
 } cpu_layer;
 
 struct backend {
@@ -60,6 +61,10 @@ struct backend {
     size_t kv_esz;     /* bytes per KV element */
     size_t pool_bytes; /* bytes of one K or V pool */
     cpu_layer *layers;
+    /* KV cache groups (backend_config.kv_groups, more than one): the pools of the group slots,
+     * [n_slots] each, which the layers point into; NULL otherwise (a pool per layer) */
+    void **slot_k, **slot_v;
+    int32_t n_slots;
     kc_weight output;
     float *out_norm;
     /* scratch, T = max_batch_tokens rows */
@@ -213,6 +218,12 @@ static void cpu_destroy(backend *b)
         }
         free(b->layers);
     }
+    for (int32_t i = 0; i < b->n_slots; i++) {
+        free(b->slot_k ? b->slot_k[i] : NULL);
+        free(b->slot_v ? b->slot_v[i] : NULL);
+    }
+    free(b->slot_k);
+    free(b->slot_v);
     kc_weight_release(&b->output);
     free(b->out_norm);
     free(b->x);
@@ -350,6 +361,32 @@ static backend *cpu_create(const model *m, const backend_config *cfg, char *err,
         tandem_set_err(err, errlen, "cpu backend: out of memory");
         goto err_destroy;
     }
+    if (cfg->kv_groups && cfg->kv_groups->n_groups > 1) {
+        const kv_groups *kg = cfg->kv_groups;
+        if (kg->n_layer != b->n_layer || kg->group_size < 1) {
+            tandem_set_err(err, errlen, "cpu backend: KV cache groups planned for %d layers",
+                           (int)kg->n_layer);
+            goto err_destroy;
+        }
+        b->slot_k = calloc((size_t)kg->group_size, sizeof(void *));
+        b->slot_v = calloc((size_t)kg->group_size, sizeof(void *));
+        if (!b->slot_k || !b->slot_v) {
+            tandem_set_err(err, errlen, "cpu backend: out of memory");
+            goto err_destroy;
+        }
+        b->n_slots = kg->group_size;
+        for (int32_t i = 0; i < b->n_slots; i++) {
+            b->slot_k[i] = cpu_aligned_zalloc(b->pool_bytes);
+            b->slot_v[i] = cpu_aligned_zalloc(b->pool_bytes);
+            if (!b->slot_k[i] || !b->slot_v[i]) {
+                tandem_set_err(err, errlen,
+                               "cpu backend: cannot allocate %zu bytes of KV cache for group "
+                               "slot %d",
+                               2 * b->pool_bytes, (int)i);
+                goto err_destroy;
+            }
+        }
+    }
     const int64_t E = b->n_embd, F = b->n_ff;
     const int64_t T = cfg->max_batch_tokens > cfg->max_seqs ? cfg->max_batch_tokens : cfg->max_seqs;
     size_t ws = 0;
@@ -426,8 +463,16 @@ static backend *cpu_create(const model *m, const backend_config *cfg, char *err,
                 }
             }
         }
-        L->k_pool = cpu_aligned_zalloc(b->pool_bytes);
-        L->v_pool = cpu_aligned_zalloc(b->pool_bytes);
+        if (b->slot_k) {
+            const kv_groups *kg = cfg->kv_groups;
+            L->kv_group = kg->layer_group[l];
+            L->k_pool = b->slot_k[kg->layer_slot[l]];
+            L->v_pool = b->slot_v[kg->layer_slot[l]];
+            L->k_external = L->v_external = true;
+        } else {
+            L->k_pool = cpu_aligned_zalloc(b->pool_bytes);
+            L->v_pool = cpu_aligned_zalloc(b->pool_bytes);
+        }
         if (!L->k_pool || !L->v_pool) {
             tandem_set_err(err, errlen,
                            "cpu backend: cannot allocate %zu bytes of KV cache for layer %d",
@@ -538,7 +583,8 @@ static void cpu_store_kv(backend *b, const cpu_layer *L, const fwd_batch *batch,
     const fwd_seq *s = &batch->seqs[b->tok_seq[t]];
     const int32_t pos = b->tok_pos[t];
     const int32_t bs = b->cfg.block_size;
-    const size_t blk = (size_t)s->block_table[pos / bs];
+    const int32_t *bt = s->group_tables ? s->group_tables[L->kv_group] : s->block_table;
+    const size_t blk = (size_t)bt[pos / bs];
     const size_t off = (size_t)(pos % bs);
     for (int h = 0; h < b->n_head_kv; h++) {
         const size_t slot =
@@ -1096,6 +1142,9 @@ static int cpu_forward(backend *b, const fwd_batch *batch)
             return rc;
         }
         cpu_tok_run(b, batch, CPU_OP_QKV_POST, l, T);
+        for (int32_t i = 0; b->slot_k && i < batch->n_seqs; i++) {
+            b->aseq[i].block_table = batch->seqs[i].group_tables[L->kv_group];
+        }
         kc_paged_kv kv = {.k = L->k_pool,
                           .v = L->v_pool,
                           .f16 = b->kv_esz == 2,
@@ -1159,8 +1208,8 @@ static void *cpu_kv_pool(backend *b, int layer, int kv, size_t *bytes)
 static int cpu_kv_adopt(backend *b, int layer, int kv, void *mem, size_t bytes)
 {
     if (layer < 0 || layer >= b->n_layer || (kv != 0 && kv != 1) || !mem ||
-        bytes != b->pool_bytes || (uintptr_t)mem % CPU_ALIGN != 0) {
-        return -EINVAL;
+        bytes != b->pool_bytes || (uintptr_t)mem % CPU_ALIGN != 0 || b->slot_k) {
+        return -EINVAL; /* with KV cache groups, layers share pools: nothing to adopt per layer */
     }
     cpu_layer *L = &b->layers[layer];
     void **pool = kv == 0 ? &L->k_pool : &L->v_pool;
@@ -1187,6 +1236,7 @@ const backend_ops cpu_backend_ops = {
     .pooling = true,
     .lora = true,
     .all_logits = true,
+    .kv_groups = true,
     .kv_block_bytes = cpu_kv_block_bytes,
     .create = cpu_create,
     .forward = cpu_forward,

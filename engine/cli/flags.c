@@ -241,6 +241,10 @@ int engine_flags_parse(struct cli_args *a, struct engine_flags *f)
         c->disable_prefix_caching = true;
         return 1;
     }
+    if (cli_bool(a, "--disable-hybrid-kv-cache-manager")) {
+        c->disable_hybrid_kv_cache_manager = true;
+        return 1;
+    }
     if (cli_bool(a, "--enable-chunked-prefill")) {
         c->disable_chunked_prefill = false;
         return 1;
@@ -569,6 +573,9 @@ void engine_flags_usage(FILE *out)
         "  --enforce-eager               no CUDA graphs: launch every step op by op\n"
         "  --[no-]enable-prefix-caching  automatic prefix caching (on)\n"
         "  --[no-]enable-chunked-prefill chunked prefill (on)\n"
+        "  --disable-hybrid-kv-cache-manager\n"
+        "                                one block table for full and sliding-window layers\n"
+        "                                (gemma2/3 then keep every block of the context)\n"
         "  --long-prefill-token-threshold N\n"
         "  --scheduling-policy fcfs|priority\n"
         "  --max-waiting-requests N      waiting queue bound; beyond it 503 (1024)\n"

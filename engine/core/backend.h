@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/cache/kv_groups.h"
 #include "engine/core/batch.h"
 #include "engine/core/tp.h"
 #include "engine/model/lora.h"
@@ -40,6 +41,11 @@ typedef struct backend_config {
     const backend_tp *tp;
     int tp_size;
     const struct backend_ops *tp_inner;
+    /* KV cache groups (backend_ops.kv_groups): NULL, or n_groups 1, for one table and a pool
+     * per layer; otherwise group_size pools per K and V, layer l in pool layer_slot[l] at the
+     * blocks of fwd_seq.group_tables[layer_group[l]] (engine/core/batch.h). Borrowed: it must
+     * outlive the backend. */
+    const struct kv_groups *kv_groups;
 } backend_config;
 
 /* Validates a batch against a backend's limits (backend_config), vocabulary and layers: sizes,
@@ -57,7 +63,9 @@ static inline int backend_check_batch(const backend_config *cfg, int32_t n_vocab
     int32_t n_logits = 0, n_pooled = 0, n_all = 0;
     for (int32_t i = 0; i < batch->n_seqs; i++) {
         const fwd_seq *s = &batch->seqs[i];
+        const int32_t n_groups = cfg->kv_groups ? cfg->kv_groups->n_groups : 1;
         if (s->n_new < 1 || s->start_pos < 0 || !s->block_table ||
+            (n_groups > 1) != (s->group_tables != NULL) ||
             (s->lora && (s->lora->rank > cfg->max_lora_rank || s->lora->n_layer != n_layer)) ||
             (s->all_logits && s->pool != FWD_POOL_NONE)) {
             return -EINVAL;
@@ -66,8 +74,14 @@ static inline int backend_check_batch(const backend_config *cfg, int32_t n_vocab
         if ((end + cfg->block_size - 1) / cfg->block_size > s->n_blocks) {
             return -EINVAL;
         }
-        for (int64_t j = 0; j < (end + cfg->block_size - 1) / cfg->block_size; j++) {
-            if (s->block_table[j] < 0 || s->block_table[j] >= cfg->num_blocks) {
+        for (int32_t g = 0; g < n_groups; g++) {
+            const int32_t *bt = n_groups > 1 ? s->group_tables[g] : s->block_table;
+            for (int64_t j = 0; bt && j < (end + cfg->block_size - 1) / cfg->block_size; j++) {
+                if (bt[j] < 0 || bt[j] >= cfg->num_blocks) {
+                    return -EINVAL;
+                }
+            }
+            if (!bt) {
                 return -EINVAL;
             }
         }
@@ -115,6 +129,7 @@ typedef struct backend_ops {
     bool pooling;     /* forward honours fwd_seq.pool (embeddings); false: -ENOTSUP when asked */
     bool lora;        /* forward applies fwd_seq.lora (backend_config.max_lora_rank > 0) */
     bool all_logits;  /* forward honours fwd_seq.all_logits (prompt logprobs); false: -ENOTSUP */
+    bool kv_groups;   /* create honours backend_config.kv_groups (several block tables) */
     /* Bytes of KV storage one block takes over all layers (K and V). */
     size_t (*kv_block_bytes)(const model *m, int32_t block_size, kv_dtype dt);
     /* Creates the backend for m (borrowed; must outlive it) with cfg; NULL and err on failure. */

@@ -14,6 +14,11 @@
  *   V[layer]: same shape; element type f32 or f16 (kv_dtype).
  * Block 0 is never handed out by the block manager (vLLM's null block), so its contents are
  * unspecified.
+ *
+ * With KV cache groups (engine/cache/kv_groups.h; backend_config.kv_groups) a sequence has one
+ * block table per group (group_tables) and there is one pool per group slot instead of per
+ * layer: layer l stores its KV in pool layer_slot[l], at the blocks of table layer_group[l].
+ * A sliding-window group's table holds the null block 0 for blocks before the window.
  */
 #ifndef TANDEM_ENGINE_CORE_BATCH_H
 #define TANDEM_ENGINE_CORE_BATCH_H
@@ -35,8 +40,11 @@ typedef struct fwd_seq {
     int32_t n_new;              /* tokens of this sequence in this batch (>= 1) */
     int32_t start_pos;          /* position of its first new token == tokens already cached */
     const int32_t *block_table; /* physical block ids for positions [0, start_pos + n_new) */
-    int32_t n_blocks;           /* entries in block_table */
-    bool want_logits;           /* produce logits for the last new token of this sequence */
+    /* with several KV cache groups: each group's table ([0] == block_table), n_blocks entries
+     * each; NULL with one group */
+    const int32_t *const *group_tables;
+    int32_t n_blocks; /* entries in block_table */
+    bool want_logits; /* produce logits for the last new token of this sequence */
     /* also the logits of every new token, into fwd_batch.row_logits (prompt logprobs); the
      * last one's go there as well as into logits when want_logits */
     bool all_logits;

@@ -144,6 +144,7 @@ struct engine {
     const backend_ops *ops;
     backend *be;
     kvc *kv;
+    kv_groups kvg; /* which block table each layer's KV lives under */
     sched *s;
     int32_t n_vocab;
     int32_t max_model_len;
@@ -626,6 +627,44 @@ static int collect_eog(engine *e)
     return 0;
 }
 
+/* The KV cache groups of e's model (vLLM's hybrid KV cache manager where the model mixes full
+ * and sliding-window attention and nothing turns the manager off). */
+static int engine_plan_kv_groups(engine *e, bool kv_events, char *err, size_t errlen)
+{
+    const model *m = e->m;
+    const int32_t n = m->cfg.n_layer;
+    int32_t *window = malloc((size_t)n * sizeof(*window));
+    if (!window) {
+        tandem_set_err(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    bool mixed = false;
+    for (int32_t l = 0; l < n; l++) {
+        window[l] = m->layers[l].swa && m->cfg.n_swa > 0 ? m->cfg.n_swa : 0;
+        mixed |= window[l] != window[0];
+    }
+    const char *off = e->cfg.disable_hybrid_kv_cache_manager ? "--disable-hybrid-kv-cache-manager"
+                      : kv_events                            ? "KV events are on"
+                      : !e->ops->kv_groups                   ? "the backend keeps one block table"
+                                                             : NULL;
+    int rc = kv_groups_plan(&e->kvg, n, window, off == NULL);
+    free(window);
+    if (rc != 0) {
+        tandem_set_err(err, errlen, "cannot plan the KV cache groups (%d layers)", (int)n);
+        return rc;
+    }
+    if (e->kvg.n_groups > 1) {
+        log_info("engine: hybrid KV cache manager: %d block tables of %d layers each (window %d "
+                 "on the sliding ones); their blocks before the window go back to the pool",
+                 (int)e->kvg.n_groups, (int)e->kvg.group_size, (int)m->cfg.n_swa);
+    } else if (mixed) {
+        log_info("engine: full and sliding-window layers share one block table (%s): every "
+                 "layer keeps the whole context",
+                 off ? off : "too many KV cache groups");
+    }
+    return 0;
+}
+
 engine *engine_new(const model *m, const tokenizer *tok, const engine_config *cfg, char *err,
                    size_t errlen)
 {
@@ -752,7 +791,18 @@ engine *engine_new(const model *m, const tokenizer *tok, const engine_config *cf
         tandem_set_err(err, errlen, "backend reports 0 bytes per KV block");
         goto err_free;
     }
-    int64_t per_seq = (c->max_model_len + c->block_size - 1) / c->block_size;
+    const kvc_event_sink *sink =
+        (c->kv_events.stored || c->kv_events.removed || c->kv_events.all_cleared) ? &c->kv_events
+                                                                                  : NULL;
+    if (engine_plan_kv_groups(e, sink != NULL, err, errlen) != 0) {
+        goto err_free;
+    }
+    if (e->kvg.n_groups > 1) {
+        /* a block holds group_size layers' K and V */
+        block_bytes = block_bytes / (size_t)m->cfg.n_layer * (size_t)e->kvg.group_size;
+    }
+    int64_t per_seq = kv_groups_blocks_per_seq(e->kvg.n_groups, e->kvg.window, c->max_model_len,
+                                               c->max_num_batched_tokens, c->block_size);
     int64_t needed = (int64_t)c->max_num_seqs * per_seq + 1;
     size_t budget = c->kv_cache_bytes ? c->kv_cache_bytes : ENGINE_DEFAULT_KV_BYTES;
     int64_t fit = (int64_t)(budget / block_bytes);
@@ -765,13 +815,20 @@ engine *engine_new(const model *m, const tokenizer *tok, const engine_config *cf
                        "--kv-cache-memory %zu bytes holds %" PRId64
                        " blocks of %d tokens (%zu bytes "
                        "each), but --max-model-len %d needs %" PRId64
-                       ": raise --kv-cache-memory or lower --max-model-len",
+                       " (over all KV cache groups): raise --kv-cache-memory or lower "
+                       "--max-model-len",
                        budget, nblocks > 0 ? nblocks - 1 : 0, (int)c->block_size, block_bytes,
                        (int)c->max_model_len, per_seq);
         goto err_free;
     }
     e->num_blocks = (int32_t)nblocks;
     e->max_model_len = c->max_model_len;
+    /* vLLM's startup line: requests of max_model_len tokens the KV cache holds at once */
+    log_info("engine: KV cache of %" PRId64 " blocks of %d tokens (%zu bytes each, %d block "
+             "table%s per request); maximum concurrency for %d tokens per request: %.2fx",
+             nblocks - 1, (int)c->block_size, block_bytes, (int)e->kvg.n_groups,
+             e->kvg.n_groups > 1 ? "s" : "", (int)c->max_model_len,
+             (double)(nblocks - 1) / (double)per_seq);
 
     backend_config bc = {
         .num_blocks = e->num_blocks,
@@ -786,14 +843,12 @@ engine *engine_new(const model *m, const tokenizer *tok, const engine_config *cf
         .max_lora_rank = c->max_loras > 0 ? c->max_lora_rank : 0,
         .tp_size = tp > 1 ? tp : 0,
         .tp_inner = tp > 1 ? inner : NULL,
+        .kv_groups = e->kvg.n_groups > 1 ? &e->kvg : NULL,
     };
     e->be = e->ops->create(m, &bc, err, errlen);
     if (!e->be) {
         goto err_free;
     }
-    const kvc_event_sink *sink =
-        (c->kv_events.stored || c->kv_events.removed || c->kv_events.all_cleared) ? &c->kv_events
-                                                                                  : NULL;
     e->kv = kvc_new(e->num_blocks, c->block_size, !c->disable_prefix_caching, c->prefix_hash_seed,
                     sink);
     if (!e->kv) {
@@ -811,12 +866,10 @@ engine *engine_new(const model *m, const tokenizer *tok, const engine_config *cf
     sc.policy = c->policy;
     sc.max_waiting = c->max_waiting;
     sc.block_size = c->block_size;
-    /* every layer sliding (Mistral's sliding_window): blocks before the window go back */
-    bool all_swa = m->cfg.n_swa > 0;
-    for (int l = 0; all_swa && l < m->cfg.n_layer; l++) {
-        all_swa = m->layers[l].swa;
-    }
-    sc.sliding_window = all_swa ? m->cfg.n_swa : 0;
+    /* sliding groups give their blocks before the window back (one group: when every layer
+     * slides, Mistral's sliding_window) */
+    sc.n_kv_groups = e->kvg.n_groups;
+    memcpy(sc.kv_group_window, e->kvg.window, sizeof sc.kv_group_window);
     sc.max_loras = c->max_loras;
     size_t plp_rows = ENGINE_PROMPT_LOGITS_BYTES / ((size_t)e->n_vocab * sizeof(float));
     e->plp_rows = plp_rows < 1                                   ? 1
@@ -898,6 +951,7 @@ void engine_free(engine *e)
     }
     sched_free(e->s);
     kvc_free(e->kv);
+    kv_groups_free(&e->kvg);
     free(e->conn_engine_id);
     free(e->conn_host);
     if (e->be) {
@@ -1149,6 +1203,14 @@ int engine_set_kv_connector(engine *e, const engine_kv_connector *c)
     if (!c || !c->start_load || !c->engine_id || !c->host || c->port <= 0 || c->tp_size < 0) {
         return -EINVAL;
     }
+    if (e->kvg.n_groups > 1) {
+        /* vLLM too: "Turning off hybrid kv cache manager because --kv-transfer-config is set" */
+        log_error("engine: the KV connector moves one block table per request, and this engine "
+                  "keeps %d (the hybrid KV cache manager): start it with "
+                  "--disable-hybrid-kv-cache-manager",
+                  (int)e->kvg.n_groups);
+        return -EINVAL;
+    }
     char *id = strdup(c->engine_id), *host = strdup(c->host);
     if (!id || !host) {
         free(id);
@@ -1188,7 +1250,7 @@ void *engine_kv_pool(engine *e, int layer, int kv, size_t *bytes)
 
 int engine_kv_adopt_pools(engine *e, void *const *bases, const size_t *bytes)
 {
-    if (!e->ops->kv_adopt) {
+    if (!e->ops->kv_adopt || e->kvg.n_groups > 1) {
         return -ENOTSUP;
     }
     if (e->thread_started || e->next_id != 1) {
@@ -2019,6 +2081,7 @@ void engine_get_stats(engine *e, engine_stats *o)
     o->waiting = sched_num_waiting(e->s);
     o->kv_usage = sched_kv_usage(e->s);
     o->num_blocks = e->num_blocks;
+    o->kv_groups = e->kvg.n_groups;
     o->block_size = kvc_block_size(e->kv);
     o->max_model_len = e->max_model_len;
     o->prompt_tokens = sched_prompt_tokens_total(e->s);

@@ -80,6 +80,14 @@ typedef struct engine_config {
      * once (--max-loras); adapters are loaded through engine_loras */
     int32_t max_loras;
     int32_t max_lora_rank; /* 0: 16; one of vLLM's 1, 8, 16, 32, 64, 128, 256, 320, 512 */
+    /* vLLM's --disable-hybrid-kv-cache-manager: a model mixing full and sliding-window attention
+     * layers (gemma2, gemma3) then keeps one block table, every layer's blocks for the whole
+     * context. Otherwise the sliding layers get block tables of their own whose blocks before the
+     * window go back to the pool (engine/cache/kv_groups.h), except where vLLM turns the hybrid
+     * manager off too: with KV events (kv_events), a KV connector (set this: the engine refuses
+     * engine_set_kv_connector with several groups), a backend without groups (CUDA, tensor
+     * parallelism). */
+    bool disable_hybrid_kv_cache_manager;
 } engine_config;
 
 typedef struct engine engine;
@@ -260,6 +268,8 @@ typedef struct engine_stats {
     int32_t kv_loading; /* CONSUME requests whose load runs */
     uint64_t kv_loads, kv_load_failures, kv_released, kv_expired;
     int32_t kv_dtype_bytes; /* 4 (F32) or 2 (F16) */
+    int32_t kv_groups;      /* KV cache groups: block tables per request (1 without the hybrid
+                               KV cache manager) */
 } engine_stats;
 
 void engine_get_stats(engine *e, engine_stats *out);

@@ -26,13 +26,15 @@ struct sched {
     int32_t n_loading;
     uint64_t next_arrival;
     sched_output out;
-    kvc_hits hits;       /* a waiting request's prefix hits, from kvc_lookup to kvc_allocate */
+    int32_t n_groups;    /* KV cache groups (cfg.n_kv_groups, at least 1) */
     bool update_pending; /* a schedule awaits its sched_update */
     uint64_t preemptions;
     uint64_t prompt_tokens;
     uint64_t generation_tokens;
     const char **loras; /* [max_num_seqs] running requests' distinct adapters (max_loras > 0) */
     int32_t n_loras;
+    /* a waiting request's prefix hits per group, from the lookup to the allocation */
+    kvc_hits hits[KVG_MAX_GROUPS];
 };
 
 bool sched_status_finished(sched_status st)
@@ -90,9 +92,18 @@ sched *sched_new(const sched_config *cfg, kvc *kv, char *err, size_t errlen)
         tandem_set_err(err, errlen, "max_model_len: %d must be >= 2", cfg->max_model_len);
         return NULL;
     }
-    if (cfg->sliding_window < 0) {
-        tandem_set_err(err, errlen, "sliding_window: %d must be >= 0", cfg->sliding_window);
+    const int32_t n_groups = cfg->n_kv_groups > 0 ? cfg->n_kv_groups : 1;
+    if (cfg->n_kv_groups < 0 || cfg->n_kv_groups > KVG_MAX_GROUPS) {
+        tandem_set_err(err, errlen, "n_kv_groups: %d must be in [0, %d]", cfg->n_kv_groups,
+                       KVG_MAX_GROUPS);
         return NULL;
+    }
+    for (int32_t g = 0; g < n_groups; g++) {
+        if (cfg->kv_group_window[g] < 0) {
+            tandem_set_err(err, errlen, "kv_group_window[%d]: %d must be >= 0", (int)g,
+                           cfg->kv_group_window[g]);
+            return NULL;
+        }
     }
     if (cfg->long_prefill_token_threshold < 0) {
         tandem_set_err(err, errlen, "long_prefill_token_threshold: %d must be >= 0",
@@ -113,11 +124,21 @@ sched *sched_new(const sched_config *cfg, kvc *kv, char *err, size_t errlen)
                        cfg->block_size, bs);
         return NULL;
     }
-    if (cfg->max_model_len > capacity) {
+    if (n_groups == 1 && cfg->max_model_len > capacity) {
         tandem_set_err(err, errlen,
                        "max_model_len: %d tokens exceed the KV cache capacity of %lld tokens "
                        "(%d blocks of %d)",
                        cfg->max_model_len, (long long)capacity, kvc_num_blocks(kv) - 1, bs);
+        return NULL;
+    }
+    int64_t per_seq = kv_groups_blocks_per_seq(n_groups, cfg->kv_group_window, cfg->max_model_len,
+                                               cfg->max_num_batched_tokens, bs);
+    if (n_groups > 1 && per_seq > kvc_num_blocks(kv) - 1) {
+        tandem_set_err(err, errlen,
+                       "max_model_len: a %d-token sequence needs %lld blocks over its %d KV cache "
+                       "groups, more than the %d blocks of the KV cache",
+                       cfg->max_model_len, (long long)per_seq, (int)n_groups,
+                       kvc_num_blocks(kv) - 1);
         return NULL;
     }
     if (!cfg->enable_chunked_prefill && cfg->max_num_batched_tokens < cfg->max_model_len) {
@@ -133,6 +154,8 @@ sched *sched_new(const sched_config *cfg, kvc *kv, char *err, size_t errlen)
     }
     s->cfg = *cfg;
     s->cfg.block_size = bs;
+    s->cfg.n_kv_groups = n_groups;
+    s->n_groups = n_groups;
     list_init(&s->waiting);
     list_init(&s->loading);
     s->kv = kv;
@@ -144,16 +167,22 @@ sched *sched_new(const sched_config *cfg, kvc *kv, char *err, size_t errlen)
     s->out.preempted = calloc(n, sizeof(sched_req *));
     s->out.finished = calloc(n, sizeof(sched_req *));
     s->out.loads = calloc(n, sizeof(sched_req *));
-    s->hits.cap = (cfg->max_model_len + bs - 1) / bs; /* a request's max_blocks at most */
-    s->hits.blocks = calloc((size_t)s->hits.cap, sizeof(*s->hits.blocks));
+    bool hits_ok = true;
+    for (int32_t g = 0; g < n_groups; g++) {
+        s->hits[g].cap = (cfg->max_model_len + bs - 1) / bs; /* a request's max_blocks at most */
+        s->hits[g].blocks = calloc((size_t)s->hits[g].cap, sizeof(*s->hits[g].blocks));
+        hits_ok &= s->hits[g].blocks != NULL;
+    }
     if (!s->running || !s->loras || !s->out.entries || !s->out.preempted || !s->out.finished ||
-        !s->out.loads || !s->hits.blocks) {
+        !s->out.loads || !hits_ok) {
         goto err_free;
     }
     return s;
 
 err_free:
-    free(s->hits.blocks);
+    for (int32_t g = 0; g < n_groups; g++) {
+        free(s->hits[g].blocks);
+    }
     free(s->running);
     free(s->loras);
     free(s->out.entries);
@@ -229,6 +258,109 @@ static void out_remove_entry(sched *s, sched_req *r)
     r->out_idx = -1;
 }
 
+/* ---- KV cache groups: every group of a request moves together ----------------------------- */
+
+static kvc_seq *req_kv(sched_req *r, int32_t g)
+{
+    return g == 0 ? &r->kv : &r->kv_more[g - 1];
+}
+
+static void kv_release(sched *s, sched_req *r)
+{
+    for (int32_t g = 0; g < s->n_groups; g++) {
+        kvc_release(s->kv, req_kv(r, g));
+    }
+}
+
+/* Registers the full blocks of r's computed tokens in the prefix cache, in every group. */
+static void kv_cache(sched *s, sched_req *r)
+{
+    for (int32_t g = 0; g < s->n_groups; g++) {
+        kvc_cache_blocks(s->kv, req_kv(r, g), r->tokens, r->num_computed_tokens);
+    }
+}
+
+/* Gives back the blocks of r's sliding-window groups that the next query (at
+ * num_computed_tokens) no longer reads, unless r keeps its KV for a remote decoder. */
+static void kv_release_skipped(sched *s, sched_req *r)
+{
+    for (int32_t g = 0; g < s->n_groups && !r->delay_free; g++) {
+        int32_t w = s->cfg.kv_group_window[g];
+        if (w > 0) {
+            kvc_release_before(s->kv, req_kv(r, g), r->num_computed_tokens - w + 1);
+        }
+    }
+}
+
+/* The prefix hit of a waiting request over every group, into s->hits (vLLM's hybrid
+ * coordinator: each group's lookup capped by the others' until they agree; a full-attention
+ * group's hits are a prefix and are shortened to the agreed length). Hit tokens. */
+static int32_t kv_lookup(sched *s, sched_req *r)
+{
+    if (s->n_groups == 1) {
+        return kvc_lookup(s->kv, &r->kv, r->tokens, r->n_tokens, &s->hits[0]);
+    }
+    int32_t hit = r->n_tokens;
+    for (int32_t before = -1; hit != before;) {
+        before = hit;
+        for (int32_t g = 0; g < s->n_groups; g++) {
+            int32_t w = s->cfg.kv_group_window[g];
+            int32_t got =
+                w > 0 ? kvc_lookup_window(s->kv, req_kv(r, g), r->tokens, r->n_tokens, hit, w,
+                                          &s->hits[g])
+                      : kvc_lookup(s->kv, req_kv(r, g), r->tokens, r->n_tokens, &s->hits[g]);
+            TANDEM_ASSERT(got >= 0);
+            hit = got < hit ? got : hit;
+        }
+    }
+    for (int32_t g = 0; g < s->n_groups; g++) {
+        TANDEM_ASSERT(s->hits[g].n_blocks * s->block_size >= hit);
+        s->hits[g].n_blocks = hit / s->block_size;
+    }
+    return hit;
+}
+
+/* No prefix hits (and no query) in any group. */
+static void kv_no_hits(sched *s)
+{
+    for (int32_t g = 0; g < s->n_groups; g++) {
+        s->hits[g].n_blocks = 0;
+        s->hits[g].query_tokens = 0;
+    }
+}
+
+/* Makes every group of r hold blocks for positions [0, n_total), taking the lookup's hits in
+ * s->hits first when with_hits: all groups or none (-ENOSPC). */
+static int kv_allocate(sched *s, sched_req *r, int32_t n_total, bool with_hits)
+{
+    if (s->n_groups == 1) {
+        return kvc_allocate(s->kv, &r->kv, n_total, with_hits ? &s->hits[0] : NULL);
+    }
+    int64_t need = 0;
+    for (int32_t g = 0; g < s->n_groups; g++) {
+        int32_t n = kvc_blocks_needed(s->kv, req_kv(r, g), n_total, with_hits ? &s->hits[g] : NULL);
+        if (n < 0) {
+            return n;
+        }
+        need += n;
+    }
+    if (need > kvc_num_free_blocks(s->kv)) {
+        return -ENOSPC;
+    }
+    /* every group's hits out of the free queue before any fresh block is popped from it (a pop
+     * may evict a cached block: never another group's hit) */
+    for (int32_t g = 0; with_hits && g < s->n_groups; g++) {
+        int rc =
+            kvc_allocate(s->kv, req_kv(r, g), s->hits[g].n_blocks * s->block_size, &s->hits[g]);
+        TANDEM_ASSERT(rc == 0);
+    }
+    for (int32_t g = 0; g < s->n_groups; g++) {
+        int rc = kvc_allocate(s->kv, req_kv(r, g), n_total, NULL);
+        TANDEM_ASSERT(rc == 0);
+    }
+    return 0;
+}
+
 /* Takes r out of every queue and the pending output, frees its blocks, sets st. A request that
  * finishes by length with delay_free keeps its blocks (kv_held); one whose remote load runs
  * keeps them until the load ends (load_pending: the transfer still writes into them). */
@@ -250,12 +382,27 @@ static void finish_internal(sched *s, sched_req *r, sched_status st)
     if (st == SCHED_FINISHED_LENGTH && r->delay_free && r->kv.n_blocks > 0) {
         r->kv_held = true;
     } else if (!r->load_pending) {
-        kvc_release(s->kv, &r->kv);
+        kv_release(s, r);
     }
     r->status = st;
 }
 
 /* ---- requests --------------------------------------------------------------------------- */
+
+/* Frees the tables of r's groups (holding no blocks). */
+static void req_free_kv(sched_req *r)
+{
+    for (int32_t g = 0; g < r->n_kv_groups; g++) {
+        kvc_seq *q = g == 0 ? &r->kv : (r->kv_more ? &r->kv_more[g - 1] : NULL);
+        if (q) {
+            TANDEM_ASSERT(q->n_blocks == 0);
+            free(q->blocks);
+            free(q->hashes);
+        }
+    }
+    free(r->kv_more);
+    free(r->tables);
+}
 
 static char *dup_opt(const char *str)
 {
@@ -294,6 +441,7 @@ int sched_add(sched *s, const sched_req_params *p, sched_req **out, char *err, s
     if (!r) {
         goto err_nomem;
     }
+    r->n_kv_groups = s->n_groups;
     r->tokens = malloc((size_t)cap * sizeof(*r->tokens));
     r->cache_salt = dup_opt(p->cache_salt);
     r->lora_name = dup_opt(p->lora_name);
@@ -303,6 +451,21 @@ int sched_add(sched *s, const sched_req_params *p, sched_req **out, char *err, s
     }
     if (kvc_seq_init(&r->kv, s->kv, cap, r->cache_salt, r->lora_name) != 0) {
         goto err_free;
+    }
+    if (s->n_groups > 1) {
+        r->kv_more = calloc((size_t)s->n_groups - 1, sizeof(*r->kv_more));
+        r->tables = calloc((size_t)s->n_groups, sizeof(*r->tables));
+        if (!r->kv_more || !r->tables) {
+            goto err_free;
+        }
+        r->tables[0] = r->kv.blocks;
+        for (int32_t g = 1; g < s->n_groups; g++) {
+            if (kvc_seq_init(&r->kv_more[g - 1], s->kv, cap, r->cache_salt, r->lora_name) != 0) {
+                goto err_free;
+            }
+            kvc_seq_set_group(&r->kv_more[g - 1], g);
+            r->tables[g] = r->kv_more[g - 1].blocks;
+        }
     }
     memcpy(r->tokens, p->prompt, (size_t)p->n_prompt * sizeof(*r->tokens));
     r->id = p->id;
@@ -325,6 +488,7 @@ int sched_add(sched *s, const sched_req_params *p, sched_req **out, char *err, s
     return 0;
 
 err_free:
+    req_free_kv(r);
     free(r->tokens);
     free(r->cache_salt);
     free(r->lora_name);
@@ -364,9 +528,7 @@ void sched_req_free(sched *s, sched_req *r)
         sched_release_held(s, r);
     }
     TANDEM_ASSERT(!r->load_pending);
-    TANDEM_ASSERT(r->kv.n_blocks == 0);
-    free(r->kv.blocks);
-    free(r->kv.hashes);
+    req_free_kv(r);
     free(r->tokens);
     free(r->cache_salt);
     free(r->lora_name);
@@ -389,7 +551,7 @@ void sched_free(sched *s)
         sched_req *r = wait_entry(list_first(&s->loading));
         finish_internal(s, r, SCHED_FINISHED_ABORTED);
         r->load_pending = false;
-        kvc_release(s->kv, &r->kv);
+        kv_release(s, r);
     }
     free(s->running);
     free(s->loras);
@@ -397,7 +559,9 @@ void sched_free(sched *s)
     free(s->out.preempted);
     free(s->out.finished);
     free(s->out.loads);
-    free(s->hits.blocks);
+    for (int32_t g = 0; g < s->n_groups; g++) {
+        free(s->hits[g].blocks);
+    }
     free(s);
 }
 
@@ -419,8 +583,11 @@ static void out_add(sched *s, sched_req *r, int32_t n_new)
     e->n_new = n_new;
     e->tokens = r->tokens + r->num_computed_tokens;
     e->block_table = r->kv.blocks;
+    e->group_tables = r->tables;
     e->n_blocks = (r->num_computed_tokens + n_new + s->block_size - 1) / s->block_size;
-    TANDEM_ASSERT(e->n_blocks <= r->kv.n_blocks);
+    for (int32_t g = 0; g < s->n_groups; g++) {
+        TANDEM_ASSERT(e->n_blocks <= req_kv(r, g)->n_blocks);
+    }
     e->wants_logits = r->num_computed_tokens + n_new == r->n_tokens;
     e->all_logits = wants_prompt_logits(r);
     r->out_idx = o->n_entries++;
@@ -452,7 +619,7 @@ static int32_t preempt(sched *s, sched_req *v)
         refund = s->out.entries[v->out_idx].n_new;
         out_remove_entry(s, v);
     }
-    kvc_release(s->kv, &v->kv);
+    kv_release(s, v);
     v->num_computed_tokens = 0;
     v->status = SCHED_PREEMPTED;
     v->num_preemptions++;
@@ -522,9 +689,9 @@ static int32_t cap_new_tokens(const sched *s, const sched_req *r, int32_t n, int
 static int admit_remote(sched *s, sched_req *r)
 {
     sched_output *o = &s->out;
-    int32_t hit = kvc_lookup(s->kv, &r->kv, r->tokens, r->n_tokens, &s->hits);
+    int32_t hit = kv_lookup(s, r);
     TANDEM_ASSERT(hit >= 0);
-    if (kvc_allocate(s->kv, &r->kv, r->n_tokens, &s->hits) != 0) {
+    if (kv_allocate(s, r, r->n_tokens, true) != 0) {
         return -ENOSPC;
     }
     wait_remove(s, r);
@@ -548,7 +715,7 @@ int sched_remote_kv_done(sched *s, sched_req *r, bool ok)
 {
     if (r->load_pending) {
         r->load_pending = false;
-        kvc_release(s->kv, &r->kv);
+        kv_release(s, r);
         return 0;
     }
     if (r->status != SCHED_WAITING_REMOTE_KV) {
@@ -559,9 +726,9 @@ int sched_remote_kv_done(sched *s, sched_req *r, bool ok)
     r->status = SCHED_WAITING;
     if (ok) {
         r->num_computed_tokens = r->n_tokens - 1;
-        kvc_cache_blocks(s->kv, &r->kv, r->tokens, r->num_computed_tokens);
+        kv_cache(s, r);
     } else {
-        kvc_release(s->kv, &r->kv);
+        kv_release(s, r);
         r->num_computed_tokens = 0;
         r->num_cached_tokens = -1;
     }
@@ -574,7 +741,7 @@ void sched_release_held(sched *s, sched_req *r)
 {
     if (r->kv_held) {
         r->kv_held = false;
-        kvc_release(s->kv, &r->kv);
+        kv_release(s, r);
     }
 }
 
@@ -609,7 +776,7 @@ const sched_output *sched_schedule(sched *s)
             continue;
         }
         bool scheduled = true;
-        while (kvc_allocate(s->kv, &r->kv, r->num_computed_tokens + n_new, NULL) != 0) {
+        while (kv_allocate(s, r, r->num_computed_tokens + n_new, false) != 0) {
             sched_req *v = pick_victim(s);
             int32_t v_idx = v->running_idx;
             budget += preempt(s, v);
@@ -650,8 +817,7 @@ const sched_output *sched_schedule(sched *s)
             /* loaded remotely: its blocks hold the prompt up to the last token */
             int32_t n_new =
                 cap_new_tokens(s, r, r->n_tokens - r->num_computed_tokens, budget, &rows);
-            if (n_new <= 0 ||
-                kvc_allocate(s->kv, &r->kv, r->num_computed_tokens + n_new, NULL) != 0) {
+            if (n_new <= 0 || kv_allocate(s, r, r->num_computed_tokens + n_new, false) != 0) {
                 break;
             }
             wait_remove(s, r);
@@ -665,10 +831,9 @@ const sched_output *sched_schedule(sched *s)
         int32_t hit = 0;
         if (r->prompt_logits) {
             /* every prompt position needs its logits: no hits, and no query (vLLM v1) */
-            s->hits.n_blocks = 0;
-            s->hits.query_tokens = 0;
+            kv_no_hits(s);
         } else {
-            hit = kvc_lookup(s->kv, &r->kv, r->tokens, r->n_tokens, &s->hits);
+            hit = kv_lookup(s, r);
             TANDEM_ASSERT(hit >= 0);
         }
         int32_t n_new = r->n_tokens - hit;
@@ -677,7 +842,7 @@ const sched_output *sched_schedule(sched *s)
         }
         const int32_t rows_before = rows;
         n_new = cap_new_tokens(s, r, n_new, budget, &rows);
-        if (n_new <= 0 || kvc_allocate(s->kv, &r->kv, hit + n_new, &s->hits) != 0) {
+        if (n_new <= 0 || kv_allocate(s, r, hit + n_new, true) != 0) {
             rows = rows_before;
             break;
         }
@@ -728,11 +893,8 @@ int sched_update(sched *s, const int32_t *sampled, int32_t n_sampled)
                 s->prompt_tokens += (uint64_t)r->n_prompt;
             }
         }
-        kvc_cache_blocks(s->kv, &r->kv, r->tokens, r->num_computed_tokens);
-        if (s->cfg.sliding_window > 0 && !r->delay_free) {
-            /* the next query, at num_computed_tokens, reads from here on */
-            kvc_release_before(s->kv, &r->kv, r->num_computed_tokens - s->cfg.sliding_window + 1);
-        }
+        kv_cache(s, r);
+        kv_release_skipped(s, r);
         if (e->wants_logits &&
             (r->num_output_tokens >= r->max_tokens || r->n_tokens >= r->cap_tokens)) {
             finish_internal(s, r, SCHED_FINISHED_LENGTH);
@@ -760,6 +922,7 @@ int sched_fill_batch(const sched_output *out, int32_t *tokens_buf, int32_t token
             .n_new = e->n_new,
             .start_pos = e->start_pos,
             .block_table = e->block_table,
+            .group_tables = e->group_tables,
             .n_blocks = e->n_blocks,
             .want_logits = e->wants_logits,
             .all_logits = e->all_logits,

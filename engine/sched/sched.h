@@ -38,6 +38,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/cache/kv_groups.h"
 #include "engine/cache/kvcache.h"
 #include "engine/core/batch.h"
 #include "lib/list.h"
@@ -76,10 +77,14 @@ typedef struct sched_config {
     sched_policy policy;
     int32_t max_waiting; /* waiting queue bound for sched_add (>= 1); -EAGAIN beyond */
     int32_t block_size;  /* 0: take the kvc's; otherwise must equal it */
-    /* > 0: every layer of the model attends to this many positions at most (sliding-window
-     * attention): after each step a running request gives back the blocks before its window
-     * (kvc_release_before), unless it keeps its KV for a remote decoder (delay_free). */
-    int32_t sliding_window;
+    /* KV cache groups (engine/cache/kv_groups.h): block tables per request, 0 read as 1; the
+     * groups share the kvc's pool and are allocated all or nothing. */
+    int32_t n_kv_groups;
+    /* per group: > 0 its layers attend to this many positions at most (sliding-window
+     * attention): after each step a running request gives back the group's blocks before its
+     * window (kvc_release_before), unless it keeps its KV for a remote decoder (delay_free), and
+     * its prefix hits need only the window's blocks (kvc_lookup_window); 0 full attention */
+    int32_t kv_group_window[KVG_MAX_GROUPS];
     /* > 0: running requests use at most this many distinct LoRA adapters (lora_name); a waiting
      * request that would add one more is passed over until one finishes (vLLM's max_loras) */
     int32_t max_loras;
@@ -131,7 +136,12 @@ typedef struct sched_req {
                                     admission (usage.prompt_tokens_details.cached_tokens);
                                     -1 before the first admission */
     sched_status status;
-    kvc_seq kv;                /* block table kv.blocks[0 .. kv.n_blocks); the array never moves */
+    kvc_seq kv;                /* block table kv.blocks[0 .. kv.n_blocks) of KV cache group 0;
+                                  the array never moves */
+    kvc_seq *kv_more;          /* [n_kv_groups - 1] the other groups' tables (NULL: one group);
+                                  each holds as many entries as kv */
+    const int32_t **tables;    /* [n_kv_groups] every group's blocks array (NULL: one group) */
+    int32_t n_kv_groups;       /* the scheduler's sched_config.n_kv_groups (at least 1) */
     int32_t num_preemptions;   /* times this request was preempted */
     int32_t num_output_tokens; /* generated tokens (n_tokens - n_prompt) */
     int32_t num_steps;         /* steps this request was scheduled in */
@@ -159,10 +169,11 @@ typedef struct sched_entry {
     int32_t n_new;              /* tokens to compute: req->tokens[start_pos .. start_pos + n_new) */
     const int32_t *tokens;      /* == req->tokens + start_pos */
     const int32_t *block_table; /* == req->kv.blocks, covering [0, start_pos + n_new) */
-    int32_t n_blocks;           /* ceil((start_pos + n_new) / block_size) */
-    bool wants_logits;          /* start_pos + n_new == req->n_tokens: sample one token after */
-    bool all_logits; /* prompt_logits and start_pos < n_prompt - 1: the chunk's rows predict
-                        prompt tokens, so every row's logits are wanted (fwd_seq.all_logits) */
+    const int32_t *const *group_tables; /* == req->tables: every group's (NULL: one group) */
+    int32_t n_blocks;                   /* ceil((start_pos + n_new) / block_size) */
+    bool wants_logits; /* start_pos + n_new == req->n_tokens: sample one token after */
+    bool all_logits;   /* prompt_logits and start_pos < n_prompt - 1: the chunk's rows predict
+                          prompt tokens, so every row's logits are wanted (fwd_seq.all_logits) */
 } sched_entry;
 
 /* A step's schedule, owned by the scheduler; valid until the next sched_schedule. After
@@ -187,7 +198,8 @@ typedef struct sched sched;
 /* Creates a scheduler over kv (borrowed; must outlive it; the scheduler is its only user of
  * blocks). Fails (NULL, message in err) on invalid config: limits < 1, block_size mismatch,
  * max_model_len above the pool's capacity ((num_blocks - 1) * block_size: one request alone must
- * always fit, which guarantees progress), or chunked prefill off with
+ * always fit, which guarantees progress; with several KV cache groups, its blocks over all of
+ * them, kv_groups_blocks_per_seq), or chunked prefill off with
  * max_num_batched_tokens < max_model_len. */
 sched *sched_new(const sched_config *cfg, kvc *kv, char *err, size_t errlen);
 /* Frees the scheduler. Requests stay the caller's: unfinished ones are aborted first (blocks

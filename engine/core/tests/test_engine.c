@@ -2,7 +2,8 @@
  * Engine core tests on a small generated model ($TANDEM_TEST_MODEL, written by tandem-genmodel
  * in a ctest fixture): invariance of logits (alone / batched / chunked / prefix-cache hit),
  * finish reasons, stop strings, aborts, limits, and a 1,000-request stress run with random
- * lengths, cancellations and preemptions that must leave the KV cache as it found it.
+ * lengths, cancellations and preemptions that must leave the KV cache as it found it; on a
+ * model mixing full and sliding-window layers, the hybrid KV cache manager against one table.
  */
 #include <errno.h>
 #include <math.h>
@@ -782,13 +783,138 @@ static void test_stress(void **state)
     free(ids);
 }
 
+/* Whether the test model mixes full and sliding-window attention layers (gemma2/3). */
+static bool model_mixes_windows(void)
+{
+    for (int l = 1; l < g_model->cfg.n_layer; l++) {
+        if (g_model->layers[l].swa != g_model->layers[0].swa) {
+            return g_model->cfg.n_swa > 0;
+        }
+    }
+    return false;
+}
+
+static engine *make_hybrid_engine(bool disable, size_t kv_bytes, char *err, size_t errlen)
+{
+    engine_config c;
+    memset(&c, 0, sizeof c);
+    c.max_model_len = 256;
+    c.max_num_seqs = 4;
+    c.max_num_batched_tokens = 64;
+    c.kv_cache_bytes = kv_bytes;
+    c.block_size = 16;
+    c.kv_dtype = ENGINE_KV_F32;
+    c.n_threads = 1;
+    c.disable_hybrid_kv_cache_manager = disable;
+    return engine_new(g_model, g_tok, &c, err, errlen);
+}
+
+/* The hybrid KV cache manager (vLLM's KV cache groups): on a model mixing full and sliding
+ * layers the sliding ones get block tables of their own. Logits are those of the one-table
+ * layout, a memory budget too small for one max_model_len sequence there suffices here, and
+ * while a long prompt runs the sliding groups hold only their window's blocks. */
+static void test_hybrid_kv_groups(void **state)
+{
+    (void)state;
+    const size_t layer_block = cpu_backend_ops.kv_block_bytes(g_model, 16, KV_DTYPE_F32) /
+                               (size_t)g_model->cfg.n_layer; /* one layer's K and V per block */
+    char err[512];
+    engine *one = make_hybrid_engine(true, 64u << 20, err, sizeof err);
+    engine *hyb = make_hybrid_engine(false, 64u << 20, err, sizeof err);
+    assert_non_null(one);
+    assert_non_null(hyb);
+    engine_stats s1, sh;
+    engine_get_stats(one, &s1);
+    engine_get_stats(hyb, &sh);
+    assert_int_equal(s1.kv_groups, 1);
+    if (!model_mixes_windows()) {
+        assert_int_equal(sh.kv_groups, 1); /* one attention type: nothing to split */
+        engine_free(one);
+        engine_free(hyb);
+        return;
+    }
+    assert_true(sh.kv_groups > 1);
+
+    /* 200 prompt tokens + 8 teacher-forced ones, prefilled 64 per step */
+    size_t nv = (size_t)g_model->cfg.n_vocab;
+    int32_t prompt[200], teacher[8];
+    make_prompt(prompt, 200, 21);
+    make_prompt(teacher, 8, 22);
+    float *ref = calloc(9 * nv, sizeof(float)), *got = calloc(9 * nv, sizeof(float));
+    assert_non_null(ref);
+    assert_non_null(got);
+    struct collect a = {.rows = ref}, b = {.rows = got};
+    submit(one, &a, prompt, 200, teacher, 8, 0);
+    run_until_idle(one, 100);
+    submit(hyb, &b, prompt, 200, teacher, 8, 0);
+    const int32_t window = g_model->cfg.n_swa, bs = 16;
+    int32_t max_used = 0;
+    for (int i = 0; i < 100 && engine_has_work(hyb); i++) {
+        assert_true(engine_step(hyb) >= 0);
+        engine_get_stats(hyb, &sh);
+        int32_t used = (int32_t)(sh.kv_usage * (sh.num_blocks - 1) + 0.5);
+        max_used = used > max_used ? used : max_used;
+    }
+    assert_false(engine_has_work(hyb));
+    assert_int_equal(a.n_rows, 8);
+    assert_int_equal(b.n_rows, 8);
+    assert_true(max_diff(ref, got, 8 * nv) <= 1e-6);
+    /* at most: the full groups' 13 blocks of 208 tokens, and per sliding group the blocks of
+     * its window plus a 64-token step, which it held before the step's release */
+    int32_t sliding = 0, full_groups = 0;
+    {
+        /* groups per attention type from the plan's rule, recomputed here */
+        int32_t n_full = 0, n_swa = 0;
+        for (int l = 0; l < g_model->cfg.n_layer; l++) {
+            n_swa += g_model->layers[l].swa;
+            n_full += !g_model->layers[l].swa;
+        }
+        int32_t lo = n_full < n_swa ? n_full : n_swa, hi = n_full < n_swa ? n_swa : n_full;
+        assert_true(lo > 0); /* the model mixes: both types have layers */
+        int32_t size = lo < 1 ? 1 : hi * 2 < lo * 3 ? hi : lo;
+        full_groups = (n_full + size - 1) / size;
+        sliding = (n_swa + size - 1) / size;
+        assert_int_equal(sh.kv_groups, full_groups + sliding);
+    }
+    int32_t per_sliding = (window - 1 + 64 + bs - 1) / bs + 1;
+    assert_true(max_used <= full_groups * 13 + sliding * per_sliding);
+    assert_true(max_used < (full_groups + sliding) * 13); /* the sliding groups gave blocks back */
+    print_message("hybrid: %d groups, at most %d blocks in use for a 208-token sequence\n",
+                  (int)sh.kv_groups, (int)max_used);
+
+    /* the same prompt again on the hybrid engine: a prefix hit over every group */
+    memset(got, 0, 9 * nv * sizeof(float));
+    struct collect c = {.rows = got};
+    submit(hyb, &c, prompt, 200, teacher, 8, 0);
+    run_until_idle(hyb, 100);
+    assert_true(c.n_cached > 0 && c.n_cached % bs == 0);
+    assert_true(max_diff(ref, got, 8 * nv) <= 1e-4);
+    engine_free(one);
+    engine_free(hyb);
+    free(ref);
+    free(got);
+
+    /* a budget below one 256-token sequence in the one-table layout (16 blocks + the null
+     * block of n_layer layers) is enough with the groups */
+    size_t budget = layer_block * (size_t)g_model->cfg.n_layer * 16;
+    one = make_hybrid_engine(true, budget, err, sizeof err);
+    assert_null(one);
+    assert_non_null(strstr(err, "--kv-cache-memory"));
+    hyb = make_hybrid_engine(false, budget, err, sizeof err);
+    if (!hyb) {
+        print_error("engine_new: %s\n", err);
+    }
+    assert_non_null(hyb);
+    engine_free(hyb);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_invariance),         cmocka_unit_test(test_finish_reasons),
         cmocka_unit_test(test_limits_and_abort),   cmocka_unit_test(test_abort_queue),
         cmocka_unit_test(test_callbacks_unlocked), cmocka_unit_test(test_stress),
-        cmocka_unit_test(test_prompt_logprobs),
+        cmocka_unit_test(test_prompt_logprobs),    cmocka_unit_test(test_hybrid_kv_groups),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

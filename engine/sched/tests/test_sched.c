@@ -85,7 +85,7 @@ static void test_sliding_window_frees_blocks(void **state)
 {
     (void)state;
     sched_config c = base_cfg();
-    c.sliding_window = 6;
+    c.kv_group_window[0] = 6;
     c.max_num_batched_tokens = 8;
     c.max_model_len = 128;
     fixture f;
@@ -126,9 +126,88 @@ static void test_sliding_window_frees_blocks(void **state)
     sched_release_held(f.s, held);
     sched_req_free(f.s, held);
     sched_req_free(f.s, r);
-    c.sliding_window = -1;
+    c.kv_group_window[0] = -1;
     assert_null(sched_new(&c, f.kv, err, sizeof(err)));
-    assert_non_null(strstr(err, "sliding_window"));
+    assert_non_null(strstr(err, "kv_group_window[0]"));
+    c.kv_group_window[0] = 0;
+    c.n_kv_groups = KVG_MAX_GROUPS + 1;
+    assert_null(sched_new(&c, f.kv, err, sizeof(err)));
+    assert_non_null(strstr(err, "n_kv_groups"));
+    fx_deinit(&f);
+}
+
+/* Two KV cache groups (vLLM's hybrid allocator): group 0 full attention, group 1 a window of 6
+ * with 4-token blocks. Both tables cover the same positions; only group 1 gives blocks back,
+ * the pool is shared and allocated all or nothing, and a prefix hit needs group 0's blocks up
+ * to it and group 1's last ones before it. */
+static void test_hybrid_groups(void **state)
+{
+    (void)state;
+    sched_config c = base_cfg();
+    c.n_kv_groups = 2;
+    c.kv_group_window[1] = 6;
+    c.max_num_batched_tokens = 8;
+    c.max_model_len = 64;
+    fixture f;
+    /* 16 + 4 blocks per 64-token sequence (cdiv(min(5 + 8, 64), 4) + 1): 20 of the 24 */
+    fx_init(&f, 25, 4, &c);
+    sched_req *r = add(&f, 20, 100, 10, 0);
+    const sched_output *o = step(&f);
+    assert_int_equal(o->n_entries, 1);
+    assert_non_null(o->entries[0].group_tables);
+    assert_ptr_equal(o->entries[0].group_tables[0], r->kv.blocks);
+    assert_ptr_equal(o->entries[0].group_tables[1], r->kv_more[0].blocks);
+    step(&f); /* 16 computed: group 1 drops blocks 0, 1; group 0 keeps everything */
+    assert_int_equal(r->kv.n_blocks, r->kv_more[0].n_blocks);
+    assert_true(r->kv.blocks[0] > 0 && r->kv.blocks[1] > 0);
+    assert_int_equal(r->kv_more[0].blocks[0], 0);
+    assert_int_equal(r->kv_more[0].blocks[1], 0);
+    assert_true(r->kv_more[0].blocks[2] > 0);
+    while (!sched_status_finished(r->status)) {
+        step(&f);
+    }
+    assert_int_equal(r->num_output_tokens, 10);
+    assert_int_equal(kvc_num_free_blocks(f.kv), 24);
+    assert_int_equal(kvc_check(f.kv), 0);
+    /* the same prompt again: group 0 hits 16 tokens (4 blocks; at most 19), group 1 finds the
+     * blocks of its window before position 16 (positions 11..15: blocks 2 and 3, cached when
+     * the run went by them) */
+    sched_req *again = add(&f, 20, 100, 1, 0);
+    o = sched_schedule(f.s);
+    assert_int_equal(again->num_computed_tokens, 16);
+    assert_int_equal(again->num_cached_tokens, 16);
+    assert_int_equal(o->entries[0].n_new, 4);
+    assert_int_equal(again->kv_more[0].blocks[0], 0); /* outside the window: null */
+    assert_int_equal(again->kv_more[0].blocks[1], 0);
+    assert_true(again->kv_more[0].blocks[2] > 0);
+    assert_true(again->kv_more[0].blocks[3] > 0);
+    assert_int_equal(again->kv.blocks[0], r->kv.blocks[0]);
+    assert_int_equal((int)sched_prefix_hits(f.s), 16); /* counted once, not per group */
+    int32_t tok = 7;
+    assert_int_equal(sched_update(f.s, &tok, 1), 0);
+    sched_req_free(f.s, again);
+    sched_req_free(f.s, r);
+    /* all or nothing: two long requests do not fit their 40 blocks in 24; the second waits
+     * (or is preempted) and both finish */
+    sched_req *a = add(&f, 40, 300, 20, 0), *b = add(&f, 40, 700, 20, 0);
+    for (int i = 0;
+         i < 200 && (!sched_status_finished(a->status) || !sched_status_finished(b->status)); i++) {
+        step(&f);
+        assert_int_equal(kvc_check(f.kv), 0);
+        for (int32_t k = 0; k < 2; k++) {
+            const sched_req *q = k ? b : a;
+            assert_int_equal(q->kv.n_blocks, q->kv_more[0].n_blocks);
+        }
+    }
+    assert_int_equal(a->num_output_tokens, 20);
+    assert_int_equal(b->num_output_tokens, 20);
+    sched_req_free(f.s, a);
+    sched_req_free(f.s, b);
+    /* a context whose blocks over both groups exceed the pool is refused */
+    char err[256];
+    c.max_model_len = 96; /* 24 + 4 > 24 */
+    assert_null(sched_new(&c, f.kv, err, sizeof(err)));
+    assert_non_null(strstr(err, "KV cache groups"));
     fx_deinit(&f);
 }
 
@@ -890,6 +969,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config_validation),
         cmocka_unit_test(test_sliding_window_frees_blocks),
+        cmocka_unit_test(test_hybrid_groups),
         cmocka_unit_test(test_add_validation_and_bounded_queue),
         cmocka_unit_test(test_chunked_prefill_budget),
         cmocka_unit_test(test_long_prefill_threshold_and_no_chunking),
