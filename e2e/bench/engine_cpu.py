@@ -3,7 +3,7 @@
 
     python3 e2e/bench/engine_cpu.py [--models small,large]
         [--types f32,f16,bf16,q8_0,q4_0,q4_k_m,q5_k_m,q6_k]
-        [--threads 1,2] [-p 512] [-n 128] [-r 3] [--json-only]
+        [--threads 1,2] [-p 512] [-n 128] [-r 3] [--rounds K] [--json-only]
 
 Generates (once, into $TANDEM_BUILD_DIR/bench/models) the two llama models of the issue with
 tandem-genmodel: "small" ~30M parameters (dim 512, 8 layers, 8 heads / 4 KV heads, ffn 1536,
@@ -22,6 +22,12 @@ mixes (Q6_K output, attn_v and ffn_down in some layers).
 First it measures the machine's read bandwidth at each thread count (tandem-membw, 1 GiB, best
 of 5), and gives every generation figure also as GB/s of weights streamed (tokens/s x the
 file's tensor bytes) and as % of that bandwidth: decode reads every weight once per token.
+
+--rounds K (default 1, the issue's "one run"): runs each file's pair K times, alternating which
+engine goes first and measuring the read bandwidth again before each pair, and reports per cell
+the median of the K ratios with their range, and "% bw" as the median of each round's figure
+against that round's bandwidth. On hosts whose speed moves by 20-30 % within minutes (shared
+VMs), one pair cannot tell a 1.05 cell from a 1.15 one; interleaved rounds can.
 """
 
 import argparse
@@ -97,6 +103,55 @@ def run_llama(bench, model, p, n, threads, reps):
     return res
 
 
+def median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2.0
+
+
+def cell(shape, typ, test, t, rounds):
+    """One table cell from every round: medians of tokens/s, ratios and % of bandwidth."""
+    row = {"model": shape, "type": typ, "test": test, "threads": t, "tandem_t_s": None,
+           "llama_t_s": None}
+    ours = [r[0].get((test, t)) for r in rounds]
+    theirs = [r[1].get((test, t)) for r in rounds]
+    if all(ours):
+        row["tandem_t_s"] = round(median([o[0] for o in ours]), 2)
+    if all(theirs):
+        row["llama_t_s"] = round(median([l[0] for l in theirs]), 2)
+    ratios = [o[0] / l[0] for o, l in zip(ours, theirs) if o and l and l[0] > 0]
+    if ratios and len(ratios) == len(rounds):
+        row["ratio"] = round(median(ratios), 3)
+        if len(rounds) > 1:
+            row["ratio_min"] = round(min(ratios), 3)
+            row["ratio_max"] = round(max(ratios), 3)
+    if test.startswith("tg") and all(ours):
+        size = ours[0][2]
+        gbs = [o[0] * size / 1e9 for o in ours]
+        pct = [100.0 * g / r[2][t]["read_gbs"] for g, r in zip(gbs, rounds)]
+        row["tandem_gbs"] = round(median(gbs), 2)
+        row["tandem_bw_pct"] = round(median(pct), 1)
+        if all(theirs):
+            lpct = [100.0 * l[0] * size / 1e9 / r[2][t]["read_gbs"]
+                    for l, r in zip(theirs, rounds)]
+            row["llama_gbs"] = round(median([l[0] * size / 1e9 for l in theirs]), 2)
+            row["llama_bw_pct"] = round(median(lpct), 1)
+    return row
+
+
+def row_text(row):
+    text = "%-6s %-5s %-6s t=%d  tandem %9.2f  llama.cpp %9.2f  ratio %s" % (
+        row["model"], row["type"], row["test"], row["threads"], row["tandem_t_s"] or 0,
+        row["llama_t_s"] or 0, row.get("ratio"))
+    if "ratio_min" in row:
+        text += " [%.3f, %.3f]" % (row["ratio_min"], row["ratio_max"])
+    if "tandem_gbs" in row:
+        text += "  %.1f GB/s = %.0f%% of read bw" % (row["tandem_gbs"], row["tandem_bw_pct"])
+        if "llama_bw_pct" in row:
+            text += " (llama.cpp %.0f%%)" % row["llama_bw_pct"]
+    return text
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", default="small,large")
@@ -105,8 +160,11 @@ def main():
     ap.add_argument("-p", type=int, default=512)
     ap.add_argument("-n", type=int, default=128)
     ap.add_argument("-r", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--json-only", action="store_true")
     a = ap.parse_args()
+    if a.rounds < 1:
+        ap.error("--rounds must be >= 1")
     threads = [int(x) for x in a.threads.split(",")]
     t0 = time.time()
     bw = run_membw(threads)
@@ -119,37 +177,28 @@ def main():
     for shape in a.models.split(","):
         for typ in a.types.split(","):
             model = ensure_model(shape, typ)
-            ours = run_tandem(model, a.p, a.n, threads, a.r)
-            theirs = run_llama(bench, model, a.p, a.n, threads, a.r)
+            rounds = []  # (ours, theirs, bandwidth) per round
+            for k in range(a.rounds):
+                rbw = bw if k == 0 else run_membw(threads)
+                if k % 2 == 0:
+                    ours = run_tandem(model, a.p, a.n, threads, a.r)
+                    theirs = run_llama(bench, model, a.p, a.n, threads, a.r)
+                else:
+                    theirs = run_llama(bench, model, a.p, a.n, threads, a.r)
+                    ours = run_tandem(model, a.p, a.n, threads, a.r)
+                rounds.append((ours, theirs, rbw))
             for test in ("pp%d" % a.p, "tg%d" % a.n):
                 for t in threads:
-                    o = ours.get((test, t))
-                    l = theirs.get((test, t))
-                    row = {"model": shape, "type": typ, "test": test, "threads": t,
-                           "tandem_t_s": o[0] if o else None, "llama_t_s": l[0] if l else None}
-                    if o and l and l[0] > 0:
-                        row["ratio"] = round(o[0] / l[0], 3)
-                    pct = ""
-                    if test.startswith("tg") and o:
-                        read = bw[t]["read_gbs"]
-                        row["tandem_gbs"] = round(o[0] * o[2] / 1e9, 2)
-                        row["tandem_bw_pct"] = round(100.0 * row["tandem_gbs"] / read, 1)
-                        pct = "  %.1f GB/s = %.0f%% of read bw" % (row["tandem_gbs"],
-                                                                 row["tandem_bw_pct"])
-                        if l:
-                            row["llama_gbs"] = round(l[0] * o[2] / 1e9, 2)
-                            row["llama_bw_pct"] = round(100.0 * row["llama_gbs"] / read, 1)
-                            pct += " (llama.cpp %.0f%%)" % row["llama_bw_pct"]
+                    row = cell(shape, typ, test, t, rounds)
                     rows.append(row)
                     if not a.json_only:
-                        print("%-6s %-5s %-6s t=%d  tandem %9.2f  llama.cpp %9.2f  ratio %s%s"
-                              % (shape, typ, test, t, row["tandem_t_s"] or 0,
-                                 row["llama_t_s"] or 0, row.get("ratio"), pct), flush=True)
+                        print(row_text(row), flush=True)
     goals = {"tg_ratio_min": min((r["ratio"] for r in rows if r["test"].startswith("tg")
                                   and "ratio" in r), default=None),
              "pp_ratio_min": min((r["ratio"] for r in rows if r["test"].startswith("pp")
                                   and "ratio" in r), default=None)}
     print(json.dumps({"benchmark": "engine_cpu", "seconds": round(time.time() - t0, 1),
+                      "rounds": a.rounds,
                       "read_bandwidth_gbs": {t: bw[t]["read_gbs"] for t in threads},
                       "goals": goals, "rows": rows}))
     return 0
