@@ -794,6 +794,13 @@ static bool model_mixes_windows(void)
     return false;
 }
 
+static int fake_start_load(void *ud, const engine_kv_load *l)
+{
+    (void)ud;
+    (void)l;
+    return -ENOTSUP;
+}
+
 static engine *make_hybrid_engine(bool disable, size_t kv_bytes, char *err, size_t errlen)
 {
     engine_config c;
@@ -834,6 +841,15 @@ static void test_hybrid_kv_groups(void **state)
         return;
     }
     assert_true(sh.kv_groups > 1);
+    /* a P/D connector moves one block table per request: refused, and no pools to adopt */
+    engine_kv_connector conn = {.engine_id = "e",
+                                .host = "127.0.0.1",
+                                .port = 1,
+                                .tp_size = 1,
+                                .start_load = fake_start_load};
+    assert_int_equal(engine_set_kv_connector(hyb, &conn), -EINVAL);
+    assert_int_equal(engine_set_kv_connector(one, &conn), 0);
+    assert_int_equal(engine_kv_adopt_pools(hyb, NULL, NULL), -ENOTSUP);
 
     /* 200 prompt tokens + 8 teacher-forced ones, prefilled 64 per step */
     size_t nv = (size_t)g_model->cfg.n_vocab;
