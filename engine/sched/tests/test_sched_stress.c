@@ -4,7 +4,9 @@
  * samples deterministic pseudo-random tokens and sometimes EOS. A fake backend stores the token
  * of every computed position in its block slot and checks, whenever a request is scheduled, that
  * its block table maps [0, start_pos) to exactly the request's tokens (prefix hits and
- * recomputes included) and that it never writes into a block another request holds. */
+ * recomputes included) and that it never writes into a block another request holds. Run again
+ * with three KV cache groups (full attention and two sliding windows, vLLM's hybrid manager):
+ * each group's table must hold the tokens its window reads, the pool shared by the groups. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,7 +21,8 @@
 
 #define N_REQ      1000
 #define BS         16
-#define N_BLOCKS   72 /* 71 usable = 1136 tokens, a handful of requests at once */
+#define N_BLOCKS   72  /* 71 usable = 1136 tokens, a handful of requests at once */
+#define MAX_BLOCKS 128 /* the pool of the run with KV cache groups */
 #define MAX_LEN    512
 #define MAX_STEPS  40000
 #define N_PREFIX   6
@@ -42,7 +45,10 @@ static uint64_t mix2(uint64_t a, uint64_t b)
 typedef struct world {
     kvc *kv;
     sched *s;
-    int32_t slots[N_BLOCKS][BS]; /* fake KV: the token computed at each slot, -1 unknown */
+    int32_t num_blocks;
+    int32_t n_groups;
+    const int32_t *window;         /* [n_groups] 0: full attention */
+    int32_t slots[MAX_BLOCKS][BS]; /* fake KV: the token computed at each slot, -1 unknown */
     sched_req *reqs[N_REQ];
     int32_t add_step[N_REQ];
     int32_t end_step[N_REQ];
@@ -64,7 +70,8 @@ static void build_prompt(world *w, int i, int32_t *out)
     }
 }
 
-/* Checks and writes the fake KV of one scheduled entry. */
+/* Checks and writes the fake KV of one scheduled entry, in every group: the positions its
+ * first new token reads (a sliding group: the window's) hold the request's tokens. */
 static void backend_run_entry(world *w, const sched_entry *e)
 {
     const sched_req *r = e->req;
@@ -74,40 +81,52 @@ static void backend_run_entry(world *w, const sched_entry *e)
     assert_true(e->n_blocks <= r->kv.n_blocks);
     assert_ptr_equal(e->tokens, r->tokens + e->start_pos);
     assert_int_equal(e->wants_logits, e->start_pos + e->n_new == r->n_tokens);
-    for (int32_t p = 0; p < e->start_pos; p++) {
-        int32_t b = e->block_table[p / BS];
-        assert_true(b >= 1 && b < N_BLOCKS);
-        if (w->slots[b][p % BS] != r->tokens[p]) {
-            fail_msg("request %llu: position %d in block %d holds %d, want %d",
-                     (unsigned long long)r->id, p, b, w->slots[b][p % BS], r->tokens[p]);
+    assert_true((w->n_groups > 1) == (e->group_tables != NULL));
+    for (int32_t g = 0; g < w->n_groups; g++) {
+        /* (group_tables is set with several groups: asserted above) */
+        const int32_t *bt = g == 0 || !e->group_tables ? e->block_table : e->group_tables[g];
+        int32_t first = w->window[g] > 0 ? e->start_pos - w->window[g] + 1 : 0;
+        for (int32_t p = first > 0 ? first : 0; p < e->start_pos; p++) {
+            int32_t b = bt[p / BS];
+            assert_true(b >= 1 && b < w->num_blocks);
+            if (w->slots[b][p % BS] != r->tokens[p]) {
+                fail_msg("request %llu, group %d: position %d in block %d holds %d, want %d",
+                         (unsigned long long)r->id, (int)g, p, b, w->slots[b][p % BS],
+                         r->tokens[p]);
+            }
         }
-    }
-    for (int32_t p = e->start_pos; p < e->start_pos + e->n_new; p++) {
-        int32_t b = e->block_table[p / BS];
-        assert_true(b >= 1 && b < N_BLOCKS);
-        assert_int_equal(kvc_ref_cnt(w->kv, b), 1); /* never write into a shared block */
-        w->slots[b][p % BS] = r->tokens[p];
+        for (int32_t p = e->start_pos; p < e->start_pos + e->n_new; p++) {
+            int32_t b = bt[p / BS];
+            assert_true(b >= 1 && b < w->num_blocks);
+            assert_int_equal(kvc_ref_cnt(w->kv, b), 1); /* never write into a shared block */
+            w->slots[b][p % BS] = r->tokens[p];
+        }
     }
 }
 
-/* Every reference count equals the number of live requests holding the block. */
+/* Every reference count equals the number of live requests' table entries (of every group)
+ * holding the block. */
 static void check_refs(world *w, int submitted)
 {
-    int32_t refs[N_BLOCKS] = {0};
+    int32_t refs[MAX_BLOCKS] = {0};
     for (int i = 0; i < submitted; i++) {
         const sched_req *r = w->reqs[i];
         if (!r) {
             continue;
         }
-        if (sched_status_finished(r->status) || r->status != SCHED_RUNNING) {
-            assert_int_equal(r->kv.n_blocks, 0);
-        }
-        for (int32_t b = 0; b < r->kv.n_blocks; b++) {
-            refs[r->kv.blocks[b]]++;
+        for (int32_t g = 0; g < w->n_groups; g++) {
+            const kvc_seq *q = g == 0 ? &r->kv : &r->kv_more[g - 1];
+            if (sched_status_finished(r->status) || r->status != SCHED_RUNNING) {
+                assert_int_equal(q->n_blocks, 0);
+            }
+            assert_int_equal(q->n_blocks, r->kv.n_blocks);
+            for (int32_t b = 0; b < q->n_blocks; b++) {
+                refs[q->blocks[b]] += q->blocks[b] != 0; /* 0: a sliding group's null entry */
+            }
         }
     }
     int32_t free_blocks = 0;
-    for (int b = 1; b < N_BLOCKS; b++) {
+    for (int b = 1; b < w->num_blocks; b++) {
         assert_int_equal(kvc_ref_cnt(w->kv, b), refs[b]);
         free_blocks += refs[b] == 0;
     }
@@ -140,15 +159,21 @@ static void abort_random(world *w, int submitted, int step, int *n_aborted)
     }
 }
 
-static void run_stress(sched_policy policy, uint64_t seed, int32_t max_bound)
+static void run_stress(sched_policy policy, uint64_t seed, int32_t max_bound, int32_t n_groups,
+                       const int32_t *window, int32_t num_blocks)
 {
     world *w = calloc(1, sizeof(*w));
     assert_non_null(w);
     w->rng = seed;
-    w->kv = kvc_new(N_BLOCKS, BS, true, seed, NULL);
+    w->num_blocks = num_blocks;
+    w->n_groups = n_groups;
+    w->window = window;
+    w->kv = kvc_new(num_blocks, BS, true, seed, NULL);
     assert_non_null(w->kv);
     sched_config cfg;
     sched_config_default(&cfg);
+    cfg.n_kv_groups = n_groups;
+    memcpy(cfg.kv_group_window, window, sizeof(*window) * (size_t)n_groups);
     cfg.max_num_seqs = 16;
     cfg.max_num_batched_tokens = 256;
     cfg.max_model_len = MAX_LEN;
@@ -283,7 +308,7 @@ static void run_stress(sched_policy policy, uint64_t seed, int32_t max_bound)
     assert_true(sched_prefix_hits(w->s) > 0);
     assert_true(worst <= max_bound);
     /* KV accounting back to its start: every block free (cached ones are evictable) */
-    assert_int_equal(kvc_num_free_blocks(w->kv), N_BLOCKS - 1);
+    assert_int_equal(kvc_num_free_blocks(w->kv), num_blocks - 1);
     assert_true(kvc_usage(w->kv) == 0.0);
     assert_int_equal(kvc_reset_prefix_cache(w->kv), 0);
     assert_int_equal(kvc_num_cached_blocks(w->kv), 0);
@@ -292,16 +317,27 @@ static void run_stress(sched_policy policy, uint64_t seed, int32_t max_bound)
     free(w);
 }
 
+static const int32_t one_table[1] = {0};
+
 static void test_stress_fcfs(void **state)
 {
     (void)state;
-    run_stress(SCHED_FCFS, 1, 1000);
+    run_stress(SCHED_FCFS, 1, 1000, 1, one_table, N_BLOCKS);
 }
 
 static void test_stress_priority(void **state)
 {
     (void)state;
-    run_stress(SCHED_PRIORITY, 2, 2000);
+    run_stress(SCHED_PRIORITY, 2, 2000, 1, one_table, N_BLOCKS);
+}
+
+/* Full attention and windows of 40 and 24 tokens: one 512-token request needs 32 + 20 + 19
+ * blocks at most, the pool holds 127. */
+static void test_stress_kv_groups(void **state)
+{
+    (void)state;
+    static const int32_t windows[3] = {0, 40, 24};
+    run_stress(SCHED_FCFS, 3, 1000, 3, windows, MAX_BLOCKS);
 }
 
 int main(void)
@@ -309,6 +345,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stress_fcfs),
         cmocka_unit_test(test_stress_priority),
+        cmocka_unit_test(test_stress_kv_groups),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
