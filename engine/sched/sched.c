@@ -124,21 +124,22 @@ sched *sched_new(const sched_config *cfg, kvc *kv, char *err, size_t errlen)
                        cfg->block_size, bs);
         return NULL;
     }
-    if (n_groups == 1 && cfg->max_model_len > capacity) {
-        tandem_set_err(err, errlen,
-                       "max_model_len: %d tokens exceed the KV cache capacity of %lld tokens "
-                       "(%d blocks of %d)",
-                       cfg->max_model_len, (long long)capacity, kvc_num_blocks(kv) - 1, bs);
-        return NULL;
-    }
+    /* one request alone must always fit (one group: its whole context, capacity) */
     int64_t per_seq = kv_groups_blocks_per_seq(n_groups, cfg->kv_group_window, cfg->max_model_len,
                                                cfg->max_num_batched_tokens, bs);
-    if (n_groups > 1 && per_seq > kvc_num_blocks(kv) - 1) {
-        tandem_set_err(err, errlen,
-                       "max_model_len: a %d-token sequence needs %lld blocks over its %d KV cache "
-                       "groups, more than the %d blocks of the KV cache",
-                       cfg->max_model_len, (long long)per_seq, (int)n_groups,
-                       kvc_num_blocks(kv) - 1);
+    if (per_seq > kvc_num_blocks(kv) - 1) {
+        if (n_groups == 1) {
+            tandem_set_err(err, errlen,
+                           "max_model_len: %d tokens exceed the KV cache capacity of %lld tokens "
+                           "(%d blocks of %d)",
+                           cfg->max_model_len, (long long)capacity, kvc_num_blocks(kv) - 1, bs);
+        } else {
+            tandem_set_err(err, errlen,
+                           "max_model_len: a %d-token sequence needs %lld blocks over its %d KV "
+                           "cache groups, more than the %d blocks of the KV cache",
+                           cfg->max_model_len, (long long)per_seq, (int)n_groups,
+                           kvc_num_blocks(kv) - 1);
+        }
         return NULL;
     }
     if (!cfg->enable_chunked_prefill && cfg->max_num_batched_tokens < cfg->max_model_len) {

@@ -122,8 +122,9 @@ static int teardown(void **state)
     return 0;
 }
 
-static engine *make_engine(int32_t max_seqs, int32_t max_batched, size_t kv_bytes,
-                           int32_t block_size)
+/* The tests' engine configuration: 256-token context, F32 KV cache, one thread. */
+static engine_config test_config(int32_t max_seqs, int32_t max_batched, size_t kv_bytes,
+                                 int32_t block_size)
 {
     engine_config c;
     memset(&c, 0, sizeof c);
@@ -134,6 +135,13 @@ static engine *make_engine(int32_t max_seqs, int32_t max_batched, size_t kv_byte
     c.block_size = block_size;
     c.kv_dtype = ENGINE_KV_F32;
     c.n_threads = 1;
+    return c;
+}
+
+static engine *make_engine(int32_t max_seqs, int32_t max_batched, size_t kv_bytes,
+                           int32_t block_size)
+{
+    engine_config c = test_config(max_seqs, max_batched, kv_bytes, block_size);
     char err[512];
     engine *e = engine_new(g_model, g_tok, &c, err, sizeof err);
     if (!e) {
@@ -803,15 +811,7 @@ static int fake_start_load(void *ud, const engine_kv_load *l)
 
 static engine *make_hybrid_engine(bool disable, size_t kv_bytes, char *err, size_t errlen)
 {
-    engine_config c;
-    memset(&c, 0, sizeof c);
-    c.max_model_len = 256;
-    c.max_num_seqs = 4;
-    c.max_num_batched_tokens = 64;
-    c.kv_cache_bytes = kv_bytes;
-    c.block_size = 16;
-    c.kv_dtype = ENGINE_KV_F32;
-    c.n_threads = 1;
+    engine_config c = test_config(4, 64, kv_bytes, 16);
     c.disable_hybrid_kv_cache_manager = disable;
     return engine_new(g_model, g_tok, &c, err, errlen);
 }
@@ -879,17 +879,19 @@ static void test_hybrid_kv_groups(void **state)
      * its window plus a 64-token step, which it held before the step's release */
     int32_t sliding = 0, full_groups = 0;
     {
-        /* groups per attention type from the plan's rule, recomputed here */
-        int32_t n_full = 0, n_swa = 0;
+        /* groups per attention type, from the plan (its rule: unit/cache/test_kv_groups) */
+        int32_t window_of[64];
+        assert_true(g_model->cfg.n_layer <= 64);
         for (int l = 0; l < g_model->cfg.n_layer; l++) {
-            n_swa += g_model->layers[l].swa;
-            n_full += !g_model->layers[l].swa;
+            window_of[l] = g_model->layers[l].swa ? window : 0;
         }
-        int32_t lo = n_full < n_swa ? n_full : n_swa, hi = n_full < n_swa ? n_swa : n_full;
-        assert_true(lo > 0); /* the model mixes: both types have layers */
-        int32_t size = lo < 1 ? 1 : hi * 2 < lo * 3 ? hi : lo;
-        full_groups = (n_full + size - 1) / size;
-        sliding = (n_swa + size - 1) / size;
+        kv_groups plan;
+        assert_int_equal(kv_groups_plan(&plan, g_model->cfg.n_layer, window_of, true), 0);
+        for (int32_t k = 0; k < plan.n_groups; k++) {
+            sliding += plan.window[k] > 0;
+            full_groups += plan.window[k] == 0;
+        }
+        kv_groups_free(&plan);
         assert_int_equal(sh.kv_groups, full_groups + sliding);
     }
     int32_t per_sliding = (window - 1 + 64 + bs - 1) / bs + 1;
