@@ -48,6 +48,12 @@ SHAPES = {
 }
 
 
+def shape_vocab(shape):
+    """The vocabulary size of one of SHAPES."""
+    args = SHAPES[shape]
+    return int(args[args.index("--vocab") + 1])
+
+
 def build_dir():
     return os.environ.get("TANDEM_BUILD_DIR", os.path.join(ROOT, "build"))
 

@@ -103,7 +103,7 @@ def main():
     ap.add_argument("--json-only", action="store_true")
     a = ap.parse_args()
     model = engine_cpu.ensure_model(a.shape, a.type)
-    vocab = int(engine_cpu.SHAPES[a.shape][engine_cpu.SHAPES[a.shape].index("--vocab") + 1])
+    vocab = engine_cpu.shape_vocab(a.shape)
     proc, url, log = start_server(model, a.threads, "4GiB", "engine_serving.log")
     try:
         levels = []

@@ -59,7 +59,7 @@ def main():
     a = ap.parse_args()
     model = engine_cpu.ensure_model(a.shape, a.type)
     shape = engine_cpu.SHAPES[a.shape]
-    vocab = int(shape[shape.index("--vocab") + 1])
+    vocab = engine_cpu.shape_vocab(a.shape)
     arch_shape = [x for i, x in enumerate(shape)
                   if x != "--vocab" and (i == 0 or shape[i - 1] != "--vocab")]
     genlora = os.path.join(engine_cpu.build_dir(), "engine", "tools", "tandem-genlora")

@@ -49,8 +49,7 @@ def main():
     ap.add_argument("--repeats", type=int, default=5)
     a = ap.parse_args()
     model = engine_cpu.ensure_model(a.shape, a.type)
-    shape = engine_cpu.SHAPES[a.shape]
-    vocab = int(shape[shape.index("--vocab") + 1])
+    vocab = engine_cpu.shape_vocab(a.shape)
     proc, url, log = engine_serving.start_server(model, a.threads, "1GiB",
                                                  "prompt_logprobs_bench.log")
     rng = random.Random(7)

@@ -65,7 +65,7 @@ def main():
     ap.add_argument("--repeats", type=int, default=3)
     a = ap.parse_args()
     model = engine_cpu.ensure_model(a.shape, a.type)
-    vocab = int(engine_cpu.SHAPES[a.shape][engine_cpu.SHAPES[a.shape].index("--vocab") + 1])
+    vocab = engine_cpu.shape_vocab(a.shape)
     # decode streams every weight once per step: steps/s x the tensor bytes, against the
     # machine's read bandwidth at the same thread count
     bw = engine_cpu.run_membw([a.threads])[a.threads]["read_gbs"]
