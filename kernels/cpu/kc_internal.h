@@ -18,6 +18,7 @@ typedef struct kc__mm {
     int64_t k, m, n;
     const uint8_t *w; /* weight rows */
     size_t w_row_bytes;
+    size_t pf;      /* decode: software-prefetch distance in weight bytes (kc_tune), 0 for none */
     const float *x; /* [n][k] activations */
     /* quantized activations, one of three by the weight's vec_dot type (kc_vec_dot_type) */
     const td_block_q8_0 *xq;  /* [n][k / TD_QK] Q8_0 (Q4_0, Q5_0, Q8_0, IQ4_NL weights) */
@@ -43,6 +44,9 @@ typedef struct kc__mm {
  * 4j+b, high nibble: element 16+4j+b). One vpdpbusd then adds 4 products to each row's lane.
  */
 #define KC__PACK_ROWS 8
+
+/* Matmuls of at most this many tokens are decode: one-row float tiles, software prefetch. */
+#define KC__DECODE_MAX_N 4
 
 /*
  * Packed K-quants, per group of 8 rows and per 256-element super-block (the integer dot of a

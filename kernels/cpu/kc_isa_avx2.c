@@ -11,10 +11,7 @@
 #include "kernels/cpu/kc_ops.h"
 #include "kernels/cpu/kc_mm_tiles.h"
 
-#define KC_INLINE       static inline __attribute__((always_inline))
-#define KC_PF_MAX_N     4     /* prefetch weights when the matmul has at most this many tokens */
-#define KC_PF_DIST      16384 /* bytes ahead, Q8_0/Q4_0 (the thread's rows are contiguous) */
-#define KC_PF_DIST_HALF 8192  /* bytes ahead, F16/BF16 (measured best) */
+#define KC_INLINE static inline __attribute__((always_inline))
 /* Float tiles are 3 x 3: 9 accumulators, 3 activations and 1 weight fit the 16 ymm registers;
  * 4 x 3 spilled an accumulator to the stack every step (F16 prompt processing at 0.5x). */
 #define RMF 3
@@ -73,8 +70,8 @@ KC_INLINE void kc_tile_float(const kc__mm *a, tdtype ty, int64_t r0, int nr, int
     const float *xr[NTF];
     __m256 acc[NTF][RMF];
     /* decode (few tokens) streams the weights once: prefetch the next row tile */
-    const bool pf = ty != TD_F32 && a->n <= KC_PF_MAX_N; /* f32 streams fine unaided */
-    const size_t pf_off = KC_PF_DIST_HALF;
+    const bool pf = a->pf > 0; /* decode (kc_tune: F32 may stream unaided) */
+    const size_t pf_off = a->pf;
     const int64_t esz = ty == TD_F32 ? 4 : 2;
     for (int r = 0; r < nr; r++) {
         wr[r] = a->w + (size_t)(r0 + r) * a->w_row_bytes;
@@ -172,8 +169,8 @@ KC_INLINE void kc_tile_q(const kc__mm *a, tdtype ty, int64_t r0, int nr, int64_t
     const uint8_t *wr[RMQ];
     __m256 acc[NTQ][RMQ];
     float macc[NTQ][RMQ]; /* sum of m * s (Q4_1/Q5_1) */
-    const bool pf = a->n <= KC_PF_MAX_N;
-    const size_t pf_off = KC_PF_DIST;
+    const bool pf = a->pf > 0;
+    const size_t pf_off = a->pf;
     const int64_t bsz = (int64_t)td_block_bytes(ty);
     const __m256i ones = _mm256_set1_epi16(1);
     for (int r = 0; r < nr; r++) {
@@ -246,7 +243,7 @@ KC_INLINE void kc_tile_pk(const kc__mm *a, int q8, int64_t r0, int ng, int64_t t
     const td_block_q8_0 *xr[NTP4];
     const int32_t *xs[NTP4];
     __m256 acc[NTP4][2];
-    const bool pf = a->n <= KC_PF_MAX_N;
+    const bool pf = a->pf > 0;
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const __m256i bias = _mm256_set1_epi8((char)0x80);
     const __m256i ones = _mm256_set1_epi16(1);
@@ -270,7 +267,7 @@ KC_INLINE void kc_tile_pk(const kc__mm *a, int q8, int64_t r0, int ng, int64_t t
         }
         if (pf) {
             for (int g = 0; g < ng; g++) {
-                const char *p = (const char *)gp[g] + ib * (int64_t)sb + KC_PF_DIST;
+                const char *p = (const char *)gp[g] + ib * (int64_t)sb + a->pf;
                 for (size_t off = 0; off < bb; off += 64) {
                     _mm_prefetch(p + off, _MM_HINT_T0);
                 }
@@ -552,9 +549,11 @@ KC_INLINE bool kc_k_signed(tdtype ty)
     return ty == TD_Q3_K || ty == TD_IQ4_XS;
 }
 
-#define RMK  1 /* prompt tiles: 1 row x 4 tokens (the decode dominates; no row reuse) */
-#define NTK  4
-#define RMKD 2 /* decode tiles (n <= KC_PF_MAX_N): 2 rows x 1 token, two independent chains */
+#define RMK 1 /* prompt tiles: 1 row x 4 tokens (the decode dominates; no row reuse) */
+#define NTK 4
+#define RMKD                                                                                       \
+    2 /* decode tiles (n <= KC__DECODE_MAX_N): 2 rows x 1 token, two independent chains            \
+       */
 #define NTKD 1
 
 /* One super-block of row r against tokens [t0, t0 + nt): adds to acc[0 .. nt). */
@@ -604,7 +603,7 @@ KC_INLINE void kc_k_block(const kc__mm *a, tdtype ty, const uint8_t *blk, int64_
 KC_INLINE void kc_tile_k(const kc__mm *a, tdtype ty, int64_t r0, int nr, int64_t t0, int nt)
 {
     const int64_t nb = a->k / TD_QKK;
-    const bool pf = a->n <= KC_PF_MAX_N;
+    const bool pf = a->pf > 0;
     const int64_t bsz = (int64_t)td_block_bytes(ty);
     const uint8_t *wr[RMKD > RMK ? RMKD : RMK];
     __m256 acc[RMKD > RMK ? RMKD : RMK][NTK];
@@ -619,7 +618,7 @@ KC_INLINE void kc_tile_k(const kc__mm *a, tdtype ty, int64_t r0, int nr, int64_t
             const uint8_t *blk = wr[r] + ib * bsz;
             if (pf) {
                 for (int64_t off = 0; off < bsz; off += 64) {
-                    _mm_prefetch((const char *)blk + KC_PF_DIST + off, _MM_HINT_T0);
+                    _mm_prefetch((const char *)blk + a->pf + off, _MM_HINT_T0);
                 }
             }
             kc_k_block(a, ty, blk, ib, nb, t0, nt, acc[r]);
@@ -663,7 +662,7 @@ KC_ROWS_FN(kc_rows_iq4_xs_dec, kc_tile_k, RMKD, NTKD, TD_IQ4_XS)
     case T:                                                                                        \
         if (a->packed) {                                                                           \
             kc_rows_pkk(a, r0, r1);                                                                \
-        } else if (a->n <= KC_PF_MAX_N) {                                                          \
+        } else if (a->n <= KC__DECODE_MAX_N) {                                                     \
             rows##_dec(a, r0, r1);                                                                 \
         } else {                                                                                   \
             rows(a, r0, r1);                                                                       \

@@ -10,11 +10,8 @@
 #include "kernels/cpu/kc_mm_tiles.h"
 #include "kernels/cpu/kc_ops.h"
 
-#define KC_INLINE       static inline __attribute__((always_inline))
-#define KC_PF_MAX_N     4     /* prefetch weights when the matmul has at most this many tokens */
-#define KC_PF_DIST      16384 /* bytes ahead, Q8_0/Q4_0 (the thread's rows are contiguous) */
-#define KC_PF_DIST_HALF 8192  /* bytes ahead, F16/BF16 (measured best) */
-/* Decode (n <= KC_PF_MAX_N) takes float rows one at a time, so the weights are read as one
+#define KC_INLINE static inline __attribute__((always_inline))
+/* Decode (n <= KC__DECODE_MAX_N) takes float rows one at a time, so the weights are read as one
  * linear stream: on Zen 5 that ran F16 at about 85 % of the read bandwidth (kc_bench --stream)
  * against about 60 % for the 4 interleaved row streams of a 4-row tile. Each (row, token) pair
  * gets the same instructions either way. */
@@ -60,8 +57,8 @@ KC_INLINE void kc_tile_float(const kc__mm *a, tdtype ty, int64_t r0, int nr, int
     const float *xr[NTF];
     __m512 acc[NTF][RMF];
     /* decode (few tokens) streams the weights once: prefetch the next row tile */
-    const bool pf = ty != TD_F32 && a->n <= KC_PF_MAX_N; /* f32 streams fine unaided */
-    const size_t pf_off = KC_PF_DIST_HALF;
+    const bool pf = a->pf > 0; /* decode (kc_tune: F32 may stream unaided) */
+    const size_t pf_off = a->pf;
     const int64_t esz = ty == TD_F32 ? 4 : 2;
     for (int r = 0; r < nr; r++) {
         wr[r] = a->w + (size_t)(r0 + r) * a->w_row_bytes;
@@ -122,8 +119,8 @@ KC_INLINE void kc_tile_q(const kc__mm *a, int q4, int64_t r0, int nr, int64_t t0
     const uint8_t *wr[RMQ];
     const td_block_q8_0 *xr[NTQ];
     __m256 acc[NTQ][RMQ];
-    const bool pf = a->n <= KC_PF_MAX_N;
-    const size_t pf_off = KC_PF_DIST;
+    const bool pf = a->pf > 0;
+    const size_t pf_off = a->pf;
     const int64_t bsz = q4 ? (int64_t)sizeof(td_block_q4_0) : (int64_t)sizeof(td_block_q8_0);
     const __m256i lo = _mm256_set1_epi8(0x0F);
     const __m256i eight = _mm256_set1_epi8(8);
@@ -200,7 +197,7 @@ KC_INLINE void kc_tile_pk(const kc__mm *a, int q4, int64_t r0, int ng, int64_t t
     const td_block_q8_0 *xr[NTP];
     const int32_t *xs[NTP];
     __m256 acc[NTP][2];
-    const bool pf = a->n <= KC_PF_MAX_N;
+    const bool pf = a->pf > 0;
     const __m256i lo = _mm256_set1_epi8(0x0F);
     size_t sb = bb; /* bytes from one block of a group to its next */
     for (int g = 0; g < ng; g++) {
@@ -223,7 +220,7 @@ KC_INLINE void kc_tile_pk(const kc__mm *a, int q4, int64_t r0, int ng, int64_t t
         }
         if (pf) {
             for (int g = 0; g < ng; g++) {
-                const char *p = (const char *)gp[g] + ib * (int64_t)sb + KC_PF_DIST;
+                const char *p = (const char *)gp[g] + ib * (int64_t)sb + a->pf;
                 for (size_t off = 0; off < bb; off += 64) {
                     _mm_prefetch(p + off, _MM_HINT_T0);
                 }
@@ -348,14 +345,14 @@ static void kc_mm_rows_avx512(const kc__mm *a, int64_t r0, int64_t r1)
 {
     switch (a->type) {
     case TD_F32:
-        if (a->n <= KC_PF_MAX_N) {
+        if (a->n <= KC__DECODE_MAX_N) {
             kc_rows_f32_dec(a, r0, r1);
         } else {
             kc_rows_f32(a, r0, r1);
         }
         break;
     case TD_F16:
-        if (a->n <= KC_PF_MAX_N) {
+        if (a->n <= KC__DECODE_MAX_N) {
             kc_rows_f16_dec(a, r0, r1);
         } else {
             kc_rows_f16(a, r0, r1);
@@ -364,7 +361,7 @@ static void kc_mm_rows_avx512(const kc__mm *a, int64_t r0, int64_t r1)
     case TD_BF16:
         if (a->xb) {
             kc__bf16_rows(a, r0, r1);
-        } else if (a->n <= KC_PF_MAX_N) {
+        } else if (a->n <= KC__DECODE_MAX_N) {
             kc_rows_bf16_dec(a, r0, r1);
         } else {
             kc_rows_bf16(a, r0, r1);

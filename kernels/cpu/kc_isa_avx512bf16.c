@@ -10,11 +10,9 @@
 #include "kernels/cpu/kc_internal.h"
 #include "kernels/cpu/kc_mm_tiles.h"
 
-#define KC_INLINE   static inline __attribute__((always_inline))
-#define KC_PF_MAX_N 4    /* prefetch weights when the matmul has at most this many tokens */
-#define KC_PF_DIST  8192 /* bytes ahead (the thread's rows are contiguous) */
-#define RMB         4    /* tile: rows (decode: 1, one linear stream as kc_isa_avx512.c's RMDEC) */
-#define NTB         4    /* tile: tokens (16 accumulators, 4 activations, 1 weight) */
+#define KC_INLINE static inline __attribute__((always_inline))
+#define RMB       4 /* tile: rows (decode: 1, one linear stream as kc_isa_avx512.c's RMDEC) */
+#define NTB       4 /* tile: tokens (16 accumulators, 4 activations, 1 weight) */
 
 void kc__cvt_bf16_row(const float *x, uint16_t *y, int64_t k)
 {
@@ -37,7 +35,7 @@ KC_INLINE void kc_tile_bf16(const kc__mm *a, tdtype ty, int64_t r0, int nr, int6
     const uint16_t *wr[RMB];
     const uint16_t *xr[NTB];
     __m512 acc[NTB][RMB];
-    const bool pf = a->n <= KC_PF_MAX_N;
+    const bool pf = a->pf > 0;
     for (int r = 0; r < nr; r++) {
         wr[r] = (const uint16_t *)(a->w + (size_t)(r0 + r) * a->w_row_bytes);
     }
@@ -55,7 +53,7 @@ KC_INLINE void kc_tile_bf16(const kc__mm *a, tdtype ty, int64_t r0, int nr, int6
         }
         for (int r = 0; r < nr; r++) {
             if (pf) {
-                _mm_prefetch((const char *)(wr[r] + i) + KC_PF_DIST, _MM_HINT_T0);
+                _mm_prefetch((const char *)(wr[r] + i) + a->pf, _MM_HINT_T0);
             }
             const __m512bh wv = (__m512bh)_mm512_loadu_si512(wr[r] + i);
             for (int t = 0; t < nt; t++) {
@@ -88,7 +86,7 @@ KC_ROWS_FN(kc_rows_bf16_dec, kc_tile_bf16, 1, NTB, TD_BF16)
 
 void kc__bf16_rows(const kc__mm *a, int64_t r0, int64_t r1)
 {
-    if (a->n <= KC_PF_MAX_N) {
+    if (a->n <= KC__DECODE_MAX_N) {
         kc_rows_bf16_dec(a, r0, r1);
     } else {
         kc_rows_bf16_dp(a, r0, r1);

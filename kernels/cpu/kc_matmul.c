@@ -253,6 +253,23 @@ typedef struct kc_mm_task {
     atomic_int_fast64_t next_chunk; /* next chunk to claim */
 } kc_mm_task;
 
+/* Decode prefetch distance for weights of type ty in a matmul of n tokens on nth threads. */
+static size_t kc_prefetch_distance(tdtype ty, int64_t n, int nth)
+{
+    if (n > KC__DECODE_MAX_N) {
+        return 0;
+    }
+    const kc_tune *tune = kc_tune_get();
+    const int i = nth > 1 ? KC_TUNE_MANY : KC_TUNE_ONE;
+    if (ty == TD_F32) {
+        return (size_t)tune->pf_f32[i];
+    }
+    if (ty == TD_F16 || ty == TD_BF16) {
+        return (size_t)tune->pf_half[i];
+    }
+    return (size_t)tune->pf_quant[i];
+}
+
 /* Quantizes activation rows [i0, n) step `step` (and, for Q8_0, their block sums). */
 static void kc_quantize_rows(const kc_mm_task *t, int64_t i0, int64_t step)
 {
@@ -390,6 +407,7 @@ int kc_matmul_multi(kc_pool *pool, const kc_weight *const *ws, float *const *ys,
                            .xb = t.xb,
                            .packed = float_copy ? NULL : ws[i]->packed,
                            .y = ys[i]};
+        t.mm[i].pf = kc_prefetch_distance(ws[i]->type, n, pool ? kc_pool_size(pool) : 1);
         t.m_total += ws[i]->m;
     }
     if (need > 0) {

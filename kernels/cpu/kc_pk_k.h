@@ -1,7 +1,7 @@
 /*
  * Packed Q4_K / Q5_K / Q6_K matmul (kc_weight_prepare's 8-row interleave, see kc_internal.h),
  * included by kc_isa_avx2.c (KC_PKK_VNNI 0) and kc_isa_avx512.c (KC_PKK_VNNI 1) after they
- * define KC_INLINE, KC_PF_MAX_N, KC_PF_DIST and kc_h2f. Defines
+ * define KC_INLINE and kc_h2f (prefetch distance: kc__mm.pf). Defines
  *   static void kc_rows_pkk(const kc__mm *a, int64_t r0, int64_t r1)    r0 a multiple of 8
  *
  * Each ymm lane is one of 8 rows and the activation bytes of a sub-step are broadcast to all
@@ -84,7 +84,7 @@ KC_INLINE void kc_tile_pkk(const kc__mm *a, tdtype ty, int64_t r0, int ng, int64
     const uint8_t *gp[2];
     const td_block_q8_k *xr[KC_PKK_NT];
     __m256 acc[KC_PKK_NT][2];
-    const bool pf = a->n <= KC_PF_MAX_N;
+    const bool pf = a->pf > 0;
     size_t sb = bb; /* bytes from one block of a group to its next */
     for (int g = 0; g < ng; g++) {
         gp[g] = kc__packed_group(a, r0 + g * KC__PACK_ROWS, nb, bb, &sb);
@@ -102,7 +102,7 @@ KC_INLINE void kc_tile_pkk(const kc__mm *a, tdtype ty, int64_t r0, int ng, int64
             blk[g] = gp[g] + (size_t)ib * sb;
             if (pf) {
                 for (size_t off = 0; off < bb; off += 64) {
-                    _mm_prefetch((const char *)blk[g] + KC_PF_DIST + off, _MM_HINT_T0);
+                    _mm_prefetch((const char *)blk[g] + a->pf + off, _MM_HINT_T0);
                 }
             }
             for (int t = 0; t < nt; t++) {
@@ -291,7 +291,7 @@ KC_INLINE void kc_tile_pkk(const kc__mm *a, tdtype ty, int64_t r0, int ng, int64
     const uint8_t *gp1 = ng == 2 ? kc__packed_group(a, r0 + KC__PACK_ROWS, nb, bb, &sb) : gp0;
     const td_block_q8_k *xr[KC_PKK_NT];
     __m512 acc[KC_PKK_NT];
-    const bool pf = a->n <= KC_PF_MAX_N;
+    const bool pf = a->pf > 0;
     for (int t = 0; t < nt; t++) {
         xr[t] = a->xqk + (t0 + t) * nb;
         acc[t] = _mm512_setzero_ps();
@@ -300,8 +300,8 @@ KC_INLINE void kc_tile_pkk(const kc__mm *a, tdtype ty, int64_t r0, int ng, int64
         const uint8_t *b0 = gp0 + (size_t)ib * sb, *b1 = gp1 + (size_t)ib * sb;
         if (pf) {
             for (size_t off = 0; off < bb; off += 64) {
-                _mm_prefetch((const char *)b0 + KC_PF_DIST + off, _MM_HINT_T0);
-                _mm_prefetch((const char *)b1 + KC_PF_DIST + off, _MM_HINT_T0);
+                _mm_prefetch((const char *)b0 + a->pf + off, _MM_HINT_T0);
+                _mm_prefetch((const char *)b1 + a->pf + off, _MM_HINT_T0);
             }
         }
         __m512i isum[KC_PKK_NT];

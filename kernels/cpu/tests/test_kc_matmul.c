@@ -317,6 +317,77 @@ static void test_matmul_all_isas(void **state)
     kc_pool_free(pool2);
 }
 
+/* The decode prefetch distance (kc_tune) changes timing only: every type at every ISA level gives
+ * the same bits with none, the table's and a far one. */
+static void test_prefetch_tune_same_bits(void **state)
+{
+    (void)state;
+    static const tdtype types[] = {TD_F32,  TD_F16,  TD_BF16, TD_Q8_0,   TD_Q4_0,
+                                   TD_Q4_1, TD_Q5_0, TD_Q5_1, TD_IQ4_NL, TD_Q2_K,
+                                   TD_Q3_K, TD_Q4_K, TD_Q5_K, TD_Q6_K,   TD_IQ4_XS};
+    static const int dist[] = {0, 64, 32768};
+    const int64_t k = 512, m = 48, n = 3;
+    kc_pool *pool = kc_pool_new(2, false);
+    float *x = malloc(sizeof(float) * (size_t)(n * k));
+    float *y0 = malloc(sizeof(float) * (size_t)(n * m));
+    float *y1 = malloc(sizeof(float) * (size_t)(n * m));
+    assert_non_null(pool);
+    assert_non_null(x);
+    assert_non_null(y0);
+    assert_non_null(y1);
+    if (!pool || !x || !y0 || !y1) {
+        kc_pool_free(pool);
+        free(x);
+        free(y0);
+        free(y1);
+        return;
+    }
+    for (int64_t i = 0; i < n * k; i++) {
+        x[i] = frand();
+    }
+    const kc_tune saved = *kc_tune_get();
+    const kc_isa best = kc_isa_best();
+    for (int isa = KC_ISA_SCALAR; isa <= (int)best; isa++) {
+        assert_int_equal(kc_isa_set((kc_isa)isa), 0);
+        for (size_t ti = 0; ti < sizeof(types) / sizeof(types[0]); ti++) {
+            void *w = make_weights(types[ti], k, m);
+            kc_weight wt = {.type = types[ti], .k = k, .m = m, .data = w};
+            assert_int_equal(kc_weight_prepare(&wt), 0);
+            const size_t ws = kc_matmul_wsize(&wt, n);
+            void *wsp = ws ? malloc(ws) : NULL;
+            for (int64_t nn = 1; nn <= n; nn += n - 1) {
+                assert_int_equal(kc_matmul(pool, &wt, x, nn, y0, wsp, ws), 0);
+                for (size_t d = 0; d < sizeof(dist) / sizeof(dist[0]); d++) {
+                    kc_tune t = saved;
+                    for (int i = 0; i < 2; i++) {
+                        t.pf_quant[i] = t.pf_half[i] = t.pf_f32[i] = dist[d];
+                    }
+                    /* the pool of two reads the "several" column, no pool the "one" column */
+                    for (int p = 0; p < 2; p++) {
+                        assert_int_equal(kc_tune_set(&t), 0);
+                        assert_int_equal(kc_matmul(p ? NULL : pool, &wt, x, nn, y1, wsp, ws), 0);
+                        assert_int_equal(kc_tune_set(&saved), 0);
+                        if (memcmp(y0, y1, sizeof(float) * (size_t)(nn * m)) != 0) {
+                            fail_msg("isa %s type %s n %ld threads %d: prefetch %d changed the "
+                                     "result",
+                                     kc_isa_name((kc_isa)isa), td_name(types[ti]), (long)nn,
+                                     p ? 1 : 2, dist[d]);
+                        }
+                    }
+                }
+            }
+            kc_weight_release(&wt);
+            free(wsp);
+            free(w);
+        }
+    }
+    assert_int_equal(kc_isa_set(best), 0);
+    kc_pool_free(pool);
+    free(x);
+    free(y0);
+    free(y1);
+}
+
 /* A prepared float weight is a copy (2 MiB and more: in huge-page-advised memory) and gives the
  * same bits as the original. */
 static void test_prepare_float_copy(void **state)
@@ -590,10 +661,15 @@ static void test_conversions(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_conversions),        cmocka_unit_test(test_matmul_bad_args),
-        cmocka_unit_test(test_matmul_all_isas),    cmocka_unit_test(test_matmul_k_extremes),
-        cmocka_unit_test(test_prepare_float_copy), cmocka_unit_test(test_matmul_multi),
-        cmocka_unit_test(test_quantize_all_isas),  cmocka_unit_test(test_quantize_q8k_all_isas),
+        cmocka_unit_test(test_conversions),
+        cmocka_unit_test(test_matmul_bad_args),
+        cmocka_unit_test(test_matmul_all_isas),
+        cmocka_unit_test(test_matmul_k_extremes),
+        cmocka_unit_test(test_prepare_float_copy),
+        cmocka_unit_test(test_matmul_multi),
+        cmocka_unit_test(test_quantize_all_isas),
+        cmocka_unit_test(test_quantize_q8k_all_isas),
+        cmocka_unit_test(test_prefetch_tune_same_bits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

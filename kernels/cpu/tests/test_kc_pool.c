@@ -2,6 +2,7 @@
  * many back-to-back runs, sleeping workers wake up. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <errno.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -105,10 +106,52 @@ static void test_cpu_features(void **state)
     assert_int_equal(kc_isa_set(best), 0);
 }
 
+/* TANDEM_CPU_TUNE's syntax: known keys, decimal values within [0, KC_TUNE_PF_MAX], "N" for
+ * both thread counts or "N/M", all or nothing. */
+static void test_tune_parse(void **state)
+{
+    (void)state;
+    const kc_tune *cur = kc_tune_get();
+    assert_true(cur->uarch[0] != '\0');
+    kc_tune t = {.uarch = "x", .pf_quant = {1, 2}, .pf_half = {3, 4}, .pf_f32 = {5, 6}};
+    assert_int_equal(kc_tune_parse("pf_quant=4096,pf_f32=0/8192", &t), 0);
+    assert_int_equal(t.pf_quant[KC_TUNE_ONE], 4096);
+    assert_int_equal(t.pf_quant[KC_TUNE_MANY], 4096);
+    assert_int_equal(t.pf_half[KC_TUNE_ONE], 3);
+    assert_int_equal(t.pf_half[KC_TUNE_MANY], 4);
+    assert_int_equal(t.pf_f32[KC_TUNE_ONE], 0);
+    assert_int_equal(t.pf_f32[KC_TUNE_MANY], 8192);
+    assert_true(t.from_env);
+    assert_string_equal(t.uarch, "x");
+    assert_int_equal(kc_tune_parse("", &t), 0);
+    const kc_tune before = t;
+    static const char *const bad[] = {
+        "pf_quant",   "pf_quant=",        "pf_quant=-1",   "pf_quant=1x",
+        "pf_half=1/", "pf_half=/1",       "pf_half=1/2/3", "pf_half=2097152",
+        "pf_hal=1",   "pf_f32=1,bogus=2", "pf_f32=1,",     "pf_f32=99999999999999999999",
+        "pf_f32=1/2x"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        if (kc_tune_parse(bad[i], &t) != -EINVAL) {
+            fail_msg("TANDEM_CPU_TUNE=%s was accepted", bad[i]);
+        }
+        assert_memory_equal(&t, &before, sizeof(t));
+    }
+    const kc_tune saved = *kc_tune_get();
+    kc_tune big = saved;
+    big.pf_half[KC_TUNE_MANY] = KC_TUNE_PF_MAX + 1;
+    assert_int_equal(kc_tune_set(&big), -EINVAL);
+    assert_int_equal(kc_tune_get()->pf_half[KC_TUNE_MANY], saved.pf_half[KC_TUNE_MANY]);
+    big.pf_half[KC_TUNE_MANY] = 0;
+    assert_int_equal(kc_tune_set(&big), 0);
+    assert_int_equal(kc_tune_get()->pf_half[KC_TUNE_MANY], 0);
+    assert_int_equal(kc_tune_set(&saved), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cpu_features),
+        cmocka_unit_test(test_tune_parse),
         cmocka_unit_test(test_pool_runs),
         cmocka_unit_test(test_pool_wakes_sleepers),
     };
