@@ -22,6 +22,7 @@
 #include "engine/core/engine.h"
 #include "engine/server/server.h"
 #include "engine/template/chat_template.h"
+#include "kernels/cpu/kc_cpu.h"
 #include "lib/clock.h"
 #include "lib/common.h"
 #include "lib/err.h"
@@ -42,6 +43,25 @@ struct serve_state {
     uint64_t drain_ms;
     int drained;
 };
+
+/* The CPU kernels' instruction set and decode tuning (kernels/cpu/kc_cpu.h), and a warning for a
+ * TANDEM_CPU_TUNE that did not parse. */
+static void log_cpu_kernels(void)
+{
+    const kc_tune *t = kc_tune_get();
+    const kc_isa isa = kc_isa_active();
+    log_info("cpu kernels: %s%s; %s tuning%s: decode prefetch (one thread/several) %d/%d B "
+             "quantized, %d/%d B F16/BF16, %d/%d B F32",
+             kc_isa_name(isa),
+             isa == KC_ISA_AVX512 && kc_cpu_features_get()->avx512bf16 ? " + avx512_bf16" : "",
+             t->uarch, t->from_env ? " with TANDEM_CPU_TUNE" : "", t->pf_quant[0], t->pf_quant[1],
+             t->pf_half[0], t->pf_half[1], t->pf_f32[0], t->pf_f32[1]);
+    if (t->env_bad) {
+        log_warn("TANDEM_CPU_TUNE=%s ignored: expected pf_quant=N,pf_half=N,pf_f32=N (N, or N/M "
+                 "for one thread/several, bytes in [0, %d])",
+                 getenv("TANDEM_CPU_TUNE"), KC_TUNE_PF_MAX);
+    }
+}
 
 static void on_drained(struct http_server *srv, void *ud)
 {
@@ -198,6 +218,9 @@ static int cmd_serve(struct cli_args *a)
              (double)m->n_params / 1e6, c->backend ? c->backend->name : cpu_backend_ops.name,
              c->tensor_parallel_size > 1 ? (int)c->tensor_parallel_size : 1, es0.num_blocks,
              es0.block_size, es0.max_model_len);
+    if (!c->backend || c->backend == &cpu_backend_ops) {
+        log_cpu_kernels();
+    }
     struct http_server_config hc;
     http_server_config_init(&hc);
     hc.host = host && *host ? host : "127.0.0.1";
