@@ -151,7 +151,7 @@ assert_eq "$managed" "ConfigMap/ld-epp-config Deployment/ld-epp Deployment/ldm-w
 wait_for 60 "2 Ready operator pods again" out_is 2 op_ready_operator_pods
 sleep 3
 pods=$(op_operator_pods)
-printf '%s\n' "$pods" | grep -qx "$leader" && fail "the killed pod $leader is still listed: $pods"
+grep -qx "$leader" <<<"$pods" && fail "the killed pod $leader is still listed: $pods"
 [ "$(op_leader_pod)" = "$leader2" ] || fail "the leader changed from $leader2 to $(op_leader_pod) after the replacement pod started"
 for p in $pods; do
     l=$(op_is_leading "$p") || fail "cannot read /metrics of $p"

@@ -28,9 +28,9 @@ static unsigned long long kc_xgetbv0(void)
 
 /*
  * Decode prefetch distances per microarchitecture (one thread / several). A row is measured
- * (`kc_bench --tune`, see kernels/cpu/README.md) on the host its comment names; the others keep
- * the generic values, the distances every CPU used before the table existed (measured on Zen 3
- * with AVX2 and on Zen 5).
+ * (e2e/bench/cpu_tune.py, see kernels/cpu/README.md) on the host its comment names; the others
+ * keep the generic values, the distances every CPU used before the table existed (measured on
+ * Zen 3 with AVX2 and on Zen 5). The first matching row wins (zen4's model ranges before zen3's).
  */
 typedef struct kc_uarch_row {
     const char *vendor; /* cpuid leaf 0 string */

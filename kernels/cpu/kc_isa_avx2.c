@@ -551,9 +551,8 @@ KC_INLINE bool kc_k_signed(tdtype ty)
 
 #define RMK 1 /* prompt tiles: 1 row x 4 tokens (the decode dominates; no row reuse) */
 #define NTK 4
-#define RMKD                                                                                       \
-    2 /* decode tiles (n <= KC__DECODE_MAX_N): 2 rows x 1 token, two independent chains            \
-       */
+/* decode tiles (n <= KC__DECODE_MAX_N): 2 rows x 1 token, two independent chains */
+#define RMKD 2
 #define NTKD 1
 
 /* One super-block of row r against tokens [t0, t0 + nt): adds to acc[0 .. nt). */

@@ -283,16 +283,18 @@ $(clip "$1" 2500)" ;;
     esac
 }
 
-# assert_match TEXT ERE DESC: some line of TEXT matches the extended regex ERE.
+# assert_match TEXT ERE DESC: some line of TEXT matches the extended regex ERE. A here-string,
+# not a pipe: grep -q exits at the first match, and under pipefail the writer's SIGPIPE would
+# turn a match into a failure.
 assert_match() {
-    if ! printf '%s\n' "$1" | grep -Eq -- "$2"; then
+    if ! grep -Eq -- "$2" <<<"$1"; then
         fail "$3: expected a line matching /$2/ in:
 $(clip "$1" 2500)"
     fi
 }
 
 assert_no_match() {
-    if printf '%s\n' "$1" | grep -Eq -- "$2"; then
+    if grep -Eq -- "$2" <<<"$1"; then
         fail "$3: expected no line matching /$2/ in:
 $(clip "$1" 2500)"
     fi
