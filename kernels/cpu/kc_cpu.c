@@ -116,11 +116,11 @@ int kc_tune_parse(const char *spec, kc_tune *t)
     return 0;
 }
 
-#ifdef KC_X86
-/* The tuning row of this CPU (cpuid vendor, display family and model). */
+/* The tuning row of this CPU (cpuid vendor, display family and model); generic off x86. */
 static kc_tune kc_detect_tune(void)
 {
     kc_tune t = KC_TUNE_GENERIC("generic");
+#ifdef KC_X86
     unsigned int a, b, c, d;
     char vendor[13] = {0};
     if (!__get_cpuid(0, &a, &b, &c, &d)) {
@@ -144,17 +144,14 @@ static kc_tune kc_detect_tune(void)
             return r->tune;
         }
     }
+#endif
     return t;
 }
-#endif
 
 static void kc_detect(void)
 {
     memset(&g_feat, 0, sizeof(g_feat));
-    g_tune = (kc_tune)KC_TUNE_GENERIC("generic");
-#ifdef KC_X86
     g_tune = kc_detect_tune();
-#endif
     const char *spec = getenv("TANDEM_CPU_TUNE");
     if (spec && *spec) {
         g_tune.env_bad = kc_tune_parse(spec, &g_tune) != 0; /* the table's values stand */

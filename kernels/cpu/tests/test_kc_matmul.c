@@ -211,6 +211,11 @@ static void reference(tdtype t, const void *w, int64_t k, int64_t m, const float
     free(xq);
 }
 
+/* Every weight type the kernels take. */
+static const tdtype all_types[] = {TD_F32,  TD_F16,  TD_BF16, TD_Q8_0,   TD_Q4_0,
+                                   TD_Q4_1, TD_Q5_0, TD_Q5_1, TD_IQ4_NL, TD_Q2_K,
+                                   TD_Q3_K, TD_Q4_K, TD_Q5_K, TD_Q6_K,   TD_IQ4_XS};
+
 static void check_case(kc_pool *pool1, kc_pool *pool2, tdtype t, int64_t k, int64_t m, bool pack)
 {
     static const int64_t ns[] = {1, 3, 17, 64};
@@ -283,14 +288,11 @@ static void test_matmul_all_isas(void **state)
     kc_pool *pool2 = kc_pool_new(2, false);
     assert_non_null(pool1);
     assert_non_null(pool2);
-    static const tdtype types[] = {TD_F32,  TD_F16,  TD_BF16, TD_Q8_0,   TD_Q4_0,
-                                   TD_Q4_1, TD_Q5_0, TD_Q5_1, TD_IQ4_NL, TD_Q2_K,
-                                   TD_Q3_K, TD_Q4_K, TD_Q5_K, TD_Q6_K,   TD_IQ4_XS};
     kc_isa best = kc_isa_best();
     for (int isa = KC_ISA_SCALAR; isa <= (int)best; isa++) {
         assert_int_equal(kc_isa_set((kc_isa)isa), 0);
-        for (size_t ti = 0; ti < sizeof(types) / sizeof(types[0]); ti++) {
-            tdtype t = types[ti];
+        for (size_t ti = 0; ti < sizeof(all_types) / sizeof(all_types[0]); ti++) {
+            tdtype t = all_types[ti];
             bool quant = td_is_quant(t);
             if (td_block_elems(t) == TD_QKK) {
                 const bool packable = t == TD_Q4_K || t == TD_Q5_K || t == TD_Q6_K;
@@ -322,9 +324,6 @@ static void test_matmul_all_isas(void **state)
 static void test_prefetch_tune_same_bits(void **state)
 {
     (void)state;
-    static const tdtype types[] = {TD_F32,  TD_F16,  TD_BF16, TD_Q8_0,   TD_Q4_0,
-                                   TD_Q4_1, TD_Q5_0, TD_Q5_1, TD_IQ4_NL, TD_Q2_K,
-                                   TD_Q3_K, TD_Q4_K, TD_Q5_K, TD_Q6_K,   TD_IQ4_XS};
     static const int dist[] = {0, 64, 32768};
     const int64_t k = 512, m = 48, n = 3;
     kc_pool *pool = kc_pool_new(2, false);
@@ -349,9 +348,9 @@ static void test_prefetch_tune_same_bits(void **state)
     const kc_isa best = kc_isa_best();
     for (int isa = KC_ISA_SCALAR; isa <= (int)best; isa++) {
         assert_int_equal(kc_isa_set((kc_isa)isa), 0);
-        for (size_t ti = 0; ti < sizeof(types) / sizeof(types[0]); ti++) {
-            void *w = make_weights(types[ti], k, m);
-            kc_weight wt = {.type = types[ti], .k = k, .m = m, .data = w};
+        for (size_t ti = 0; ti < sizeof(all_types) / sizeof(all_types[0]); ti++) {
+            void *w = make_weights(all_types[ti], k, m);
+            kc_weight wt = {.type = all_types[ti], .k = k, .m = m, .data = w};
             assert_int_equal(kc_weight_prepare(&wt), 0);
             const size_t ws = kc_matmul_wsize(&wt, n);
             void *wsp = ws ? malloc(ws) : NULL;
@@ -370,7 +369,7 @@ static void test_prefetch_tune_same_bits(void **state)
                         if (memcmp(y0, y1, sizeof(float) * (size_t)(nn * m)) != 0) {
                             fail_msg("isa %s type %s n %ld threads %d: prefetch %d changed the "
                                      "result",
-                                     kc_isa_name((kc_isa)isa), td_name(types[ti]), (long)nn,
+                                     kc_isa_name((kc_isa)isa), td_name(all_types[ti]), (long)nn,
                                      p ? 1 : 2, dist[d]);
                         }
                     }
